@@ -1,0 +1,586 @@
+"""The scikit-learn layer: parameters, validation, target scaling and label encoding,
+building the target, calling the method, and predicting from posterior draws."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from numbers import Integral, Real
+
+import numpy as np
+from joblib import effective_n_jobs
+from scipy.special import logsumexp
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .kernels import network as knet
+from .kernels.predict import mixture_quantiles
+from .methods import METHODS, BaseMethod
+from .network import ACTIVATIONS
+from .priors import PRIORS, GaussianPrior
+from .target import Target
+from .utils import seed_sequence
+
+# Bytes of network outputs held at once while predicting; bounds memory for large X.
+_CHUNK_BYTES = 64 * 2**20
+
+_SHARED_PARAMS_DOC = """
+    hidden_layer_sizes : tuple of int, default=(10,)
+        Width of each hidden layer; ``()`` means no hidden layer (Bayesian linear, logistic
+        or softmax regression). Ten units are enough for most tabular problems of a few
+        hundred rows and keep NUTS fast; widen for more complex functions.
+    activation : {"tanh", "relu", "logistic", "identity"}, default="tanh"
+        Hidden-layer activation. ``tanh`` is the default because its smooth posterior suits
+        gradient-based samplers: the kinks of ``relu`` cost energy errors and smaller steps.
+    method : str or method object, default="nuts"
+        How the posterior is computed: a name (``"nuts"``, ``"hmc"``) or an object from
+        :mod:`skbnn.methods` carrying its own knobs (``NUTS(target_accept=0.9)``), which
+        ``GridSearchCV`` can tune as ``method__<knob>``. NUTS is the default because it
+        needs no tuning of the path length.
+    prior : "gaussian" or prior object, default="gaussian"
+        Prior over weights and biases; ``"gaussian"`` is ``GaussianPrior()``, N(0, 1) with
+        fan-in scaling of the weights.
+    n_samples : int, default=1000
+        Posterior draws kept for prediction (summed over chains). A thousand draws put the
+        Monte Carlo error of predictive means well below the posterior spread.
+    random_state : int, RandomState instance or None, default=None
+        Seeds everything random (chain starts, momenta, noise updates); with an int the fit
+        is reproducible and does not depend on ``n_jobs``.
+    n_jobs : int, default=None
+        Threads for chains and predictions (``None`` means 1, ``-1`` all cores).
+    verbose : int, default=0
+        A progress bar when > 0.
+"""
+
+
+def _check_hidden_layer_sizes(sizes) -> tuple[int, ...]:
+    if isinstance(sizes, Integral):
+        sizes = (sizes,)
+    try:
+        sizes = tuple(sizes)
+    except TypeError:
+        raise ValueError(
+            f"hidden_layer_sizes must be a tuple of positive ints, got {sizes!r}"
+        ) from None
+    if not all(isinstance(s, Integral) and s >= 1 for s in sizes):
+        raise ValueError(f"hidden_layer_sizes must be a tuple of positive ints, got {sizes!r}")
+    return tuple(int(s) for s in sizes)
+
+
+class _BaseBayesianMLP(BaseEstimator):
+    """Shared fitting and prediction machinery of the two estimators."""
+
+    _parameter_constraints: dict = {
+        "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
+        "activation": [StrOptions(set(ACTIVATIONS))],
+        "method": [StrOptions(set(METHODS)), BaseMethod],
+        "prior": [StrOptions(set(PRIORS)), GaussianPrior],
+        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "n_jobs": [Integral, None],
+        "verbose": ["verbose"],
+    }
+
+    def _resolve_method(self) -> BaseMethod:
+        return METHODS[self.method]() if isinstance(self.method, str) else self.method
+
+    def _resolve_prior(self):
+        return PRIORS[self.prior]() if isinstance(self.prior, str) else self.prior
+
+    def _run(self, X, Y, likelihood, noise_precision=1.0, noise="fixed"):
+        start = time.perf_counter()
+        hidden = _check_hidden_layer_sizes(self.hidden_layer_sizes)
+        method = self._resolve_method()
+        if noise == "infer":
+            noise = method.noise_handling
+        target = Target(
+            X,
+            Y,
+            hidden,
+            self.activation,
+            likelihood,
+            prior_std=np.empty(0),
+            noise=noise,
+            noise_precision=noise_precision,
+        )
+        target.prior_std = self._resolve_prior().stds(target.layout)
+        result = method.run(target, self.n_samples, self.random_state, self.n_jobs, self.verbose)
+        self.posterior_ = result.posterior
+        self.diagnostics_ = dict(result.diagnostics)
+        self.diagnostics_["wall_time"] = time.perf_counter() - start
+        self._layout = target.layout
+        self._act = int(target.ints[1])
+        return result
+
+    def _network_outputs(self, X, thetas):
+        """Generator over row chunks: ``(rows slice, outputs of shape (S, k, n_chunk))``.
+
+        Rows are chunked so at most ``_CHUNK_BYTES`` of outputs exist at once; within a
+        chunk the draws are split over ``n_jobs`` threads running the GIL-free kernel.
+        """
+        n, k = X.shape[0], int(self._layout.sizes[-1])
+        n_draws = thetas.shape[0]
+        chunk = max(1, _CHUNK_BYTES // (8 * k * max(1, n_draws)))
+        n_threads = max(1, min(effective_n_jobs(self.n_jobs), n_draws))
+        thetas = np.ascontiguousarray(thetas[:, : self._layout.n_weights])
+        bounds = np.linspace(0, n_draws, n_threads + 1).astype(int)
+        sizes, offsets = self._layout.sizes, self._layout.offsets
+        with ThreadPoolExecutor(max_workers=n_threads) as pool:
+            for lo in range(0, n, chunk):
+                hi = min(n, lo + chunk)
+                xt = np.array(X[lo:hi].T, dtype=np.float64, order="C").ravel()
+                out = np.empty((n_draws, k, hi - lo))
+                parts = [
+                    pool.submit(
+                        knet.forward_batch,
+                        thetas[a:b],
+                        xt,
+                        sizes,
+                        offsets,
+                        self._act,
+                        hi - lo,
+                        out[a:b],
+                    )  # fmt: skip
+                    for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+                ]
+                for part in parts:
+                    part.result()
+                yield slice(lo, hi), out
+
+    def _validate_X(self, X):
+        check_is_fitted(self)
+        return validate_data(self, X, reset=False, dtype=np.float64)
+
+
+class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
+    __doc__ = (
+        """Bayesian multilayer perceptron regressor.
+
+    The posterior over the network's weights given the data is computed by ``method``; the
+    prediction is the posterior predictive distribution: its mean, standard deviation,
+    intervals and draws. Targets are standardized internally (training mean and population
+    standard deviation per output); the prior and ``noise_std`` live on that scale and every
+    prediction is returned in the original units.
+
+    Parameters
+    ----------"""
+        + _SHARED_PARAMS_DOC
+        + """    noise_std : float or None, default=None
+        Standard deviation of the Gaussian observation noise on the standardized target.
+        ``None`` infers it: each output's noise precision ``1 / sigma**2`` has a
+        ``Gamma(1, 1e-3)`` prior (nearly flat for any sd above 3 % of the target's; see
+        :mod:`skbnn.priors`) and the MCMC methods update it by exact Gibbs steps.
+
+    Attributes
+    ----------
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only when X has feature names.
+    n_outputs_ : int
+    posterior_ : skbnn.posterior.WeightedDraws
+        Posterior draws of the flat parameter vector (standardized scale).
+    diagnostics_ : dict
+        Figures of the fit: ``wall_time``, ``compile_time``, ``n_grad_evals``, and for MCMC
+        ``n_chains``, ``step_size``, ``accept_rate`` (per chain), ``divergences``,
+        ``ess_bulk_loglik``, ``rhat_loglik``, ``rhat_outputs``, ``ess_bulk_outputs`` ...
+    noise_std_ : float or ndarray of shape (n_outputs,)
+        Posterior mean noise standard deviation, original units.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from skbnn import BayesianMLPRegressor
+    >>> X, y = make_regression(n_samples=100, n_features=3, noise=5.0, random_state=0)
+    >>> reg = BayesianMLPRegressor(n_samples=200, random_state=0).fit(X, y)
+    >>> mean, std = reg.predict(X[:2], return_std=True)
+    """
+    )
+
+    _parameter_constraints: dict = {
+        **_BaseBayesianMLP._parameter_constraints,
+        "noise_std": [Interval(Real, 0, None, closed="neither"), None],
+    }
+
+    def __init__(
+        self,
+        hidden_layer_sizes=(10,),
+        activation="tanh",
+        method="nuts",
+        prior="gaussian",
+        n_samples=1000,
+        noise_std=None,
+        random_state=None,
+        n_jobs=None,
+        verbose=0,
+    ):
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.method = method
+        self.prior = prior
+        self.n_samples = n_samples
+        self.noise_std = noise_std
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y):
+        """Compute the posterior of the network's weights given ``(X, y)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+
+        Returns
+        -------
+        self : BayesianMLPRegressor
+        """
+        X, y = validate_data(
+            self,
+            X,
+            y,
+            multi_output=True,
+            y_numeric=True,
+            dtype=np.float64,
+            ensure_min_samples=2,
+        )
+        Y = y.reshape(len(y), -1)
+        self.n_outputs_ = Y.shape[1]
+        self._y_mean = Y.mean(axis=0)
+        scale = Y.std(axis=0)
+        # a constant output has no scale to standardize by; leave it in original units
+        self._y_std = np.where(scale > 0, scale, 1.0)
+        Y = (Y - self._y_mean) / self._y_std
+        if self.noise_std is None:
+            result = self._run(X, Y, "gaussian", 1.0, noise="infer")
+        else:
+            result = self._run(X, Y, "gaussian", 1.0 / self.noise_std**2, noise="fixed")
+        self._noise_sd_draws = 1.0 / np.sqrt(
+            np.broadcast_to(
+                self.posterior_.noise_precision, (self.posterior_.n_draws, self.n_outputs_)
+            )
+        )
+        noise = self._y_std * (self.posterior_.normalized_weights() @ self._noise_sd_draws)
+        self.noise_std_ = noise if self.n_outputs_ > 1 else float(noise[0])
+        if result.log_evidence is not None:
+            self.log_evidence_ = result.log_evidence - len(Y) * np.sum(np.log(self._y_std))
+        return self
+
+    def _squeeze(self, a):
+        return a[:, 0] if self.n_outputs_ == 1 else a
+
+    def _moments(self, X):
+        """Predictive mean and epistemic variance (standardized scale), shape (n, k)."""
+        X = self._validate_X(X)
+        w = self.posterior_.normalized_weights()
+        mean = np.empty((X.shape[0], self.n_outputs_))
+        var = np.empty_like(mean)
+        for rows, out in self._network_outputs(X, self.posterior_.thetas):
+            m = np.einsum("s,skn->nk", w, out)
+            mean[rows] = m
+            var[rows] = np.einsum("s,skn->nk", w, out**2) - m**2
+        return mean, np.maximum(var, 0.0)
+
+    def _aleatoric_var(self):
+        return self.posterior_.normalized_weights() @ self._noise_sd_draws**2
+
+    def predict(self, X, return_std: bool = False):
+        """Posterior predictive mean, and optionally its standard deviation.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return the standard deviation of the posterior predictive distribution of
+            ``y`` (network uncertainty plus observation noise), as ``BayesianRidge`` does.
+
+        Returns
+        -------
+        y_mean : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+        y_std : ndarray, same shape, only with ``return_std``
+        """
+        mean, var = self._moments(X)
+        y_mean = self._squeeze(mean * self._y_std + self._y_mean)
+        if not return_std:
+            return y_mean
+        return y_mean, self._squeeze(np.sqrt(var + self._aleatoric_var()) * self._y_std)
+
+    def predict_std(self, X, kind: str = "total"):
+        """Standard deviation of the prediction.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        kind : {"total", "epistemic", "aleatoric"}, default="total"
+            ``epistemic``: spread of the network output across posterior draws;
+            ``aleatoric``: the observation noise; ``total``: of the posterior predictive
+            of ``y`` (both).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, n_outputs)
+        """
+        if kind not in ("total", "epistemic", "aleatoric"):
+            raise ValueError(f"kind must be one of 'total', 'epistemic', 'aleatoric'; got {kind!r}")
+        _, var = self._moments(X)
+        alea = np.broadcast_to(self._aleatoric_var(), var.shape)
+        total = {"epistemic": var, "aleatoric": alea, "total": var + alea}[kind]
+        return self._squeeze(np.sqrt(total) * self._y_std)
+
+    def predict_interval(self, X, coverage: float = 0.9):
+        """Equal-tailed interval of the posterior predictive distribution of ``y``.
+
+        The predictive distribution is the mixture over posterior draws of the Gaussian
+        observation model; its quantiles are found by bisection on the mixture CDF.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        coverage : float, default=0.9
+            Probability mass inside the interval, in (0, 1).
+
+        Returns
+        -------
+        lower, upper : ndarrays of shape (n_samples,) or (n_samples, n_outputs)
+        """
+        if not (isinstance(coverage, Real) and 0 < coverage < 1):
+            raise ValueError(f"coverage must be a float in (0, 1), got {coverage!r}")
+        X = self._validate_X(X)
+        w = self.posterior_.normalized_weights()
+        probs = np.array([(1 - coverage) / 2, (1 + coverage) / 2])
+        bounds = np.empty((2, X.shape[0], self.n_outputs_))
+        q = np.empty((X.shape[0], 2))
+        n_threads = max(1, effective_n_jobs(self.n_jobs))
+        with ThreadPoolExecutor(max_workers=n_threads) as pool:
+            for rows, out in self._network_outputs(X, self.posterior_.thetas):
+                for o in range(self.n_outputs_):
+                    mu = np.ascontiguousarray(out[:, o, :].T)
+                    sd = np.ascontiguousarray(self._noise_sd_draws[:, o])
+                    dest = q[rows]
+                    cuts = np.linspace(0, len(mu), n_threads + 1).astype(int)
+                    jobs = [
+                        pool.submit(mixture_quantiles, mu[a:b], sd, w, probs, dest[a:b])
+                        for a, b in zip(cuts[:-1], cuts[1:], strict=True)
+                        if b > a
+                    ]
+                    for job in jobs:
+                        job.result()
+                    bounds[:, rows, o] = dest.T
+        bounds = bounds * self._y_std + self._y_mean
+        return self._squeeze(bounds[0]), self._squeeze(bounds[1])
+
+    def sample_y(self, X, n_samples: int = 1, random_state=None):
+        """Draws from the posterior predictive distribution of ``y``.
+
+        Each draw takes one posterior draw of the weights (and noise) and adds Gaussian
+        noise, so a draw is jointly coherent across the rows of ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples_X, n_features)
+        n_samples : int, default=1
+        random_state : int, RandomState instance or None, default=None
+
+        Returns
+        -------
+        ndarray of shape (n_samples_X, n_samples) or (n_samples_X, n_outputs, n_samples)
+            As ``GaussianProcessRegressor.sample_y``.
+        """
+        if not (isinstance(n_samples, Integral) and n_samples >= 1):
+            raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+        X = self._validate_X(X)
+        rng = np.random.default_rng(seed_sequence(random_state))
+        idx = self.posterior_.sample_indices(n_samples, rng)
+        out = np.empty((X.shape[0], self.n_outputs_, n_samples))
+        for rows, f in self._network_outputs(X, self.posterior_.thetas[idx]):
+            noise = rng.standard_normal(f.shape) * self._noise_sd_draws[idx][:, :, None]
+            out[rows] = np.transpose(f + noise, (2, 1, 0))
+        out = out * self._y_std[None, :, None] + self._y_mean[None, :, None]
+        return out[:, 0, :] if self.n_outputs_ == 1 else out
+
+    def _log_predictive_density(self, X, y):
+        """Per-row log posterior predictive density of ``y`` (original units)."""
+        X = self._validate_X(X)
+        Y = np.asarray(y, dtype=np.float64).reshape(X.shape[0], -1)
+        Z = (Y - self._y_mean) / self._y_std
+        logw = np.log(self.posterior_.normalized_weights())
+        sd = self._noise_sd_draws  # (S, k)
+        out = np.empty(X.shape[0])
+        for rows, f in self._network_outputs(X, self.posterior_.thetas):
+            r = (Z[rows].T[None, :, :] - f) / sd[:, :, None]
+            logp = -0.5 * r**2 - np.log(sd)[:, :, None] - 0.5 * np.log(2 * np.pi)
+            out[rows] = logsumexp(logw[:, None] + logp.sum(axis=1), axis=0)
+        return out - np.sum(np.log(self._y_std))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+
+class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
+    __doc__ = (
+        """Bayesian multilayer perceptron classifier.
+
+    Binary problems use one logit with a Bernoulli likelihood, multiclass problems a softmax
+    over one output per class. ``predict_proba`` averages the class probabilities over the
+    posterior draws (Bayesian model averaging).
+
+    Parameters
+    ----------"""
+        + _SHARED_PARAMS_DOC
+        + """
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only when X has feature names.
+    posterior_ : skbnn.posterior.WeightedDraws
+    diagnostics_ : dict
+        See :class:`BayesianMLPRegressor`.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from skbnn import BayesianMLPClassifier
+    >>> X, y = load_iris(return_X_y=True)
+    >>> clf = BayesianMLPClassifier(n_samples=200, random_state=0).fit(X, y)
+    >>> clf.predict_proba(X[:1]).shape
+    (1, 3)
+    """
+    )
+
+    def __init__(
+        self,
+        hidden_layer_sizes=(10,),
+        activation="tanh",
+        method="nuts",
+        prior="gaussian",
+        n_samples=1000,
+        random_state=None,
+        n_jobs=None,
+        verbose=0,
+    ):
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.method = method
+        self.prior = prior
+        self.n_samples = n_samples
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y):
+        """Compute the posterior of the network's weights given ``(X, y)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+            Class labels of any type.
+
+        Returns
+        -------
+        self : BayesianMLPClassifier
+        """
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+        check_classification_targets(y)
+        kind = type_of_target(y)
+        if kind not in ("binary", "multiclass"):
+            raise ValueError(f"{type(self).__name__} supports binary and multiclass y, got {kind}")
+        encoder = LabelEncoder()
+        codes = encoder.fit_transform(y)
+        self.classes_ = encoder.classes_
+        if len(self.classes_) < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes in the data, but "
+                f"the data contains only one class: {self.classes_[0]!r}"
+            )
+        if len(self.classes_) == 2:
+            self._run(X, codes[:, None].astype(np.float64), "bernoulli")
+        else:
+            self._run(X, np.eye(len(self.classes_))[codes], "categorical")
+        return self
+
+    def _class_probabilities(self, X):
+        """Generator of ``(rows, probabilities of shape (S, n, n_classes))``."""
+        X = self._validate_X(X)
+        for rows, f in self._network_outputs(X, self.posterior_.thetas):
+            if len(self.classes_) == 2:
+                p1 = 1.0 / (1.0 + np.exp(-f[:, 0, :]))
+                yield rows, np.stack([1.0 - p1, p1], axis=-1)
+            else:
+                z = np.transpose(f, (0, 2, 1))
+                yield rows, np.exp(z - logsumexp(z, axis=-1, keepdims=True))
+
+    def predict_proba(self, X):
+        """Posterior-averaged class probabilities.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        w = self.posterior_.normalized_weights()
+        parts = [(rows, np.einsum("s,snc->nc", w, p)) for rows, p in self._class_probabilities(X)]
+        out = np.empty((parts[-1][0].stop if parts else 0, len(self.classes_)))
+        for rows, p in parts:
+            out[rows] = p
+        return out
+
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X):
+        """Class with the highest posterior-averaged probability.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+    def predict_std(self, X):
+        """Across-draw standard deviation of each class probability.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        w = self.posterior_.normalized_weights()
+        chunks = []
+        for _, p in self._class_probabilities(X):
+            m = np.einsum("s,snc->nc", w, p)
+            var = np.einsum("s,snc->nc", w, p**2) - m**2
+            chunks.append(np.sqrt(np.maximum(var, 0.0)))
+        return np.concatenate(chunks) if chunks else np.empty((0, len(self.classes_)))
+
+    def _log_predictive_density(self, X, y):
+        """Per-row log posterior predictive probability of the labels ``y``."""
+        proba = self.predict_proba(X)
+        y = np.asarray(y)
+        index = np.searchsorted(self.classes_, y)
+        index = np.clip(index, 0, len(self.classes_) - 1)
+        if not np.all(self.classes_[index] == y):
+            raise ValueError("y contains labels not seen during fit")
+        with np.errstate(divide="ignore"):
+            return np.log(proba[np.arange(len(y)), index])

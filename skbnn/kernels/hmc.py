@@ -1,0 +1,449 @@
+"""Numba kernels for Hamiltonian Monte Carlo: leapfrog, NUTS and static HMC transitions,
+Stan's warm-up adaptation, and the Gibbs update of the noise precision.
+
+A chain's whole state lives in arrays so the Python driver can run it in blocks (for a
+progress bar) and threads can run chains side by side without the GIL.
+
+``sc`` (scalars of one chain)::
+
+    [0] logp at q   [1] step size   [2] log step size average (x_bar)   [3] s_bar
+    [4] mu          [5] dual-averaging count   [6] Welford count
+    [7] gradient evaluations   [8] divergences during warm-up
+
+``cfg_f = [target_accept, path_length, jitter, max_delta_energy]`` and
+``cfg_i = [kind (0 NUTS, 1 HMC), max_tree_depth, max_steps, gibbs_noise]``.
+
+Per kept draw ``trace`` holds ``[loglik, accept_stat, n_leapfrog, tree_depth, divergent,
+step_size, energy]``.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .network import logp_grad
+
+_FM = {"reassoc", "contract"}
+
+# Dual-averaging constants of Hoffman & Gelman (2014), the values Stan and NumPyro use.
+_DA_GAMMA = 0.05
+_DA_T0 = 10.0
+_DA_KAPPA = 0.75
+
+TRACE_FIELDS = (
+    "loglik",
+    "accept_stat",
+    "n_leapfrog",
+    "tree_depth",
+    "divergent",
+    "step_size",
+    "energy",
+)
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _kinetic(p, inv_m):
+    s = 0.0
+    for i in range(p.shape[0]):
+        s += inv_m[i] * p[i] * p[i]
+    return 0.5 * s
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _no_turn(pa, pb, rho, extra, inv_m, use_extra):
+    # Generalized no-U-turn criterion (Betancourt 2017): both ends' velocities M^-1 p must
+    # point along the summed momentum rho (+ extra, for Stan's checks across subtrees).
+    sa = 0.0
+    sb = 0.0
+    for i in range(pa.shape[0]):
+        r = rho[i] + extra[i] if use_extra else rho[i]
+        sa += inv_m[i] * pa[i] * r
+        sb += inv_m[i] * pb[i] * r
+    return sa > 0.0 and sb > 0.0
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _no_turn_diff(pa, pb, r1, r0, extra, inv_m):
+    # _no_turn with rho = r1 - r0 + extra, without materializing it
+    sa = 0.0
+    sb = 0.0
+    for i in range(pa.shape[0]):
+        r = r1[i] - r0[i] + extra[i]
+        sa += inv_m[i] * pa[i] * r
+        sb += inv_m[i] * pb[i] * r
+    return sa > 0.0 and sb > 0.0
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _leapfrog(q, p, g, eps, inv_m, tgt, ws, st):
+    d = q.shape[0]
+    half = 0.5 * eps
+    for i in range(d):
+        p[i] += half * g[i]
+        q[i] += eps * inv_m[i] * p[i]
+    lp = logp_grad(q, tgt, ws, g, st, True)
+    for i in range(d):
+        p[i] += half * g[i]
+    return lp
+
+
+@njit(cache=True, nogil=True)
+def _draw_momentum(rng, p, inv_m):
+    for i in range(p.shape[0]):
+        p[i] = rng.standard_normal() / math.sqrt(inv_m[i])
+
+
+@njit(cache=True, nogil=True)
+def _logaddexp(a, b):
+    if a == -np.inf:
+        return b
+    if b == -np.inf:
+        return a
+    m = max(a, b)
+    return m + math.log(math.exp(a - m) + math.exp(b - m))
+
+
+@njit(cache=True, nogil=True)
+def _energy(lp, p, inv_m):
+    h = -lp + _kinetic(p, inv_m)
+    return np.inf if h != h else h
+
+
+@njit(cache=True, nogil=True)
+def _nuts(rng, q0, g0, st0, lp0, eps, inv_m, max_depth, max_dh, tgt, ws, buf, ckpt, st, st_sub):
+    """One NUTS transition with multinomial sampling (Betancourt 2017, as in Stan).
+
+    The trajectory doubles until a U-turn, a divergence or ``max_depth``. The new subtree is
+    built leaf by leaf; U-turns of its internal subtrees are checked from checkpoints of the
+    momentum and of the running momentum sum kept per level, with Stan's extra checks
+    across neighbouring subtrees. ``q0, g0, st0`` are overwritten with the chosen state.
+    Returns ``(logp, depth, n_leapfrog, accept_stat, divergent, energy)``.
+    """
+    q, p, g = buf[0], buf[1], buf[2]
+    q_l, p_l, g_l = buf[3], buf[4], buf[5]
+    q_r, p_r, g_r = buf[6], buf[7], buf[8]
+    rho, sub_rho = buf[9], buf[10]
+    q_sub, g_sub = buf[11], buf[12]
+    first_p, adj_p, p0 = buf[13], buf[14], buf[15]
+    beg_p, beg_rho, end_p = ckpt[0], ckpt[1], ckpt[2]
+    zero = buf[16]
+
+    _draw_momentum(rng, p0, inv_m)
+    h0 = _energy(lp0, p0, inv_m)
+    q_l[:] = q0
+    q_r[:] = q0
+    p_l[:] = p0
+    p_r[:] = p0
+    g_l[:] = g0
+    g_r[:] = g0
+    rho[:] = p0
+    log_sum_w = 0.0
+    lp_prop = lp0
+    h_prop = h0
+    depth = 0
+    n_leap = 0
+    sum_acc = 0.0
+    divergent = False
+
+    while depth < max_depth:
+        right = rng.random() < 0.5
+        if right:
+            q[:] = q_r
+            p[:] = p_r
+            g[:] = g_r
+            far_p = p_l
+            adj_p[:] = p_r
+            step = eps
+        else:
+            q[:] = q_l
+            p[:] = p_l
+            g[:] = g_l
+            far_p = p_r
+            adj_p[:] = p_l
+            step = -eps
+        n_leaves = 1 << depth
+        sub_log_w = -np.inf
+        sub_rho[:] = 0.0
+        lp_sub = 0.0
+        h_sub = 0.0
+        valid = True
+        for leaf in range(n_leaves):
+            lp = _leapfrog(q, p, g, step, inv_m, tgt, ws, st)
+            n_leap += 1
+            h = _energy(lp, p, inv_m)
+            dh = h - h0
+            if dh > max_dh:
+                divergent = True
+                valid = False
+                break
+            sum_acc += 1.0 if dh <= 0.0 else math.exp(-dh)
+            if leaf == 0:
+                first_p[:] = p
+            for k in range(1, depth + 1):
+                if leaf % (1 << k) == 0:
+                    beg_p[k, :] = p
+                    beg_rho[k, :] = sub_rho
+            sub_rho += p
+            sub_log_w = _logaddexp(sub_log_w, -dh)
+            # progressive uniform sampling within the subtree: leaf wins w.p. w / W_so_far
+            if rng.random() < math.exp(-dh - sub_log_w):
+                q_sub[:] = q
+                g_sub[:] = g
+                st_sub[:] = st
+                lp_sub = lp
+                h_sub = h
+            for k in range(1, depth + 1):
+                if (leaf + 1) % (1 << k) == 0:
+                    ok = _no_turn_diff(beg_p[k], p, sub_rho, beg_rho[k], zero, inv_m)
+                    if ok and k >= 2:
+                        # halves A (built first) and B: A + first leaf of B, B + last of A
+                        ok = _no_turn_diff(
+                            beg_p[k], beg_p[k - 1], beg_rho[k - 1], beg_rho[k], beg_p[k - 1], inv_m
+                        ) and _no_turn_diff(
+                            end_p[k - 1], p, sub_rho, beg_rho[k - 1], end_p[k - 1], inv_m
+                        )
+                    if not ok:
+                        valid = False
+                        break
+            if not valid:
+                break
+            for k in range(1, depth):
+                if (leaf + 1) % (1 << k) == 0:
+                    end_p[k, :] = p
+        if not valid:
+            # a subtree that turned or diverged is discarded whole (Stan, Betancourt 2017)
+            break
+        if right:
+            q_r[:] = q
+            p_r[:] = p
+            g_r[:] = g
+        else:
+            q_l[:] = q
+            p_l[:] = p
+            g_l[:] = g
+        # biased progressive sampling favours the new subtree (Betancourt 2017, A.3.2)
+        if rng.random() < math.exp(sub_log_w - log_sum_w):
+            q0[:] = q_sub
+            g0[:] = g_sub
+            st0[:] = st_sub
+            lp_prop = lp_sub
+            h_prop = h_sub
+        log_sum_w = _logaddexp(log_sum_w, sub_log_w)
+        ok = _no_turn_diff(p_l, p_r, rho, zero, sub_rho, inv_m)
+        if ok:
+            ok = _no_turn_diff(far_p, first_p, rho, zero, first_p, inv_m) and _no_turn_diff(
+                adj_p, p, sub_rho, zero, adj_p, inv_m
+            )
+        rho += sub_rho
+        depth += 1
+        if not ok:
+            break
+    return lp_prop, depth, n_leap, sum_acc / max(n_leap, 1), divergent, h_prop
+
+
+@njit(cache=True, nogil=True)
+def _hmc(
+    rng, q0, g0, st0, lp0, eps, inv_m, path_length, jitter, max_steps, max_dh, tgt, ws, buf, st
+):
+    """One static-path HMC transition with the step size jittered by +-``jitter``."""
+    q, p, g = buf[0], buf[1], buf[2]
+    _draw_momentum(rng, p, inv_m)
+    h0 = _energy(lp0, p, inv_m)
+    # a fixed number of steps with a jittered step size: the path length varies by
+    # +-jitter, which breaks the periodicity a fixed integration time can lock into
+    n_steps = int(min(max_steps, max(1.0, math.ceil(path_length / eps))))
+    step = eps * (1.0 + jitter * (2.0 * rng.random() - 1.0))
+    q[:] = q0
+    g[:] = g0
+    lp = lp0
+    for _ in range(n_steps):
+        lp = _leapfrog(q, p, g, step, inv_m, tgt, ws, st)
+    h = _energy(lp, p, inv_m)
+    dh = h - h0
+    divergent = dh > max_dh
+    acc = 1.0 if dh <= 0.0 else math.exp(-dh)
+    if rng.random() < acc:
+        q0[:] = q
+        g0[:] = g
+        st0[:] = st
+        return lp, n_steps, n_steps, acc, divergent, h
+    return lp0, n_steps, n_steps, acc, divergent, h0
+
+
+@njit(cache=True, nogil=True)
+def _init_step_size(rng, q0, g0, lp0, eps, inv_m, tgt, ws, buf, st, sc):
+    # Stan's heuristic: double or halve until one leapfrog's acceptance crosses 0.8.
+    q, p, g = buf[0], buf[1], buf[2]
+    direction = 0
+    for _ in range(100):
+        _draw_momentum(rng, p, inv_m)
+        h0 = _energy(lp0, p, inv_m)
+        q[:] = q0
+        g[:] = g0
+        lp = _leapfrog(q, p, g, eps, inv_m, tgt, ws, st)
+        sc[7] += 1
+        delta = h0 - _energy(lp, p, inv_m)
+        up = delta > math.log(0.8)
+        if direction == 0:
+            direction = 1 if up else -1
+        elif (direction == 1) != up:
+            break
+        eps = eps * 2.0 if direction == 1 else eps * 0.5
+        if eps > 1e7 or eps < 1e-12:
+            break
+    return eps
+
+
+@njit(cache=True, nogil=True)
+def _gibbs_noise(rng, tgt, st0):
+    # Conjugate update of each output's noise precision: Gamma(a + n/2, b + SSR/2)
+    # (Neal 1996), so the noise never enters the leapfrog integrator.
+    tau = tgt[5]
+    n = tgt[6][0]
+    a = tgt[7][0]
+    b = tgt[7][1]
+    for o in range(tau.shape[0]):
+        tau[o] = rng.gamma(a + 0.5 * n, 1.0 / (b + 0.5 * st0[2 + o]))
+
+
+@njit(cache=True, nogil=True)
+def run_block(
+    rng,
+    it_start,
+    it_stop,
+    n_warmup,
+    sched,
+    q0,
+    g0,
+    st0,
+    inv_m,
+    w_mean,
+    w_m2,
+    sc,
+    cfg_f,
+    cfg_i,
+    tgt,
+    draws,
+    trace,
+    taus,
+):
+    """Run iterations ``[it_start, it_stop)`` of one chain, warm-up first.
+
+    ``sched[it] = (in_window, end_window)`` for warm-up iterations (Stan's windows). Kept
+    draws go to row ``it - n_warmup`` of ``draws``, ``trace`` and ``taus``.
+    """
+    d = q0.shape[0]
+    kind = cfg_i[0]
+    max_depth = cfg_i[1]
+    gibbs = cfg_i[3] != 0
+    target_accept = cfg_f[0]
+    max_dh = cfg_f[3]
+    n = tgt[6][0]
+    k = tgt[5].shape[0]
+    widths = tgt[2][1:]
+    ws = np.empty((widths.sum() + 2 * widths.max()) * n)
+    buf = np.zeros((17, d))
+    ckpt = np.empty((3, max_depth + 1, d))
+    st = np.empty(2 + k)
+    st_sub = np.empty(2 + k)
+
+    if it_start == 0:
+        sc[0] = logp_grad(q0, tgt, ws, g0, st0, True)
+        sc[7] += 1
+        sc[1] = _init_step_size(rng, q0, g0, sc[0], sc[1], inv_m, tgt, ws, buf, st, sc)
+        sc[4] = math.log(10.0 * sc[1])
+
+    for it in range(it_start, it_stop):
+        eps = sc[1]
+        if kind == 0:
+            lp, depth, n_leap, acc, div, energy = _nuts(
+                rng,
+                q0,
+                g0,
+                st0,
+                sc[0],
+                eps,
+                inv_m,
+                max_depth,
+                max_dh,
+                tgt,
+                ws,
+                buf,
+                ckpt,
+                st,
+                st_sub,
+            )
+        else:
+            lp, depth, n_leap, acc, div, energy = _hmc(
+                rng,
+                q0,
+                g0,
+                st0,
+                sc[0],
+                eps,
+                inv_m,
+                cfg_f[1],
+                cfg_f[2],
+                cfg_i[2],
+                max_dh,
+                tgt,
+                ws,
+                buf,
+                st,
+            )
+        sc[0] = lp
+        sc[7] += n_leap
+        if gibbs:
+            _gibbs_noise(rng, tgt, st0)
+            sc[0] = logp_grad(q0, tgt, ws, g0, st0, True)
+            sc[7] += 1
+
+        if it < n_warmup:
+            if div:
+                sc[8] += 1
+            # dual averaging of the log step size towards target_accept
+            sc[5] += 1.0
+            m = sc[5]
+            eta = 1.0 / (m + _DA_T0)
+            sc[3] = (1.0 - eta) * sc[3] + eta * (target_accept - min(1.0, acc))
+            x = sc[4] - sc[3] * math.sqrt(m) / _DA_GAMMA
+            x_eta = m ** (-_DA_KAPPA)
+            sc[2] = x_eta * x + (1.0 - x_eta) * sc[2]
+            sc[1] = math.exp(x)
+            if sched[it, 0]:
+                sc[6] += 1.0
+                c = sc[6]
+                for i in range(d):
+                    delta = q0[i] - w_mean[i]
+                    w_mean[i] += delta / c
+                    w_m2[i] += delta * (q0[i] - w_mean[i])
+            if sched[it, 1]:
+                c = sc[6]
+                for i in range(d):
+                    # Stan's regularization shrinks the variance towards 1e-3
+                    var = w_m2[i] / (c - 1.0) if c > 1.0 else 1.0
+                    inv_m[i] = (c / (c + 5.0)) * var + 1e-3 * (5.0 / (c + 5.0))
+                    w_mean[i] = 0.0
+                    w_m2[i] = 0.0
+                sc[6] = 0.0
+                sc[1] = _init_step_size(rng, q0, g0, sc[0], sc[1], inv_m, tgt, ws, buf, st, sc)
+                sc[4] = math.log(10.0 * sc[1])
+                sc[2] = 0.0
+                sc[3] = 0.0
+                sc[5] = 0.0
+            if it == n_warmup - 1:
+                sc[1] = math.exp(sc[2])
+        else:
+            j = it - n_warmup
+            draws[j, :] = q0
+            trace[j, 0] = st0[0]
+            trace[j, 1] = acc
+            trace[j, 2] = n_leap
+            trace[j, 3] = depth
+            trace[j, 4] = 1.0 if div else 0.0
+            trace[j, 5] = eps
+            trace[j, 6] = energy
+            for o in range(k):
+                taus[j, o] = tgt[5][o]
+    return it_stop

@@ -1,0 +1,425 @@
+"""Numba kernels: MLP forward pass, log-likelihood, prior, and their gradients.
+
+All arrays are flat and feature-major: ``XT`` is ``X.T`` raveled (``d * n``), so the innermost
+loops run over rows with unit stride and vectorize. The target is passed as one tuple so every
+sampler kernel has one stable signature (see :func:`skbnn.target.Target.as_tuple`)::
+
+    tgt = (XT, YT, sizes, offsets, prior_std, tau, ints, floats)
+    ints   = [n_rows, activation, likelihood, n_noise_in_theta]
+    floats = [noise_shape, noise_rate, beta]
+
+``YT`` is the standardized target (Gaussian), the 0/1 label (Bernoulli) or a one-hot matrix
+(categorical), feature-major like ``XT``. ``tau`` holds the noise precisions per output used
+when the noise is not part of ``theta``. ``beta`` tempers the likelihood (SMC).
+
+The workspace ``ws`` holds the activations of every layer followed by two delta buffers
+(:meth:`skbnn.network.NetworkLayout.workspace_size`).
+"""
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+# reassoc lets LLVM vectorize the row reductions and contract fuses multiply-adds; neither
+# assumes finite values, so a divergent trajectory still shows up as inf/NaN.
+#
+# Hot inner loops index per-row views (``x = src[i * n : (i + 1) * n]; x[t]``), never
+# ``buf[base + t]``: numba wraps negative indices, and since LLVM cannot prove ``base + t``
+# non-negative it turns such loops into gathers or leaves them scalar (several times slower).
+_FM = {"reassoc", "contract"}
+_LOG_2PI = math.log(2.0 * math.pi)
+
+# The activation functions below are written in plain arithmetic because math.tanh and
+# math.exp are opaque libm calls that keep the activation loops scalar. They must not be
+# reassociated: the range reduction relies on the exact evaluation order.
+_FM_EXACT = {"contract"}
+_LOG2E = 1.4426950408889634
+# ln 2 split so that k * _LN2_HI is exact for |k| < 2**20 (Cody-Waite, as in fdlibm)
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+# Taylor coefficients 1/m! of expm1 on |r| <= ln2 / 2 (truncation error < 1e-17 relative)
+_C2 = 1.0 / 2.0
+_C3 = 1.0 / 6.0
+_C4 = 1.0 / 24.0
+_C5 = 1.0 / 120.0
+_C6 = 1.0 / 720.0
+_C7 = 1.0 / 5040.0
+_C8 = 1.0 / 40320.0
+_C9 = 1.0 / 362880.0
+_C10 = 1.0 / 3628800.0
+_C11 = 1.0 / 39916800.0
+_C12 = 1.0 / 479001600.0
+_C13 = 1.0 / 6227020800.0
+
+
+@njit(cache=True, nogil=True, fastmath=_FM_EXACT)
+def _expm1_reduced(v):
+    # v = k ln2 + r with |r| <= ln2 / 2; returns k and expm1(r). v must be finite.
+    k = math.floor(v * _LOG2E + 0.5)
+    r = (v - k * _LN2_HI) - k * _LN2_LO
+    q = _C10 + r * (_C11 + r * (_C12 + r * _C13))
+    q = _C6 + r * (_C7 + r * (_C8 + r * (_C9 + r * q)))
+    q = _C2 + r * (_C3 + r * (_C4 + r * (_C5 + r * q)))
+    return k, r + r * r * q
+
+
+@njit(cache=True, nogil=True, fastmath=_FM_EXACT)
+def _pow2(k):
+    # 2**k for integer -1022 <= k <= 1023, built from the exponent bits
+    return np.int64((k + 1023) << 52).view(np.float64)
+
+
+@njit(cache=True, nogil=True, fastmath=_FM_EXACT, error_model="numpy")
+def _tanh(x):
+    # With e = exp(-2|x|) and m = expm1(-2|x|) = e - 1: tanh|x| = -m / (1 + e) keeps full
+    # relative accuracy near 0. Beyond |x| = 1 it uses 1 - 2e / (1 + e) instead, because m
+    # drops the low bits of a tiny e and would round to 1 slightly before tanh does. Both
+    # sides are computed and selected so the loop stays branch-free. The clamp (tanh rounds
+    # to 1 long before) also keeps NaN out of the integer conversion.
+    v = -2.0 * abs(x)
+    v = v if v > -44.0 else -44.0
+    k, p = _expm1_reduced(v)
+    s = _pow2(k)
+    e = s * p + s
+    if v > -2.0:
+        a = 0.0
+        num = s * p + (s - 1.0)
+    else:
+        a = 1.0
+        num = 2.0 * e
+    t = math.copysign(a - num / (1.0 + e), x)
+    return t if x == x else x
+
+
+@njit(cache=True, nogil=True, fastmath=_FM_EXACT, error_model="numpy")
+def _logistic(x):
+    # 1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below, so neither side overflows. e^-|x|
+    # is scaled by two powers of 2 to reach the subnormal range; below -750 it rounds to 0.
+    v = -abs(x)
+    v = v if v > -750.0 else -750.0
+    k, p = _expm1_reduced(v)
+    h = k >> 1
+    e = ((1.0 + p) * _pow2(h)) * _pow2(k - h)
+    num = 1.0 if x >= 0.0 else e
+    f = num / (1.0 + e)
+    return f if x == x else x
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _dense(src, src_base, n_in, theta, w_start, b_start, dst, dst_base, n_out, n):
+    # dst[j, :] = b[j] + sum_i W[i, j] src[i, :]; four inputs per pass to cut dst traffic.
+    for j in range(n_out):
+        z = dst[dst_base + j * n : dst_base + (j + 1) * n]
+        bj = theta[b_start + j]
+        for t in range(n):
+            z[t] = bj
+        i = 0
+        while i + 4 <= n_in:
+            w0 = theta[w_start + i * n_out + j]
+            w1 = theta[w_start + (i + 1) * n_out + j]
+            w2 = theta[w_start + (i + 2) * n_out + j]
+            w3 = theta[w_start + (i + 3) * n_out + j]
+            x0 = src[src_base + i * n : src_base + (i + 1) * n]
+            x1 = src[src_base + (i + 1) * n : src_base + (i + 2) * n]
+            x2 = src[src_base + (i + 2) * n : src_base + (i + 3) * n]
+            x3 = src[src_base + (i + 3) * n : src_base + (i + 4) * n]
+            for t in range(n):
+                z[t] += w0 * x0[t] + w1 * x1[t] + w2 * x2[t] + w3 * x3[t]
+            i += 4
+        while i < n_in:
+            w0 = theta[w_start + i * n_out + j]
+            x0 = src[src_base + i * n : src_base + (i + 1) * n]
+            for t in range(n):
+                z[t] += w0 * x0[t]
+            i += 1
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _activate(buf, base, size, act):
+    # Branch-free bodies (selects, no libm calls) so every case vectorizes; NaN passes through.
+    z = buf[base : base + size]
+    if act == 1:
+        for t in range(size):
+            z[t] = 0.0 if z[t] < 0.0 else z[t]
+    elif act == 2:
+        for t in range(size):
+            z[t] = _tanh(z[t])
+    elif act == 3:
+        for t in range(size):
+            z[t] = _logistic(z[t])
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def forward(theta, XT, sizes, offsets, act, n, ws):
+    """Run the network on ``n`` feature-major rows; return the output's offset in ``ws``."""
+    n_layers = sizes.shape[0] - 1
+    src_base = 0
+    dst_base = 0
+    for layer in range(n_layers):
+        n_in = sizes[layer]
+        n_out = sizes[layer + 1]
+        w_start = offsets[layer]
+        b_start = w_start + n_in * n_out
+        if layer == 0:
+            _dense(XT, 0, n_in, theta, w_start, b_start, ws, dst_base, n_out, n)
+        else:
+            _dense(ws, src_base, n_in, theta, w_start, b_start, ws, dst_base, n_out, n)
+        if layer < n_layers - 1:
+            _activate(ws, dst_base, n_out * n, act)
+        src_base = dst_base
+        dst_base += n_out * n
+    return src_base
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _loglik_delta(ws, out_base, YT, tau, lik, k, n, delta, delta_base, stats, noise_in_theta):
+    # Log-likelihood of the outputs and d loglik / d output into delta.
+    # For the Gaussian, stats[2 + o] receives the residual sum of squares of output o.
+    ll = 0.0
+    if lik == 0:
+        for o in range(k):
+            ssr = 0.0
+            f = ws[out_base + o * n : out_base + (o + 1) * n]
+            y = YT[o * n : (o + 1) * n]
+            d = delta[delta_base + o * n : delta_base + (o + 1) * n]
+            for t in range(n):
+                r = y[t] - f[t]
+                d[t] = r
+                ssr += r * r
+            stats[2 + o] = ssr
+            tau_o = tau[o]
+            ll += 0.5 * n * (math.log(tau_o) - _LOG_2PI) - 0.5 * tau_o * ssr
+            for t in range(n):
+                d[t] *= tau_o
+    elif lik == 1:
+        for t in range(n):
+            f = ws[out_base + t]
+            y = YT[t]
+            # log(1 + e^f) without overflow for large |f|
+            sp = max(f, 0.0) + math.log1p(math.exp(-abs(f)))
+            ll += y * f - sp
+            if f >= 0.0:
+                p = 1.0 / (1.0 + math.exp(-f))
+            else:
+                e = math.exp(f)
+                p = e / (1.0 + e)
+            delta[delta_base + t] = y - p
+    else:
+        for t in range(n):
+            m = -np.inf
+            for o in range(k):
+                m = max(m, ws[out_base + o * n + t])
+            s = 0.0
+            for o in range(k):
+                s += math.exp(ws[out_base + o * n + t] - m)
+            lse = m + math.log(s)
+            for o in range(k):
+                f = ws[out_base + o * n + t]
+                y = YT[o * n + t]
+                ll += y * (f - lse)
+                delta[delta_base + o * n + t] = y - math.exp(f - lse)
+    return ll
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _wgrad(src, n_in, delta, n_out, n, grad, w_start, b_start, beta):
+    # grad[W[i, j]] += beta * src[i, :] . delta[j, :] and grad[b[j]] += beta * sum(delta[j, :]).
+    # Four inputs per pass over a delta row: one load of delta[j, t] feeds four FMAs, and the
+    # four independent sums keep both FMA pipes busy.
+    for j in range(n_out):
+        d = delta[j * n : (j + 1) * n]
+        sb = 0.0
+        i = 0
+        while i + 4 <= n_in:
+            x0 = src[i * n : (i + 1) * n]
+            x1 = src[(i + 1) * n : (i + 2) * n]
+            x2 = src[(i + 2) * n : (i + 3) * n]
+            x3 = src[(i + 3) * n : (i + 4) * n]
+            s0 = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            s3 = 0.0
+            for t in range(n):
+                dt = d[t]
+                s0 += x0[t] * dt
+                s1 += x1[t] * dt
+                s2 += x2[t] * dt
+                s3 += x3[t] * dt
+            grad[w_start + i * n_out + j] += beta * s0
+            grad[w_start + (i + 1) * n_out + j] += beta * s1
+            grad[w_start + (i + 2) * n_out + j] += beta * s2
+            grad[w_start + (i + 3) * n_out + j] += beta * s3
+            i += 4
+        while i < n_in:
+            x0 = src[i * n : (i + 1) * n]
+            s0 = 0.0
+            for t in range(n):
+                s0 += x0[t] * d[t]
+            grad[w_start + i * n_out + j] += beta * s0
+            i += 1
+        for t in range(n):
+            sb += d[t]
+        grad[b_start + j] += beta * sb
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _backward(theta, XT, sizes, offsets, act, n, ws, grad, beta):
+    # Backpropagate the output delta (already in the first delta buffer) into grad,
+    # scaled by beta. Hidden activations are read back from ws.
+    n_layers = sizes.shape[0] - 1
+    total = 0
+    widest = 0
+    for layer in range(1, n_layers + 1):
+        total += sizes[layer] * n
+        widest = max(widest, sizes[layer])
+    cur = total * 1
+    nxt = total + widest * n
+    act_end = total - sizes[n_layers] * n  # start of the output block
+    for layer in range(n_layers - 1, -1, -1):
+        n_in = sizes[layer]
+        n_out = sizes[layer + 1]
+        w_start = offsets[layer]
+        b_start = w_start + n_in * n_out
+        in_base = act_end - n_in * n
+        delta = ws[cur : cur + n_out * n]
+        if layer == 0:
+            _wgrad(XT, n_in, delta, n_out, n, grad, w_start, b_start, beta)
+            break
+        _wgrad(ws[in_base:act_end], n_in, delta, n_out, n, grad, w_start, b_start, beta)
+        # delta of the layer below: (W delta) times the activation's derivative
+        for i in range(n_in):
+            nd = ws[nxt + i * n : nxt + (i + 1) * n]
+            for t in range(n):
+                nd[t] = 0.0
+            for j in range(n_out):
+                w = theta[w_start + i * n_out + j]
+                d = delta[j * n : (j + 1) * n]
+                for t in range(n):
+                    nd[t] += w * d[t]
+            a = ws[in_base + i * n : in_base + (i + 1) * n]
+            if act == 1:
+                for t in range(n):
+                    nd[t] = 0.0 if a[t] <= 0.0 else nd[t]
+            elif act == 2:
+                for t in range(n):
+                    nd[t] *= 1.0 - a[t] * a[t]
+            elif act == 3:
+                for t in range(n):
+                    nd[t] *= a[t] * (1.0 - a[t])
+        cur, nxt = nxt, cur
+        act_end = in_base
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _noise_terms(theta, tgt, k, n_w, n, stats, grad, beta, with_grad):
+    # With the noise in theta (log precisions eta), move it into tau and return the log
+    # prior of eta: tau ~ Gamma(a, b) gives log p(eta) = a*eta - b*e^eta + a log b - lgamma(a).
+    tau = tgt[5]
+    a = tgt[7][0]
+    b = tgt[7][1]
+    lp = 0.0
+    for o in range(k):
+        eta = theta[n_w + o]
+        tau[o] = math.exp(eta)
+        lp += a * eta - b * tau[o] + a * math.log(b) - math.lgamma(a)
+    return lp
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def logp_grad(theta, tgt, ws, grad, stats, with_grad):
+    """Tempered log-density ``beta * loglik + logprior`` and, optionally, its gradient.
+
+    Parameters
+    ----------
+    theta : ndarray of shape (n_params,)
+    tgt : tuple
+        The target tuple described in the module docstring.
+    ws : ndarray
+        Workspace of at least ``layout.workspace_size(n_rows)``.
+    grad : ndarray of shape (n_params,)
+        Overwritten with the gradient when ``with_grad``.
+    stats : ndarray of shape (2 + n_outputs,)
+        Receives ``[loglik, logprior, ssr_0, ...]``.
+    with_grad : bool
+
+    Returns
+    -------
+    float
+        ``beta * loglik + logprior`` (may be ``-inf`` or NaN for a diverging ``theta``).
+    """
+    XT, YT, sizes, offsets, prior_std, tau, ints, floats = tgt
+    n = ints[0]
+    act = ints[1]
+    lik = ints[2]
+    n_noise = ints[3]
+    beta = floats[2]
+    n_layers = sizes.shape[0] - 1
+    k = sizes[n_layers]
+    n_w = theta.shape[0] - n_noise
+
+    lp_noise = 0.0
+    if n_noise > 0:
+        lp_noise = _noise_terms(theta, tgt, k, n_w, n, stats, grad, beta, with_grad)
+
+    out_base = forward(theta, XT, sizes, offsets, act, n, ws)
+    total = out_base + k * n
+    ll = _loglik_delta(ws, out_base, YT, tau, lik, k, n, ws, total, stats, n_noise)
+
+    lp = lp_noise - 0.5 * n_w * _LOG_2PI
+    for i in range(n_w):
+        s = prior_std[i]
+        z = theta[i] / s
+        lp -= 0.5 * z * z + math.log(s)
+    stats[0] = ll
+    stats[1] = lp
+
+    if with_grad:
+        for i in range(n_w):
+            s = prior_std[i]
+            grad[i] = -theta[i] / (s * s)
+        _backward(theta, XT, sizes, offsets, act, n, ws, grad, beta)
+        if n_noise > 0:
+            a = floats[0]
+            b = floats[1]
+            for o in range(k):
+                # d/d eta of [0.5 n eta - 0.5 e^eta ssr] and of the Gamma log prior
+                grad[n_w + o] = beta * (0.5 * n - 0.5 * tau[o] * stats[2 + o]) + a - b * tau[o]
+    return beta * ll + lp
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def loglik_batch(thetas, tgt, out_stats):
+    """Log-likelihood and log-prior of many parameter vectors in parallel (``prange``).
+
+    ``out_stats[s]`` receives ``[loglik, logprior, ssr...]`` of ``thetas[s]``. Each draw gets
+    a private copy of the noise precisions so the draws never share mutable state.
+    """
+    XT, YT, sizes, offsets, prior_std, tau, ints, floats = tgt
+    n = ints[0]
+    widths = sizes[1:]
+    size = (widths.sum() + 2 * widths.max()) * n
+    dummy = np.empty(0)
+    for s in prange(thetas.shape[0]):
+        ws = np.empty(size)
+        own = (XT, YT, sizes, offsets, prior_std, tau.copy(), ints, floats)
+        logp_grad(thetas[s], own, ws, dummy, out_stats[s], False)
+
+
+@njit(cache=True, nogil=True)
+def forward_batch(thetas, XT, sizes, offsets, act, n, out):
+    """Network outputs of many parameter vectors: ``out[s]`` has shape ``(k, n)``.
+
+    Serial and GIL-free: prediction splits the draws over a thread pool instead of
+    ``prange``, because a parallel loop here costs seconds of extra compilation on every
+    new install and buys nothing over threads on disjoint slices of ``out``.
+    """
+    widths = sizes[1:]
+    size = widths.sum() * n
+    k = sizes[sizes.shape[0] - 1]
+    ws = np.empty(size)
+    for s in range(thetas.shape[0]):
+        base = forward(thetas[s], XT, sizes, offsets, act, n, ws)
+        for o in range(k):
+            for t in range(n):
+                out[s, o, t] = ws[base + o * n + t]

@@ -1,0 +1,13 @@
+"""Posterior methods. Each is a small parameter holder with a ``run(target, ...)`` method.
+
+``METHODS`` maps the estimators' ``method=`` strings to classes; a new method is one module
+and one line here.
+"""
+
+from ._base import BaseMethod, FitResult
+from .hmc import HMC
+from .nuts import NUTS
+
+METHODS = {"nuts": NUTS, "hmc": HMC}
+
+__all__ = ["BaseMethod", "FitResult", "HMC", "NUTS", "METHODS"]

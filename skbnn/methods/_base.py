@@ -1,0 +1,62 @@
+"""What every method is: a small parameter holder with one ``run`` entry point."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sklearn.base import BaseEstimator
+
+from ..posterior import WeightedDraws
+
+
+@dataclass
+class FitResult:
+    """What a method returns.
+
+    Attributes
+    ----------
+    posterior : WeightedDraws
+        The posterior the estimator predicts from.
+    log_evidence : float or None
+        Log marginal likelihood of the (standardized) data, for methods that estimate it.
+    diagnostics : dict
+        Figures of the run (see ``BayesianMLPRegressor.diagnostics_``).
+    """
+
+    posterior: WeightedDraws
+    log_evidence: float | None = None
+    diagnostics: dict = field(default_factory=dict)
+
+
+class BaseMethod(BaseEstimator):
+    """Base class of posterior methods.
+
+    A method holds only its own knobs (so ``GridSearchCV`` can tune them as
+    ``method__<knob>``) and turns a :class:`skbnn.target.Target` into a :class:`FitResult`.
+    """
+
+    #: Registry key (``method="..."`` in the estimators).
+    name: str = ""
+    #: How the method wants a Gaussian likelihood's unknown noise handled by the target:
+    #: ``"gibbs"`` (kept outside theta and updated by the method) or ``"theta"``.
+    noise_handling: str = "gibbs"
+
+    def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
+        """Compute the posterior of ``target``.
+
+        Parameters
+        ----------
+        target : skbnn.target.Target
+        n_samples : int
+            Number of posterior draws to keep.
+        random_state : None, int, RandomState or SeedSequence
+        n_jobs : int or None
+            Threads to use; results never depend on it.
+        verbose : int
+            Progress bar when > 0.
+
+        Returns
+        -------
+        FitResult
+        """
+        raise NotImplementedError

@@ -1,0 +1,277 @@
+"""The chain driver shared by the HMC family: dispersed starts, Stan's warm-up windows,
+threads over chains, progress bar, draws and diagnostics."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from numbers import Integral, Real
+
+import numpy as np
+from joblib import effective_n_jobs
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval
+
+from ..diagnostics import ess_bulk, ess_tail, rhat
+from ..kernels import hmc as khmc
+from ..kernels import network as knet
+from ..posterior import WeightedDraws
+from ..utils import seed_sequence
+from ._base import BaseMethod, FitResult
+
+#: R-hat above this raises a ConvergenceWarning (Vehtari et al. 2021 recommend 1.01 for
+#: final inference; 1.05 flags clear failures without crying wolf on short runs).
+RHAT_WARN = 1.05
+
+
+def stan_windows(n_warmup: int) -> np.ndarray:
+    """Stan's warm-up schedule: ``sched[i] = (in_window, end_window)`` per iteration.
+
+    A fast initial buffer (step size only), then doubling slow windows that estimate the
+    diagonal mass matrix, then a terminal buffer; buffers shrink for short warm-ups (15 % /
+    75 % / 10 %). Fewer than 20 warm-up iterations adapt the step size only.
+    """
+    sched = np.zeros((max(n_warmup, 0), 2), dtype=np.uint8)
+    if n_warmup < 20:
+        return sched
+    init_buffer, term_buffer, window = 75, 50, 25
+    if init_buffer + window + term_buffer > n_warmup:
+        init_buffer = int(0.15 * n_warmup)
+        term_buffer = int(0.1 * n_warmup)
+        window = n_warmup - init_buffer - term_buffer
+    last = n_warmup - term_buffer - 1
+    start = init_buffer
+    while start <= last:
+        end = start + window - 1
+        # a window that would leave less than twice its size before the end absorbs the rest
+        if end + 2 * window > last:
+            end = last
+        sched[start : end + 1, 0] = 1
+        sched[end, 1] = 1
+        start = end + 1
+        window *= 2
+    return sched
+
+
+_compile_lock = threading.Lock()
+
+
+def _ensure_compiled() -> float:
+    """Compile (or load from numba's cache) the chain kernels; return the seconds spent."""
+    with _compile_lock:
+        if khmc.run_block.signatures and knet.forward_batch.signatures:
+            return 0.0
+        from ..target import Target
+
+        start = time.perf_counter()
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((3, 1))
+        target = Target(x, x[:, 0], (1,), "tanh", "gaussian", np.ones(4))
+        tgt = target.as_tuple()
+        d = target.n_params
+        cfg_f = np.array([0.8, 1.0, 0.1, 1000.0])
+        cfg_i = np.array([0, 2, 4, 1], dtype=np.int64)
+        sc = np.array([0.0, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+        khmc.run_block(
+            rng, 0, 2, 1, np.zeros((1, 2), dtype=np.uint8), np.zeros(d), np.zeros(d),
+            np.zeros(3), np.ones(d), np.zeros(d), np.zeros(d), sc, cfg_f, cfg_i, tgt,
+            np.zeros((1, d)), np.zeros((1, len(khmc.TRACE_FIELDS))), np.zeros((1, 1)),
+        )  # fmt: skip
+        knet.forward_batch(
+            np.zeros((1, d)), target.XT, target.layout.sizes, target.layout.offsets, 2, 3,
+            np.zeros((1, 1, 3)),
+        )  # fmt: skip
+        return time.perf_counter() - start
+
+
+class _ProgressBar:
+    """A thread-safe tqdm bar over all chains' iterations (no-op when quiet)."""
+
+    def __init__(self, total: int, verbose: int, desc: str):
+        self._bar = None
+        self._lock = threading.Lock()
+        if verbose > 0:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total, desc=desc, unit="it")
+
+    def update(self, n: int, postfix: str | None = None) -> None:
+        if self._bar is not None:
+            with self._lock:
+                self._bar.update(n)
+                if postfix:
+                    self._bar.set_postfix_str(postfix, refresh=False)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+class _HMCFamily(BaseMethod):
+    """Chain driver and warm-up shared by NUTS and HMC (not public)."""
+
+    _kind = 0
+    _parameter_constraints: dict = {
+        "n_chains": [Interval(Integral, 1, None, closed="left")],
+        "n_warmup": [Interval(Integral, 0, None, closed="left")],
+        "target_accept": [Interval(Real, 0, 1, closed="neither")],
+        "max_delta_energy": [Interval(Real, 0, None, closed="neither")],
+    }
+
+    def _config(self) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def run(self, target, n_samples, random_state, n_jobs, verbose) -> FitResult:
+        """Run ``n_chains`` chains in threads; keep ``n_samples`` draws in total.
+
+        Each chain starts from its own draw from the prior (dispersed relative to the
+        posterior, as R-hat assumes) with the prior variances as its initial inverse mass
+        matrix, and is seeded by its own child of ``random_state``'s ``SeedSequence``, so the
+        draws do not depend on ``n_jobs``.
+        """
+        self._validate_params()
+        t_start = time.perf_counter()
+        compile_time = _ensure_compiled()
+        n_chains = self.n_chains
+        n_warmup = self.n_warmup
+        n_keep = math.ceil(n_samples / n_chains)
+        n_iter = n_warmup + n_keep
+        cfg_f, cfg_i = self._config()
+        cfg_i[3] = 1 if target.noise == "gibbs" else 0
+        sched = stan_windows(n_warmup)
+        d = target.n_params
+        k = target.n_outputs
+
+        chains = []
+        for child in seed_sequence(random_state).spawn(n_chains):
+            rng = np.random.default_rng(child)
+            init_var = np.ones(d)
+            init_var[: target.layout.n_weights] = target.prior_std**2
+            chains.append(
+                {
+                    "rng": rng,
+                    "q": target.sample_prior(rng, 1)[0],
+                    "g": np.zeros(d),
+                    "st": np.zeros(2 + k),
+                    "inv_m": init_var,
+                    "w_mean": np.zeros(d),
+                    "w_m2": np.zeros(d),
+                    # logp, step size (the heuristic starts from 0.1), dual averaging...
+                    "sc": np.array([0.0, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
+                    "tgt": target.as_tuple(own_noise=True),
+                    "draws": np.empty((n_keep, d)),
+                    "trace": np.empty((n_keep, len(khmc.TRACE_FIELDS))),
+                    "taus": np.empty((n_keep, k)),
+                }
+            )
+
+        bar = _ProgressBar(n_chains * n_iter, verbose, f"{self.name.upper()} {n_chains} chains")
+        block = max(1, n_iter // 50) if verbose > 0 else n_iter
+
+        def work(chain):
+            t0 = time.perf_counter()
+            it = 0
+            while it < n_iter:
+                stop = min(n_iter, it + block)
+                khmc.run_block(
+                    chain["rng"], it, stop, n_warmup, sched, chain["q"], chain["g"],
+                    chain["st"], chain["inv_m"], chain["w_mean"], chain["w_m2"], chain["sc"],
+                    cfg_f, cfg_i, chain["tgt"], chain["draws"], chain["trace"], chain["taus"],
+                )  # fmt: skip
+                phase = "warmup" if stop <= n_warmup else "sampling"
+                bar.update(stop - it, f"{phase}, step size {chain['sc'][1]:.3g}")
+                it = stop
+            chain["time"] = time.perf_counter() - t0
+
+        n_workers = max(1, min(effective_n_jobs(n_jobs), n_chains))
+        try:
+            if n_workers == 1:
+                for chain in chains:
+                    work(chain)
+            else:
+                with ThreadPoolExecutor(max_workers=n_workers) as pool:
+                    list(pool.map(work, chains))
+        finally:
+            bar.close()
+
+        draws = np.concatenate([c["draws"] for c in chains])[:n_samples]
+        taus = np.concatenate([c["taus"] for c in chains])[:n_samples]
+        posterior = WeightedDraws(
+            draws,
+            noise_precision=taus if target.likelihood == "gaussian" else None,
+            chain_shape=(n_chains, n_keep),
+        )
+        diagnostics = self._diagnostics(target, chains, n_keep)
+        diagnostics["compile_time"] = compile_time
+        diagnostics["wall_time"] = time.perf_counter() - t_start
+        self._warn(diagnostics)
+        return FitResult(posterior=posterior, diagnostics=diagnostics)
+
+    def _diagnostics(self, target, chains, n_keep) -> dict:
+        trace = np.stack([c["trace"] for c in chains])  # (chains, draws, fields)
+        field = {name: i for i, name in enumerate(khmc.TRACE_FIELDS)}
+        loglik = trace[:, :, field["loglik"]]
+        energy = trace[:, :, field["energy"]]
+        out = {
+            "method": self.name,
+            "n_chains": len(chains),
+            "n_warmup": self.n_warmup,
+            "n_draws_per_chain": n_keep,
+            "step_size": np.array([c["sc"][1] for c in chains]),
+            "accept_rate": trace[:, :, field["accept_stat"]].mean(axis=1),
+            "divergences": int(trace[:, :, field["divergent"]].sum()),
+            "divergences_per_chain": trace[:, :, field["divergent"]].sum(axis=1).astype(int),
+            "warmup_divergences": int(sum(c["sc"][8] for c in chains)),
+            "n_grad_evals": int(sum(c["sc"][7] for c in chains)),
+            "n_grad_evals_per_chain": np.array([int(c["sc"][7]) for c in chains]),
+            "mean_n_leapfrog": trace[:, :, field["n_leapfrog"]].mean(axis=1),
+            "chain_time": np.array([c["time"] for c in chains]),
+            "inverse_mass_matrix": np.stack([c["inv_m"] for c in chains]),
+            "e_bfmi": _e_bfmi(energy),
+            "loglik": loglik,
+            "ess_bulk_loglik": ess_bulk(loglik),
+            "ess_tail_loglik": ess_tail(loglik),
+            "rhat_loglik": rhat(loglik),
+        }
+        if self._kind == 0:
+            depth = trace[:, :, field["tree_depth"]]
+            out["mean_tree_depth"] = depth.mean(axis=1)
+            out["max_tree_depth_hits"] = (depth >= self.max_tree_depth).sum(axis=1)
+        rows = np.unique(np.linspace(0, target.n_rows - 1, min(5, target.n_rows)).astype(int))
+        xt = target.XT.reshape(target.n_features, target.n_rows)[:, rows]
+        thetas = np.concatenate([c["draws"] for c in chains])
+        outputs = np.empty((thetas.shape[0], target.n_outputs, rows.size))
+        knet.forward_batch(
+            thetas, np.ascontiguousarray(xt).ravel(), target.layout.sizes,
+            target.layout.offsets, int(target.ints[1]), rows.size, outputs,
+        )  # fmt: skip
+        outputs = outputs[:, 0, :].reshape(len(chains), n_keep, rows.size)
+        out["rhat_outputs"] = np.array([rhat(outputs[:, :, j]) for j in range(rows.size)])
+        out["ess_bulk_outputs"] = np.array([ess_bulk(outputs[:, :, j]) for j in range(rows.size)])
+        return out
+
+    @staticmethod
+    def _warn(diag: dict) -> None:
+        worst = np.nanmax(np.append(diag["rhat_outputs"], diag["rhat_loglik"]))
+        if worst > RHAT_WARN or diag["divergences"] > 0:
+            warnings.warn(
+                f"{diag['method'].upper()} may not have converged: R-hat of the "
+                f"log-likelihood {diag['rhat_loglik']:.3f}, max R-hat of training "
+                f"predictions {np.nanmax(diag['rhat_outputs']):.3f} (warn above {RHAT_WARN}), "
+                f"{diag['divergences']} divergent transitions after warm-up, bulk ESS of the "
+                f"log-likelihood {diag['ess_bulk_loglik']:.0f}. Increase n_warmup or "
+                "n_samples, raise target_accept, or simplify the network.",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
+
+
+def _e_bfmi(energy: np.ndarray) -> np.ndarray:
+    """Energy Bayesian fraction of missing information per chain (Betancourt 2016)."""
+    num = np.sum(np.diff(energy, axis=1) ** 2, axis=1)
+    den = np.sum((energy - energy.mean(axis=1, keepdims=True)) ** 2, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return num / den

@@ -1,0 +1,69 @@
+"""Priors over the network parameters and the regression noise."""
+
+from __future__ import annotations
+
+from numbers import Real
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval
+
+from .network import NetworkLayout
+
+#: Shape of the Gamma prior on each output's noise precision ``1 / sigma**2`` (standardized
+#: target). Shape 1 and rate 1e-3 are close to flat for any noise sd above 0.03 of the target's
+#: sd, so hundreds of rows overwhelm it; it is still proper, which a model evidence needs.
+NOISE_PRECISION_SHAPE = 1.0
+#: Rate of the Gamma prior on the noise precision (see ``NOISE_PRECISION_SHAPE``).
+NOISE_PRECISION_RATE = 1e-3
+
+
+class GaussianPrior(BaseEstimator):
+    """Independent zero-mean Gaussian prior on every weight and bias.
+
+    Parameters
+    ----------
+    std : float, default=1.0
+        Prior standard deviation of the biases, and of the weights before fan-in scaling.
+    fan_in_scaling : bool, default=True
+        If True, a weight of a layer with ``m`` inputs has standard deviation
+        ``std / sqrt(m)``, so the prior variance of every pre-activation stays of order
+        ``std**2`` whatever the width (the scaling of Neal, 1996). Biases keep ``std``.
+
+    Examples
+    --------
+    >>> from skbnn.priors import GaussianPrior
+    >>> GaussianPrior(std=2.0).get_params()
+    {'fan_in_scaling': True, 'std': 2.0}
+    """
+
+    _parameter_constraints: dict = {
+        "std": [Interval(Real, 0, None, closed="neither")],
+        "fan_in_scaling": ["boolean"],
+    }
+
+    def __init__(self, std: float = 1.0, fan_in_scaling: bool = True):
+        self.std = std
+        self.fan_in_scaling = fan_in_scaling
+
+    def stds(self, layout: NetworkLayout) -> np.ndarray:
+        """Per-parameter prior standard deviations for the network part of ``theta``.
+
+        Parameters
+        ----------
+        layout : NetworkLayout
+
+        Returns
+        -------
+        ndarray of shape (layout.n_weights,)
+        """
+        self._validate_params()
+        out = np.full(layout.n_weights, float(self.std))
+        if self.fan_in_scaling:
+            fan_in = layout.fan_in()
+            weights = fan_in > 0
+            out[weights] /= np.sqrt(fan_in[weights])
+        return out
+
+
+PRIORS = {"gaussian": GaussianPrior}

@@ -1,0 +1,123 @@
+"""Samplers against closed forms: with no hidden layer the regressor is Bayesian linear
+regression, whose posterior, predictive distribution and noise posterior are known.
+
+Tolerances come from Monte Carlo error: the predictive mean must lie within 4 Monte Carlo
+standard errors (posterior sd / sqrt(ESS), the ESS estimated from the chains); the
+relative Monte Carlo error of a standard deviation is about 1 / sqrt(2 ESS), so with the
+ESS these runs reach (> 1500) the 10 % band on the epistemic sd is over 5 standard errors
+wide, and the 3 % band on the total sd (which is mostly the known noise) is wider still.
+"""
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+from skbnn import BayesianMLPRegressor
+from skbnn.diagnostics import ess_mean
+from skbnn.methods import HMC, NUTS
+
+N_ROWS, N_FEATURES, NOISE = 60, 3, 0.4
+
+
+def _data(seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((N_ROWS, N_FEATURES))
+    y = X @ np.array([1.0, -0.5, 0.25]) + 2.0 + NOISE * rng.standard_normal(N_ROWS)
+    X_test = rng.standard_normal((5, N_FEATURES)) * 1.5
+    return X, y, X_test
+
+
+def _closed_form(X, y, X_test, noise_std):
+    """Posterior predictive of Bayesian linear regression on the standardized target."""
+    y_mean, y_std = y.mean(), y.std()
+    z = (y - y_mean) / y_std
+    phi = np.hstack([X, np.ones((len(X), 1))])
+    # GaussianPrior(std=1, fan_in_scaling=True): weights N(0, 1/d), bias N(0, 1)
+    prior_var = np.r_[np.full(X.shape[1], 1.0 / X.shape[1]), 1.0]
+    tau = 1.0 / noise_std**2
+    precision = tau * phi.T @ phi + np.diag(1.0 / prior_var)
+    cov = np.linalg.inv(precision)
+    mean = cov @ (tau * phi.T @ z)
+    phi_t = np.hstack([X_test, np.ones((len(X_test), 1))])
+    f_mean = phi_t @ mean
+    f_var = np.einsum("ij,jk,ik->i", phi_t, cov, phi_t)
+    return (
+        f_mean * y_std + y_mean,
+        np.sqrt(f_var) * y_std,
+        np.sqrt(f_var + 1.0 / tau) * y_std,
+    )
+
+
+@pytest.mark.parametrize(
+    "method",
+    [NUTS(n_chains=4, n_warmup=400), HMC(n_chains=4, n_warmup=400)],
+    ids=["nuts", "hmc"],
+)
+def test_linear_regression_posterior_predictive(method):
+    X, y, X_test = _data()
+    noise_std = 0.5  # fixed, on the standardized scale
+    reg = BayesianMLPRegressor(
+        hidden_layer_sizes=(),
+        activation="identity",
+        method=method,
+        n_samples=4000,
+        noise_std=noise_std,
+        random_state=0,
+    ).fit(X, y)
+    exact_mean, exact_epi, exact_total = _closed_form(X, y, X_test, noise_std)
+    mean, total = reg.predict(X_test, return_std=True)
+    epi = reg.predict_std(X_test, kind="epistemic")
+
+    # Monte Carlo standard error of each predictive mean from the chains' ESS
+    n_chains, n_draws = reg.posterior_.chain_shape
+    thetas = reg.posterior_.thetas.reshape(n_chains, n_draws, -1)
+    phi_t = np.hstack([X_test, np.ones((len(X_test), 1))])
+    f = np.einsum("cdp,np->ncd", thetas, phi_t) * y.std() + y.mean()
+    ess = np.array([ess_mean(fi) for fi in f])
+    assert ess.min() > 1500, ess
+    mcse = exact_epi / np.sqrt(ess)
+    assert np.all(np.abs(mean - exact_mean) < 4 * mcse), (mean - exact_mean) / mcse
+    np.testing.assert_allclose(epi, exact_epi, rtol=0.10)
+    np.testing.assert_allclose(total, exact_total, rtol=0.03)
+    assert reg.diagnostics_["divergences"] == 0
+    assert reg.diagnostics_["rhat_loglik"] < 1.01
+
+
+def _noise_sd_posterior_mean(X, y):
+    """E[sigma | y] on the original scale by quadrature over the noise precision.
+
+    Integrating the weights out, y_std ~ N(0, Phi S Phi^T + I / tau); with the Gamma(1, 1e-3)
+    prior on tau the posterior of log tau is one-dimensional and a fine grid is exact.
+    """
+    z = (y - y.mean()) / y.std()
+    phi = np.hstack([X, np.ones((len(X), 1))])
+    prior_var = np.r_[np.full(X.shape[1], 1.0 / X.shape[1]), 1.0]
+    k = phi @ np.diag(prior_var) @ phi.T
+    log_tau = np.linspace(-3, 8, 4001)
+    log_post = np.empty_like(log_tau)
+    for i, lt in enumerate(log_tau):
+        cov = k + np.eye(len(z)) * np.exp(-lt)
+        sign, logdet = np.linalg.slogdet(cov)
+        log_lik = -0.5 * (logdet + z @ np.linalg.solve(cov, z))
+        # Gamma(1, 1e-3) on tau, with the Jacobian of log tau
+        log_post[i] = log_lik + lt - 1e-3 * np.exp(lt)
+    w = np.exp(log_post - logsumexp(log_post))
+    return np.sum(w * np.exp(-0.5 * log_tau)) * y.std(), w, log_tau
+
+
+@pytest.mark.parametrize("method", [NUTS(n_chains=4, n_warmup=300)], ids=["nuts"])
+def test_inferred_noise_matches_quadrature(method):
+    X, y, _ = _data(seed=1)
+    reg = BayesianMLPRegressor(
+        hidden_layer_sizes=(),
+        activation="identity",
+        method=method,
+        n_samples=4000,
+        random_state=1,
+    ).fit(X, y)
+    exact, w, log_tau = _noise_sd_posterior_mean(X, y)
+    sd_draws = y.std() / np.sqrt(reg.posterior_.noise_precision[:, 0])
+    n_chains, n_draws = reg.posterior_.chain_shape
+    ess = ess_mean(sd_draws.reshape(n_chains, n_draws))
+    posterior_sd = np.sqrt(np.sum(w * np.exp(-log_tau)) * y.var() - exact**2)
+    assert abs(reg.noise_std_ - exact) < 4 * posterior_sd / np.sqrt(ess)
