@@ -14,7 +14,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_co
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .kernels import network as knet
 from .kernels.predict import mixture_quantiles
@@ -248,6 +248,8 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
             dtype=np.float64,
             ensure_min_samples=2,
         )
+        # validate_data converts only object arrays for y_numeric; catch str arrays too
+        y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
         Y = y.reshape(len(y), -1)
         self.n_outputs_ = Y.shape[1]
         self._y_mean = Y.mean(axis=0)
@@ -530,6 +532,7 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         -------
         ndarray of shape (n_samples, n_classes)
         """
+        check_is_fitted(self)
         w = self.posterior_.normalized_weights()
         parts = [(rows, np.einsum("s,snc->nc", w, p)) for rows, p in self._class_probabilities(X)]
         out = np.empty((parts[-1][0].stop if parts else 0, len(self.classes_)))
@@ -553,6 +556,7 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         -------
         ndarray of shape (n_samples,)
         """
+        check_is_fitted(self)
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
 
     def predict_std(self, X):
@@ -566,6 +570,7 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         -------
         ndarray of shape (n_samples, n_classes)
         """
+        check_is_fitted(self)
         w = self.posterior_.normalized_weights()
         chunks = []
         for _, p in self._class_probabilities(X):

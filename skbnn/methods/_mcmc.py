@@ -255,12 +255,15 @@ class _HMCFamily(BaseMethod):
 
     @staticmethod
     def _warn(diag: dict) -> None:
-        worst = np.nanmax(np.append(diag["rhat_outputs"], diag["rhat_loglik"]))
+        rhats = np.append(diag["rhat_outputs"], diag["rhat_loglik"])
+        # NaN means too few draws to judge convergence, which is no evidence of it
+        worst = np.inf if np.isnan(rhats).any() else rhats.max()
         if worst > RHAT_WARN or diag["divergences"] > 0:
             warnings.warn(
                 f"{diag['method'].upper()} may not have converged: R-hat of the "
                 f"log-likelihood {diag['rhat_loglik']:.3f}, max R-hat of training "
-                f"predictions {np.nanmax(diag['rhat_outputs']):.3f} (warn above {RHAT_WARN}), "
+                f"predictions {np.max(diag['rhat_outputs']):.3f} (warn above {RHAT_WARN}; "
+                "nan: too few draws to compute), "
                 f"{diag['divergences']} divergent transitions after warm-up, bulk ESS of the "
                 f"log-likelihood {diag['ess_bulk_loglik']:.0f}. Increase n_warmup or "
                 "n_samples, raise target_accept, or simplify the network.",

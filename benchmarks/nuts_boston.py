@@ -1,0 +1,107 @@
+"""NUTS on Boston housing split 0: a 13-10-1 ReLU net, N(0, 1) on every weight and bias,
+3 chains x (1000 warm-up + 3000 draws), target_accept 0.9 (the configuration of a
+published PyMC3 run that took 1496 s). Prints one JSON line per (noise, run).
+
+The first fit runs with an empty numba cache (a new install's wait: compilation included);
+the second reuses the compiled kernels. Usage::
+
+    python benchmarks/nuts_boston.py [--data-dir DIR] [--noise fixed inferred]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _uci import load_split  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--noise", nargs="+", default=["fixed", "inferred"])
+    parser.add_argument("--chains", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1000)
+    parser.add_argument("--draws", type=int, default=3000, help="per chain")
+    parser.add_argument("--n-jobs", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--keep-cache", action="store_true", help="use numba's normal cache (no cold run)"
+    )
+    args = parser.parse_args()
+    if not args.keep_cache:
+        # an empty cache makes the first fit pay compilation, as on a fresh install
+        os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="skbnn-bench-")
+
+    t_import = time.perf_counter()
+    import numpy as np
+    from sklearn.preprocessing import StandardScaler
+
+    from skbnn import BayesianMLPRegressor
+    from skbnn.methods import NUTS
+    from skbnn.model_selection import log_predictive_scorer
+    from skbnn.priors import GaussianPrior
+
+    import_time = time.perf_counter() - t_import
+    X_train, y_train, X_test, y_test = load_split("bostonHousing", 0, args.data_dir)
+    scaler = StandardScaler().fit(X_train)
+    X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
+
+    for noise in args.noise:
+        for run in ("cold", "warm"):
+            reg = BayesianMLPRegressor(
+                hidden_layer_sizes=(10,),
+                activation="relu",
+                method=NUTS(n_chains=args.chains, n_warmup=args.warmup, target_accept=0.9),
+                prior=GaussianPrior(std=1.0, fan_in_scaling=False),
+                n_samples=args.chains * args.draws,
+                noise_std=0.5 if noise == "fixed" else None,
+                random_state=args.seed,
+                n_jobs=args.n_jobs,
+            )
+            start = time.perf_counter()
+            reg.fit(X_train, y_train)
+            wall = time.perf_counter() - start
+            d = reg.diagnostics_
+            sampling = wall - d["compile_time"]
+            rmse = float(np.sqrt(np.mean((reg.predict(X_test) - y_test) ** 2)))
+            record = {
+                "benchmark": "nuts_boston",
+                "noise": noise,
+                "run": run if not args.keep_cache else "cached",
+                "wall_time_s": round(wall, 2),
+                "compile_time_s": round(d["compile_time"], 2),
+                "import_time_s": round(import_time, 2) if run == "cold" else 0.0,
+                "n_grad_evals": d["n_grad_evals"],
+                "grad_evals_per_s": round(d["n_grad_evals"] / sampling),
+                "leapfrog_per_draw": round(float(np.mean(d["mean_n_leapfrog"])), 1),
+                "ess_bulk_loglik": round(float(d["ess_bulk_loglik"]), 1),
+                "ess_bulk_loglik_per_s": round(float(d["ess_bulk_loglik"]) / wall, 2),
+                "rhat_loglik": round(float(d["rhat_loglik"]), 4),
+                "max_rhat": round(float(max(d["rhat_loglik"], np.max(d["rhat_outputs"]))), 4),
+                "divergences": d["divergences"],
+                "step_size": [round(float(s), 5) for s in d["step_size"]],
+                "accept_rate": [round(float(a), 3) for a in d["accept_rate"]],
+                "noise_std": round(float(reg.noise_std_), 4),
+                "test_rmse": round(rmse, 4),
+                "test_lpd": round(log_predictive_scorer(reg, X_test, y_test), 4),
+                "chains": args.chains,
+                "warmup": args.warmup,
+                "draws_per_chain": args.draws,
+                "n_jobs": args.n_jobs,
+                "cpu": platform.processor() or platform.machine(),
+                "cores": os.cpu_count(),
+            }
+            print(json.dumps(record), flush=True)
+
+
+if __name__ == "__main__":
+    main()

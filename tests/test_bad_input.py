@@ -1,0 +1,237 @@
+"""Bad input to BayesianMLPRegressor and BayesianMLPClassifier fails early and clearly.
+
+Every test checks both the exception type and its message: an error that is raised for the
+wrong reason (say, a numba typing error deep in a kernel) must not pass. Fits are tiny MCMC
+runs; all random inputs use fixed seeds.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from sklearn.exceptions import NotFittedError
+
+from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
+from skbnn.methods import HMC, NUTS
+from skbnn.priors import GaussianPrior
+
+# Tiny MCMC runs cannot converge and say so with a ConvergenceWarning on nearly every fit.
+# That warning is tested where convergence is (the method tests); here it is only noise.
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+ESTIMATORS = [BayesianMLPRegressor, BayesianMLPClassifier]
+
+
+def _fast(cls, **params):
+    defaults = {
+        "hidden_layer_sizes": (3,),
+        "method": NUTS(n_chains=2, n_warmup=30, max_tree_depth=5),
+        "n_samples": 40,
+        "random_state": 0,
+    }
+    return cls(**{**defaults, **params})
+
+
+def _data(cls, n_rows=20):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n_rows, 3))
+    y = X[:, 0] + 0.1 * rng.standard_normal(n_rows)
+    return (X, y) if cls is BayesianMLPRegressor else (X, (y > 0).astype(int))
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    """One fitted estimator of each kind, shared by the prediction tests."""
+    return {cls: _fast(cls).fit(*_data(cls)) for cls in ESTIMATORS}
+
+
+def _prediction_methods(cls):
+    if cls is BayesianMLPRegressor:
+        return ["predict", "predict_std", "predict_interval", "sample_y"]
+    return ["predict", "predict_proba", "predict_log_proba", "predict_std"]
+
+
+_ALL_PREDICTIONS = [(cls, name) for cls in ESTIMATORS for name in _prediction_methods(cls)]
+_IDS = [f"{cls.__name__}.{name}" for cls, name in _ALL_PREDICTIONS]
+
+# --------------------------------------------------------------------------------------
+# Non-finite data
+# --------------------------------------------------------------------------------------
+
+NON_FINITE = [(np.nan, "Input X contains NaN"), (np.inf, "Input X contains infinity")]
+
+
+@pytest.mark.parametrize("value, message", NON_FINITE, ids=["nan", "inf"])
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_fit_rejects_non_finite_X(cls, value, message):
+    X, y = _data(cls)
+    X[3, 1] = value
+    with pytest.raises(ValueError, match=message):
+        _fast(cls).fit(X, y)
+
+
+@pytest.mark.parametrize("value, message", NON_FINITE, ids=["nan", "inf"])
+@pytest.mark.parametrize("cls, name", _ALL_PREDICTIONS, ids=_IDS)
+def test_predict_rejects_non_finite_X(fitted, cls, name, value, message):
+    X, _ = _data(cls)
+    X[0, 2] = value
+    with pytest.raises(ValueError, match=message):
+        getattr(fitted[cls], name)(X)
+
+
+def test_fit_rejects_nan_in_y():
+    X, y = _data(BayesianMLPRegressor)
+    y[5] = np.nan
+    with pytest.raises(ValueError, match="Input y contains NaN"):
+        _fast(BayesianMLPRegressor).fit(X, y)
+
+
+def test_classifier_rejects_nan_in_y():
+    X, y = _data(BayesianMLPRegressor)  # float labels, so a NaN can be put in
+    y = (y > 0).astype(float)
+    y[5] = np.nan
+    with pytest.raises(ValueError, match="Input y contains NaN"):
+        _fast(BayesianMLPClassifier).fit(X, y)
+
+
+# --------------------------------------------------------------------------------------
+# Shapes, sizes and target types
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n_features", [2, 4])
+@pytest.mark.parametrize("cls, name", _ALL_PREDICTIONS, ids=_IDS)
+def test_predict_rejects_wrong_number_of_features(fitted, cls, name, n_features):
+    X = np.zeros((4, n_features))
+    message = f"X has {n_features} features, but {cls.__name__} is expecting 3 features"
+    with pytest.raises(ValueError, match=message):
+        getattr(fitted[cls], name)(X)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_fit_rejects_a_single_row(cls):
+    X, y = _data(cls)
+    message = rf"Found array with 1 sample\(s\).* a minimum of 2 is required by {cls.__name__}"
+    with pytest.raises(ValueError, match=message):
+        _fast(cls).fit(X[:1], y[:1])
+
+
+@pytest.mark.parametrize("label", [0, "only"], ids=["int", "str"])
+def test_classifier_rejects_a_single_class(label):
+    X, _ = _data(BayesianMLPClassifier)
+    y = np.full(len(X), label, dtype=object if isinstance(label, str) else int)
+    with pytest.raises(ValueError, match="at least 2 classes.* only one class"):
+        _fast(BayesianMLPClassifier).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "make_y",
+    [
+        pytest.param(lambda n: np.array(["a", "b"] * (n // 2), dtype=object), id="object-array"),
+        pytest.param(lambda n: ["a", "b"] * (n // 2), id="list"),
+        pytest.param(lambda n: np.array(["a", "b"] * (n // 2)), id="unicode-array"),
+    ],
+)
+def test_regressor_rejects_string_y(make_y):
+    X, _ = _data(BayesianMLPRegressor)
+    with pytest.raises(ValueError, match="could not convert string to float"):
+        _fast(BayesianMLPRegressor).fit(X, make_y(len(X)))
+
+
+# --------------------------------------------------------------------------------------
+# Invalid parameter values: raised by fit, with the parameter's name in the message
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_unknown_method_name_lists_the_valid_names(cls):
+    with pytest.raises(ValueError, match="'method' parameter") as excinfo:
+        _fast(cls, method="nutz").fit(*_data(cls))
+    message = str(excinfo.value)
+    assert "'nutz'" in message
+    for name in ("'nuts'", "'hmc'"):
+        assert name in message
+
+
+INVALID_PARAMS = [
+    ({"activation": "softplus"}, r"'activation' parameter.*Got 'softplus'"),
+    ({"n_samples": 0}, r"'n_samples' parameter.*\[1, inf\)\. Got 0"),
+    ({"hidden_layer_sizes": (0,)}, r"hidden_layer_sizes must be a tuple of positive ints.*\(0,\)"),
+    ({"hidden_layer_sizes": (-1,)}, r"hidden_layer_sizes must be a tuple of positive ints.*-1"),
+    ({"hidden_layer_sizes": (4, 0)}, r"hidden_layer_sizes must be a tuple of positive ints"),
+    ({"hidden_layer_sizes": "abc"}, r"'hidden_layer_sizes' parameter.*Got 'abc'"),
+    ({"prior": "laplace"}, r"'prior' parameter.*'gaussian'.*Got 'laplace'"),
+    ({"method": NUTS(target_accept=1.5)}, r"'target_accept' parameter of NUTS.*Got 1\.5"),
+    ({"method": NUTS(n_chains=0)}, r"'n_chains' parameter of NUTS.*Got 0"),
+    ({"method": HMC(path_length=-1)}, r"'path_length' parameter of HMC.*Got -1"),
+    ({"prior": GaussianPrior(std=0)}, r"'std' parameter of GaussianPrior.*Got 0"),
+]
+
+
+@pytest.mark.parametrize(
+    "params, message", INVALID_PARAMS, ids=[repr(p)[1:-1] for p, _ in INVALID_PARAMS]
+)
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_invalid_parameter_values(cls, params, message):
+    est = _fast(cls, **params)  # __init__ only stores, it never validates
+    with pytest.raises(ValueError, match=message):
+        est.fit(*_data(cls))
+    assert not hasattr(est, "posterior_")
+
+
+@pytest.mark.parametrize("noise_std", [-1, 0.0], ids=["negative", "zero"])
+def test_regressor_rejects_non_positive_noise_std(noise_std):
+    est = _fast(BayesianMLPRegressor, noise_std=noise_std)
+    with pytest.raises(ValueError, match=rf"'noise_std' parameter.*Got {noise_std}"):
+        est.fit(*_data(BayesianMLPRegressor))
+
+
+# --------------------------------------------------------------------------------------
+# Invalid arguments of the prediction methods
+# --------------------------------------------------------------------------------------
+
+
+def test_predict_std_rejects_unknown_kind(fitted):
+    X, _ = _data(BayesianMLPRegressor)
+    with pytest.raises(ValueError, match="kind must be one of .*'epistemic'.*got 'bogus'"):
+        fitted[BayesianMLPRegressor].predict_std(X, kind="bogus")
+
+
+@pytest.mark.parametrize("coverage", [1.5, 1.0, 0.0, -0.1])
+def test_predict_interval_rejects_coverage_outside_unit_interval(fitted, coverage):
+    X, _ = _data(BayesianMLPRegressor)
+    message = re.escape(f"coverage must be a float in (0, 1), got {coverage!r}")
+    with pytest.raises(ValueError, match=message):
+        fitted[BayesianMLPRegressor].predict_interval(X, coverage=coverage)
+
+
+@pytest.mark.parametrize("n_samples", [0, -2, 1.5])
+def test_sample_y_rejects_non_positive_n_samples(fitted, n_samples):
+    X, _ = _data(BayesianMLPRegressor)
+    message = re.escape(f"n_samples must be a positive int, got {n_samples!r}")
+    with pytest.raises(ValueError, match=message):
+        fitted[BayesianMLPRegressor].sample_y(X, n_samples=n_samples)
+
+
+# --------------------------------------------------------------------------------------
+# Not fitted
+# --------------------------------------------------------------------------------------
+
+
+_UNFITTED = [pytest.param(cls, name, id=f"{cls.__name__}.{name}") for cls, name in _ALL_PREDICTIONS]
+
+
+@pytest.mark.parametrize("cls, name", _UNFITTED)
+def test_predicting_before_fit_raises_not_fitted(cls, name):
+    X, _ = _data(cls)
+    with pytest.raises(NotFittedError, match=f"This {cls.__name__} instance is not fitted yet"):
+        getattr(_fast(cls), name)(X)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_score_before_fit_raises_not_fitted(cls):
+    X, y = _data(cls)
+    with pytest.raises(NotFittedError, match=f"This {cls.__name__} instance is not fitted yet"):
+        _fast(cls).score(X, y)

@@ -1,0 +1,499 @@
+"""scikit-learn API conformance of BayesianMLPRegressor and BayesianMLPClassifier.
+
+These tests check the estimator contract of DESIGN.md (parameters, fitted attributes,
+prediction shapes and relations, composition with Pipeline / GridSearchCV / cross_val_score,
+clone, pickle, reproducibility), not the statistical quality of the posterior: every fit is
+a tiny MCMC run (a few dozen warm-up iterations, three hidden units) so the file stays fast.
+All random inputs use fixed seeds.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import load_iris
+from sklearn.exceptions import NotFittedError
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.utils.validation import check_is_fitted
+
+from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
+from skbnn.methods import HMC, NUTS
+from skbnn.posterior import WeightedDraws
+from skbnn.priors import GaussianPrior
+
+# Tiny MCMC runs cannot converge and say so with a ConvergenceWarning on nearly every fit.
+# That warning is tested where convergence is (the method tests); here it is only noise.
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+ESTIMATORS = [BayesianMLPRegressor, BayesianMLPClassifier]
+
+
+def _nuts(**params):
+    return NUTS(**{"n_chains": 2, "n_warmup": 30, "max_tree_depth": 5, **params})
+
+
+def _hmc(**params):
+    return HMC(**{"n_chains": 2, "n_warmup": 30, **params})
+
+
+FAST_METHODS = {"nuts": _nuts, "hmc": _hmc}
+
+
+def _fast(cls, method="nuts", **params):
+    """An estimator with tiny, fast settings; ``method`` is a key of FAST_METHODS or an
+    object, other settings are overridden by ``params``."""
+    defaults = {
+        "hidden_layer_sizes": (3,),
+        "method": FAST_METHODS[method]() if isinstance(method, str) else method,
+        "n_samples": 40,
+        "random_state": 0,
+    }
+    return cls(**{**defaults, **params})
+
+
+def _regression_data(n_rows=40, n_outputs=1, seed=0):
+    """Smooth targets far from zero mean and unit scale, so unit handling shows."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n_rows, 3))
+    f = np.tanh(X[:, 0]) + 0.5 * X[:, 1]
+    y = 10.0 + 3.0 * f + 0.3 * rng.standard_normal(n_rows)
+    if n_outputs == 1:
+        return X, y
+    # second output on a different scale and sign, to catch mixed-up columns
+    y2 = -200.0 + 50.0 * f + 5.0 * rng.standard_normal(n_rows)
+    return X, np.column_stack([y, y2])
+
+
+def _binary_data(n_rows=40, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n_rows, 3))
+    return X, (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+
+
+def _data_for(cls):
+    return _regression_data() if cls is BayesianMLPRegressor else _binary_data()
+
+
+# --------------------------------------------------------------------------------------
+# 1. scikit-learn's estimator checks
+# --------------------------------------------------------------------------------------
+
+_CHECKED_ESTIMATORS = [_fast(cls, method) for cls in ESTIMATORS for method in FAST_METHODS]
+
+
+def _expected_failed_checks(estimator):
+    # Nothing is exempted: every sklearn check applies to these estimators. sklearn itself
+    # skips two families here: the array-API checks (they need SCIPY_ARRAY_API=1 and an
+    # array-API library; skbnn converts every input to a float64 numpy array for its numba
+    # kernels, so array-API dispatch is not a feature it offers) and, when pandas is not
+    # installed, the pandas-input checks (the "test" extra installs pandas so they run).
+    return {}
+
+
+@parametrize_with_checks(
+    _CHECKED_ESTIMATORS, expected_failed_checks=_expected_failed_checks, xfail_strict=True
+)
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_tags_do_not_opt_out_of_checks(cls):
+    # The estimator checks above are only as strong as the tags let them be: poor_score
+    # would skip the score checks, non_deterministic the idempotence checks.
+    tags = cls().__sklearn_tags__()
+    assert tags.non_deterministic is False
+    assert tags.requires_fit is True
+    if cls is BayesianMLPRegressor:
+        assert tags.regressor_tags.poor_score is False
+        assert tags.target_tags.multi_output is True  # DESIGN: multi-output is supported
+    else:
+        assert tags.classifier_tags.poor_score is False
+
+
+# --------------------------------------------------------------------------------------
+# 2. Pipeline
+# --------------------------------------------------------------------------------------
+
+
+def test_pipeline_passes_return_std_and_supports_interval():
+    X, y = _regression_data()
+    X = 40.0 * X + 7.0  # far from standardized, so the scaler matters
+    pipe = make_pipeline(StandardScaler(), _fast(BayesianMLPRegressor)).fit(X, y)
+
+    mean = pipe.predict(X)
+    mean_rs, std = pipe.predict(X, return_std=True)  # through Pipeline.predict(**params)
+    assert mean.shape == mean_rs.shape == std.shape == (len(X),)
+    np.testing.assert_array_equal(mean, mean_rs)
+
+    reg, Xt = pipe[-1], pipe[:-1].transform(X)
+    np.testing.assert_allclose(Xt.mean(axis=0), 0.0, atol=1e-12)  # reg saw scaled inputs
+    np.testing.assert_array_equal(mean, reg.predict(Xt))
+    np.testing.assert_allclose(std, reg.predict_std(Xt, kind="total"), rtol=1e-12)
+    assert np.all(std > 0)
+
+    lower, upper = reg.predict_interval(Xt, coverage=0.9)
+    assert lower.shape == upper.shape == (len(X),)
+    assert np.all(lower < mean) and np.all(mean < upper)
+
+
+# --------------------------------------------------------------------------------------
+# 3. Model selection with parallel workers
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, values, extra",
+    [
+        ("method__target_accept", [0.6, 0.95], {}),
+        ("prior__std", [0.3, 3.0], {"prior": GaussianPrior()}),
+    ],
+)
+def test_grid_search_tunes_nested_parameters(name, values, extra):
+    X, y = _regression_data()
+    est = _fast(BayesianMLPRegressor, **extra)
+    original = est.get_params()[name]
+    search = GridSearchCV(est, {name: values}, cv=2, n_jobs=2).fit(X, y)
+
+    scores = search.cv_results_["mean_test_score"]
+    assert [p[name] for p in search.cv_results_["params"]] == values
+    assert np.all(np.isfinite(scores))
+    # the two settings give different fits, so the nested value reached the workers' fits
+    assert scores[0] != scores[1]
+    assert search.best_params_[name] == values[int(np.argmax(scores))]
+
+    best = search.best_estimator_
+    assert best.get_params()[name] == search.best_params_[name]
+    assert est.get_params()[name] == original  # the search cloned, it did not mutate
+    direct = clone(est).set_params(**search.best_params_).fit(X, y)
+    np.testing.assert_array_equal(best.predict(X), direct.predict(X))
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_cross_val_score_parallel_equals_serial(cls):
+    X, y = _data_for(cls)
+    parallel = cross_val_score(_fast(cls), X, y, cv=3, n_jobs=2)
+    serial = cross_val_score(_fast(cls), X, y, cv=3, n_jobs=1)
+    assert parallel.shape == (3,)
+    np.testing.assert_array_equal(parallel, serial)
+    # R^2 / accuracy of an easy problem: a broken fit or label mix-up scores far lower
+    assert parallel.mean() > 0.6
+
+
+# --------------------------------------------------------------------------------------
+# 4. clone
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", FAST_METHODS)
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_clone_is_unfitted_with_equal_params_and_own_objects(cls, method):
+    X, y = _data_for(cls)
+    est = _fast(cls, method, prior=GaussianPrior(std=2.0, fan_in_scaling=False)).fit(X, y)
+    cloned = clone(est)
+
+    with pytest.raises(NotFittedError):
+        check_is_fitted(cloned)
+    assert not hasattr(cloned, "posterior_")
+
+    shallow, cloned_shallow = est.get_params(deep=False), cloned.get_params(deep=False)
+    assert shallow.keys() == cloned_shallow.keys()
+    for key, value in shallow.items():
+        if key in ("method", "prior"):
+            assert type(cloned_shallow[key]) is type(value)
+            assert cloned_shallow[key].get_params() == value.get_params()
+        else:
+            assert cloned_shallow[key] == value
+    nested = {k: v for k, v in est.get_params().items() if "__" in k}
+    assert nested == {k: v for k, v in cloned.get_params().items() if "__" in k}
+
+    assert cloned.method is not est.method
+    assert cloned.prior is not est.prior
+    cloned.set_params(method__target_accept=0.99)
+    assert est.method.target_accept == 0.8  # the original's method is untouched
+
+
+# --------------------------------------------------------------------------------------
+# 5. pickle
+# --------------------------------------------------------------------------------------
+
+
+def test_pickle_round_trip_regressor():
+    X, y = _regression_data(n_outputs=2)
+    reg = _fast(BayesianMLPRegressor).fit(X, y)
+    loaded = pickle.loads(pickle.dumps(reg))
+    Xt = X[:7] + 0.1
+
+    np.testing.assert_array_equal(reg.predict(Xt), loaded.predict(Xt))
+    np.testing.assert_array_equal(
+        np.stack(reg.predict(Xt, return_std=True)), np.stack(loaded.predict(Xt, return_std=True))
+    )
+    np.testing.assert_array_equal(
+        np.stack(reg.predict_interval(Xt, 0.8)), np.stack(loaded.predict_interval(Xt, 0.8))
+    )
+    for kind in ("total", "epistemic", "aleatoric"):
+        np.testing.assert_array_equal(reg.predict_std(Xt, kind), loaded.predict_std(Xt, kind))
+    np.testing.assert_array_equal(
+        reg.sample_y(Xt, 3, random_state=0), loaded.sample_y(Xt, 3, random_state=0)
+    )
+    np.testing.assert_array_equal(reg.noise_std_, loaded.noise_std_)
+    assert loaded.score(X, y) == reg.score(X, y)
+
+
+def test_pickle_round_trip_classifier():
+    X, y = load_iris(return_X_y=True)
+    clf = _fast(BayesianMLPClassifier).fit(X, y)
+    loaded = pickle.loads(pickle.dumps(clf))
+
+    np.testing.assert_array_equal(clf.classes_, loaded.classes_)
+    np.testing.assert_array_equal(clf.predict(X), loaded.predict(X))
+    np.testing.assert_array_equal(clf.predict_proba(X), loaded.predict_proba(X))
+    np.testing.assert_array_equal(clf.predict_std(X), loaded.predict_std(X))
+
+
+# --------------------------------------------------------------------------------------
+# 6. Reproducibility
+# --------------------------------------------------------------------------------------
+
+
+def _predictions(est, X):
+    if isinstance(est, BayesianMLPRegressor):
+        return np.column_stack([est.predict(X), est.predict_std(X)])
+    return est.predict_proba(X)
+
+
+@pytest.mark.parametrize("method", FAST_METHODS)
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_random_state_reproducible_whatever_n_jobs(cls, method):
+    X, y = _data_for(cls)
+    one = _fast(cls, method, n_jobs=1).fit(X, y)
+    two = _fast(cls, method, n_jobs=2).fit(X, y)  # two chains in two threads
+    np.testing.assert_array_equal(one.posterior_.thetas, two.posterior_.thetas)
+    np.testing.assert_array_equal(_predictions(one, X), _predictions(two, X))
+
+    other = _fast(cls, method, random_state=1, n_jobs=2).fit(X, y)
+    assert not np.array_equal(one.posterior_.thetas, other.posterior_.thetas)
+    assert not np.array_equal(_predictions(one, X), _predictions(other, X))
+
+
+# --------------------------------------------------------------------------------------
+# 7. Shapes and the relations between predictions
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n_outputs", [1, 2])
+def test_regressor_shapes_match_output_count_and_gpr(n_outputs):
+    X, y = _regression_data(n_outputs=n_outputs)
+    reg = _fast(BayesianMLPRegressor).fit(X, y)
+    Xt = X[:5]
+    shape = (5,) if n_outputs == 1 else (5, n_outputs)
+
+    assert reg.n_outputs_ == n_outputs
+    assert reg.predict(Xt).shape == shape
+    assert [a.shape for a in reg.predict(Xt, return_std=True)] == [shape, shape]
+    for kind in ("total", "epistemic", "aleatoric"):
+        assert reg.predict_std(Xt, kind=kind).shape == shape
+    assert [a.shape for a in reg.predict_interval(Xt)] == [shape, shape]
+    assert np.shape(reg.noise_std_) == (() if n_outputs == 1 else (n_outputs,))
+
+    gpr = GaussianProcessRegressor().fit(X, y)
+    for n_samples in (1, 6):
+        draws = reg.sample_y(Xt, n_samples=n_samples, random_state=0)
+        expected = (5, n_samples) if n_outputs == 1 else (5, n_outputs, n_samples)
+        assert draws.shape == expected == gpr.sample_y(Xt, n_samples=n_samples).shape
+    assert reg.sample_y(Xt).shape == gpr.sample_y(Xt).shape
+
+    # predictions are in the user's units, column by column (the outputs differ in
+    # location by 210 and in scale by a factor of 16)
+    mean = reg.predict(X).reshape(len(X), -1)
+    Y = y.reshape(len(X), -1)
+    assert np.all(np.abs(mean.mean(axis=0) - Y.mean(axis=0)) < 0.3 * Y.std(axis=0))
+    assert np.all(np.abs(mean.std(axis=0) / Y.std(axis=0) - 1) < 0.5)
+
+
+def test_sample_y_depends_on_its_random_state_only():
+    X, y = _regression_data()
+    reg = _fast(BayesianMLPRegressor).fit(X, y)
+    a = reg.sample_y(X, 4, random_state=3)
+    np.testing.assert_array_equal(a, reg.sample_y(X, 4, random_state=3))
+    assert not np.array_equal(a, reg.sample_y(X, 4, random_state=4))
+
+
+@pytest.mark.parametrize("n_outputs", [1, 2])
+def test_regressor_std_kinds_and_interval_relations(n_outputs):
+    X, y = _regression_data(n_outputs=n_outputs)
+    reg = _fast(BayesianMLPRegressor).fit(X, y)
+    Xt = np.vstack([X[:10], 3.0 * X[:3]])  # include a few points away from the data
+
+    total = reg.predict_std(Xt, kind="total")
+    epistemic = reg.predict_std(Xt, kind="epistemic")
+    aleatoric = reg.predict_std(Xt, kind="aleatoric")
+    np.testing.assert_allclose(total**2, epistemic**2 + aleatoric**2, rtol=1e-10)
+    np.testing.assert_allclose(reg.predict_std(Xt), total, rtol=1e-12)  # default is total
+    np.testing.assert_allclose(reg.predict(Xt, return_std=True)[1], total, rtol=1e-12)
+    np.testing.assert_allclose(aleatoric, np.broadcast_to(aleatoric[:1], aleatoric.shape))
+    # sqrt(E[sigma^2]) >= E[sigma] = noise_std_ (Jensen), equality only for a point mass
+    assert np.all(aleatoric[0] >= np.asarray(reg.noise_std_) * (1 - 1e-12))
+    assert np.all(epistemic > 0) and np.all(aleatoric > 0)
+
+    mean = reg.predict(Xt)
+    lower, upper = reg.predict_interval(Xt, coverage=0.9)
+    assert np.all(lower < mean) and np.all(mean < upper)
+    lower50, upper50 = reg.predict_interval(Xt, coverage=0.5)
+    assert np.all(lower < lower50) and np.all(upper50 < upper)
+
+
+@pytest.mark.parametrize("n_outputs", [1, 2])
+def test_fixed_noise_std_is_in_standardized_units(n_outputs):
+    X, y = _regression_data(n_outputs=n_outputs)
+    reg = _fast(BayesianMLPRegressor, noise_std=0.3).fit(X, y)
+    expected = 0.3 * y.std(axis=0)  # population std, as DESIGN.md specifies
+    np.testing.assert_allclose(reg.noise_std_, expected, rtol=1e-12)
+    aleatoric = reg.predict_std(X[:4], kind="aleatoric")
+    np.testing.assert_allclose(aleatoric, np.broadcast_to(expected, aleatoric.shape), rtol=1e-12)
+
+
+def _check_classifier_outputs(clf, X, n_classes):
+    proba = clf.predict_proba(X)
+    assert proba.shape == (len(X), n_classes)
+    assert np.all((proba >= 0) & (proba <= 1))
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(np.exp(clf.predict_log_proba(X)), proba, rtol=1e-12)
+
+    std = clf.predict_std(X)
+    assert std.shape == (len(X), n_classes)
+    assert np.all(std >= 0) and np.all(std <= 0.5)  # sd of a [0, 1] variable
+    assert np.any(std > 0)
+
+    pred = clf.predict(X)
+    assert pred.shape == (len(X),)
+    np.testing.assert_array_equal(pred, clf.classes_[np.argmax(proba, axis=1)])
+    return proba, std
+
+
+def test_classifier_binary_outputs():
+    X, y = _binary_data()
+    clf = _fast(BayesianMLPClassifier).fit(X, y)
+    _, std = _check_classifier_outputs(clf, X, 2)
+    # p(class 0) = 1 - p(class 1) in every draw, so both have the same spread
+    np.testing.assert_allclose(std[:, 0], std[:, 1], rtol=1e-9, atol=1e-12)
+    assert clf.score(X, y) > 0.9
+
+
+def test_classifier_multiclass_outputs_iris():
+    X, y = load_iris(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    clf = _fast(BayesianMLPClassifier).fit(X, y)
+    np.testing.assert_array_equal(clf.classes_, [0, 1, 2])
+    _check_classifier_outputs(clf, X, 3)
+    assert clf.score(X, y) > 0.8
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        np.array(["cat", "dog"]),
+        np.array([-3, 7]),
+        np.array(["setosa", "versicolor", "virginica"], dtype=object),
+        np.array([-3, 7, 100]),
+    ],
+    ids=["str-binary", "int-binary", "str-multiclass", "int-multiclass"],
+)
+def test_classifier_labels_round_trip(labels):
+    if len(labels) == 2:
+        X, codes = _binary_data()
+    else:
+        X, codes = load_iris(return_X_y=True)
+        X = StandardScaler().fit_transform(X)
+    y = labels[codes]
+    clf = _fast(BayesianMLPClassifier).fit(X, y)
+
+    np.testing.assert_array_equal(clf.classes_, np.sort(labels))
+    pred = clf.predict(X)
+    assert pred.dtype.kind == y.dtype.kind
+    assert set(pred.tolist()) <= set(labels.tolist())
+    # high accuracy means every label went back to its own class, none swapped
+    assert np.mean(pred == y) > 0.8
+    assert clf.predict_proba(X).shape == (len(X), len(labels))
+
+
+def _single_draw_predictions(est, X, predict):
+    """``predict(copy, X)`` for a copy of ``est`` whose posterior is one draw, per draw."""
+    out = []
+    for s in range(est.posterior_.n_draws):
+        one = copy.deepcopy(est)
+        one.posterior_ = WeightedDraws(est.posterior_.thetas[s : s + 1])
+        out.append(predict(one, X))
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_predictions_are_averages_over_posterior_draws(cls):
+    # predict / predict_proba are the posterior (model) average and the epistemic std /
+    # classifier predict_std the spread across draws: rebuild both from single draws
+    X, y = _data_for(cls) if cls is BayesianMLPRegressor else load_iris(return_X_y=True)
+    est = _fast(cls, n_samples=10).fit(X, y)
+    Xt = X[::7]
+    if cls is BayesianMLPRegressor:
+        per_draw = _single_draw_predictions(est, Xt, lambda e, x: e.predict(x))
+        np.testing.assert_allclose(est.predict(Xt), per_draw.mean(axis=0), rtol=1e-10)
+        spread = est.predict_std(Xt, kind="epistemic")
+        np.testing.assert_allclose(spread, per_draw.std(axis=0), rtol=1e-6, atol=1e-10)
+    else:
+        per_draw = _single_draw_predictions(est, Xt, lambda e, x: e.predict_proba(x))
+        np.testing.assert_allclose(est.predict_proba(Xt), per_draw.mean(axis=0), rtol=1e-10)
+        np.testing.assert_allclose(est.predict_std(Xt), per_draw.std(axis=0), rtol=1e-6, atol=1e-10)
+
+
+@pytest.mark.parametrize("method", FAST_METHODS)
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_diagnostics_keys_and_per_chain_lengths(cls, method):
+    X, y = _data_for(cls)
+    n_chains = 3  # not the 2 used elsewhere, so a hard-coded length would show
+    est = _fast(cls, FAST_METHODS[method](n_chains=n_chains)).fit(X, y)
+    diag = est.diagnostics_
+
+    required = {
+        "wall_time", "compile_time", "n_grad_evals", "n_chains", "step_size",
+        "accept_rate", "divergences", "ess_bulk_loglik", "rhat_loglik",
+    }  # fmt: skip
+    assert required <= diag.keys()
+    assert diag["n_chains"] == n_chains
+    for key in ("step_size", "accept_rate"):
+        assert np.shape(diag[key]) == (n_chains,)
+    assert np.all(np.asarray(diag["step_size"]) > 0)
+    assert np.all((np.asarray(diag["accept_rate"]) >= 0) & (np.asarray(diag["accept_rate"]) <= 1))
+    for key in ("wall_time", "compile_time", "n_grad_evals", "divergences"):
+        assert np.ndim(diag[key]) == 0 and diag[key] >= 0
+    assert diag["n_grad_evals"] > 0 and diag["wall_time"] > 0
+    for key in ("ess_bulk_loglik", "rhat_loglik"):
+        assert np.ndim(diag[key]) == 0 and np.isfinite(diag[key])
+
+
+@pytest.mark.parametrize("n_samples, n_chains", [(40, 2), (41, 2), (10, 3)])
+def test_n_samples_draws_are_kept_in_total(n_samples, n_chains):
+    X, y = _regression_data()
+    reg = _fast(BayesianMLPRegressor, _nuts(n_chains=n_chains), n_samples=n_samples).fit(X, y)
+    assert reg.posterior_.n_draws == n_samples
+
+
+# --------------------------------------------------------------------------------------
+# 8. log_evidence_
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", FAST_METHODS)
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_no_log_evidence_for_mcmc_methods(cls, method):
+    X, y = _data_for(cls)
+    est = _fast(cls, method).fit(X, y)
+    assert hasattr(est, "posterior_")  # fitted, so the absence below is meaningful
+    assert not hasattr(est, "log_evidence_")
