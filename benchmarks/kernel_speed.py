@@ -1,0 +1,66 @@
+"""Single-thread speed of the log-posterior gradient kernel, the sampler's inner loop.
+
+Boston-sized problem: 455 rows, a 13-10-1 network, Gaussian likelihood. Evaluations are
+timed inside a numba loop (no Python dispatch), best of several repeats. Prints one JSON
+line per activation::
+
+    python benchmarks/kernel_speed.py
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+from numba import njit
+
+from skbnn.kernels import network as knet
+from skbnn.network import NetworkLayout
+from skbnn.priors import GaussianPrior
+from skbnn.target import Target
+
+
+@njit(nogil=True)
+def _loop(theta, tgt, ws, grad, stats, n):
+    total = 0.0
+    for _ in range(n):
+        total += knet.logp_grad(theta, tgt, ws, grad, stats, True)
+    return total
+
+
+def main(n_rows: int = 455, n_features: int = 13, hidden=(10,), repeats: int = 7) -> None:
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n_rows, n_features))
+    y = rng.standard_normal(n_rows)
+    layout = NetworkLayout((n_features, *hidden, 1))
+    for activation in ("relu", "tanh", "logistic", "identity"):
+        target = Target(X, y, hidden, activation, "gaussian", GaussianPrior().stds(layout))
+        tgt, ws = target.as_tuple(), target.workspace()
+        grad, stats = np.empty(target.n_params), np.empty(3)
+        theta = target.sample_prior(rng, 1)[0]
+        _loop(theta, tgt, ws, grad, stats, 10)
+        n = 20000
+        best = np.inf
+        for _ in range(repeats):
+            start = time.perf_counter()
+            _loop(theta, tgt, ws, grad, stats, n)
+            best = min(best, time.perf_counter() - start)
+        print(
+            json.dumps(
+                {
+                    "benchmark": "gradient_kernel",
+                    "activation": activation,
+                    "network": f"{n_features}-{'-'.join(map(str, hidden))}-1",
+                    "n_rows": n_rows,
+                    "threads": 1,
+                    "grad_evals_per_s": round(n / best),
+                    "us_per_eval": round(1e6 * best / n, 2),
+                }
+            ),
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

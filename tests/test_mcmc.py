@@ -1,0 +1,146 @@
+"""The chain driver: warm-up schedule, divergence accounting, warnings, progress bar."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import GridSearchCV
+
+from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
+from skbnn.methods import HMC, NUTS
+from skbnn.methods._mcmc import stan_windows
+from skbnn.model_selection import evidence_scorer, log_predictive_scorer
+
+
+def _windows(sched):
+    ends = np.flatnonzero(sched[:, 1])
+    starts = np.r_[np.flatnonzero(sched[:, 0])[0], ends[:-1] + 1]
+    return [(int(a), int(b)) for a, b in zip(starts, ends, strict=True)]
+
+
+def test_stan_windows_match_stan():
+    # Stan's schedule for 1000 warm-up iterations: buffer 75, windows 25, 50, 100, 200 and a
+    # last one stretched to the terminal buffer of 50
+    assert _windows(stan_windows(1000)) == [
+        (75, 99),
+        (100, 149),
+        (150, 249),
+        (250, 449),
+        (450, 949),
+    ]
+    # short warm-ups shrink to 15 % / 75 % / 10 %
+    assert _windows(stan_windows(100)) == [(15, 89)]
+    assert not stan_windows(19).any()
+    sched = stan_windows(500)
+    assert sched[:, 0].sum() == 500 - 75 - 50
+
+
+def _data(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 2))
+    return X, X[:, 0] - X[:, 1] ** 2 + 0.1 * rng.standard_normal(n)
+
+
+def test_divergences_are_counted_and_warned():
+    X, y = _data()
+    # an energy-error threshold of 1e-9 makes nearly every trajectory "divergent"
+    method = NUTS(n_chains=2, n_warmup=50, max_delta_energy=1e-9)
+    reg = BayesianMLPRegressor(hidden_layer_sizes=(3,), method=method, n_samples=40, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="divergent transitions"):
+        reg.fit(X, y)
+    d = reg.diagnostics_
+    assert d["divergences"] == d["divergences_per_chain"].sum() > 0
+    assert d["warmup_divergences"] > 0
+
+
+def test_too_short_chains_warn_instead_of_passing_silently():
+    X, y = _data()
+    reg = BayesianMLPRegressor(
+        hidden_layer_sizes=(3,), method=NUTS(n_chains=3, n_warmup=5), n_samples=6, random_state=0
+    )
+    with pytest.warns(ConvergenceWarning, match="R-hat"):
+        reg.fit(X, y)
+    assert np.isnan(reg.diagnostics_["rhat_loglik"])
+
+
+def test_converged_run_does_not_warn_and_reports_consistent_figures():
+    X, y = _data()
+    method = NUTS(n_chains=4, n_warmup=300, max_tree_depth=6)
+    reg = BayesianMLPRegressor(hidden_layer_sizes=(), activation="identity", method=method,
+                               n_samples=800, random_state=0)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        reg.fit(X, y)
+    d = reg.diagnostics_
+    assert d["n_chains"] == 4 and d["n_draws_per_chain"] == 200
+    assert d["n_grad_evals"] == d["n_grad_evals_per_chain"].sum()
+    # each kept draw costs its leapfrog steps: the total exceeds the kept draws' share
+    assert d["n_grad_evals"] > d["mean_n_leapfrog"].sum() * 200
+    assert np.all(d["mean_tree_depth"] <= 6)
+    assert np.all((d["accept_rate"] > 0.6) & (d["accept_rate"] <= 1))
+    assert d["compile_time"] >= 0 and d["wall_time"] >= d["compile_time"]
+    assert np.all(np.isfinite(d["e_bfmi"])) and np.all(d["e_bfmi"] > 0.3)
+
+
+def test_hmc_path_length_sets_steps():
+    X, y = _data()
+    method = HMC(n_chains=2, n_warmup=100, path_length=1.0, step_jitter=0.0)
+    reg = BayesianMLPRegressor(hidden_layer_sizes=(), activation="identity", method=method,
+                               n_samples=100, random_state=0).fit(X, y)  # fmt: skip
+    d = reg.diagnostics_
+    expected = np.ceil(1.0 / d["step_size"])
+    np.testing.assert_array_equal(d["mean_n_leapfrog"], expected)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_progress_bar_when_verbose(capsys):
+    X, y = _data()
+    BayesianMLPRegressor(hidden_layer_sizes=(2,), method=NUTS(n_chains=2, n_warmup=20),
+                         n_samples=20, random_state=0, verbose=1).fit(X, y)  # fmt: skip
+    err = capsys.readouterr().err
+    # 2 chains x (20 warm-up + 10 kept) iterations
+    assert "NUTS 2 chains" in err and "60/60" in err
+
+
+def test_log_predictive_scorer_matches_mixture_density():
+    X, y = _data()
+    reg = BayesianMLPRegressor(hidden_layer_sizes=(3,), method=NUTS(n_chains=2, n_warmup=50),
+                               n_samples=30, random_state=0).fit(X, y)  # fmt: skip
+    # the density of y is the average over draws of N(y | f_s(x), sigma_s^2), original units
+    f = np.stack(
+        [_single_draw_prediction(reg, s, X) for s in range(reg.posterior_.n_draws)]
+    )  # (S, n)
+    sd = y.std() / np.sqrt(reg.posterior_.noise_precision[:, 0])
+    density = norm.pdf(y[None, :], f, sd[:, None]).mean(axis=0)
+    assert log_predictive_scorer(reg, X, y) == pytest.approx(np.mean(np.log(density)), rel=1e-10)
+    with pytest.raises(TypeError, match="has no log_evidence_"):
+        evidence_scorer(reg, X, y)
+
+
+def _single_draw_prediction(reg, s, X):
+    coefs, intercepts = reg._layout.unpack(reg.posterior_.thetas[s])
+    h = np.tanh(X @ coefs[0] + intercepts[0])
+    return (h @ coefs[1] + intercepts[1])[:, 0] * reg._y_std[0] + reg._y_mean[0]
+
+
+def test_log_predictive_scorer_in_grid_search_and_for_classifiers():
+    X, y = _data()
+    grid = GridSearchCV(
+        BayesianMLPRegressor(method=NUTS(n_chains=2, n_warmup=30), n_samples=20, random_state=0),
+        {"hidden_layer_sizes": [(), (3,)]},
+        scoring=log_predictive_scorer,
+        cv=2,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        grid.fit(X, y)
+        assert np.all(np.isfinite(grid.cv_results_["mean_test_score"]))
+        labels = np.where(y > np.median(y), "hi", "lo")
+        clf = BayesianMLPClassifier(hidden_layer_sizes=(2,), method=NUTS(n_chains=2, n_warmup=30),
+                                    n_samples=20, random_state=0).fit(X, labels)  # fmt: skip
+    proba = clf.predict_proba(X)
+    index = np.searchsorted(clf.classes_, labels)
+    expected = np.mean(np.log(proba[np.arange(len(labels)), index]))
+    assert log_predictive_scorer(clf, X, labels) == pytest.approx(expected)
