@@ -50,8 +50,13 @@ def _closed_form(X, y, X_test, noise_std):
 
 @pytest.mark.parametrize(
     "method",
-    [NUTS(n_chains=4, n_warmup=400), HMC(n_chains=4, n_warmup=400)],
-    ids=["nuts", "hmc"],
+    [
+        NUTS(n_chains=4, n_warmup=400),
+        HMC(n_chains=4, n_warmup=400),
+        NUTS(n_chains=4, n_warmup=400, metric="dense"),
+        HMC(n_chains=4, n_warmup=400, metric="dense"),
+    ],
+    ids=["nuts", "hmc", "nuts-dense", "hmc-dense"],
 )
 def test_linear_regression_posterior_predictive(method):
     X, y, X_test = _data()

@@ -11,7 +11,11 @@ progress bar) and threads can run chains side by side without the GIL.
     [7] gradient evaluations   [8] divergences during warm-up
 
 ``cfg_f = [target_accept, path_length, jitter, max_delta_energy]`` and
-``cfg_i = [kind (0 NUTS, 1 HMC), max_tree_depth, max_steps, gibbs_noise]``.
+``cfg_i = [kind (0 NUTS, 1 HMC), max_tree_depth, max_steps, gibbs_noise, dense]``.
+
+The metric (inverse mass matrix) is ``inv_m`` (its diagonal) or, when ``dense``, the
+matrix ``sigma`` with lower Cholesky factor ``chol``; velocities ``sigma @ p`` ("sharp"
+momenta) cost O(d^2) then, which pays when the posterior is strongly correlated.
 
 Per kept draw ``trace`` holds ``[loglik, accept_stat, n_leapfrog, tree_depth, divergent,
 step_size, energy]``.
@@ -43,45 +47,52 @@ TRACE_FIELDS = (
 
 
 @njit(cache=True, nogil=True, fastmath=_FM)
-def _kinetic(p, inv_m):
-    s = 0.0
-    for i in range(p.shape[0]):
-        s += inv_m[i] * p[i] * p[i]
-    return 0.5 * s
+def _sharp(p, inv_m, sigma, dense, out):
+    # velocity M^-1 p for the diagonal or dense metric
+    d = p.shape[0]
+    if dense:
+        for i in range(d):
+            row = sigma[i]
+            acc = 0.0
+            for j in range(d):
+                acc += row[j] * p[j]
+            out[i] = acc
+    else:
+        for i in range(d):
+            out[i] = inv_m[i] * p[i]
 
 
 @njit(cache=True, nogil=True, fastmath=_FM)
-def _no_turn(pa, pb, rho, extra, inv_m, use_extra):
-    # Generalized no-U-turn criterion (Betancourt 2017): both ends' velocities M^-1 p must
-    # point along the summed momentum rho (+ extra, for Stan's checks across subtrees).
-    sa = 0.0
-    sb = 0.0
-    for i in range(pa.shape[0]):
-        r = rho[i] + extra[i] if use_extra else rho[i]
-        sa += inv_m[i] * pa[i] * r
-        sb += inv_m[i] * pb[i] * r
-    return sa > 0.0 and sb > 0.0
+def _dot(a, b):
+    acc = 0.0
+    for i in range(a.shape[0]):
+        acc += a[i] * b[i]
+    return acc
 
 
 @njit(cache=True, nogil=True, fastmath=_FM)
-def _no_turn_diff(pa, pb, r1, r0, extra, inv_m):
-    # _no_turn with rho = r1 - r0 + extra, without materializing it
+def _no_turn_diff(ps_a, ps_b, r1, r0, extra):
+    # Generalized no-U-turn criterion (Betancourt 2017) with rho = r1 - r0 + extra: both
+    # ends' velocities must point along the summed momentum (extra carries Stan's checks
+    # across neighbouring subtrees).
     sa = 0.0
     sb = 0.0
-    for i in range(pa.shape[0]):
+    for i in range(ps_a.shape[0]):
         r = r1[i] - r0[i] + extra[i]
-        sa += inv_m[i] * pa[i] * r
-        sb += inv_m[i] * pb[i] * r
+        sa += ps_a[i] * r
+        sb += ps_b[i] * r
     return sa > 0.0 and sb > 0.0
 
 
 @njit(cache=True, nogil=True, fastmath=_FM)
-def _leapfrog(q, p, g, eps, inv_m, tgt, ws, st):
+def _leapfrog(q, p, g, eps, metric, dense, tmp, tgt, ws, st):
     d = q.shape[0]
     half = 0.5 * eps
     for i in range(d):
         p[i] += half * g[i]
-        q[i] += eps * inv_m[i] * p[i]
+    _sharp(p, metric[0], metric[1], dense, tmp)
+    for i in range(d):
+        q[i] += eps * tmp[i]
     lp = logp_grad(q, tgt, ws, g, st, True)
     for i in range(d):
         p[i] += half * g[i]
@@ -89,9 +100,22 @@ def _leapfrog(q, p, g, eps, inv_m, tgt, ws, st):
 
 
 @njit(cache=True, nogil=True)
-def _draw_momentum(rng, p, inv_m):
-    for i in range(p.shape[0]):
-        p[i] = rng.standard_normal() / math.sqrt(inv_m[i])
+def _draw_momentum(rng, p, metric, dense):
+    # p ~ N(0, M) with M = sigma^-1: p = L^-T z for sigma = L L^T (back substitution)
+    d = p.shape[0]
+    if dense:
+        chol = metric[2]
+        for i in range(d):
+            p[i] = rng.standard_normal()
+        for i in range(d - 1, -1, -1):
+            acc = p[i]
+            for j in range(i + 1, d):
+                acc -= chol[j, i] * p[j]
+            p[i] = acc / chol[i, i]
+    else:
+        inv_m = metric[0]
+        for i in range(d):
+            p[i] = rng.standard_normal() / math.sqrt(inv_m[i])
 
 
 @njit(cache=True, nogil=True)
@@ -105,39 +129,43 @@ def _logaddexp(a, b):
 
 
 @njit(cache=True, nogil=True)
-def _energy(lp, p, inv_m):
-    h = -lp + _kinetic(p, inv_m)
+def _energy(lp, p, ps):
+    h = -lp + 0.5 * _dot(p, ps)
     return np.inf if h != h else h
 
 
 @njit(cache=True, nogil=True)
-def _nuts(rng, q0, g0, st0, lp0, eps, inv_m, max_depth, max_dh, tgt, ws, buf, ckpt, st, st_sub):
+def _nuts(rng, q0, g0, st0, lp0, eps, metric, dense, max_depth, max_dh, tgt, ws, buf, ckpt, st,
+          st_sub):  # fmt: skip
     """One NUTS transition with multinomial sampling (Betancourt 2017, as in Stan).
 
     The trajectory doubles until a U-turn, a divergence or ``max_depth``. The new subtree is
     built leaf by leaf; U-turns of its internal subtrees are checked from checkpoints of the
-    momentum and of the running momentum sum kept per level, with Stan's extra checks
-    across neighbouring subtrees. ``q0, g0, st0`` are overwritten with the chosen state.
+    momentum, its velocity and the running momentum sum kept per level (a level-k block
+    starts at leaves that are multiples of 2^k), with Stan's extra checks across
+    neighbouring subtrees, so exactly the checks of Stan's recursive build_tree are made.
+    ``q0, g0, st0`` are overwritten with the chosen state.
     Returns ``(logp, depth, n_leapfrog, accept_stat, divergent, energy)``.
     """
-    q, p, g = buf[0], buf[1], buf[2]
-    q_l, p_l, g_l = buf[3], buf[4], buf[5]
-    q_r, p_r, g_r = buf[6], buf[7], buf[8]
-    rho, sub_rho = buf[9], buf[10]
-    q_sub, g_sub = buf[11], buf[12]
-    first_p, adj_p, p0 = buf[13], buf[14], buf[15]
-    beg_p, beg_rho, end_p = ckpt[0], ckpt[1], ckpt[2]
-    zero = buf[16]
+    q, p, g, ps = buf[0], buf[1], buf[2], buf[3]
+    q_l, p_l, g_l, ps_l = buf[4], buf[5], buf[6], buf[7]
+    q_r, p_r, g_r, ps_r = buf[8], buf[9], buf[10], buf[11]
+    rho, sub_rho = buf[12], buf[13]
+    q_sub, g_sub = buf[14], buf[15]
+    first_p, first_ps, adj_p, adj_ps = buf[16], buf[17], buf[18], buf[19]
+    zero, tmp = buf[20], buf[21]
+    beg_p, beg_ps, beg_rho, end_p, end_ps = ckpt[0], ckpt[1], ckpt[2], ckpt[3], ckpt[4]
 
-    _draw_momentum(rng, p0, inv_m)
-    h0 = _energy(lp0, p0, inv_m)
+    _draw_momentum(rng, p_l, metric, dense)
+    _sharp(p_l, metric[0], metric[1], dense, ps_l)
+    h0 = _energy(lp0, p_l, ps_l)
     q_l[:] = q0
     q_r[:] = q0
-    p_l[:] = p0
-    p_r[:] = p0
+    p_r[:] = p_l
+    ps_r[:] = ps_l
     g_l[:] = g0
     g_r[:] = g0
-    rho[:] = p0
+    rho[:] = p_l
     log_sum_w = 0.0
     lp_prop = lp0
     h_prop = h0
@@ -152,15 +180,17 @@ def _nuts(rng, q0, g0, st0, lp0, eps, inv_m, max_depth, max_dh, tgt, ws, buf, ck
             q[:] = q_r
             p[:] = p_r
             g[:] = g_r
-            far_p = p_l
+            far_ps = ps_l
             adj_p[:] = p_r
+            adj_ps[:] = ps_r
             step = eps
         else:
             q[:] = q_l
             p[:] = p_l
             g[:] = g_l
-            far_p = p_r
+            far_ps = ps_r
             adj_p[:] = p_l
+            adj_ps[:] = ps_l
             step = -eps
         n_leaves = 1 << depth
         sub_log_w = -np.inf
@@ -169,9 +199,10 @@ def _nuts(rng, q0, g0, st0, lp0, eps, inv_m, max_depth, max_dh, tgt, ws, buf, ck
         h_sub = 0.0
         valid = True
         for leaf in range(n_leaves):
-            lp = _leapfrog(q, p, g, step, inv_m, tgt, ws, st)
+            lp = _leapfrog(q, p, g, step, metric, dense, tmp, tgt, ws, st)
             n_leap += 1
-            h = _energy(lp, p, inv_m)
+            _sharp(p, metric[0], metric[1], dense, ps)
+            h = _energy(lp, p, ps)
             dh = h - h0
             if dh > max_dh:
                 divergent = True
@@ -180,9 +211,11 @@ def _nuts(rng, q0, g0, st0, lp0, eps, inv_m, max_depth, max_dh, tgt, ws, buf, ck
             sum_acc += 1.0 if dh <= 0.0 else math.exp(-dh)
             if leaf == 0:
                 first_p[:] = p
+                first_ps[:] = ps
             for k in range(1, depth + 1):
                 if leaf % (1 << k) == 0:
                     beg_p[k, :] = p
+                    beg_ps[k, :] = ps
                     beg_rho[k, :] = sub_rho
             sub_rho += p
             sub_log_w = _logaddexp(sub_log_w, -dh)
@@ -195,13 +228,13 @@ def _nuts(rng, q0, g0, st0, lp0, eps, inv_m, max_depth, max_dh, tgt, ws, buf, ck
                 h_sub = h
             for k in range(1, depth + 1):
                 if (leaf + 1) % (1 << k) == 0:
-                    ok = _no_turn_diff(beg_p[k], p, sub_rho, beg_rho[k], zero, inv_m)
+                    ok = _no_turn_diff(beg_ps[k], ps, sub_rho, beg_rho[k], zero)
                     if ok and k >= 2:
                         # halves A (built first) and B: A + first leaf of B, B + last of A
                         ok = _no_turn_diff(
-                            beg_p[k], beg_p[k - 1], beg_rho[k - 1], beg_rho[k], beg_p[k - 1], inv_m
+                            beg_ps[k], beg_ps[k - 1], beg_rho[k - 1], beg_rho[k], beg_p[k - 1]
                         ) and _no_turn_diff(
-                            end_p[k - 1], p, sub_rho, beg_rho[k - 1], end_p[k - 1], inv_m
+                            end_ps[k - 1], ps, sub_rho, beg_rho[k - 1], end_p[k - 1]
                         )
                     if not ok:
                         valid = False
@@ -211,6 +244,7 @@ def _nuts(rng, q0, g0, st0, lp0, eps, inv_m, max_depth, max_dh, tgt, ws, buf, ck
             for k in range(1, depth):
                 if (leaf + 1) % (1 << k) == 0:
                     end_p[k, :] = p
+                    end_ps[k, :] = ps
         if not valid:
             # a subtree that turned or diverged is discarded whole (Stan, Betancourt 2017)
             break
@@ -218,10 +252,12 @@ def _nuts(rng, q0, g0, st0, lp0, eps, inv_m, max_depth, max_dh, tgt, ws, buf, ck
             q_r[:] = q
             p_r[:] = p
             g_r[:] = g
+            ps_r[:] = ps
         else:
             q_l[:] = q
             p_l[:] = p
             g_l[:] = g
+            ps_l[:] = ps
         # biased progressive sampling favours the new subtree (Betancourt 2017, A.3.2)
         if rng.random() < math.exp(sub_log_w - log_sum_w):
             q0[:] = q_sub
@@ -230,10 +266,10 @@ def _nuts(rng, q0, g0, st0, lp0, eps, inv_m, max_depth, max_dh, tgt, ws, buf, ck
             lp_prop = lp_sub
             h_prop = h_sub
         log_sum_w = _logaddexp(log_sum_w, sub_log_w)
-        ok = _no_turn_diff(p_l, p_r, rho, zero, sub_rho, inv_m)
+        ok = _no_turn_diff(ps_l, ps_r, rho, zero, sub_rho)
         if ok:
-            ok = _no_turn_diff(far_p, first_p, rho, zero, first_p, inv_m) and _no_turn_diff(
-                adj_p, p, sub_rho, zero, adj_p, inv_m
+            ok = _no_turn_diff(far_ps, first_ps, rho, zero, first_p) and _no_turn_diff(
+                adj_ps, ps, sub_rho, zero, adj_p
             )
         rho += sub_rho
         depth += 1
@@ -243,13 +279,13 @@ def _nuts(rng, q0, g0, st0, lp0, eps, inv_m, max_depth, max_dh, tgt, ws, buf, ck
 
 
 @njit(cache=True, nogil=True)
-def _hmc(
-    rng, q0, g0, st0, lp0, eps, inv_m, path_length, jitter, max_steps, max_dh, tgt, ws, buf, st
-):
+def _hmc(rng, q0, g0, st0, lp0, eps, metric, dense, path_length, jitter, max_steps, max_dh, tgt,
+         ws, buf, st):  # fmt: skip
     """One static-path HMC transition with the step size jittered by +-``jitter``."""
-    q, p, g = buf[0], buf[1], buf[2]
-    _draw_momentum(rng, p, inv_m)
-    h0 = _energy(lp0, p, inv_m)
+    q, p, g, ps, tmp = buf[0], buf[1], buf[2], buf[3], buf[21]
+    _draw_momentum(rng, p, metric, dense)
+    _sharp(p, metric[0], metric[1], dense, ps)
+    h0 = _energy(lp0, p, ps)
     # a fixed number of steps with a jittered step size: the path length varies by
     # +-jitter, which breaks the periodicity a fixed integration time can lock into
     n_steps = int(min(max_steps, max(1.0, math.ceil(path_length / eps))))
@@ -258,8 +294,9 @@ def _hmc(
     g[:] = g0
     lp = lp0
     for _ in range(n_steps):
-        lp = _leapfrog(q, p, g, step, inv_m, tgt, ws, st)
-    h = _energy(lp, p, inv_m)
+        lp = _leapfrog(q, p, g, step, metric, dense, tmp, tgt, ws, st)
+    _sharp(p, metric[0], metric[1], dense, ps)
+    h = _energy(lp, p, ps)
     dh = h - h0
     divergent = dh > max_dh
     acc = 1.0 if dh <= 0.0 else math.exp(-dh)
@@ -272,18 +309,20 @@ def _hmc(
 
 
 @njit(cache=True, nogil=True)
-def _init_step_size(rng, q0, g0, lp0, eps, inv_m, tgt, ws, buf, st, sc):
+def _init_step_size(rng, q0, g0, lp0, eps, metric, dense, tgt, ws, buf, st, sc):
     # Stan's heuristic: double or halve until one leapfrog's acceptance crosses 0.8.
-    q, p, g = buf[0], buf[1], buf[2]
+    q, p, g, ps, tmp = buf[0], buf[1], buf[2], buf[3], buf[21]
     direction = 0
     for _ in range(100):
-        _draw_momentum(rng, p, inv_m)
-        h0 = _energy(lp0, p, inv_m)
+        _draw_momentum(rng, p, metric, dense)
+        _sharp(p, metric[0], metric[1], dense, ps)
+        h0 = _energy(lp0, p, ps)
         q[:] = q0
         g[:] = g0
-        lp = _leapfrog(q, p, g, eps, inv_m, tgt, ws, st)
+        lp = _leapfrog(q, p, g, eps, metric, dense, tmp, tgt, ws, st)
         sc[7] += 1
-        delta = h0 - _energy(lp, p, inv_m)
+        _sharp(p, metric[0], metric[1], dense, ps)
+        delta = h0 - _energy(lp, p, ps)
         up = delta > math.log(0.8)
         if direction == 0:
             direction = 1 if up else -1
@@ -317,7 +356,7 @@ def run_block(
     q0,
     g0,
     st0,
-    inv_m,
+    metric,
     w_mean,
     w_m2,
     sc,
@@ -330,68 +369,47 @@ def run_block(
 ):
     """Run iterations ``[it_start, it_stop)`` of one chain, warm-up first.
 
-    ``sched[it] = (in_window, end_window)`` for warm-up iterations (Stan's windows). Kept
-    draws go to row ``it - n_warmup`` of ``draws``, ``trace`` and ``taus``.
+    ``metric = (inv_m, sigma, chol)``; with a diagonal metric ``sigma`` and ``chol`` are
+    unused and ``w_m2`` holds the Welford sums of squares per coordinate, with a dense one
+    ``w_m2`` is the (d, d) matrix of cross products. ``sched[it] = (in_window, end_window)``
+    for warm-up iterations (Stan's windows). Kept draws go to row ``it - n_warmup`` of
+    ``draws``, ``trace`` and ``taus``.
     """
     d = q0.shape[0]
     kind = cfg_i[0]
     max_depth = cfg_i[1]
     gibbs = cfg_i[3] != 0
+    dense = cfg_i[4] != 0
     target_accept = cfg_f[0]
     max_dh = cfg_f[3]
+    inv_m, sigma, chol = metric
     n = tgt[6][0]
     k = tgt[5].shape[0]
     widths = tgt[2][1:]
     ws = np.empty((widths.sum() + 2 * widths.max()) * n)
-    buf = np.zeros((17, d))
-    ckpt = np.empty((3, max_depth + 1, d))
+    buf = np.zeros((22, d))
+    ckpt = np.empty((5, max_depth + 1, d))
     st = np.empty(2 + k)
     st_sub = np.empty(2 + k)
 
     if it_start == 0:
         sc[0] = logp_grad(q0, tgt, ws, g0, st0, True)
         sc[7] += 1
-        sc[1] = _init_step_size(rng, q0, g0, sc[0], sc[1], inv_m, tgt, ws, buf, st, sc)
+        sc[1] = _init_step_size(rng, q0, g0, sc[0], sc[1], metric, dense, tgt, ws, buf, st, sc)
         sc[4] = math.log(10.0 * sc[1])
 
     for it in range(it_start, it_stop):
         eps = sc[1]
         if kind == 0:
             lp, depth, n_leap, acc, div, energy = _nuts(
-                rng,
-                q0,
-                g0,
-                st0,
-                sc[0],
-                eps,
-                inv_m,
-                max_depth,
-                max_dh,
-                tgt,
-                ws,
-                buf,
-                ckpt,
-                st,
-                st_sub,
-            )
+                rng, q0, g0, st0, sc[0], eps, metric, dense, max_depth, max_dh, tgt, ws, buf,
+                ckpt, st, st_sub,
+            )  # fmt: skip
         else:
             lp, depth, n_leap, acc, div, energy = _hmc(
-                rng,
-                q0,
-                g0,
-                st0,
-                sc[0],
-                eps,
-                inv_m,
-                cfg_f[1],
-                cfg_f[2],
-                cfg_i[2],
-                max_dh,
-                tgt,
-                ws,
-                buf,
-                st,
-            )
+                rng, q0, g0, st0, sc[0], eps, metric, dense, cfg_f[1], cfg_f[2], cfg_i[2],
+                max_dh, tgt, ws, buf, st,
+            )  # fmt: skip
         sc[0] = lp
         sc[7] += n_leap
         if gibbs:
@@ -412,27 +430,17 @@ def run_block(
             sc[2] = x_eta * x + (1.0 - x_eta) * sc[2]
             sc[1] = math.exp(x)
             if sched[it, 0]:
-                sc[6] += 1.0
-                c = sc[6]
-                for i in range(d):
-                    delta = q0[i] - w_mean[i]
-                    w_mean[i] += delta / c
-                    w_m2[i] += delta * (q0[i] - w_mean[i])
+                _welford(q0, w_mean, w_m2, sc, dense)
             if sched[it, 1]:
-                c = sc[6]
-                for i in range(d):
-                    # Stan's regularization shrinks the variance towards 1e-3
-                    var = w_m2[i] / (c - 1.0) if c > 1.0 else 1.0
-                    inv_m[i] = (c / (c + 5.0)) * var + 1e-3 * (5.0 / (c + 5.0))
-                    w_mean[i] = 0.0
-                    w_m2[i] = 0.0
-                sc[6] = 0.0
-                sc[1] = _init_step_size(rng, q0, g0, sc[0], sc[1], inv_m, tgt, ws, buf, st, sc)
+                _update_metric(metric, w_mean, w_m2, sc, dense)
+                sc[1] = _init_step_size(
+                    rng, q0, g0, sc[0], sc[1], metric, dense, tgt, ws, buf, st, sc
+                )
                 sc[4] = math.log(10.0 * sc[1])
                 sc[2] = 0.0
                 sc[3] = 0.0
                 sc[5] = 0.0
-            if it == n_warmup - 1:
+            if it == n_warmup - 1 and sc[5] > 0:
                 sc[1] = math.exp(sc[2])
         else:
             j = it - n_warmup
@@ -447,3 +455,53 @@ def run_block(
             for o in range(k):
                 taus[j, o] = tgt[5][o]
     return it_stop
+
+
+@njit(cache=True, nogil=True)
+def _welford(q, w_mean, w_m2, sc, dense):
+    sc[6] += 1.0
+    c = sc[6]
+    d = q.shape[0]
+    delta = np.empty(d)
+    for i in range(d):
+        delta[i] = q[i] - w_mean[i]
+        w_mean[i] += delta[i] / c
+    if dense:
+        for i in range(d):
+            di = delta[i]
+            row = w_m2[i]
+            for j in range(d):
+                row[j] += di * (q[j] - w_mean[j])
+    else:
+        m2 = w_m2[0]
+        for i in range(d):
+            m2[i] += delta[i] * (q[i] - w_mean[i])
+
+
+@njit(cache=True, nogil=True)
+def _update_metric(metric, w_mean, w_m2, sc, dense):
+    # Stan's regularization shrinks the estimate towards 1e-3 I with the weight of five
+    # pseudo-draws, which keeps it positive definite after short windows.
+    inv_m, sigma, chol = metric
+    c = sc[6]
+    d = inv_m.shape[0]
+    shrink = c / (c + 5.0)
+    ridge = 1e-3 * 5.0 / (c + 5.0)
+    if dense:
+        for i in range(d):
+            for j in range(d):
+                cov = w_m2[i, j] / (c - 1.0) if c > 1.0 else (1.0 if i == j else 0.0)
+                sigma[i, j] = shrink * cov + (ridge if i == j else 0.0)
+                w_m2[i, j] = 0.0
+        chol[:, :] = np.linalg.cholesky(sigma)
+        for i in range(d):
+            inv_m[i] = sigma[i, i]
+    else:
+        m2 = w_m2[0]
+        for i in range(d):
+            var = m2[i] / (c - 1.0) if c > 1.0 else 1.0
+            inv_m[i] = shrink * var + ridge
+            m2[i] = 0.0
+    for i in range(d):
+        w_mean[i] = 0.0
+    sc[6] = 0.0

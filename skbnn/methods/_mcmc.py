@@ -13,7 +13,7 @@ from numbers import Integral, Real
 import numpy as np
 from joblib import effective_n_jobs
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..diagnostics import ess_bulk, ess_tail, rhat
 from ..kernels import hmc as khmc
@@ -73,11 +73,12 @@ def _ensure_compiled() -> float:
         tgt = target.as_tuple()
         d = target.n_params
         cfg_f = np.array([0.8, 1.0, 0.1, 1000.0])
-        cfg_i = np.array([0, 2, 4, 1], dtype=np.int64)
+        cfg_i = np.array([0, 2, 4, 1, 0], dtype=np.int64)
         sc = np.array([0.0, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+        metric = (np.ones(d), np.eye(d), np.eye(d))
         khmc.run_block(
             rng, 0, 2, 1, np.zeros((1, 2), dtype=np.uint8), np.zeros(d), np.zeros(d),
-            np.zeros(3), np.ones(d), np.zeros(d), np.zeros(d), sc, cfg_f, cfg_i, tgt,
+            np.zeros(3), metric, np.zeros(d), np.zeros((1, d)), sc, cfg_f, cfg_i, tgt,
             np.zeros((1, d)), np.zeros((1, len(khmc.TRACE_FIELDS))), np.zeros((1, 1)),
         )  # fmt: skip
         knet.forward_batch(
@@ -118,6 +119,7 @@ class _HMCFamily(BaseMethod):
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "n_warmup": [Interval(Integral, 0, None, closed="left")],
         "target_accept": [Interval(Real, 0, 1, closed="neither")],
+        "metric": [StrOptions({"diagonal", "dense"})],
         "max_delta_energy": [Interval(Real, 0, None, closed="neither")],
     }
 
@@ -141,6 +143,8 @@ class _HMCFamily(BaseMethod):
         n_iter = n_warmup + n_keep
         cfg_f, cfg_i = self._config()
         cfg_i[3] = 1 if target.noise == "gibbs" else 0
+        dense = self.metric == "dense"
+        cfg_i[4] = 1 if dense else 0
         sched = stan_windows(n_warmup)
         d = target.n_params
         k = target.n_outputs
@@ -150,15 +154,22 @@ class _HMCFamily(BaseMethod):
             rng = np.random.default_rng(child)
             init_var = np.ones(d)
             init_var[: target.layout.n_weights] = target.prior_std**2
+            # the dense factors are (1, 1) placeholders for a diagonal metric, so both kinds
+            # share one compiled kernel
+            size = d if dense else 1
+            metric = (init_var, np.zeros((size, size)), np.zeros((size, size)))
+            if dense:
+                metric[1][:] = np.diag(init_var)
+                metric[2][:] = np.diag(np.sqrt(init_var))
             chains.append(
                 {
                     "rng": rng,
                     "q": target.sample_prior(rng, 1)[0],
                     "g": np.zeros(d),
                     "st": np.zeros(2 + k),
-                    "inv_m": init_var,
+                    "metric": metric,
                     "w_mean": np.zeros(d),
-                    "w_m2": np.zeros(d),
+                    "w_m2": np.zeros((d, d) if dense else (1, d)),
                     # logp, step size (the heuristic starts from 0.1), dual averaging...
                     "sc": np.array([0.0, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
                     "tgt": target.as_tuple(own_noise=True),
@@ -178,7 +189,7 @@ class _HMCFamily(BaseMethod):
                 stop = min(n_iter, it + block)
                 khmc.run_block(
                     chain["rng"], it, stop, n_warmup, sched, chain["q"], chain["g"],
-                    chain["st"], chain["inv_m"], chain["w_mean"], chain["w_m2"], chain["sc"],
+                    chain["st"], chain["metric"], chain["w_mean"], chain["w_m2"], chain["sc"],
                     cfg_f, cfg_i, chain["tgt"], chain["draws"], chain["trace"], chain["taus"],
                 )  # fmt: skip
                 phase = "warmup" if stop <= n_warmup else "sampling"
@@ -229,7 +240,7 @@ class _HMCFamily(BaseMethod):
             "n_grad_evals_per_chain": np.array([int(c["sc"][7]) for c in chains]),
             "mean_n_leapfrog": trace[:, :, field["n_leapfrog"]].mean(axis=1),
             "chain_time": np.array([c["time"] for c in chains]),
-            "inverse_mass_matrix": np.stack([c["inv_m"] for c in chains]),
+            "inverse_mass_matrix": np.stack([c["metric"][0] for c in chains]),
             "e_bfmi": _e_bfmi(energy),
             "loglik": loglik,
             "ess_bulk_loglik": ess_bulk(loglik),

@@ -28,6 +28,8 @@ class HMC(_HMCFamily):
         Target acceptance probability of the step-size adaptation. For static HMC the
         optimum in high dimension is about 0.65 (Beskos et al. 2013); 0.8 buys robustness
         on the curved posteriors of neural networks.
+    metric : {"diagonal", "dense"}, default="diagonal"
+        Shape of the adapted inverse mass matrix, as for :class:`NUTS`.
     path_length : float, default=1.6
         Integration time. After mass-matrix adaptation the posterior has roughly unit
         marginal scales, and a quarter period of a unit Gaussian (pi/2) takes a draw to an
@@ -61,6 +63,7 @@ class HMC(_HMCFamily):
         n_chains: int = 4,
         n_warmup: int = 500,
         target_accept: float = 0.8,
+        metric: str = "diagonal",
         path_length: float = 1.6,
         step_jitter: float = 0.2,
         max_steps: int = 1024,
@@ -69,6 +72,7 @@ class HMC(_HMCFamily):
         self.n_chains = n_chains
         self.n_warmup = n_warmup
         self.target_accept = target_accept
+        self.metric = metric
         self.path_length = path_length
         self.step_jitter = step_jitter
         self.max_steps = max_steps
@@ -78,5 +82,5 @@ class HMC(_HMCFamily):
         cfg_f = np.array(
             [self.target_accept, self.path_length, self.step_jitter, self.max_delta_energy]
         )
-        cfg_i = np.array([1, 0, self.max_steps, 0], dtype=np.int64)
+        cfg_i = np.array([1, 0, self.max_steps, 0, 0], dtype=np.int64)
         return cfg_f, cfg_i

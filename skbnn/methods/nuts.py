@@ -33,6 +33,11 @@ class NUTS(_HMCFamily):
     target_accept : float, default=0.8
         Target mean acceptance statistic of the step-size adaptation (Stan's default);
         raise it (0.9, 0.95) when divergences are reported.
+    metric : {"diagonal", "dense"}, default="diagonal"
+        Shape of the adapted inverse mass matrix: the posterior variances, or the full
+        posterior covariance estimated in the same windows. Dense costs O(n_params^2) per
+        leapfrog step and pays when weights are strongly correlated (narrow, tilted
+        posteriors: small noise, many rows); diagonal is right for most small networks.
     max_tree_depth : int, default=10
         At most ``2**max_tree_depth - 1`` leapfrog steps per draw.
     max_delta_energy : float, default=1000.0
@@ -57,16 +62,18 @@ class NUTS(_HMCFamily):
         n_chains: int = 4,
         n_warmup: int = 500,
         target_accept: float = 0.8,
+        metric: str = "diagonal",
         max_tree_depth: int = 10,
         max_delta_energy: float = 1000.0,
     ):
         self.n_chains = n_chains
         self.n_warmup = n_warmup
         self.target_accept = target_accept
+        self.metric = metric
         self.max_tree_depth = max_tree_depth
         self.max_delta_energy = max_delta_energy
 
     def _config(self):
         cfg_f = np.array([self.target_accept, 0.0, 0.0, self.max_delta_energy])
-        cfg_i = np.array([0, self.max_tree_depth, 0, 0], dtype=np.int64)
+        cfg_i = np.array([0, self.max_tree_depth, 0, 0, 0], dtype=np.int64)
         return cfg_f, cfg_i
