@@ -166,6 +166,8 @@ INVALID_PARAMS = [
     ({"method": NUTS(target_accept=1.5)}, r"'target_accept' parameter of NUTS.*Got 1\.5"),
     ({"method": NUTS(n_chains=0)}, r"'n_chains' parameter of NUTS.*Got 0"),
     ({"method": HMC(path_length=-1)}, r"'path_length' parameter of HMC.*Got -1"),
+    ({"method": NUTS(max_delta_energy=1.0)}, r"'max_delta_energy' parameter of NUTS.*Got 1\.0"),
+    ({"method": NUTS(metric="full")}, r"'metric' parameter of NUTS.*'dense'.*Got 'full'"),
     ({"prior": GaussianPrior(std=0)}, r"'std' parameter of GaussianPrior.*Got 0"),
 ]
 

@@ -204,11 +204,11 @@ def _nuts(rng, q0, g0, st0, lp0, eps, metric, dense, max_depth, max_dh, tgt, ws,
             _sharp(p, metric[0], metric[1], dense, ps)
             h = _energy(lp, p, ps)
             dh = h - h0
+            sum_acc += 1.0 if dh <= 0.0 else math.exp(-dh)
             if dh > max_dh:
                 divergent = True
                 valid = False
                 break
-            sum_acc += 1.0 if dh <= 0.0 else math.exp(-dh)
             if leaf == 0:
                 first_p[:] = p
                 first_ps[:] = ps
@@ -295,6 +295,9 @@ def _hmc(rng, q0, g0, st0, lp0, eps, metric, dense, path_length, jitter, max_ste
     lp = lp0
     for _ in range(n_steps):
         lp = _leapfrog(q, p, g, step, metric, dense, tmp, tgt, ws, st)
+        if not math.isfinite(lp):
+            # the trajectory has blown up; integrating on only burns gradients
+            break
     _sharp(p, metric[0], metric[1], dense, ps)
     h = _energy(lp, p, ps)
     dh = h - h0
@@ -338,12 +341,14 @@ def _init_step_size(rng, q0, g0, lp0, eps, metric, dense, tgt, ws, buf, st, sc):
 def _gibbs_noise(rng, tgt, st0):
     # Conjugate update of each output's noise precision: Gamma(a + n/2, b + SSR/2)
     # (Neal 1996), so the noise never enters the leapfrog integrator.
+    # with the likelihood tempered by beta the conditional is Gamma(a + beta n/2, ...)
     tau = tgt[5]
     n = tgt[6][0]
     a = tgt[7][0]
     b = tgt[7][1]
+    beta = tgt[7][2]
     for o in range(tau.shape[0]):
-        tau[o] = rng.gamma(a + 0.5 * n, 1.0 / (b + 0.5 * st0[2 + o]))
+        tau[o] = rng.gamma(a + 0.5 * beta * n, 1.0 / (b + 0.5 * beta * st0[2 + o]))
 
 
 @njit(cache=True, nogil=True)

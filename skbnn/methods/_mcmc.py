@@ -45,9 +45,10 @@ def stan_windows(n_warmup: int) -> np.ndarray:
     last = n_warmup - term_buffer - 1
     start = init_buffer
     while start <= last:
-        end = start + window - 1
-        # a window that would leave less than twice its size before the end absorbs the rest
-        if end + 2 * window > last:
+        end = min(start + window - 1, last)
+        # a later window that would leave less than twice its size before the end absorbs
+        # the rest (Stan applies this from the second window on)
+        if start > init_buffer and end + 2 * window > last:
             end = last
         sched[start : end + 1, 0] = 1
         sched[end, 1] = 1
@@ -120,7 +121,9 @@ class _HMCFamily(BaseMethod):
         "n_warmup": [Interval(Integral, 0, None, closed="left")],
         "target_accept": [Interval(Real, 0, 1, closed="neither")],
         "metric": [StrOptions({"diagonal", "dense"})],
-        "max_delta_energy": [Interval(Real, 0, None, closed="neither")],
+        # a small threshold would flag ordinary leaves as divergent, and cutting trajectories
+        # at them depends on where the trajectory started, which breaks reversibility
+        "max_delta_energy": [Interval(Real, 100, None, closed="left")],
     }
 
     def _config(self) -> tuple[np.ndarray, np.ndarray]:
@@ -164,7 +167,7 @@ class _HMCFamily(BaseMethod):
             chains.append(
                 {
                     "rng": rng,
-                    "q": target.sample_prior(rng, 1)[0],
+                    "q": _finite_start(target, rng),
                     "g": np.zeros(d),
                     "st": np.zeros(2 + k),
                     "metric": metric,
@@ -281,6 +284,18 @@ class _HMCFamily(BaseMethod):
                 ConvergenceWarning,
                 stacklevel=4,
             )
+
+
+def _finite_start(target, rng, tries: int = 100) -> np.ndarray:
+    """A prior draw with a finite log density (Stan likewise retries its initialization)."""
+    for _ in range(tries):
+        theta = target.sample_prior(rng, 1)[0]
+        if np.isfinite(target.logp(theta)):
+            return theta
+    raise ValueError(
+        f"no finite starting point in {tries} draws from the prior: the log-likelihood "
+        "overflows; check X and y for extreme values (standardize X)"
+    )
 
 
 def _e_bfmi(energy: np.ndarray) -> np.ndarray:

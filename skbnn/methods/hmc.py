@@ -40,7 +40,7 @@ class HMC(_HMCFamily):
     max_steps : int, default=1024
         Cap on the leapfrog steps of one transition.
     max_delta_energy : float, default=1000.0
-        Energy error that marks a divergent transition.
+        Energy error that marks a divergent transition (at least 100).
 
     Examples
     --------

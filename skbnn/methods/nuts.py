@@ -41,7 +41,8 @@ class NUTS(_HMCFamily):
     max_tree_depth : int, default=10
         At most ``2**max_tree_depth - 1`` leapfrog steps per draw.
     max_delta_energy : float, default=1000.0
-        Energy error that marks a divergent trajectory (Stan's threshold).
+        Energy error that marks a divergent trajectory (Stan's threshold); at least 100,
+        because a small one would cut ordinary trajectories and bias the draws.
 
     Examples
     --------
