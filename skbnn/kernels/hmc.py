@@ -46,7 +46,7 @@ TRACE_FIELDS = (
 )
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _sharp(p, inv_m, sigma, dense, out):
     # velocity M^-1 p for the diagonal or dense metric
     d = p.shape[0]
@@ -62,7 +62,7 @@ def _sharp(p, inv_m, sigma, dense, out):
             out[i] = inv_m[i] * p[i]
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _dot(a, b):
     acc = 0.0
     for i in range(a.shape[0]):
@@ -70,7 +70,7 @@ def _dot(a, b):
     return acc
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _no_turn_diff(ps_a, ps_b, r1, r0, extra):
     # Generalized no-U-turn criterion (Betancourt 2017) with rho = r1 - r0 + extra: both
     # ends' velocities must point along the summed momentum (extra carries Stan's checks
@@ -84,7 +84,7 @@ def _no_turn_diff(ps_a, ps_b, r1, r0, extra):
     return sa > 0.0 and sb > 0.0
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _leapfrog(q, p, g, eps, metric, dense, tmp, tgt, ws, st):
     d = q.shape[0]
     half = 0.5 * eps
@@ -99,7 +99,7 @@ def _leapfrog(q, p, g, eps, metric, dense, tmp, tgt, ws, st):
     return lp
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _draw_momentum(rng, p, metric, dense):
     # p ~ N(0, M) with M = sigma^-1: p = L^-T z for sigma = L L^T (back substitution)
     d = p.shape[0]
@@ -118,7 +118,7 @@ def _draw_momentum(rng, p, metric, dense):
             p[i] = rng.standard_normal() / math.sqrt(inv_m[i])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _logaddexp(a, b):
     if a == -np.inf:
         return b
@@ -128,13 +128,13 @@ def _logaddexp(a, b):
     return m + math.log(math.exp(a - m) + math.exp(b - m))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _energy(lp, p, ps):
     h = -lp + 0.5 * _dot(p, ps)
     return np.inf if h != h else h
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _nuts(rng, q0, g0, st0, lp0, eps, metric, dense, max_depth, max_dh, tgt, ws, buf, ckpt, st,
           st_sub):  # fmt: skip
     """One NUTS transition with multinomial sampling (Betancourt 2017, as in Stan).
@@ -278,7 +278,7 @@ def _nuts(rng, q0, g0, st0, lp0, eps, metric, dense, max_depth, max_dh, tgt, ws,
     return lp_prop, depth, n_leap, sum_acc / max(n_leap, 1), divergent, h_prop
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _hmc(rng, q0, g0, st0, lp0, eps, metric, dense, path_length, jitter, max_steps, max_dh, tgt,
          ws, buf, st):  # fmt: skip
     """One static-path HMC transition with the step size jittered by +-``jitter``."""
@@ -311,33 +311,7 @@ def _hmc(rng, q0, g0, st0, lp0, eps, metric, dense, path_length, jitter, max_ste
     return lp0, n_steps, n_steps, acc, divergent, h0
 
 
-@njit(cache=True, nogil=True)
-def _init_step_size(rng, q0, g0, lp0, eps, metric, dense, tgt, ws, buf, st, sc):
-    # Stan's heuristic: double or halve until one leapfrog's acceptance crosses 0.8.
-    q, p, g, ps, tmp = buf[0], buf[1], buf[2], buf[3], buf[21]
-    direction = 0
-    for _ in range(100):
-        _draw_momentum(rng, p, metric, dense)
-        _sharp(p, metric[0], metric[1], dense, ps)
-        h0 = _energy(lp0, p, ps)
-        q[:] = q0
-        g[:] = g0
-        lp = _leapfrog(q, p, g, eps, metric, dense, tmp, tgt, ws, st)
-        sc[7] += 1
-        _sharp(p, metric[0], metric[1], dense, ps)
-        delta = h0 - _energy(lp, p, ps)
-        up = delta > math.log(0.8)
-        if direction == 0:
-            direction = 1 if up else -1
-        elif (direction == 1) != up:
-            break
-        eps = eps * 2.0 if direction == 1 else eps * 0.5
-        if eps > 1e7 or eps < 1e-12:
-            break
-    return eps
-
-
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _gibbs_noise(rng, tgt, st0):
     # Conjugate update of each output's noise precision: Gamma(a + n/2, b + SSR/2)
     # (Neal 1996), so the noise never enters the leapfrog integrator.
@@ -351,118 +325,106 @@ def _gibbs_noise(rng, tgt, st0):
         tau[o] = rng.gamma(a + 0.5 * beta * n, 1.0 / (b + 0.5 * beta * st0[2 + o]))
 
 
-@njit(cache=True, nogil=True)
-def run_block(
-    rng,
-    it_start,
-    it_stop,
-    n_warmup,
-    sched,
-    q0,
-    g0,
-    st0,
-    metric,
-    w_mean,
-    w_m2,
-    sc,
-    cfg_f,
-    cfg_i,
-    tgt,
-    draws,
-    trace,
-    taus,
-):
-    """Run iterations ``[it_start, it_stop)`` of one chain, warm-up first.
-
-    ``metric = (inv_m, sigma, chol)``; with a diagonal metric ``sigma`` and ``chol`` are
-    unused and ``w_m2`` holds the Welford sums of squares per coordinate, with a dense one
-    ``w_m2`` is the (d, d) matrix of cross products. ``sched[it] = (in_window, end_window)``
-    for warm-up iterations (Stan's windows). Kept draws go to row ``it - n_warmup`` of
-    ``draws``, ``trace`` and ``taus``.
-    """
-    d = q0.shape[0]
-    kind = cfg_i[0]
-    max_depth = cfg_i[1]
-    gibbs = cfg_i[3] != 0
-    dense = cfg_i[4] != 0
-    target_accept = cfg_f[0]
-    max_dh = cfg_f[3]
-    inv_m, sigma, chol = metric
-    n = tgt[6][0]
-    k = tgt[5].shape[0]
-    widths = tgt[2][1:]
-    ws = np.empty((widths.sum() + 2 * widths.max()) * n)
-    buf = np.zeros((22, d))
-    ckpt = np.empty((5, max_depth + 1, d))
-    st = np.empty(2 + k)
-    st_sub = np.empty(2 + k)
-
-    if it_start == 0:
+@njit(cache=True, nogil=True, error_model="numpy")
+def _after_transition(
+    rng, it, n_warmup, sched, q0, g0, st0, sc, w_mean, w_m2, cfg_f, cfg_i, tgt, ws, draws,
+    trace, taus, lp, depth, n_leap, acc, div, energy, eps,
+):  # fmt: skip
+    # Everything a transition is followed by: the noise's Gibbs step, then warm-up
+    # adaptation (dual averaging, Welford sums) or recording of the kept draw.
+    sc[0] = lp
+    sc[7] += n_leap
+    if cfg_i[3] != 0:
+        _gibbs_noise(rng, tgt, st0)
         sc[0] = logp_grad(q0, tgt, ws, g0, st0, True)
         sc[7] += 1
-        sc[1] = _init_step_size(rng, q0, g0, sc[0], sc[1], metric, dense, tgt, ws, buf, st, sc)
-        sc[4] = math.log(10.0 * sc[1])
+    if it < n_warmup:
+        if div:
+            sc[8] += 1
+        # dual averaging of the log step size towards target_accept
+        sc[5] += 1.0
+        m = sc[5]
+        eta = 1.0 / (m + _DA_T0)
+        sc[3] = (1.0 - eta) * sc[3] + eta * (cfg_f[0] - min(1.0, acc))
+        x = sc[4] - sc[3] * math.sqrt(m) / _DA_GAMMA
+        x_eta = m ** (-_DA_KAPPA)
+        sc[2] = x_eta * x + (1.0 - x_eta) * sc[2]
+        sc[1] = math.exp(x)
+        if sched[it, 0]:
+            _welford(q0, w_mean, w_m2, sc, cfg_i[4] != 0)
+        if it == n_warmup - 1 and sc[5] > 0:
+            sc[1] = math.exp(sc[2])
+    else:
+        j = it - n_warmup
+        draws[j, :] = q0
+        trace[j, 0] = st0[0]
+        trace[j, 1] = acc
+        trace[j, 2] = n_leap
+        trace[j, 3] = depth
+        trace[j, 4] = 1.0 if div else 0.0
+        trace[j, 5] = eps
+        trace[j, 6] = energy
+        for o in range(taus.shape[1]):
+            taus[j, o] = tgt[5][o]
 
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _workspace(tgt, d, max_depth):
+    n = tgt[6][0]
+    widths = tgt[2][1:]
+    k = tgt[5].shape[0]
+    ws = np.empty((widths.sum() + 2 * widths.max()) * n)
+    return ws, np.zeros((22, d)), np.empty((5, max_depth + 1, d)), np.empty(2 + k), np.empty(2 + k)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def run_nuts_block(rng, it_start, it_stop, n_warmup, sched, q0, g0, st0, metric, w_mean, w_m2, sc,
+                   cfg_f, cfg_i, tgt, draws, trace, taus):  # fmt: skip
+    """Run NUTS iterations ``[it_start, it_stop)`` of one chain.
+
+    ``sc[0]``, ``g0`` and ``st0`` must hold the log density, gradient and stats at ``q0``.
+    ``metric = (inv_m, sigma, chol)``; with a diagonal metric ``sigma`` and ``chol`` are
+    unused and ``w_m2`` holds the Welford sums of squares per coordinate in its one row,
+    with a dense one the (d, d) cross products. ``sched[it] = (in_window, end_window)`` for
+    warm-up iterations; the driver updates the metric at window ends between blocks. Kept
+    draws go to row ``it - n_warmup`` of ``draws``, ``trace`` and ``taus``.
+    """
+    max_depth = cfg_i[1]
+    dense = cfg_i[4] != 0
+    ws, buf, ckpt, st, st_sub = _workspace(tgt, q0.shape[0], max_depth)
     for it in range(it_start, it_stop):
         eps = sc[1]
-        if kind == 0:
-            lp, depth, n_leap, acc, div, energy = _nuts(
-                rng, q0, g0, st0, sc[0], eps, metric, dense, max_depth, max_dh, tgt, ws, buf,
-                ckpt, st, st_sub,
-            )  # fmt: skip
-        else:
-            lp, depth, n_leap, acc, div, energy = _hmc(
-                rng, q0, g0, st0, sc[0], eps, metric, dense, cfg_f[1], cfg_f[2], cfg_i[2],
-                max_dh, tgt, ws, buf, st,
-            )  # fmt: skip
-        sc[0] = lp
-        sc[7] += n_leap
-        if gibbs:
-            _gibbs_noise(rng, tgt, st0)
-            sc[0] = logp_grad(q0, tgt, ws, g0, st0, True)
-            sc[7] += 1
-
-        if it < n_warmup:
-            if div:
-                sc[8] += 1
-            # dual averaging of the log step size towards target_accept
-            sc[5] += 1.0
-            m = sc[5]
-            eta = 1.0 / (m + _DA_T0)
-            sc[3] = (1.0 - eta) * sc[3] + eta * (target_accept - min(1.0, acc))
-            x = sc[4] - sc[3] * math.sqrt(m) / _DA_GAMMA
-            x_eta = m ** (-_DA_KAPPA)
-            sc[2] = x_eta * x + (1.0 - x_eta) * sc[2]
-            sc[1] = math.exp(x)
-            if sched[it, 0]:
-                _welford(q0, w_mean, w_m2, sc, dense)
-            if sched[it, 1]:
-                _update_metric(metric, w_mean, w_m2, sc, dense)
-                sc[1] = _init_step_size(
-                    rng, q0, g0, sc[0], sc[1], metric, dense, tgt, ws, buf, st, sc
-                )
-                sc[4] = math.log(10.0 * sc[1])
-                sc[2] = 0.0
-                sc[3] = 0.0
-                sc[5] = 0.0
-            if it == n_warmup - 1 and sc[5] > 0:
-                sc[1] = math.exp(sc[2])
-        else:
-            j = it - n_warmup
-            draws[j, :] = q0
-            trace[j, 0] = st0[0]
-            trace[j, 1] = acc
-            trace[j, 2] = n_leap
-            trace[j, 3] = depth
-            trace[j, 4] = 1.0 if div else 0.0
-            trace[j, 5] = eps
-            trace[j, 6] = energy
-            for o in range(k):
-                taus[j, o] = tgt[5][o]
+        lp, depth, n_leap, acc, div, energy = _nuts(
+            rng, q0, g0, st0, sc[0], eps, metric, dense, max_depth, cfg_f[3], tgt, ws, buf, ckpt,
+            st, st_sub,
+        )  # fmt: skip
+        _after_transition(
+            rng, it, n_warmup, sched, q0, g0, st0, sc, w_mean, w_m2, cfg_f, cfg_i, tgt, ws,
+            draws, trace, taus, lp, depth, n_leap, acc, div, energy, eps,
+        )  # fmt: skip
     return it_stop
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
+def run_hmc_block(rng, it_start, it_stop, n_warmup, sched, q0, g0, st0, metric, w_mean, w_m2, sc,
+                  cfg_f, cfg_i, tgt, draws, trace, taus):  # fmt: skip
+    """Run static-HMC iterations ``[it_start, it_stop)`` of one chain (see run_nuts_block)."""
+    dense = cfg_i[4] != 0
+    ws, buf, ckpt, st, st_sub = _workspace(tgt, q0.shape[0], 0)
+    for it in range(it_start, it_stop):
+        eps = sc[1]
+        lp, depth, n_leap, acc, div, energy = _hmc(
+            rng, q0, g0, st0, sc[0], eps, metric, dense, cfg_f[1], cfg_f[2], cfg_i[2], cfg_f[3],
+            tgt, ws, buf, st,
+        )  # fmt: skip
+        _after_transition(
+            rng, it, n_warmup, sched, q0, g0, st0, sc, w_mean, w_m2, cfg_f, cfg_i, tgt, ws,
+            draws, trace, taus, lp, depth, n_leap, acc, div, energy, eps,
+        )  # fmt: skip
+    return it_stop
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _welford(q, w_mean, w_m2, sc, dense):
     sc[6] += 1.0
     c = sc[6]
@@ -481,32 +443,3 @@ def _welford(q, w_mean, w_m2, sc, dense):
         m2 = w_m2[0]
         for i in range(d):
             m2[i] += delta[i] * (q[i] - w_mean[i])
-
-
-@njit(cache=True, nogil=True)
-def _update_metric(metric, w_mean, w_m2, sc, dense):
-    # Stan's regularization shrinks the estimate towards 1e-3 I with the weight of five
-    # pseudo-draws, which keeps it positive definite after short windows.
-    inv_m, sigma, chol = metric
-    c = sc[6]
-    d = inv_m.shape[0]
-    shrink = c / (c + 5.0)
-    ridge = 1e-3 * 5.0 / (c + 5.0)
-    if dense:
-        for i in range(d):
-            for j in range(d):
-                cov = w_m2[i, j] / (c - 1.0) if c > 1.0 else (1.0 if i == j else 0.0)
-                sigma[i, j] = shrink * cov + (ridge if i == j else 0.0)
-                w_m2[i, j] = 0.0
-        chol[:, :] = np.linalg.cholesky(sigma)
-        for i in range(d):
-            inv_m[i] = sigma[i, i]
-    else:
-        m2 = w_m2[0]
-        for i in range(d):
-            var = m2[i] / (c - 1.0) if c > 1.0 else 1.0
-            inv_m[i] = shrink * var + ridge
-            m2[i] = 0.0
-    for i in range(d):
-        w_mean[i] = 0.0
-    sc[6] = 0.0

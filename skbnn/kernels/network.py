@@ -53,7 +53,7 @@ _C12 = 1.0 / 479001600.0
 _C13 = 1.0 / 6227020800.0
 
 
-@njit(cache=True, nogil=True, fastmath=_FM_EXACT)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
 def _expm1_reduced(v):
     # v = k ln2 + r with |r| <= ln2 / 2; returns k and expm1(r). v must be finite.
     k = math.floor(v * _LOG2E + 0.5)
@@ -64,7 +64,7 @@ def _expm1_reduced(v):
     return k, r + r * r * q
 
 
-@njit(cache=True, nogil=True, fastmath=_FM_EXACT)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
 def _pow2(k):
     # 2**k for integer -1022 <= k <= 1023, built from the exponent bits
     return np.int64((k + 1023) << 52).view(np.float64)
@@ -106,7 +106,7 @@ def _logistic(x):
     return f if x == x else x
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _dense(src, src_base, n_in, theta, w_start, b_start, dst, dst_base, n_out, n):
     # dst[j, :] = b[j] + sum_i W[i, j] src[i, :]; four inputs per pass to cut dst traffic.
     for j in range(n_out):
@@ -135,7 +135,7 @@ def _dense(src, src_base, n_in, theta, w_start, b_start, dst, dst_base, n_out, n
             i += 1
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _activate(buf, base, size, act):
     # Branch-free bodies (selects, no libm calls) so every case vectorizes; NaN passes through.
     z = buf[base : base + size]
@@ -150,7 +150,7 @@ def _activate(buf, base, size, act):
             z[t] = _logistic(z[t])
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def forward(theta, XT, sizes, offsets, act, n, ws):
     """Run the network on ``n`` feature-major rows; return the output's offset in ``ws``."""
     n_layers = sizes.shape[0] - 1
@@ -172,7 +172,7 @@ def forward(theta, XT, sizes, offsets, act, n, ws):
     return src_base
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _loglik_delta(ws, out_base, YT, tau, lik, k, n, delta, delta_base, stats, noise_in_theta):
     # Log-likelihood of the outputs and d loglik / d output into delta.
     # For the Gaussian, stats[2 + o] receives the residual sum of squares of output o.
@@ -222,7 +222,7 @@ def _loglik_delta(ws, out_base, YT, tau, lik, k, n, delta, delta_base, stats, no
     return ll
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _wgrad(src, n_in, delta, n_out, n, grad, w_start, b_start, beta):
     # grad[W[i, j]] += beta * src[i, :] . delta[j, :] and grad[b[j]] += beta * sum(delta[j, :]).
     # Four inputs per pass over a delta row: one load of delta[j, t] feeds four FMAs, and the
@@ -263,7 +263,7 @@ def _wgrad(src, n_in, delta, n_out, n, grad, w_start, b_start, beta):
         grad[b_start + j] += beta * sb
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _backward(theta, XT, sizes, offsets, act, n, ws, grad, beta):
     # Backpropagate the output delta (already in the first delta buffer) into grad,
     # scaled by beta. Hidden activations are read back from ws.
@@ -311,7 +311,7 @@ def _backward(theta, XT, sizes, offsets, act, n, ws, grad, beta):
         act_end = in_base
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _noise_terms(theta, tgt, k, n_w, n, stats, grad, beta, with_grad):
     # With the noise in theta (log precisions eta), move it into tau and return the log
     # prior of eta: tau ~ Gamma(a, b) gives log p(eta) = a*eta - b*e^eta + a log b - lgamma(a).
@@ -326,7 +326,7 @@ def _noise_terms(theta, tgt, k, n_w, n, stats, grad, beta, with_grad):
     return lp
 
 
-@njit(cache=True, nogil=True, fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def logp_grad(theta, tgt, ws, grad, stats, with_grad):
     """Tempered log-density ``beta * loglik + logprior`` and, optionally, its gradient.
 
@@ -388,7 +388,7 @@ def logp_grad(theta, tgt, ws, grad, stats, with_grad):
     return beta * ll + lp
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, error_model="numpy", parallel=True)
 def loglik_batch(thetas, tgt, out_stats):
     """Log-likelihood and log-prior of many parameter vectors in parallel (``prange``).
 
@@ -406,7 +406,7 @@ def loglik_batch(thetas, tgt, out_stats):
         logp_grad(thetas[s], own, ws, dummy, out_stats[s], False)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def forward_batch(thetas, XT, sizes, offsets, act, n, out):
     """Network outputs of many parameter vectors: ``out[s]`` has shape ``(k, n)``.
 

@@ -7,7 +7,7 @@ from numba import njit
 _SQRT2 = math.sqrt(2.0)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _mixture_cdf(x, mu, sd, w):
     c = 0.0
     for s in range(mu.shape[0]):
@@ -15,7 +15,7 @@ def _mixture_cdf(x, mu, sd, w):
     return c
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def mixture_quantiles(mu, sd, w, probs, out):
     """Quantiles of Gaussian mixtures by bisection on the mixture CDF.
 

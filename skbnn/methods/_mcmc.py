@@ -12,6 +12,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from joblib import effective_n_jobs
+from scipy.linalg import solve_triangular
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -60,10 +61,10 @@ def stan_windows(n_warmup: int) -> np.ndarray:
 _compile_lock = threading.Lock()
 
 
-def _ensure_compiled() -> float:
-    """Compile (or load from numba's cache) the chain kernels; return the seconds spent."""
+def _ensure_compiled(kernel) -> float:
+    """Compile (or load from numba's cache) a chain kernel; return the seconds spent."""
     with _compile_lock:
-        if khmc.run_block.signatures and knet.forward_batch.signatures:
+        if kernel.signatures and knet.forward_batch.signatures:
             return 0.0
         from ..target import Target
 
@@ -77,7 +78,7 @@ def _ensure_compiled() -> float:
         cfg_i = np.array([0, 2, 4, 1, 0], dtype=np.int64)
         sc = np.array([0.0, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
         metric = (np.ones(d), np.eye(d), np.eye(d))
-        khmc.run_block(
+        kernel(
             rng, 0, 2, 1, np.zeros((1, 2), dtype=np.uint8), np.zeros(d), np.zeros(d),
             np.zeros(3), metric, np.zeros(d), np.zeros((1, d)), sc, cfg_f, cfg_i, tgt,
             np.zeros((1, d)), np.zeros((1, len(khmc.TRACE_FIELDS))), np.zeros((1, 1)),
@@ -87,6 +88,81 @@ def _ensure_compiled() -> float:
             np.zeros((1, 1, 3)),
         )  # fmt: skip
         return time.perf_counter() - start
+
+
+def _momentum(rng, metric, dense: bool) -> np.ndarray:
+    """p ~ N(0, M) for the inverse mass matrix ``metric`` (as the numba kernel draws it)."""
+    inv_m, _, chol = metric
+    z = rng.standard_normal(inv_m.size)
+    if dense:
+        return solve_triangular(chol, z, trans="T", lower=True)
+    return z / np.sqrt(inv_m)
+
+
+def _init_step_size(chain, eps: float, dense: bool) -> float:
+    """Stan's heuristic: double or halve until one leapfrog's acceptance crosses 0.8.
+
+    Runs a handful of leapfrog steps, so it lives in Python (calling the compiled leapfrog)
+    rather than in the chain kernel, which keeps the kernel's compile time down.
+    """
+    metric, tgt, sc = chain["metric"], chain["tgt"], chain["sc"]
+    inv_m, sigma, _ = metric
+    ws = np.empty(chain["ws_size"])
+    st = np.empty_like(chain["st"])
+    tmp = np.empty_like(chain["q"])
+
+    def kinetic(p):
+        return 0.5 * p @ (sigma @ p if dense else inv_m * p)
+
+    direction = 0
+    for _ in range(100):
+        p = _momentum(chain["rng"], metric, dense)
+        h0 = -sc[0] + kinetic(p)
+        q, g = chain["q"].copy(), chain["g"].copy()
+        lp = khmc._leapfrog(q, p, g, eps, metric, dense, tmp, tgt, ws, st)
+        sc[7] += 1
+        h = -lp + kinetic(p)
+        delta = h0 - (np.inf if np.isnan(h) else h)
+        up = delta > np.log(0.8)
+        if direction == 0:
+            direction = 1 if up else -1
+        elif (direction == 1) != up:
+            break
+        eps = eps * 2.0 if direction == 1 else eps * 0.5
+        if eps > 1e7 or eps < 1e-12:
+            break
+    return eps
+
+
+def _restart_step_size(chain, dense: bool) -> None:
+    # new step size by the heuristic, then dual averaging restarted around 10x it (Stan)
+    sc = chain["sc"]
+    sc[1] = _init_step_size(chain, sc[1], dense)
+    sc[4] = np.log(10.0 * sc[1])
+    sc[2] = sc[3] = sc[5] = 0.0
+
+
+def _update_metric(chain, dense: bool) -> None:
+    """End of a slow window: the regularized Welford estimate becomes the metric.
+
+    Stan's regularization shrinks the estimate towards 1e-3 I with the weight of five
+    draws, which keeps it positive definite after short windows.
+    """
+    inv_m, sigma, chol = chain["metric"]
+    sc, w_m2 = chain["sc"], chain["w_m2"]
+    c = sc[6]
+    shrink, ridge = c / (c + 5.0), 1e-3 * 5.0 / (c + 5.0)
+    if dense:
+        cov = w_m2 / (c - 1.0) if c > 1 else np.eye(inv_m.size)
+        sigma[:] = shrink * cov + ridge * np.eye(inv_m.size)
+        chol[:] = np.linalg.cholesky(sigma)
+        inv_m[:] = np.diag(sigma)
+    else:
+        var = w_m2[0] / (c - 1.0) if c > 1 else np.ones(inv_m.size)
+        inv_m[:] = shrink * var + ridge
+    w_m2[:] = 0.0
+    chain["w_mean"][:] = 0.0
+    sc[6] = 0.0
 
 
 class _ProgressBar:
@@ -139,7 +215,7 @@ class _HMCFamily(BaseMethod):
         """
         self._validate_params()
         t_start = time.perf_counter()
-        compile_time = _ensure_compiled()
+        compile_time = _ensure_compiled(self._block_kernel)
         n_chains = self.n_chains
         n_warmup = self.n_warmup
         n_keep = math.ceil(n_samples / n_chains)
@@ -179,24 +255,35 @@ class _HMCFamily(BaseMethod):
                     "draws": np.empty((n_keep, d)),
                     "trace": np.empty((n_keep, len(khmc.TRACE_FIELDS))),
                     "taus": np.empty((n_keep, k)),
+                    "ws_size": target.layout.workspace_size(target.n_rows),
                 }
             )
 
         bar = _ProgressBar(n_chains * n_iter, verbose, f"{self.name.upper()} {n_chains} chains")
         block = max(1, n_iter // 50) if verbose > 0 else n_iter
+        # blocks end at every window end, where the metric is updated between kernel calls
+        stops = sorted({*range(block, n_iter, block), *(np.flatnonzero(sched[:, 1]) + 1), n_iter})
+        kernel = self._block_kernel
 
         def work(chain):
             t0 = time.perf_counter()
+            ws = np.empty(chain["ws_size"])
+            sc = chain["sc"]
+            sc[0] = knet.logp_grad(chain["q"], chain["tgt"], ws, chain["g"], chain["st"], True)
+            sc[7] += 1
+            _restart_step_size(chain, dense)
             it = 0
-            while it < n_iter:
-                stop = min(n_iter, it + block)
-                khmc.run_block(
+            for stop in stops:
+                kernel(
                     chain["rng"], it, stop, n_warmup, sched, chain["q"], chain["g"],
-                    chain["st"], chain["metric"], chain["w_mean"], chain["w_m2"], chain["sc"],
+                    chain["st"], chain["metric"], chain["w_mean"], chain["w_m2"], sc,
                     cfg_f, cfg_i, chain["tgt"], chain["draws"], chain["trace"], chain["taus"],
                 )  # fmt: skip
+                if stop <= n_warmup and sched[stop - 1, 1]:
+                    _update_metric(chain, dense)
+                    _restart_step_size(chain, dense)
                 phase = "warmup" if stop <= n_warmup else "sampling"
-                bar.update(stop - it, f"{phase}, step size {chain['sc'][1]:.3g}")
+                bar.update(stop - it, f"{phase}, step size {sc[1]:.3g}")
                 it = stop
             chain["time"] = time.perf_counter() - t0
 

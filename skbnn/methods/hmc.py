@@ -7,6 +7,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
+from ..kernels import hmc as khmc
 from ._mcmc import _HMCFamily
 
 
@@ -51,6 +52,7 @@ class HMC(_HMCFamily):
 
     name = "hmc"
     _kind = 1
+    _block_kernel = staticmethod(khmc.run_hmc_block)
     _parameter_constraints: dict = {
         **_HMCFamily._parameter_constraints,
         "path_length": [Interval(Real, 0, None, closed="neither")],

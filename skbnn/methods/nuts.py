@@ -7,6 +7,7 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
+from ..kernels import hmc as khmc
 from ._mcmc import _HMCFamily
 
 
@@ -53,6 +54,7 @@ class NUTS(_HMCFamily):
 
     name = "nuts"
     _kind = 0
+    _block_kernel = staticmethod(khmc.run_nuts_block)
     _parameter_constraints: dict = {
         **_HMCFamily._parameter_constraints,
         "max_tree_depth": [Interval(Integral, 1, 20, closed="both")],
