@@ -460,3 +460,15 @@ def test_to_inference_data_other_layouts_and_errors(fake_arviz):
         diag.to_inference_data(_fitted(chain_draws=np.zeros((10, 3))))
     with pytest.raises(ValueError, match="fit it first"):
         diag.to_inference_data(types.SimpleNamespace())
+
+
+def test_matches_arviz_when_installed():
+    # an independent implementation of the same estimators (skipped without the
+    # "diagnostics" extra)
+    az = pytest.importorskip("arviz")
+    rng = np.random.default_rng(11)
+    x = np.cumsum(rng.standard_normal((4, 500)), axis=1) * 0.05 + rng.standard_normal((4, 500))
+    x[2] += 0.3
+    assert diag.rhat(x) == pytest.approx(float(az.rhat(x, method="rank")), rel=1e-10)
+    assert diag.ess_bulk(x) == pytest.approx(float(az.ess(x, method="bulk")), rel=1e-10)
+    assert diag.ess_tail(x) == pytest.approx(float(az.ess(x, method="tail")), rel=1e-10)
