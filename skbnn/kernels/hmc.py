@@ -46,6 +46,27 @@ TRACE_FIELDS = (
 )
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _logp_and_grad(q, tgt, ws, g, st):
+    # A runtime flag, not the constant True: a literal argument would make numba compile
+    # a second specialization of the whole network kernel beside the one Python calls.
+    return logp_grad(q, tgt, ws, g, st, g.shape[0] > 0)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _copy(dst, src):
+    # an explicit loop: slice assignment would compile numpy's shape-mismatch error path,
+    # which costs seconds of compilation per kernel and cannot happen here
+    for i in range(dst.shape[0]):
+        dst[i] = src[i]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _add(dst, src):
+    for i in range(dst.shape[0]):
+        dst[i] += src[i]
+
+
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _sharp(p, inv_m, sigma, dense, out):
     # velocity M^-1 p for the diagonal or dense metric
@@ -93,7 +114,7 @@ def _leapfrog(q, p, g, eps, metric, dense, tmp, tgt, ws, st):
     _sharp(p, metric[0], metric[1], dense, tmp)
     for i in range(d):
         q[i] += eps * tmp[i]
-    lp = logp_grad(q, tgt, ws, g, st, True)
+    lp = _logp_and_grad(q, tgt, ws, g, st)
     for i in range(d):
         p[i] += half * g[i]
     return lp
@@ -159,13 +180,13 @@ def _nuts(rng, q0, g0, st0, lp0, eps, metric, dense, max_depth, max_dh, tgt, ws,
     _draw_momentum(rng, p_l, metric, dense)
     _sharp(p_l, metric[0], metric[1], dense, ps_l)
     h0 = _energy(lp0, p_l, ps_l)
-    q_l[:] = q0
-    q_r[:] = q0
-    p_r[:] = p_l
-    ps_r[:] = ps_l
-    g_l[:] = g0
-    g_r[:] = g0
-    rho[:] = p_l
+    _copy(q_l, q0)
+    _copy(q_r, q0)
+    _copy(p_r, p_l)
+    _copy(ps_r, ps_l)
+    _copy(g_l, g0)
+    _copy(g_r, g0)
+    _copy(rho, p_l)
     log_sum_w = 0.0
     lp_prop = lp0
     h_prop = h0
@@ -177,24 +198,25 @@ def _nuts(rng, q0, g0, st0, lp0, eps, metric, dense, max_depth, max_dh, tgt, ws,
     while depth < max_depth:
         right = rng.random() < 0.5
         if right:
-            q[:] = q_r
-            p[:] = p_r
-            g[:] = g_r
+            _copy(q, q_r)
+            _copy(p, p_r)
+            _copy(g, g_r)
             far_ps = ps_l
-            adj_p[:] = p_r
-            adj_ps[:] = ps_r
+            _copy(adj_p, p_r)
+            _copy(adj_ps, ps_r)
             step = eps
         else:
-            q[:] = q_l
-            p[:] = p_l
-            g[:] = g_l
+            _copy(q, q_l)
+            _copy(p, p_l)
+            _copy(g, g_l)
             far_ps = ps_r
-            adj_p[:] = p_l
-            adj_ps[:] = ps_l
+            _copy(adj_p, p_l)
+            _copy(adj_ps, ps_l)
             step = -eps
         n_leaves = 1 << depth
         sub_log_w = -np.inf
-        sub_rho[:] = 0.0
+        for i in range(sub_rho.shape[0]):
+            sub_rho[i] = 0.0
         lp_sub = 0.0
         h_sub = 0.0
         valid = True
@@ -210,20 +232,20 @@ def _nuts(rng, q0, g0, st0, lp0, eps, metric, dense, max_depth, max_dh, tgt, ws,
                 valid = False
                 break
             if leaf == 0:
-                first_p[:] = p
-                first_ps[:] = ps
+                _copy(first_p, p)
+                _copy(first_ps, ps)
             for k in range(1, depth + 1):
                 if leaf % (1 << k) == 0:
-                    beg_p[k, :] = p
-                    beg_ps[k, :] = ps
-                    beg_rho[k, :] = sub_rho
-            sub_rho += p
+                    _copy(beg_p[k], p)
+                    _copy(beg_ps[k], ps)
+                    _copy(beg_rho[k], sub_rho)
+            _add(sub_rho, p)
             sub_log_w = _logaddexp(sub_log_w, -dh)
             # progressive uniform sampling within the subtree: leaf wins w.p. w / W_so_far
             if rng.random() < math.exp(-dh - sub_log_w):
-                q_sub[:] = q
-                g_sub[:] = g
-                st_sub[:] = st
+                _copy(q_sub, q)
+                _copy(g_sub, g)
+                _copy(st_sub, st)
                 lp_sub = lp
                 h_sub = h
             for k in range(1, depth + 1):
@@ -243,26 +265,26 @@ def _nuts(rng, q0, g0, st0, lp0, eps, metric, dense, max_depth, max_dh, tgt, ws,
                 break
             for k in range(1, depth):
                 if (leaf + 1) % (1 << k) == 0:
-                    end_p[k, :] = p
-                    end_ps[k, :] = ps
+                    _copy(end_p[k], p)
+                    _copy(end_ps[k], ps)
         if not valid:
             # a subtree that turned or diverged is discarded whole (Stan, Betancourt 2017)
             break
         if right:
-            q_r[:] = q
-            p_r[:] = p
-            g_r[:] = g
-            ps_r[:] = ps
+            _copy(q_r, q)
+            _copy(p_r, p)
+            _copy(g_r, g)
+            _copy(ps_r, ps)
         else:
-            q_l[:] = q
-            p_l[:] = p
-            g_l[:] = g
-            ps_l[:] = ps
+            _copy(q_l, q)
+            _copy(p_l, p)
+            _copy(g_l, g)
+            _copy(ps_l, ps)
         # biased progressive sampling favours the new subtree (Betancourt 2017, A.3.2)
         if rng.random() < math.exp(sub_log_w - log_sum_w):
-            q0[:] = q_sub
-            g0[:] = g_sub
-            st0[:] = st_sub
+            _copy(q0, q_sub)
+            _copy(g0, g_sub)
+            _copy(st0, st_sub)
             lp_prop = lp_sub
             h_prop = h_sub
         log_sum_w = _logaddexp(log_sum_w, sub_log_w)
@@ -271,7 +293,7 @@ def _nuts(rng, q0, g0, st0, lp0, eps, metric, dense, max_depth, max_dh, tgt, ws,
             ok = _no_turn_diff(far_ps, first_ps, rho, zero, first_p) and _no_turn_diff(
                 adj_ps, ps, sub_rho, zero, adj_p
             )
-        rho += sub_rho
+        _add(rho, sub_rho)
         depth += 1
         if not ok:
             break
@@ -290,8 +312,8 @@ def _hmc(rng, q0, g0, st0, lp0, eps, metric, dense, path_length, jitter, max_ste
     # +-jitter, which breaks the periodicity a fixed integration time can lock into
     n_steps = int(min(max_steps, max(1.0, math.ceil(path_length / eps))))
     step = eps * (1.0 + jitter * (2.0 * rng.random() - 1.0))
-    q[:] = q0
-    g[:] = g0
+    _copy(q, q0)
+    _copy(g, g0)
     lp = lp0
     for _ in range(n_steps):
         lp = _leapfrog(q, p, g, step, metric, dense, tmp, tgt, ws, st)
@@ -304,9 +326,9 @@ def _hmc(rng, q0, g0, st0, lp0, eps, metric, dense, path_length, jitter, max_ste
     divergent = dh > max_dh
     acc = 1.0 if dh <= 0.0 else math.exp(-dh)
     if rng.random() < acc:
-        q0[:] = q
-        g0[:] = g
-        st0[:] = st
+        _copy(q0, q)
+        _copy(g0, g)
+        _copy(st0, st)
         return lp, n_steps, n_steps, acc, divergent, h
     return lp0, n_steps, n_steps, acc, divergent, h0
 
@@ -330,14 +352,9 @@ def _after_transition(
     rng, it, n_warmup, sched, q0, g0, st0, sc, w_mean, w_m2, cfg_f, cfg_i, tgt, ws, draws,
     trace, taus, lp, depth, n_leap, acc, div, energy, eps,
 ):  # fmt: skip
-    # Everything a transition is followed by: the noise's Gibbs step, then warm-up
-    # adaptation (dual averaging, Welford sums) or recording of the kept draw.
-    sc[0] = lp
-    sc[7] += n_leap
-    if cfg_i[3] != 0:
-        _gibbs_noise(rng, tgt, st0)
-        sc[0] = logp_grad(q0, tgt, ws, g0, st0, True)
-        sc[7] += 1
+    # What follows a transition and the noise's Gibbs step: warm-up adaptation (dual
+    # averaging, Welford sums) or recording of the kept draw. It never calls the log
+    # density, so compiling it does not re-optimize the network kernels.
     if it < n_warmup:
         if div:
             sc[8] += 1
@@ -356,7 +373,7 @@ def _after_transition(
             sc[1] = math.exp(sc[2])
     else:
         j = it - n_warmup
-        draws[j, :] = q0
+        _copy(draws[j], q0)
         trace[j, 0] = st0[0]
         trace[j, 1] = acc
         trace[j, 2] = n_leap
@@ -371,9 +388,14 @@ def _after_transition(
 @njit(cache=True, nogil=True, error_model="numpy")
 def _workspace(tgt, d, max_depth):
     n = tgt[6][0]
-    widths = tgt[2][1:]
+    sizes = tgt[2]
     k = tgt[5].shape[0]
-    ws = np.empty((widths.sum() + 2 * widths.max()) * n)
+    total = 0
+    widest = 0
+    for layer in range(1, sizes.shape[0]):
+        total += sizes[layer]
+        widest = max(widest, sizes[layer])
+    ws = np.empty((total + 2 * widest) * n)
     return ws, np.zeros((22, d)), np.empty((5, max_depth + 1, d)), np.empty(2 + k), np.empty(2 + k)
 
 
@@ -398,6 +420,12 @@ def run_nuts_block(rng, it_start, it_stop, n_warmup, sched, q0, g0, st0, metric,
             rng, q0, g0, st0, sc[0], eps, metric, dense, max_depth, cfg_f[3], tgt, ws, buf, ckpt,
             st, st_sub,
         )  # fmt: skip
+        sc[0] = lp
+        sc[7] += n_leap
+        if cfg_i[3] != 0:
+            _gibbs_noise(rng, tgt, st0)
+            sc[0] = _logp_and_grad(q0, tgt, ws, g0, st0)
+            sc[7] += 1
         _after_transition(
             rng, it, n_warmup, sched, q0, g0, st0, sc, w_mean, w_m2, cfg_f, cfg_i, tgt, ws,
             draws, trace, taus, lp, depth, n_leap, acc, div, energy, eps,
@@ -417,6 +445,12 @@ def run_hmc_block(rng, it_start, it_stop, n_warmup, sched, q0, g0, st0, metric, 
             rng, q0, g0, st0, sc[0], eps, metric, dense, cfg_f[1], cfg_f[2], cfg_i[2], cfg_f[3],
             tgt, ws, buf, st,
         )  # fmt: skip
+        sc[0] = lp
+        sc[7] += n_leap
+        if cfg_i[3] != 0:
+            _gibbs_noise(rng, tgt, st0)
+            sc[0] = _logp_and_grad(q0, tgt, ws, g0, st0)
+            sc[7] += 1
         _after_transition(
             rng, it, n_warmup, sched, q0, g0, st0, sc, w_mean, w_m2, cfg_f, cfg_i, tgt, ws,
             draws, trace, taus, lp, depth, n_leap, acc, div, energy, eps,

@@ -162,7 +162,8 @@ def forward(theta, XT, sizes, offsets, act, n, ws):
         w_start = offsets[layer]
         b_start = w_start + n_in * n_out
         if layer == 0:
-            _dense(XT, 0, n_in, theta, w_start, b_start, ws, dst_base, n_out, n)
+            # src_base (0 here) rather than a literal 0, which numba would compile separately
+            _dense(XT, src_base, n_in, theta, w_start, b_start, ws, dst_base, n_out, n)
         else:
             _dense(ws, src_base, n_in, theta, w_start, b_start, ws, dst_base, n_out, n)
         if layer < n_layers - 1:

@@ -102,14 +102,13 @@ def _momentum(rng, metric, dense: bool) -> np.ndarray:
 def _init_step_size(chain, eps: float, dense: bool) -> float:
     """Stan's heuristic: double or halve until one leapfrog's acceptance crosses 0.8.
 
-    Runs a handful of leapfrog steps, so it lives in Python (calling the compiled leapfrog)
+    Runs a handful of leapfrog steps, so it lives in Python around the compiled log density
     rather than in the chain kernel, which keeps the kernel's compile time down.
     """
     metric, tgt, sc = chain["metric"], chain["tgt"], chain["sc"]
     inv_m, sigma, _ = metric
     ws = np.empty(chain["ws_size"])
     st = np.empty_like(chain["st"])
-    tmp = np.empty_like(chain["q"])
 
     def kinetic(p):
         return 0.5 * p @ (sigma @ p if dense else inv_m * p)
@@ -119,7 +118,11 @@ def _init_step_size(chain, eps: float, dense: bool) -> float:
         p = _momentum(chain["rng"], metric, dense)
         h0 = -sc[0] + kinetic(p)
         q, g = chain["q"].copy(), chain["g"].copy()
-        lp = khmc._leapfrog(q, p, g, eps, metric, dense, tmp, tgt, ws, st)
+        # one leapfrog step, in numpy around the compiled log density
+        p += 0.5 * eps * g
+        q += eps * (sigma @ p if dense else inv_m * p)
+        lp = knet.logp_grad(q, tgt, ws, g, st, True)
+        p += 0.5 * eps * g
         sc[7] += 1
         h = -lp + kinetic(p)
         delta = h0 - (np.inf if np.isnan(h) else h)
