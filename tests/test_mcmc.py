@@ -108,6 +108,7 @@ def test_progress_bar_when_verbose(capsys):
     assert "NUTS 2 chains" in err and "60/60" in err
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_log_predictive_scorer_matches_mixture_density():
     X, y = _data()
     reg = BayesianMLPRegressor(hidden_layer_sizes=(3,), method=NUTS(n_chains=2, n_warmup=50),
