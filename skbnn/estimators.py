@@ -9,6 +9,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from joblib import effective_n_jobs
+from numpy.typing import ArrayLike
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.preprocessing import LabelEncoder
@@ -227,7 +228,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         self.verbose = verbose
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y):
+    def fit(self, X: ArrayLike, y: ArrayLike) -> BayesianMLPRegressor:
         """Compute the posterior of the network's weights given ``(X, y)``.
 
         Parameters
@@ -290,7 +291,9 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
     def _aleatoric_var(self):
         return self.posterior_.normalized_weights() @ self._noise_sd_draws**2
 
-    def predict(self, X, return_std: bool = False):
+    def predict(
+        self, X: ArrayLike, return_std: bool = False
+    ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         """Posterior predictive mean, and optionally its standard deviation.
 
         Parameters
@@ -311,7 +314,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
             return y_mean
         return y_mean, self._squeeze(np.sqrt(var + self._aleatoric_var()) * self._y_std)
 
-    def predict_std(self, X, kind: str = "total"):
+    def predict_std(self, X: ArrayLike, kind: str = "total") -> np.ndarray:
         """Standard deviation of the prediction.
 
         Parameters
@@ -333,7 +336,9 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         total = {"epistemic": var, "aleatoric": alea, "total": var + alea}[kind]
         return self._squeeze(np.sqrt(total) * self._y_std)
 
-    def predict_interval(self, X, coverage: float = 0.9):
+    def predict_interval(
+        self, X: ArrayLike, coverage: float = 0.9
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Equal-tailed interval of the posterior predictive distribution of ``y``.
 
         The predictive distribution is the mixture over posterior draws of the Gaussian
@@ -375,7 +380,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         bounds = bounds * self._y_std + self._y_mean
         return self._squeeze(bounds[0]), self._squeeze(bounds[1])
 
-    def sample_y(self, X, n_samples: int = 1, random_state=None):
+    def sample_y(self, X: ArrayLike, n_samples: int = 1, random_state=None) -> np.ndarray:
         """Draws from the posterior predictive distribution of ``y``.
 
         Each draw takes one posterior draw of the weights (and noise) and adds Gaussian
@@ -478,7 +483,7 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         self.verbose = verbose
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y):
+    def fit(self, X: ArrayLike, y: ArrayLike) -> BayesianMLPClassifier:
         """Compute the posterior of the network's weights given ``(X, y)``.
 
         Parameters
@@ -521,7 +526,7 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
                 z = np.transpose(f, (0, 2, 1))
                 yield rows, np.exp(z - logsumexp(z, axis=-1, keepdims=True))
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Posterior-averaged class probabilities.
 
         Parameters
@@ -540,12 +545,12 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
             out[rows] = p
         return out
 
-    def predict_log_proba(self, X):
+    def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`."""
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """Class with the highest posterior-averaged probability.
 
         Parameters
@@ -559,7 +564,7 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         check_is_fitted(self)
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
 
-    def predict_std(self, X):
+    def predict_std(self, X: ArrayLike) -> np.ndarray:
         """Across-draw standard deviation of each class probability.
 
         Parameters
