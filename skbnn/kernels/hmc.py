@@ -352,9 +352,14 @@ def _after_transition(
     rng, it, n_warmup, sched, q0, g0, st0, sc, w_mean, w_m2, cfg_f, cfg_i, tgt, ws, draws,
     trace, taus, lp, depth, n_leap, acc, div, energy, eps,
 ):  # fmt: skip
-    # What follows a transition and the noise's Gibbs step: warm-up adaptation (dual
-    # averaging, Welford sums) or recording of the kept draw. It never calls the log
-    # density, so compiling it does not re-optimize the network kernels.
+    # What follows every transition: the noise's Gibbs step, then warm-up adaptation (dual
+    # averaging, Welford sums) or recording of the kept draw.
+    sc[0] = lp
+    sc[7] += n_leap
+    if cfg_i[3] != 0:
+        _gibbs_noise(rng, tgt, st0)
+        sc[0] = _logp_and_grad(q0, tgt, ws, g0, st0)
+        sc[7] += 1
     if it < n_warmup:
         if div:
             sc[8] += 1
@@ -420,12 +425,6 @@ def run_nuts_block(rng, it_start, it_stop, n_warmup, sched, q0, g0, st0, metric,
             rng, q0, g0, st0, sc[0], eps, metric, dense, max_depth, cfg_f[3], tgt, ws, buf, ckpt,
             st, st_sub,
         )  # fmt: skip
-        sc[0] = lp
-        sc[7] += n_leap
-        if cfg_i[3] != 0:
-            _gibbs_noise(rng, tgt, st0)
-            sc[0] = _logp_and_grad(q0, tgt, ws, g0, st0)
-            sc[7] += 1
         _after_transition(
             rng, it, n_warmup, sched, q0, g0, st0, sc, w_mean, w_m2, cfg_f, cfg_i, tgt, ws,
             draws, trace, taus, lp, depth, n_leap, acc, div, energy, eps,
@@ -445,12 +444,6 @@ def run_hmc_block(rng, it_start, it_stop, n_warmup, sched, q0, g0, st0, metric, 
             rng, q0, g0, st0, sc[0], eps, metric, dense, cfg_f[1], cfg_f[2], cfg_i[2], cfg_f[3],
             tgt, ws, buf, st,
         )  # fmt: skip
-        sc[0] = lp
-        sc[7] += n_leap
-        if cfg_i[3] != 0:
-            _gibbs_noise(rng, tgt, st0)
-            sc[0] = _logp_and_grad(q0, tgt, ws, g0, st0)
-            sc[7] += 1
         _after_transition(
             rng, it, n_warmup, sched, q0, g0, st0, sc, w_mean, w_m2, cfg_f, cfg_i, tgt, ws,
             draws, trace, taus, lp, depth, n_leap, acc, div, energy, eps,
