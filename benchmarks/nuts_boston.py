@@ -6,6 +6,7 @@ The first fit runs with an empty numba cache (a new install's wait: compilation 
 the second reuses the compiled kernels. Usage::
 
     python benchmarks/nuts_boston.py [--data-dir DIR] [--noise fixed inferred]
+        [--warmup 1000] [--draws 3000] [--max-tree-depth 10] [--metric diagonal|dense]
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def main() -> None:
     parser.add_argument("--chains", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1000)
     parser.add_argument("--draws", type=int, default=3000, help="per chain")
+    parser.add_argument("--max-tree-depth", type=int, default=10)
+    parser.add_argument("--metric", choices=["diagonal", "dense"], default="diagonal")
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -60,7 +63,13 @@ def main() -> None:
             reg = BayesianMLPRegressor(
                 hidden_layer_sizes=(10,),
                 activation="relu",
-                method=NUTS(n_chains=args.chains, n_warmup=args.warmup, target_accept=0.9),
+                method=NUTS(
+                    n_chains=args.chains,
+                    n_warmup=args.warmup,
+                    target_accept=0.9,
+                    max_tree_depth=args.max_tree_depth,
+                    metric=args.metric,
+                ),
                 prior=GaussianPrior(std=1.0, fan_in_scaling=False),
                 n_samples=args.chains * args.draws,
                 noise_std=0.5 if noise == "fixed" else None,
@@ -96,6 +105,10 @@ def main() -> None:
                 "chains": args.chains,
                 "warmup": args.warmup,
                 "draws_per_chain": args.draws,
+                "max_tree_depth": args.max_tree_depth,
+                "metric": args.metric,
+                "rhat_outputs": [round(float(r), 4) for r in d["rhat_outputs"]],
+                "max_tree_depth_hits": d["max_tree_depth_hits"].tolist(),
                 "n_jobs": args.n_jobs,
                 "cpu": platform.processor() or platform.machine(),
                 "cores": os.cpu_count(),
