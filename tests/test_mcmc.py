@@ -167,3 +167,43 @@ def test_dense_metric_learns_correlations():
         ).fit(X, y)  # fmt: skip
         leapfrogs[metric] = reg.diagnostics_["mean_n_leapfrog"].mean()
     assert leapfrogs["dense"] < 0.25 * leapfrogs["diagonal"], leapfrogs
+
+
+def test_output_layer_gibbs_draws_from_exact_conditional():
+    # Given the hidden layer, the output layer of a Gaussian-likelihood network has a
+    # Gaussian conditional; draws must match its mean and covariance within Monte Carlo error
+    from skbnn.kernels import hmc as khmc
+    from skbnn.network import NetworkLayout
+    from skbnn.priors import GaussianPrior
+    from skbnn.target import Target
+
+    rng = np.random.default_rng(3)
+    n, d, h = 30, 2, 3
+    X = rng.standard_normal((n, d))
+    Y = rng.standard_normal((n, 2))
+    layout = NetworkLayout((d, h, 2))
+    target = Target(X, Y, (h,), "tanh", "gaussian", GaussianPrior().stds(layout),
+                    noise_precision=np.array([4.0, 0.5]))  # fmt: skip
+    target.floats[2] = 0.7  # a tempered likelihood scales the data precision
+    tgt, ws = target.as_tuple(), target.workspace()
+    theta = target.sample_prior(rng, 1)[0]
+    w_slice, b_slice = layout.slices(1)
+    n_draws = 4000
+    draws = np.empty((n_draws, h + 1, 2))
+    gen = np.random.default_rng(4)
+    for s in range(n_draws):
+        khmc._gibbs_output_layer(gen, theta, tgt, ws)
+        draws[s, :h] = theta[w_slice].reshape(h, 2)
+        draws[s, h] = theta[b_slice]
+    coefs, intercepts = layout.unpack(theta)
+    phi = np.c_[np.tanh(X @ coefs[0] + intercepts[0]), np.ones(n)]
+    prior_sd = np.r_[np.full(h, 1 / np.sqrt(h)), 1.0]
+    for o, tau in enumerate([4.0, 0.5]):
+        precision = 0.7 * tau * phi.T @ phi + np.diag(1 / prior_sd**2)
+        cov = np.linalg.inv(precision)
+        mean = cov @ (0.7 * tau * phi.T @ Y[:, o])
+        sample = draws[:, :, o]
+        se = np.sqrt(np.diag(cov) / n_draws)
+        assert np.all(np.abs(sample.mean(axis=0) - mean) < 4 * se)
+        # relative sd of a variance estimate is sqrt(2 / n_draws) = 2.2 %: 10 % is 4.5 of it
+        np.testing.assert_allclose(np.cov(sample.T), cov, rtol=0.1, atol=0.1 * np.abs(cov).max())

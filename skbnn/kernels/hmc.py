@@ -11,7 +11,8 @@ progress bar) and threads can run chains side by side without the GIL.
     [7] gradient evaluations   [8] divergences during warm-up
 
 ``cfg_f = [target_accept, path_length, jitter, max_delta_energy]`` and
-``cfg_i = [kind (0 NUTS, 1 HMC), max_tree_depth, max_steps, gibbs_noise, dense]``.
+``cfg_i = [kind (0 NUTS, 1 HMC), max_tree_depth, max_steps, gibbs_noise, dense,
+gibbs_output_layer]``.
 
 The metric (inverse mass matrix) is ``inv_m`` (its diagonal) or, when ``dense``, the
 matrix ``sigma`` with lower Cholesky factor ``chol``; velocities ``sigma @ p`` ("sharp"
@@ -26,7 +27,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .network import logp_grad
+from .network import forward, logp_grad
 
 _FM = {"reassoc", "contract"}
 
@@ -348,6 +349,91 @@ def _gibbs_noise(rng, tgt, st0):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def _gibbs_output_layer(rng, q0, tgt, ws):
+    """Draw the output layer's weights and biases from their exact conditional.
+
+    Given the hidden layers, a Gaussian likelihood is linear in the output layer, whose
+    Gaussian prior makes the conditional of each output's weights and bias Gaussian:
+    precision ``A = beta tau Phi^T Phi + diag(1 / s^2)`` and mean ``A^-1 beta tau Phi^T y``
+    with ``Phi = [H, 1]`` the last hidden layer's activations. Drawing it exactly between
+    trajectories removes the directions along which small noise makes the posterior
+    narrowest (collinear hidden units), which the leapfrog integrator handles worst.
+    """
+    XT, YT, sizes, offsets, prior_std, tau, ints, floats = tgt
+    n = ints[0]
+    n_layers = sizes.shape[0] - 1
+    h = sizes[n_layers - 1]
+    k = sizes[n_layers]
+    beta = floats[2]
+    out_base = forward(q0, XT, sizes, offsets, ints[1], n, ws)
+    src = XT if n_layers == 1 else ws
+    src_base = 0 if n_layers == 1 else out_base - h * n
+    w_start = offsets[n_layers - 1]
+    b_start = w_start + h * k
+    m = h + 1
+    gram = np.empty((m, m))
+    for i in range(m):
+        for j in range(i + 1):
+            acc = 0.0
+            for t in range(n):
+                fi = src[src_base + i * n + t] if i < h else 1.0
+                fj = src[src_base + j * n + t] if j < h else 1.0
+                acc += fi * fj
+            gram[i, j] = acc
+            gram[j, i] = acc
+    chol = np.empty((m, m))
+    rhs = np.empty(m)
+    for o in range(k):
+        prec = beta * tau[o]
+        for i in range(m):
+            acc = 0.0
+            for t in range(n):
+                fi = src[src_base + i * n + t] if i < h else 1.0
+                acc += fi * YT[o * n + t]
+            rhs[i] = prec * acc
+            for j in range(m):
+                chol[i, j] = prec * gram[i, j]
+            s = prior_std[w_start + i * k + o] if i < h else prior_std[b_start + o]
+            chol[i, i] += 1.0 / (s * s)
+        _cholesky_inplace(chol)
+        # mean = A^-1 rhs by two triangular solves; draw = mean + L^-T z
+        for i in range(m):
+            acc = rhs[i]
+            for j in range(i):
+                acc -= chol[i, j] * rhs[j]
+            rhs[i] = acc / chol[i, i]
+        for i in range(m):
+            rhs[i] += rng.standard_normal()
+        for i in range(m - 1, -1, -1):
+            acc = rhs[i]
+            for j in range(i + 1, m):
+                acc -= chol[j, i] * rhs[j]
+            rhs[i] = acc / chol[i, i]
+        for i in range(h):
+            q0[w_start + i * k + o] = rhs[i]
+        q0[b_start + o] = rhs[h]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _cholesky_inplace(a):
+    # lower Cholesky factor in the lower triangle of a (upper triangle zeroed); a is a small
+    # symmetric positive definite matrix, so plain loops beat a LAPACK call's compile time
+    m = a.shape[0]
+    for j in range(m):
+        acc = a[j, j]
+        for p in range(j):
+            acc -= a[j, p] * a[j, p]
+        a[j, j] = math.sqrt(acc)
+        for i in range(j + 1, m):
+            acc = a[i, j]
+            for p in range(j):
+                acc -= a[i, p] * a[j, p]
+            a[i, j] = acc / a[j, j]
+        for i in range(j):
+            a[i, j] = 0.0
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _after_transition(
     rng, it, n_warmup, sched, q0, g0, st0, sc, w_mean, w_m2, cfg_f, cfg_i, tgt, ws, draws,
     trace, taus, lp, depth, n_leap, acc, div, energy, eps,
@@ -356,6 +442,10 @@ def _after_transition(
     # averaging, Welford sums) or recording of the kept draw.
     sc[0] = lp
     sc[7] += n_leap
+    if cfg_i[5] != 0:
+        _gibbs_output_layer(rng, q0, tgt, ws)
+        sc[0] = _logp_and_grad(q0, tgt, ws, g0, st0)
+        sc[7] += 1
     if cfg_i[3] != 0:
         _gibbs_noise(rng, tgt, st0)
         sc[0] = _logp_and_grad(q0, tgt, ws, g0, st0)

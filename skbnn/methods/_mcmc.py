@@ -75,7 +75,7 @@ def _ensure_compiled(kernel) -> float:
         tgt = target.as_tuple()
         d = target.n_params
         cfg_f = np.array([0.8, 1.0, 0.1, 1000.0])
-        cfg_i = np.array([0, 2, 4, 1, 0], dtype=np.int64)
+        cfg_i = np.array([0, 2, 4, 1, 0, 1], dtype=np.int64)
         sc = np.array([0.0, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
         metric = (np.ones(d), np.eye(d), np.eye(d))
         kernel(
@@ -200,6 +200,7 @@ class _HMCFamily(BaseMethod):
         "n_warmup": [Interval(Integral, 0, None, closed="left")],
         "target_accept": [Interval(Real, 0, 1, closed="neither")],
         "metric": [StrOptions({"diagonal", "dense"})],
+        "gibbs_output_layer": ["boolean"],
         # a small threshold would flag ordinary leaves as divergent, and cutting trajectories
         # at them depends on where the trajectory started, which breaks reversibility
         "max_delta_energy": [Interval(Real, 100, None, closed="left")],
@@ -227,6 +228,8 @@ class _HMCFamily(BaseMethod):
         cfg_i[3] = 1 if target.noise == "gibbs" else 0
         dense = self.metric == "dense"
         cfg_i[4] = 1 if dense else 0
+        gaussian = target.likelihood == "gaussian" and target.noise != "theta"
+        cfg_i[5] = 1 if self.gibbs_output_layer and gaussian else 0
         sched = stan_windows(n_warmup)
         d = target.n_params
         k = target.n_outputs

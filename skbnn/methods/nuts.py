@@ -39,6 +39,12 @@ class NUTS(_HMCFamily):
         posterior covariance estimated in the same windows. Dense costs O(n_params^2) per
         leapfrog step and pays when weights are strongly correlated (narrow, tilted
         posteriors: small noise, many rows); diagonal is right for most small networks.
+    gibbs_output_layer : bool, default=True
+        For regression, also draw the output layer's weights and biases from their exact
+        Gaussian conditional (given the hidden layers and the noise) after every trajectory.
+        Small noise makes the posterior narrowest along those weights, where the leapfrog
+        integrator is least efficient; the exact draw leaves the posterior unchanged and
+        costs about as much as one gradient. Ignored for classifiers.
     max_tree_depth : int, default=10
         At most ``2**max_tree_depth - 1`` leapfrog steps per draw.
     max_delta_energy : float, default=1000.0
@@ -66,6 +72,7 @@ class NUTS(_HMCFamily):
         n_warmup: int = 500,
         target_accept: float = 0.8,
         metric: str = "diagonal",
+        gibbs_output_layer: bool = True,
         max_tree_depth: int = 10,
         max_delta_energy: float = 1000.0,
     ):
@@ -73,10 +80,11 @@ class NUTS(_HMCFamily):
         self.n_warmup = n_warmup
         self.target_accept = target_accept
         self.metric = metric
+        self.gibbs_output_layer = gibbs_output_layer
         self.max_tree_depth = max_tree_depth
         self.max_delta_energy = max_delta_energy
 
     def _config(self):
         cfg_f = np.array([self.target_accept, 0.0, 0.0, self.max_delta_energy])
-        cfg_i = np.array([0, self.max_tree_depth, 0, 0, 0], dtype=np.int64)
+        cfg_i = np.array([0, self.max_tree_depth, 0, 0, 0, 0], dtype=np.int64)
         return cfg_f, cfg_i
