@@ -55,8 +55,9 @@ def _closed_form(X, y, X_test, noise_std):
         HMC(n_chains=4, n_warmup=400),
         NUTS(n_chains=4, n_warmup=400, metric="dense"),
         HMC(n_chains=4, n_warmup=400, metric="dense"),
+        NUTS(n_chains=4, n_warmup=400, gibbs_output_layer=True),
     ],
-    ids=["nuts", "hmc", "nuts-dense", "hmc-dense"],
+    ids=["nuts", "hmc", "nuts-dense", "hmc-dense", "nuts-gibbs-output"],
 )
 def test_linear_regression_posterior_predictive(method):
     X, y, X_test = _data()
@@ -110,7 +111,11 @@ def _noise_sd_posterior_mean(X, y):
     return np.sum(w * np.exp(-0.5 * log_tau)) * y.std(), w, log_tau
 
 
-@pytest.mark.parametrize("method", [NUTS(n_chains=4, n_warmup=300)], ids=["nuts"])
+@pytest.mark.parametrize(
+    "method",
+    [NUTS(n_chains=4, n_warmup=300), NUTS(n_chains=4, n_warmup=300, gibbs_output_layer=True)],
+    ids=["nuts", "nuts-gibbs-output"],
+)
 def test_inferred_noise_matches_quadrature(method):
     X, y, _ = _data(seed=1)
     reg = BayesianMLPRegressor(
