@@ -194,7 +194,6 @@ class _ProgressBar:
 class _HMCFamily(BaseMethod):
     """Chain driver and warm-up shared by NUTS and HMC (not public)."""
 
-    _kind = 0
     _parameter_constraints: dict = {
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "n_warmup": [Interval(Integral, 0, None, closed="left")],
@@ -343,7 +342,7 @@ class _HMCFamily(BaseMethod):
             "ess_tail_loglik": ess_tail(loglik),
             "rhat_loglik": rhat(loglik),
         }
-        if self._kind == 0:
+        if self.name == "nuts":
             depth = trace[:, :, field["tree_depth"]]
             out["mean_tree_depth"] = depth.mean(axis=1)
             out["max_tree_depth_hits"] = (depth >= self.max_tree_depth).sum(axis=1)

@@ -32,13 +32,7 @@ class HMC(_HMCFamily):
     metric : {"diagonal", "dense"}, default="diagonal"
         Shape of the adapted inverse mass matrix, as for :class:`NUTS`.
     gibbs_output_layer : bool, default=False
-        For regression, also draw the output layer's weights and biases from their exact
-        Gaussian conditional (given the hidden layers and the noise) after every trajectory.
-        The exact draw leaves the posterior unchanged and costs about one gradient. It raised
-        the bulk ESS per draw on diabetes (437 -> 620) and Boston (3086 -> 4149), but on
-        Boston NUTS then needed longer trajectories (621 vs 350 steps per draw), so ESS per
-        second fell by a fifth; off by default until that trade-off is understood. Ignored
-        for classifiers.
+        Exact Gibbs draws of the output layer after every transition, as for :class:`NUTS`.
     path_length : float, default=1.6
         Integration time. After mass-matrix adaptation the posterior has roughly unit
         marginal scales, and a quarter period of a unit Gaussian (pi/2) takes a draw to an
@@ -59,7 +53,6 @@ class HMC(_HMCFamily):
     """
 
     name = "hmc"
-    _kind = 1
     _block_kernel = staticmethod(khmc.run_hmc_block)
     _parameter_constraints: dict = {
         **_HMCFamily._parameter_constraints,

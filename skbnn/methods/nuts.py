@@ -61,7 +61,6 @@ class NUTS(_HMCFamily):
     """
 
     name = "nuts"
-    _kind = 0
     _block_kernel = staticmethod(khmc.run_nuts_block)
     _parameter_constraints: dict = {
         **_HMCFamily._parameter_constraints,
