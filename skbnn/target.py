@@ -27,10 +27,12 @@ class Target:
     likelihood : {"gaussian", "bernoulli", "categorical"}
     prior_std : ndarray of shape (n_weights,)
         Per-parameter prior standard deviations of the Gaussian prior.
-    noise : {"fixed", "gibbs", "theta"}
+    noise : {"fixed", "gibbs", "marginal", "theta"}
         How a Gaussian likelihood's noise precision is handled: held at ``noise_precision``,
         held in ``noise_precision`` but updated between trajectories by the method
-        (``gibbs``), or sampled as trailing log precisions in ``theta`` (``theta``).
+        (``gibbs``), integrated out of the density against its Gamma prior (``marginal``;
+        the method draws it from its conditional afterwards), or sampled as trailing log
+        precisions in ``theta`` (``theta``).
     noise_precision : float or ndarray of shape (n_outputs,)
         Initial or fixed noise precision per output.
     """
@@ -67,7 +69,13 @@ class Target:
             np.asarray(noise_precision, dtype=np.float64), (self.n_outputs,)
         ).copy()
         self.ints = np.array(
-            [self.n_rows, ACTIVATIONS[activation], LIKELIHOODS[likelihood], n_noise],
+            [
+                self.n_rows,
+                ACTIVATIONS[activation],
+                LIKELIHOODS[likelihood],
+                n_noise,
+                1 if self.noise == "marginal" else 0,
+            ],
             dtype=np.int64,
         )
         self.floats = np.array([noise_shape, noise_rate, 1.0], dtype=np.float64)

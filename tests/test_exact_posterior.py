@@ -48,6 +48,23 @@ def _closed_form(X, y, X_test, noise_std):
     )
 
 
+def _check_predictive(reg, X, y, X_test, exact_mean, exact_epi, exact_total, min_ess):
+    """The fitted linear model's predictive against the exact one, within Monte Carlo error."""
+    mean, total = reg.predict(X_test, return_std=True)
+    epi = reg.predict_std(X_test, kind="epistemic")
+    # Monte Carlo standard error of each predictive mean from the chains' ESS
+    n_chains, n_draws = reg.posterior_.chain_shape
+    thetas = reg.posterior_.thetas.reshape(n_chains, n_draws, -1)
+    phi_t = np.hstack([X_test, np.ones((len(X_test), 1))])
+    f = np.einsum("cdp,np->ncd", thetas, phi_t) * y.std() + y.mean()
+    ess = np.array([ess_mean(fi) for fi in f])
+    assert ess.min() > min_ess, ess
+    mcse = exact_epi / np.sqrt(ess)
+    assert np.all(np.abs(mean - exact_mean) < 4 * mcse), (mean - exact_mean) / mcse
+    np.testing.assert_allclose(epi, exact_epi, rtol=0.10)
+    np.testing.assert_allclose(total, exact_total, rtol=0.03)
+
+
 @pytest.mark.parametrize(
     "method",
     [
@@ -70,54 +87,69 @@ def test_linear_regression_posterior_predictive(method):
         noise_std=noise_std,
         random_state=0,
     ).fit(X, y)
-    exact_mean, exact_epi, exact_total = _closed_form(X, y, X_test, noise_std)
-    mean, total = reg.predict(X_test, return_std=True)
-    epi = reg.predict_std(X_test, kind="epistemic")
-
-    # Monte Carlo standard error of each predictive mean from the chains' ESS
-    n_chains, n_draws = reg.posterior_.chain_shape
-    thetas = reg.posterior_.thetas.reshape(n_chains, n_draws, -1)
-    phi_t = np.hstack([X_test, np.ones((len(X_test), 1))])
-    f = np.einsum("cdp,np->ncd", thetas, phi_t) * y.std() + y.mean()
-    ess = np.array([ess_mean(fi) for fi in f])
-    assert ess.min() > 1500, ess
-    mcse = exact_epi / np.sqrt(ess)
-    assert np.all(np.abs(mean - exact_mean) < 4 * mcse), (mean - exact_mean) / mcse
-    np.testing.assert_allclose(epi, exact_epi, rtol=0.10)
-    np.testing.assert_allclose(total, exact_total, rtol=0.03)
+    _check_predictive(reg, X, y, X_test, *_closed_form(X, y, X_test, noise_std), min_ess=1500)
     assert reg.diagnostics_["divergences"] == 0
     assert reg.diagnostics_["rhat_loglik"] < 1.01
 
 
-def _noise_sd_posterior_mean(X, y):
-    """E[sigma | y] on the original scale by quadrature over the noise precision.
+def _inferred_noise_quadrature(X, y, X_test):
+    """Posterior of the noise and predictive at ``X_test`` by quadrature over the precision.
 
-    Integrating the weights out, y_std ~ N(0, Phi S Phi^T + I / tau); with the Gamma(1, 1e-3)
-    prior on tau the posterior of log tau is one-dimensional and a fine grid is exact.
+    Integrating the weights out, z ~ N(0, Phi S Phi^T + I / tau) on the standardized target
+    z; with the Gamma(1, 1e-3) prior on tau the posterior of log tau is one-dimensional and a
+    fine grid is exact. Given tau the predictive is the fixed-noise closed form, so its
+    moments are grid averages. Returns E[sigma], sd[sigma], and the predictive mean,
+    epistemic sd and total sd at ``X_test``, all in original units.
     """
-    z = (y - y.mean()) / y.std()
+    y_mean, y_std = y.mean(), y.std()
+    z = (y - y_mean) / y_std
     phi = np.hstack([X, np.ones((len(X), 1))])
+    phi_t = np.hstack([X_test, np.ones((len(X_test), 1))])
     prior_var = np.r_[np.full(X.shape[1], 1.0 / X.shape[1]), 1.0]
     k = phi @ np.diag(prior_var) @ phi.T
-    log_tau = np.linspace(-3, 8, 4001)
+    log_tau = np.linspace(-3, 8, 2001)
     log_post = np.empty_like(log_tau)
+    f_mean = np.empty((log_tau.size, len(X_test)))
+    f_var = np.empty_like(f_mean)
     for i, lt in enumerate(log_tau):
         cov = k + np.eye(len(z)) * np.exp(-lt)
         sign, logdet = np.linalg.slogdet(cov)
         log_lik = -0.5 * (logdet + z @ np.linalg.solve(cov, z))
         # Gamma(1, 1e-3) on tau, with the Jacobian of log tau
         log_post[i] = log_lik + lt - 1e-3 * np.exp(lt)
+        tau = np.exp(lt)
+        post_cov = np.linalg.inv(tau * phi.T @ phi + np.diag(1.0 / prior_var))
+        f_mean[i] = phi_t @ (post_cov @ (tau * phi.T @ z))
+        f_var[i] = np.einsum("ij,jk,ik->i", phi_t, post_cov, phi_t)
     w = np.exp(log_post - logsumexp(log_post))
-    return np.sum(w * np.exp(-0.5 * log_tau)) * y.std(), w, log_tau
+    sigma = np.exp(-0.5 * log_tau)
+    sigma_mean = w @ sigma
+    sigma_sd = np.sqrt(w @ sigma**2 - sigma_mean**2)
+    mean = w @ f_mean
+    epi_var = w @ (f_var + f_mean**2) - mean**2
+    total_var = epi_var + w @ sigma**2
+    return (
+        sigma_mean * y_std,
+        sigma_sd * y_std,
+        mean * y_std + y_mean,
+        np.sqrt(epi_var) * y_std,
+        np.sqrt(total_var) * y_std,
+    )
 
 
 @pytest.mark.parametrize(
     "method",
-    [NUTS(n_chains=4, n_warmup=300), NUTS(n_chains=4, n_warmup=300, gibbs_output_layer=True)],
-    ids=["nuts", "nuts-gibbs-output"],
+    [
+        NUTS(n_chains=4, n_warmup=300),
+        NUTS(n_chains=4, n_warmup=300, noise_update="gibbs"),
+        NUTS(n_chains=4, n_warmup=300, gibbs_output_layer=True),
+        NUTS(n_chains=4, n_warmup=300, noise_update="gibbs", gibbs_output_layer=True),
+        HMC(n_chains=4, n_warmup=300),
+    ],
+    ids=["nuts", "nuts-gibbs-noise", "nuts-gibbs-output", "nuts-gibbs-both", "hmc"],
 )
 def test_inferred_noise_matches_quadrature(method):
-    X, y, _ = _data(seed=1)
+    X, y, X_test = _data(seed=1)
     reg = BayesianMLPRegressor(
         hidden_layer_sizes=(),
         activation="identity",
@@ -125,9 +157,12 @@ def test_inferred_noise_matches_quadrature(method):
         n_samples=4000,
         random_state=1,
     ).fit(X, y)
-    exact, w, log_tau = _noise_sd_posterior_mean(X, y)
-    sd_draws = y.std() / np.sqrt(reg.posterior_.noise_precision[:, 0])
+    sigma_mean, sigma_sd, exact_mean, exact_epi, exact_total = _inferred_noise_quadrature(
+        X, y, X_test
+    )
     n_chains, n_draws = reg.posterior_.chain_shape
+    sd_draws = y.std() / np.sqrt(reg.posterior_.noise_precision[:, 0])
     ess = ess_mean(sd_draws.reshape(n_chains, n_draws))
-    posterior_sd = np.sqrt(np.sum(w * np.exp(-log_tau)) * y.var() - exact**2)
-    assert abs(reg.noise_std_ - exact) < 4 * posterior_sd / np.sqrt(ess)
+    assert abs(reg.noise_std_ - sigma_mean) < 4 * sigma_sd / np.sqrt(ess)
+
+    _check_predictive(reg, X, y, X_test, exact_mean, exact_epi, exact_total, min_ess=1000)

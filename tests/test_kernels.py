@@ -13,6 +13,7 @@ CASES = [
     ("gaussian", 2, "fixed"),
     ("gaussian", 2, "theta"),
     ("gaussian", 1, "theta"),
+    ("gaussian", 2, "marginal"),
     ("bernoulli", 1, "fixed"),
     ("categorical", 3, "fixed"),
 ]
@@ -69,6 +70,40 @@ def test_noise_parameter_is_last_and_has_gamma_prior():
     expected = a * 0.3 - b * (tau2 - tau1)
     assert lp2 - lp == pytest.approx(expected, rel=1e-12)
     assert value == pytest.approx(ll + lp)
+
+
+@pytest.mark.parametrize("beta", [1.0, 0.3])
+def test_marginalized_noise_is_the_integral_over_the_precision(beta):
+    # log int p(y | theta, tau)^beta Gamma(tau | a, b) dtau, by quadrature over log tau for
+    # each output, from residuals computed in numpy
+    from scipy import integrate, stats
+
+    target = _make_target("gaussian", 2, "marginal", "tanh", (3,), GaussianPrior())
+    theta = target.sample_prior(np.random.default_rng(5), 1)[0]
+    coefs, intercepts = target.layout.unpack(theta)
+    X = target.XT.reshape(target.n_features, target.n_rows).T
+    Y = target.YT.reshape(target.n_outputs, target.n_rows).T
+    ssr = np.sum((Y - (np.tanh(X @ coefs[0] + intercepts[0]) @ coefs[1] + intercepts[1])) ** 2, 0)
+    a, b = target.floats[0], target.floats[1]
+    n = target.n_rows
+    expected = 0.0
+    for s in ssr:
+
+        def log_integrand(log_tau, s=s):
+            tau = np.exp(log_tau)
+            ll = 0.5 * n * (log_tau - np.log(2 * np.pi)) - 0.5 * tau * s
+            return beta * ll + stats.gamma.logpdf(tau, a, scale=1 / b) + log_tau
+
+        grid = np.linspace(-20, 15, 20001)
+        values = log_integrand(grid)
+        shift, peak = values.max(), grid[np.argmax(values)]
+        value = integrate.quad(
+            lambda u, s=s, shift=shift: np.exp(log_integrand(u, s) - shift),
+            -20, 15, points=[peak], limit=400, epsabs=0, epsrel=1e-12,
+        )[0]  # fmt: skip
+        expected += np.log(value) + shift
+    _, lp, total = target.loglik_logprior(theta, beta)
+    assert total - lp == pytest.approx(expected, rel=1e-10)
 
 
 def test_gaussian_loglik_matches_numpy():

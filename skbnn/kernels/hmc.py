@@ -27,7 +27,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .network import forward, logp_grad
+from .network import _LOG_2PI, forward, logp_grad
 
 _FM = {"reassoc", "contract"}
 
@@ -349,6 +349,16 @@ def _gibbs_noise(rng, tgt, st0):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def _gaussian_loglik(tgt, st0):
+    tau = tgt[5]
+    n = tgt[6][0]
+    ll = 0.0
+    for o in range(tau.shape[0]):
+        ll += 0.5 * n * (math.log(tau[o]) - _LOG_2PI) - 0.5 * tau[o] * st0[2 + o]
+    return ll
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _gibbs_output_layer(rng, q0, tgt, ws):
     """Draw the output layer's weights and biases from their exact conditional.
 
@@ -442,14 +452,22 @@ def _after_transition(
     # averaging, Welford sums) or recording of the kept draw.
     sc[0] = lp
     sc[7] += n_leap
+    if cfg_i[3] == 2:
+        # marginalized noise: the density does not depend on tau, so drawing it from its
+        # conditional needs no new gradient; it completes the joint draw (and the output
+        # layer's conditional below needs it)
+        _gibbs_noise(rng, tgt, st0)
     if cfg_i[5] != 0:
         _gibbs_output_layer(rng, q0, tgt, ws)
         sc[0] = _logp_and_grad(q0, tgt, ws, g0, st0)
         sc[7] += 1
-    if cfg_i[3] != 0:
+    if cfg_i[3] == 1:
         _gibbs_noise(rng, tgt, st0)
         sc[0] = _logp_and_grad(q0, tgt, ws, g0, st0)
         sc[7] += 1
+    elif cfg_i[3] == 2 and cfg_i[5] != 0:
+        # the output layer moved, so the drawn tau is stale relative to the new residuals
+        _gibbs_noise(rng, tgt, st0)
     if it < n_warmup:
         if div:
             sc[8] += 1
@@ -470,6 +488,9 @@ def _after_transition(
         j = it - n_warmup
         _copy(draws[j], q0)
         trace[j, 0] = st0[0]
+        if cfg_i[3] == 2:
+            # the log-likelihood at the drawn noise, not at its conditional mean
+            trace[j, 0] = _gaussian_loglik(tgt, st0)
         trace[j, 1] = acc
         trace[j, 2] = n_leap
         trace[j, 3] = depth

@@ -5,12 +5,15 @@ loops run over rows with unit stride and vectorize. The target is passed as one 
 sampler kernel has one stable signature (see :func:`skbnn.target.Target.as_tuple`)::
 
     tgt = (XT, YT, sizes, offsets, prior_std, tau, ints, floats)
-    ints   = [n_rows, activation, likelihood, n_noise_in_theta]
+    ints   = [n_rows, activation, likelihood, n_noise_in_theta, noise_marginalized]
     floats = [noise_shape, noise_rate, beta]
 
 ``YT`` is the standardized target (Gaussian), the 0/1 label (Bernoulli) or a one-hot matrix
 (categorical), feature-major like ``XT``. ``tau`` holds the noise precisions per output used
 when the noise is not part of ``theta``. ``beta`` tempers the likelihood (SMC).
+
+With ``noise_marginalized`` the Gaussian noise precisions are integrated out of the density
+against their Gamma(a, b) prior (see :func:`logp_grad`), and ``tau`` is ignored.
 
 The workspace ``ws`` holds the activations of every layer followed by two delta buffers
 (:meth:`skbnn.network.NetworkLayout.workspace_size`).
@@ -174,9 +177,12 @@ def forward(theta, XT, sizes, offsets, act, n, ws):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
-def _loglik_delta(ws, out_base, YT, tau, lik, k, n, delta, delta_base, stats, noise_in_theta):
+def _loglik_delta(ws, out_base, YT, tau, lik, k, n, delta, delta_base, stats, floats, marg):
     # Log-likelihood of the outputs and d loglik / d output into delta.
     # For the Gaussian, stats[2 + o] receives the residual sum of squares of output o.
+    # With marg, tau[o] is replaced by the conditional mean of the precision given the
+    # residuals, (a + beta n / 2) / (b + beta ssr / 2): the gradient of the marginalized
+    # likelihood is the fixed-noise gradient at that precision.
     ll = 0.0
     if lik == 0:
         for o in range(k):
@@ -190,6 +196,8 @@ def _loglik_delta(ws, out_base, YT, tau, lik, k, n, delta, delta_base, stats, no
                 ssr += r * r
             stats[2 + o] = ssr
             tau_o = tau[o]
+            if marg != 0:
+                tau_o = (floats[0] + 0.5 * floats[2] * n) / (floats[1] + 0.5 * floats[2] * ssr)
             ll += 0.5 * n * (math.log(tau_o) - _LOG_2PI) - 0.5 * tau_o * ssr
             for t in range(n):
                 d[t] *= tau_o
@@ -341,13 +349,15 @@ def logp_grad(theta, tgt, ws, grad, stats, with_grad):
     grad : ndarray of shape (n_params,)
         Overwritten with the gradient when ``with_grad``.
     stats : ndarray of shape (2 + n_outputs,)
-        Receives ``[loglik, logprior, ssr_0, ...]``.
+        Receives ``[loglik, logprior, ssr_0, ...]``. With the noise marginalized, ``loglik``
+        is evaluated at the conditional mean of each noise precision.
     with_grad : bool
 
     Returns
     -------
     float
-        ``beta * loglik + logprior`` (may be ``-inf`` or NaN for a diverging ``theta``).
+        ``beta * loglik + logprior`` (may be ``-inf`` or NaN for a diverging ``theta``). With
+        the noise marginalized, ``log int p(y | theta, tau)^beta p(tau) dtau + logprior``.
     """
     XT, YT, sizes, offsets, prior_std, tau, ints, floats = tgt
     n = ints[0]
@@ -365,7 +375,8 @@ def logp_grad(theta, tgt, ws, grad, stats, with_grad):
 
     out_base = forward(theta, XT, sizes, offsets, act, n, ws)
     total = out_base + k * n
-    ll = _loglik_delta(ws, out_base, YT, tau, lik, k, n, ws, total, stats, n_noise)
+    marg = ints[4] if lik == 0 else 0
+    ll = _loglik_delta(ws, out_base, YT, tau, lik, k, n, ws, total, stats, floats, marg)
 
     lp = lp_noise - 0.5 * n_w * _LOG_2PI
     for i in range(n_w):
@@ -386,7 +397,26 @@ def logp_grad(theta, tgt, ws, grad, stats, with_grad):
             for o in range(k):
                 # d/d eta of [0.5 n eta - 0.5 e^eta ssr] and of the Gamma log prior
                 grad[n_w + o] = beta * (0.5 * n - 0.5 * tau[o] * stats[2 + o]) + a - b * tau[o]
+    if marg != 0:
+        return _log_marginal(n, k, stats, floats) + lp
     return beta * ll + lp
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _log_marginal(n, k, stats, floats):
+    # log of integral p(y | theta, tau)^beta Gamma(tau | a, b) dtau, summed over outputs:
+    # the Gamma integral is lgamma(a') - a' log b' with a' = a + beta n/2, b' = b + beta ssr/2.
+    a = floats[0]
+    b = floats[1]
+    beta = floats[2]
+    a_post = a + 0.5 * beta * n
+    out = 0.0
+    for o in range(k):
+        out += (
+            math.lgamma(a_post) - math.lgamma(a) + a * math.log(b)
+            - a_post * math.log(b + 0.5 * beta * stats[2 + o]) - 0.5 * beta * n * _LOG_2PI
+        )  # fmt: skip
+    return out
 
 
 @njit(cache=True, nogil=True, error_model="numpy", parallel=True)

@@ -199,11 +199,17 @@ class _HMCFamily(BaseMethod):
         "n_warmup": [Interval(Integral, 0, None, closed="left")],
         "target_accept": [Interval(Real, 0, 1, closed="neither")],
         "metric": [StrOptions({"diagonal", "dense"})],
+        "noise_update": [StrOptions({"marginal", "gibbs"})],
         "gibbs_output_layer": ["boolean"],
         # a small threshold would flag ordinary leaves as divergent, and cutting trajectories
         # at them depends on where the trajectory started, which breaks reversibility
         "max_delta_energy": [Interval(Real, 100, None, closed="left")],
     }
+
+    @property
+    def noise_handling(self) -> str:
+        """How the target treats an unknown Gaussian noise: ``noise_update``."""
+        return self.noise_update
 
     def _config(self) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -224,7 +230,7 @@ class _HMCFamily(BaseMethod):
         n_keep = math.ceil(n_samples / n_chains)
         n_iter = n_warmup + n_keep
         cfg_f, cfg_i = self._config()
-        cfg_i[3] = 1 if target.noise == "gibbs" else 0
+        cfg_i[3] = {"gibbs": 1, "marginal": 2}.get(target.noise, 0)
         dense = self.metric == "dense"
         cfg_i[4] = 1 if dense else 0
         gaussian = target.likelihood == "gaussian" and target.noise != "theta"

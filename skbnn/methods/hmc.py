@@ -17,7 +17,7 @@ class HMC(_HMCFamily):
     Each transition takes ``ceil(path_length / step_size)`` leapfrog steps with the step
     size jittered uniformly by ``+-step_jitter`` of itself, so the integration time varies
     around ``path_length`` and periodic orbits cannot trap the chain (Neal 2011). Warm-up and the
-    noise's Gibbs updates are those of :class:`NUTS`.
+    handling of an unknown noise are those of :class:`NUTS`.
 
     Parameters
     ----------
@@ -31,6 +31,8 @@ class HMC(_HMCFamily):
         on the curved posteriors of neural networks.
     metric : {"diagonal", "dense"}, default="diagonal"
         Shape of the adapted inverse mass matrix, as for :class:`NUTS`.
+    noise_update : {"marginal", "gibbs"}, default="marginal"
+        How an unknown Gaussian noise precision is sampled, as for :class:`NUTS`.
     gibbs_output_layer : bool, default=False
         Exact Gibbs draws of the output layer after every transition, as for :class:`NUTS`.
     path_length : float, default=1.6
@@ -67,6 +69,7 @@ class HMC(_HMCFamily):
         n_warmup: int = 500,
         target_accept: float = 0.8,
         metric: str = "diagonal",
+        noise_update: str = "marginal",
         gibbs_output_layer: bool = False,
         path_length: float = 1.6,
         step_jitter: float = 0.2,
@@ -77,6 +80,7 @@ class HMC(_HMCFamily):
         self.n_warmup = n_warmup
         self.target_accept = target_accept
         self.metric = metric
+        self.noise_update = noise_update
         self.gibbs_output_layer = gibbs_output_layer
         self.path_length = path_length
         self.step_jitter = step_jitter

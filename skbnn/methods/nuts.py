@@ -20,8 +20,9 @@ class NUTS(_HMCFamily):
     The state is drawn from the trajectory by biased progressive multinomial sampling
     (Betancourt 2017), as in Stan and NumPyro. Warm-up adapts the step size by dual
     averaging to ``target_accept`` and a diagonal mass matrix over Stan's doubling windows.
-    A Gaussian likelihood's unknown noise precision is updated by exact Gibbs steps from its
-    conjugate Gamma conditional between trajectories (Neal 1996), never inside the leapfrog.
+    A Gaussian likelihood's unknown noise precision is by default integrated out of the
+    density NUTS explores (its Gamma prior is conjugate), and drawn exactly from its Gamma
+    conditional after every trajectory; see ``noise_update``.
 
     Parameters
     ----------
@@ -39,6 +40,17 @@ class NUTS(_HMCFamily):
         posterior covariance estimated in the same windows. Dense costs O(n_params^2) per
         leapfrog step and pays when weights are strongly correlated (narrow, tilted
         posteriors: small noise, many rows); diagonal is right for most small networks.
+    noise_update : {"marginal", "gibbs"}, default="marginal"
+        How an unknown Gaussian noise precision ``tau ~ Gamma(a, b)`` is sampled (ignored
+        when ``noise_std`` is fixed and for classifiers). ``"marginal"``: NUTS explores the
+        weights' marginal posterior, with ``tau`` integrated out analytically (a Student-t
+        shaped likelihood in the residual sum of squares), and ``tau`` is drawn exactly from
+        ``Gamma(a + n/2, b + SSR/2)`` after each trajectory. The joint draws are exact and
+        the sampler never has to wait for alternating updates to move the weights and the
+        noise together. ``"gibbs"``: NUTS explores the weights given the current ``tau``,
+        then ``tau`` is drawn from the same conditional (Neal 1996): cheaper to reason
+        about, but the two blocks are strongly coupled in a network that can fit its noise,
+        so the chain mixes more slowly.
     gibbs_output_layer : bool, default=False
         For regression, also draw the output layer's weights and biases from their exact
         Gaussian conditional (given the hidden layers and the noise) after every trajectory.
@@ -73,6 +85,7 @@ class NUTS(_HMCFamily):
         n_warmup: int = 500,
         target_accept: float = 0.8,
         metric: str = "diagonal",
+        noise_update: str = "marginal",
         gibbs_output_layer: bool = False,
         max_tree_depth: int = 10,
         max_delta_energy: float = 1000.0,
@@ -81,6 +94,7 @@ class NUTS(_HMCFamily):
         self.n_warmup = n_warmup
         self.target_accept = target_accept
         self.metric = metric
+        self.noise_update = noise_update
         self.gibbs_output_layer = gibbs_output_layer
         self.max_tree_depth = max_tree_depth
         self.max_delta_energy = max_delta_energy
