@@ -34,6 +34,13 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=3000, help="per chain")
     parser.add_argument("--max-tree-depth", type=int, default=10)
     parser.add_argument("--metric", choices=["diagonal", "dense"], default="diagonal")
+    parser.add_argument(
+        "--noise-update",
+        nargs="+",
+        choices=["marginal", "gibbs"],
+        default=["marginal"],
+        help="how NUTS handles an inferred noise precision (ignored for fixed noise)",
+    )
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -58,7 +65,12 @@ def main() -> None:
     scaler = StandardScaler().fit(X_train)
     X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
 
-    for noise in args.noise:
+    settings = [
+        (noise, update)
+        for noise in args.noise
+        for update in (args.noise_update if noise == "inferred" else ["marginal"])
+    ]
+    for noise, update in settings:
         for run in ("cold", "warm"):
             reg = BayesianMLPRegressor(
                 hidden_layer_sizes=(10,),
@@ -69,6 +81,7 @@ def main() -> None:
                     target_accept=0.9,
                     max_tree_depth=args.max_tree_depth,
                     metric=args.metric,
+                    noise_update=update,
                 ),
                 prior=GaussianPrior(std=1.0, fan_in_scaling=False),
                 n_samples=args.chains * args.draws,
@@ -85,6 +98,7 @@ def main() -> None:
             record = {
                 "benchmark": "nuts_boston",
                 "noise": noise,
+                "noise_update": update if noise == "inferred" else None,
                 "run": run if not args.keep_cache else "cached",
                 "wall_time_s": round(wall, 2),
                 "compile_time_s": round(d["compile_time"], 2),
