@@ -1,7 +1,15 @@
-"""Reading the UCI regression splits (shared by the benchmark scripts)."""
+"""Reading the UCI regression splits (shared by the benchmark scripts).
+
+A dataset folder holds ``data.txt`` (whitespace-separated floats, one row per example),
+``index_features.txt`` / ``index_target.txt`` (0-based column indices),
+``index_train_K.txt`` / ``index_test_K.txt`` (0-based row indices of split K) and
+``n_hidden.txt`` (hidden units of the protocol's single layer); the files may also sit in a
+``data/`` subfolder, as in the repository they come from.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -9,15 +17,61 @@ import numpy as np
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "uci"
 
 
-def load_split(dataset: str, split: int, data_dir: Path | str | None = None):
-    """Train/test arrays of one split: ``(X_train, y_train, X_test, y_test)`` (raw units)."""
+def dataset_folder(dataset: str, data_dir: Path | str | None = None) -> Path:
+    """The folder holding ``dataset``'s files; ``FileNotFoundError`` naming it if absent."""
     folder = Path(data_dir or DEFAULT_DATA_DIR) / dataset
     if (folder / "data").is_dir():
         folder = folder / "data"
-    data = np.loadtxt(folder / "data.txt")
+    if not (folder / "data.txt").is_file():
+        raise FileNotFoundError(
+            f"no UCI dataset {dataset!r}: {folder / 'data.txt'} does not exist "
+            "(pass --data-dir, the folder holding one subfolder per dataset)"
+        )
+    return folder
+
+
+def split_ids(dataset: str, data_dir: Path | str | None = None) -> list[int]:
+    """The split numbers K for which both index files exist, in increasing order."""
+    folder = dataset_folder(dataset, data_dir)
+    ids = [int(re.fullmatch(r"index_train_(\d+)\.txt", p.name)[1]) for p in folder.iterdir()
+           if re.fullmatch(r"index_train_(\d+)\.txt", p.name)]  # fmt: skip
+    return sorted(k for k in ids if (folder / f"index_test_{k}.txt").is_file())
+
+
+def n_hidden(dataset: str, data_dir: Path | str | None = None) -> int | None:
+    """Hidden units from ``n_hidden.txt``, or None if the file is absent."""
+    path = dataset_folder(dataset, data_dir) / "n_hidden.txt"
+    return int(np.loadtxt(path)) if path.is_file() else None
+
+
+def load_split(dataset: str, split: int, data_dir: Path | str | None = None):
+    """Train/test arrays of one split: ``(X_train, y_train, X_test, y_test)`` (raw units)."""
+    folder = dataset_folder(dataset, data_dir)
+    data = np.loadtxt(folder / "data.txt", ndmin=2)
     features = np.loadtxt(folder / "index_features.txt", dtype=int, ndmin=1)
     target = int(np.loadtxt(folder / "index_target.txt", dtype=int))
-    train = np.loadtxt(folder / f"index_train_{split}.txt", dtype=int)
-    test = np.loadtxt(folder / f"index_test_{split}.txt", dtype=int)
+    train = np.loadtxt(folder / f"index_train_{split}.txt", dtype=int, ndmin=1)
+    test = np.loadtxt(folder / f"index_test_{split}.txt", dtype=int, ndmin=1)
     X, y = data[:, features], data[:, target]
     return X[train], y[train], X[test], y[test]
+
+
+def standardize(X_train: np.ndarray, X_test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both splits scaled by the training split's mean and sd; constant columns only centred."""
+    mean, std = X_train.mean(axis=0), X_train.std(axis=0)
+    std = np.where(std > 0, std, 1.0)
+    return (X_train - mean) / std, (X_test - mean) / std
+
+
+def machine() -> dict:
+    """Cores and CPU model of this machine, for the record."""
+    import os
+    import platform
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"cores": os.cpu_count(), "cpu": cpu, "python": platform.python_version()}

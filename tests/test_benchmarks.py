@@ -1,0 +1,77 @@
+"""Smoke test of the UCI harness and its report on a tiny dataset in the UCI folder format."""
+
+import json
+import runpy
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture
+def uci_dir(tmp_path):
+    rng = np.random.default_rng(0)
+    n = 40
+    X = rng.normal(size=(n, 3))
+    X[:, 2] = 7.0  # a constant column: standardization must not divide by zero
+    y = 100.0 + 20.0 * np.sin(X[:, 0]) + rng.normal(scale=2.0, size=n)
+    folder = tmp_path / "tiny" / "data"
+    folder.mkdir(parents=True)
+    np.savetxt(folder / "data.txt", np.column_stack([X, y]))
+    np.savetxt(folder / "index_features.txt", [0, 1, 2], fmt="%d")
+    np.savetxt(folder / "index_target.txt", [3], fmt="%d")
+    np.savetxt(folder / "n_hidden.txt", [4], fmt="%d")
+    perm = rng.permutation(n)
+    for k in range(2):
+        perm = np.roll(perm, 10)
+        np.savetxt(folder / f"index_train_{k}.txt", perm[:30], fmt="%d")
+        np.savetxt(folder / f"index_test_{k}.txt", perm[30:], fmt="%d")
+    return tmp_path
+
+
+def _main(script, argv, monkeypatch):
+    monkeypatch.setattr(sys, "argv", [str(BENCH / script), *argv])
+    monkeypatch.syspath_prepend(str(BENCH))
+    runpy.run_path(str(BENCH / script), run_name="__main__")
+
+
+def test_uci_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "results.jsonl"
+    method = json.dumps({"name": "nuts", "n_chains": 2, "n_warmup": 60})
+    argv = ["--dataset", "tiny", "--data-dir", str(uci_dir), "--splits", "1",
+            "--method", method, "--n-samples", "60", "--out", str(out)]  # fmt: skip
+    _main("uci.py", argv, monkeypatch)
+    lines = [json.loads(s) for s in out.read_text().splitlines()]
+    assert [json.loads(s) for s in capsys.readouterr().out.splitlines()] == lines
+    split, summary = lines
+    assert split["split"] == 1 and split["hidden"] == [4]  # from n_hidden.txt
+    assert (split["n_train"], split["n_test"]) == (30, 10)
+    assert split["method"] == {"name": "nuts", "n_chains": 2, "n_warmup": 60}
+    # original units: an RMSE of a few units on a target of sd ~14 around 100
+    assert 0.5 < split["rmse"] < 14
+    assert -8 < split["test_ll"] < 0
+    assert split["diagnostics"]["n_chains"] == 2 and "rhat_loglik" in split["diagnostics"]
+    assert summary["summary"] and summary["splits"] == [1] and summary["rmse_se"] is None
+    assert summary["rmse"] == split["rmse"]
+
+    published = tmp_path / "PUBLISHED.md"
+    published.write_text(
+        "| dataset | PBP RMSE / LL |\n|---|---|\n| Tiny | 1.0+-0.1 / -2.0+-0.1 |\n"
+    )
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n\nprose kept\n<!-- report:start -->old<!-- report:end -->\nend\n")
+    _main("report.py", ["--uci", str(out), "--published", str(published), "--out", str(doc)],
+          monkeypatch)  # fmt: skip
+    text = doc.read_text()
+    assert "prose kept" in text and text.endswith("end\n") and "old" not in text
+    row = next(line for line in text.splitlines() if line.startswith("| tiny"))
+    assert f"**{split['rmse']:.2f}**" in row and "1.0+-0.1" in row
+
+
+def test_uci_harness_rejects_a_missing_split(uci_dir, monkeypatch):
+    with pytest.raises(SystemExit, match=r"splits \[5\] do not exist"):
+        _main("uci.py", ["--dataset", "tiny", "--data-dir", str(uci_dir), "--splits", "5"],
+              monkeypatch)  # fmt: skip
