@@ -207,3 +207,53 @@ def test_output_layer_gibbs_draws_from_exact_conditional():
         assert np.all(np.abs(sample.mean(axis=0) - mean) < 4 * se)
         # relative sd of a variance estimate is sqrt(2 / n_draws) = 2.2 %: 10 % is 4.5 of it
         np.testing.assert_allclose(np.cov(sample.T), cov, rtol=0.1, atol=0.1 * np.abs(cov).max())
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("verbose", [0, 1])
+def test_more_chains_than_threads_interleave_without_changing_the_draws(verbose):
+    # 3 chains on 2 threads run in short blocks, switching chains between blocks; on 1
+    # thread each chain runs in one piece: the draws must be identical
+    from skbnn.methods import _mcmc
+
+    X, y = _data()
+
+    def fit(n_jobs):
+        return BayesianMLPRegressor(
+            hidden_layer_sizes=(2,), method=NUTS(n_chains=3, n_warmup=80), n_samples=120,
+            random_state=0, n_jobs=n_jobs, verbose=verbose,
+        ).fit(X, y)  # fmt: skip
+
+    calls = []
+    original = _mcmc._run_interleaved
+
+    def spy(chains, n_blocks, advance, n_workers):
+        calls.append((n_blocks, n_workers))
+        return original(chains, n_blocks, advance, n_workers)
+
+    _mcmc._run_interleaved = spy
+    try:
+        serial, threaded = fit(1), fit(2)
+    finally:
+        _mcmc._run_interleaved = original
+    assert len(calls) == 1 and calls[0][1] == 2 and calls[0][0] >= 40
+    np.testing.assert_array_equal(serial.posterior_.thetas, threaded.posterior_.thetas)
+    np.testing.assert_array_equal(
+        serial.diagnostics_["n_grad_evals_per_chain"],
+        threaded.diagnostics_["n_grad_evals_per_chain"],
+    )
+
+
+def test_a_failing_chain_stops_the_interleaved_run():
+    from skbnn.methods._mcmc import _run_interleaved
+
+    chains = [{"pos": 0} for _ in range(3)]
+
+    def advance(chain):
+        if chain is chains[1] and chain["pos"] == 2:
+            raise RuntimeError("chain 1 broke")
+        chain["pos"] += 1
+
+    with pytest.raises(RuntimeError, match="chain 1 broke"):
+        _run_interleaved(chains, 10, advance, 2)
+    assert chains[1]["pos"] == 2 and all(c["pos"] < 10 for c in chains[::2])

@@ -191,6 +191,48 @@ class _ProgressBar:
             self._bar.close()
 
 
+def _run_interleaved(chains: list[dict], n_blocks: int, advance, n_workers: int) -> None:
+    """Advance every chain through ``n_blocks`` blocks on ``n_workers`` threads.
+
+    Each free thread takes the least advanced chain that no other thread holds, so chains
+    progress together and no thread idles while work remains. A chain's blocks run in order
+    and its state is its own, so the draws do not depend on the schedule.
+    """
+    cond = threading.Condition()
+    busy: set[int] = set()
+    failed = []
+
+    def worker():
+        while True:
+            with cond:
+                while True:
+                    if failed:
+                        return
+                    free = [i for i, c in enumerate(chains)
+                            if i not in busy and c["pos"] < n_blocks]  # fmt: skip
+                    if free:
+                        i = min(free, key=lambda j: chains[j]["pos"])
+                        busy.add(i)
+                        break
+                    if all(c["pos"] >= n_blocks for c in chains):
+                        return
+                    cond.wait()
+            try:
+                advance(chains[i])
+            except BaseException:
+                failed.append(i)
+                raise
+            finally:
+                with cond:
+                    busy.discard(i)
+                    cond.notify_all()
+
+    with ThreadPoolExecutor(max_workers=n_workers) as pool:
+        futures = [pool.submit(worker) for _ in range(n_workers)]
+        for future in futures:
+            future.result()
+
+
 class _HMCFamily(BaseMethod):
     """Chain driver and warm-up shared by NUTS and HMC (not public)."""
 
@@ -271,43 +313,54 @@ class _HMCFamily(BaseMethod):
             )
 
         bar = _ProgressBar(n_chains * n_iter, verbose, f"{self.name.upper()} {n_chains} chains")
+        n_workers = max(1, min(effective_n_jobs(n_jobs), n_chains))
         block = max(1, n_iter // 50) if verbose > 0 else n_iter
+        if n_workers < n_chains:
+            # more chains than threads: run short blocks so every thread can switch to the
+            # least advanced chain; otherwise 3 chains on 2 threads take two chain-lengths
+            block = min(block, max(1, n_iter // 40))
         # blocks end at every window end, where the metric is updated between kernel calls
         stops = sorted({*range(block, n_iter, block), *(np.flatnonzero(sched[:, 1]) + 1), n_iter})
         kernel = self._block_kernel
 
-        def work(chain):
+        def advance(chain):
+            """Run ``chain`` through its next block (starting it first if it is new)."""
             t0 = time.perf_counter()
-            ws = np.empty(chain["ws_size"])
             sc = chain["sc"]
-            sc[0] = knet.logp_grad(chain["q"], chain["tgt"], ws, chain["g"], chain["st"], True)
-            sc[7] += 1
-            _restart_step_size(chain, dense)
-            it = 0
-            for stop in stops:
-                kernel(
-                    chain["rng"], it, stop, n_warmup, sched, chain["q"], chain["g"],
-                    chain["st"], chain["metric"], chain["w_mean"], chain["w_m2"], sc,
-                    cfg_f, cfg_i, chain["tgt"], chain["draws"], chain["trace"], chain["taus"],
-                )  # fmt: skip
-                if stop <= n_warmup and sched[stop - 1, 1]:
-                    _update_metric(chain, dense)
-                    _restart_step_size(chain, dense)
-                phase = "warmup" if stop <= n_warmup else "sampling"
-                bar.update(stop - it, f"{phase}, step size {sc[1]:.3g}")
-                it = stop
-            chain["time"] = time.perf_counter() - t0
+            if chain["pos"] == 0:
+                chain["ws"] = np.empty(chain["ws_size"])
+                sc[0] = knet.logp_grad(
+                    chain["q"], chain["tgt"], chain["ws"], chain["g"], chain["st"], True
+                )
+                sc[7] += 1
+                _restart_step_size(chain, dense)
+            it, stop = (stops[chain["pos"] - 1] if chain["pos"] else 0), stops[chain["pos"]]
+            kernel(
+                chain["rng"], it, stop, n_warmup, sched, chain["q"], chain["g"],
+                chain["st"], chain["metric"], chain["w_mean"], chain["w_m2"], sc,
+                cfg_f, cfg_i, chain["tgt"], chain["draws"], chain["trace"], chain["taus"],
+            )  # fmt: skip
+            if stop <= n_warmup and sched[stop - 1, 1]:
+                _update_metric(chain, dense)
+                _restart_step_size(chain, dense)
+            phase = "warmup" if stop <= n_warmup else "sampling"
+            bar.update(stop - it, f"{phase}, step size {sc[1]:.3g}")
+            chain["pos"] += 1
+            chain["time"] += time.perf_counter() - t0
 
-        n_workers = max(1, min(effective_n_jobs(n_jobs), n_chains))
+        for chain in chains:
+            chain["pos"], chain["time"] = 0, 0.0
         try:
             if n_workers == 1:
                 for chain in chains:
-                    work(chain)
+                    while chain["pos"] < len(stops):
+                        advance(chain)
             else:
-                with ThreadPoolExecutor(max_workers=n_workers) as pool:
-                    list(pool.map(work, chains))
+                _run_interleaved(chains, len(stops), advance, n_workers)
         finally:
             bar.close()
+            for chain in chains:
+                chain.pop("ws", None)
 
         draws = np.concatenate([c["draws"] for c in chains])[:n_samples]
         taus = np.concatenate([c["taus"] for c in chains])[:n_samples]
