@@ -33,7 +33,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1000)
     parser.add_argument("--draws", type=int, default=3000, help="per chain")
     parser.add_argument("--max-tree-depth", type=int, default=10)
-    parser.add_argument("--metric", choices=["diagonal", "dense"], default="diagonal")
+    parser.add_argument(
+        "--metric", choices=["diagonal_grad", "diagonal", "dense"], default="diagonal_grad"
+    )
     parser.add_argument(
         "--noise-update",
         nargs="+",
@@ -41,6 +43,12 @@ def main() -> None:
         default=["marginal"],
         help="how NUTS handles an inferred noise precision (ignored for fixed noise)",
     )
+    parser.add_argument(
+        "--no-rescale-units",
+        action="store_true",
+        help="turn off the exact moves along the ReLU units' scale symmetry",
+    )
+    parser.add_argument("--runs", nargs="+", default=["cold", "warm"], choices=["cold", "warm"])
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
@@ -71,7 +79,7 @@ def main() -> None:
         for update in (args.noise_update if noise == "inferred" else ["marginal"])
     ]
     for noise, update in settings:
-        for run in ("cold", "warm"):
+        for run in args.runs:
             reg = BayesianMLPRegressor(
                 hidden_layer_sizes=(10,),
                 activation="relu",
@@ -82,6 +90,7 @@ def main() -> None:
                     max_tree_depth=args.max_tree_depth,
                     metric=args.metric,
                     noise_update=update,
+                    rescale_units=not args.no_rescale_units,
                 ),
                 prior=GaussianPrior(std=1.0, fan_in_scaling=False),
                 n_samples=args.chains * args.draws,
@@ -121,6 +130,7 @@ def main() -> None:
                 "draws_per_chain": args.draws,
                 "max_tree_depth": args.max_tree_depth,
                 "metric": args.metric,
+                "rescale_units": not args.no_rescale_units,
                 "rhat_outputs": [round(float(r), 4) for r in d["rhat_outputs"]],
                 "max_tree_depth_hits": d["max_tree_depth_hits"].tolist(),
                 "n_jobs": args.n_jobs,

@@ -257,3 +257,123 @@ def test_a_failing_chain_stops_the_interleaved_run():
     with pytest.raises(RuntimeError, match="chain 1 broke"):
         _run_interleaved(chains, 10, advance, 2)
     assert chains[1]["pos"] == 2 and all(c["pos"] < 10 for c in chains[::2])
+
+
+def _prior_target(hidden, activation, n_outputs=3, beta=1.0, seed=0):
+    from skbnn.network import NetworkLayout
+    from skbnn.priors import GaussianPrior
+    from skbnn.target import Target
+
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((7, 4))
+    Y = rng.standard_normal((7, n_outputs))
+    layout = NetworkLayout((4, *hidden, n_outputs))
+    target = Target(X, Y, hidden, activation, "gaussian", GaussianPrior(1.3).stds(layout))
+    target.floats[2] = beta
+    return target, layout
+
+
+def _unit_norms(thetas, layout, prior_std):
+    # per hidden unit of the first layer: sum of squared standardized incoming parameters
+    # (weights and bias; chi-square with fan_in + 1 degrees of freedom under the prior) and
+    # of outgoing weights (chi-square with fan_out degrees of freedom)
+    z = thetas[:, : layout.n_weights] / prior_std
+    (w1, b1), (w2, _) = layout.slices(0), layout.slices(1)
+    fan_in, h, k = (int(s) for s in layout.sizes[:3])
+    incoming = (z[:, w1].reshape(-1, fan_in, h) ** 2).sum(axis=1) + z[:, b1] ** 2
+    outgoing = (z[:, w2].reshape(-1, h, k) ** 2).sum(axis=2)
+    return incoming, outgoing
+
+
+@pytest.mark.parametrize(
+    "hidden, activation, n_outputs",
+    [((2,), "relu", 3), ((3, 2), "identity", 1), ((2,), "relu", 9)],
+)
+def test_rescale_move_keeps_the_function_and_the_prior(hidden, activation, n_outputs):
+    # The move multiplies a unit's incoming parameters by c and its outgoing weights by 1/c:
+    # the network's output must not change, and applied to exact prior draws it must return
+    # exact prior draws, which fixes the conditional of c (a wrong Jacobian exponent shifts
+    # the norms' log-means by several standard errors). 9 outputs > 5 incoming parameters
+    # makes the GIG exponent negative.
+    from scipy.special import digamma, polygamma
+
+    from skbnn.kernels.hmc import rescale_units
+
+    target, layout = _prior_target(hidden, activation, n_outputs)
+    tgt = target.as_tuple()
+    rng = np.random.default_rng(1)
+    n = 20_000
+    before = target.sample_prior(rng, n)
+    after = before.copy()
+    for theta in after:
+        rescale_units(rng, theta, tgt)
+    assert np.mean(np.any(after != before, axis=1)) > 0.99
+    ll_before, _ = target.loglik_batch(before[:200])
+    ll_after, _ = target.loglik_batch(after[:200])
+    np.testing.assert_allclose(ll_after, ll_before, rtol=1e-10, atol=1e-9)
+    dofs = (layout.sizes[0] + 1, layout.sizes[2])
+    for norms, dof in zip(_unit_norms(after, layout, target.prior_std), dofs, strict=True):
+        # E[log chi2_m] = digamma(m / 2) + log 2, Var = trigamma(m / 2)
+        se = np.sqrt(polygamma(1, dof / 2) / n)
+        assert np.all(np.abs(np.log(norms).mean(axis=0) - digamma(dof / 2) - np.log(2)) < 4 * se)
+
+
+def test_rescale_leaves_other_activations_alone():
+    from skbnn.kernels.hmc import rescale_units
+
+    target, _ = _prior_target((3,), "tanh")
+    theta = target.sample_prior(np.random.default_rng(0), 1)[0]
+    moved = theta.copy()
+    rescale_units(np.random.default_rng(1), moved, target.as_tuple())
+    np.testing.assert_array_equal(moved, theta)
+
+
+@pytest.mark.parametrize("metric", ["diagonal", "diagonal_grad"])
+def test_nuts_with_rescale_moves_samples_a_relu_prior(metric):
+    # With the likelihood tempered away (beta = 0) the posterior is the prior: NUTS with the
+    # scale moves in between trajectories must reproduce the chi-square law of the units'
+    # norms (log-means within 4 Monte Carlo standard errors from the bulk ESS).
+    from scipy.special import digamma
+
+    from skbnn.diagnostics import ess_bulk
+
+    target, layout = _prior_target((3,), "relu", n_outputs=2, beta=0.0)
+    method = NUTS(n_chains=2, n_warmup=300, metric=metric, rescale_units=True)
+    result = method.run(target, n_samples=4000, random_state=0, n_jobs=1, verbose=0)
+    all_norms = _unit_norms(result.posterior.thetas, layout, target.prior_std)
+    for norms, dof in zip(all_norms, (5, 2), strict=True):
+        logs = np.log(norms).reshape(2, 2000, -1)
+        for j in range(logs.shape[2]):
+            se = logs[:, :, j].std() / np.sqrt(ess_bulk(logs[:, :, j]))
+            assert abs(logs[:, :, j].mean() - digamma(dof / 2) - np.log(2)) < 4 * se
+
+
+def test_gradient_balanced_metric_estimate():
+    # Fed draws x ~ N(0, S) with their gradients -S^-1 x, the window's estimate must be
+    # sqrt(S_ii / (S^-1)_ii): the variance when S is diagonal, and between the marginal and
+    # the conditional variance when it is not. Relative sd of each variance estimate is
+    # sqrt(2 / n) = 1 %, so 4 % is four of it.
+    from skbnn.kernels.hmc import _welford
+    from skbnn.methods._mcmc import _update_metric
+
+    rng = np.random.default_rng(0)
+    d, n = 4, 20_000
+    a = rng.standard_normal((d, d))
+    for cov in (np.diag([0.01, 1.0, 4.0, 100.0]), a @ a.T + 0.1 * np.eye(d)):
+        prec = np.linalg.inv(cov)
+        draws = rng.multivariate_normal(np.zeros(d), cov, size=n)
+        chain = {
+            "metric": (np.ones(d), np.zeros((1, 1)), np.zeros((1, 1))),
+            "sc": np.zeros(9),
+            "w_mean": np.zeros(d),
+            "w_m2": np.zeros((3, d)),
+            "grad_metric": True,
+        }
+        for x in draws:
+            _welford(x, -prec @ x, chain["w_mean"], chain["w_m2"], chain["sc"], False)
+        _update_metric(chain, dense=False)
+        expected = np.sqrt(np.diag(cov) / np.diag(prec))
+        # Stan's regularization: shrink towards 1e-3 with the weight of 5 draws
+        expected = n / (n + 5.0) * expected + 1e-3 * 5.0 / (n + 5.0)
+        np.testing.assert_allclose(chain["metric"][0], expected, rtol=0.04)
+        assert not np.any(chain["w_m2"]) and chain["sc"][6] == 0

@@ -12,7 +12,7 @@ progress bar) and threads can run chains side by side without the GIL.
 
 ``cfg_f = [target_accept, path_length, jitter, max_delta_energy]`` and
 ``cfg_i = [kind (0 NUTS, 1 HMC), max_tree_depth, max_steps, gibbs_noise, dense,
-gibbs_output_layer]``.
+gibbs_output_layer, rescale_units]``.
 
 The metric (inverse mass matrix) is ``inv_m`` (its diagonal) or, when ``dense``, the
 matrix ``sigma`` with lower Cholesky factor ``chol``; velocities ``sigma @ p`` ("sharp"
@@ -425,6 +425,88 @@ def _gibbs_output_layer(rng, q0, tgt, ws):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def _log_gig_t(t, lam, a, b):
+    # log-density of t = log u when u ~ GIG(lam, a, b) (density u^(lam-1) e^(-(a u + b/u)/2)),
+    # the Jacobian du = u dt included
+    return lam * t - 0.5 * (a * math.exp(t) + b * math.exp(-t))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _slice_log_gig(rng, t, lam, a, b):
+    # One slice-sampling update of t (Neal 2003, stepping out, then shrinkage). The density
+    # is log-concave in t, so a width of one sd at the mode brackets the slice in a step or
+    # two; a reversible update of the 1-D conditional is all the group move needs.
+    root = math.sqrt(lam * lam + a * b)
+    # mode of u, written to avoid cancellation whichever the sign of lam
+    u = (lam + root) / a if lam >= 0.0 else b / (root - lam)
+    width = math.sqrt(2.0 / (a * u + b / u))
+    level = _log_gig_t(t, lam, a, b) - rng.exponential()
+    lo = t - width * rng.random()
+    hi = lo + width
+    while _log_gig_t(lo, lam, a, b) > level:
+        lo -= width
+    while _log_gig_t(hi, lam, a, b) > level:
+        hi += width
+    while True:
+        t_new = lo + (hi - lo) * rng.random()
+        if _log_gig_t(t_new, lam, a, b) > level:
+            return t_new
+        if t_new < t:
+            lo = t_new
+        else:
+            hi = t_new
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def rescale_units(rng, q0, tgt):
+    """Move every ReLU (or identity) hidden unit along its exact scale symmetry.
+
+    ``relu(c z) = c relu(z)`` for ``c > 0``, so multiplying a unit's incoming weights and
+    bias by ``c`` and its outgoing weights by ``1 / c`` leaves the network's function, and
+    so the likelihood (fixed, Gibbs, marginalized or tempered noise alike), unchanged: only
+    the prior sees ``c``. These one-dimensional curved ridges are where a Gaussian prior
+    alone holds the posterior, and a leapfrog integrator with a fixed metric crawls along
+    them. By the generalized Gibbs step of Liu & Sabatti (2000), with the Haar measure
+    ``dc / c`` of the multiplicative group and the Jacobian ``c^(m - k)`` (``m`` incoming
+    parameters, ``k`` outgoing weights), ``u = c^2`` has the conditional
+    ``GIG(lam = (m - k) / 2, a = sum(w_in^2 / s^2), b = sum(w_out^2 / s^2))``, and one
+    slice-sampling update of ``log u`` from ``u = 1`` leaves the posterior invariant.
+    Other activations have no such symmetry and are left alone.
+    """
+    sizes, offsets, prior_std, ints = tgt[2], tgt[3], tgt[4], tgt[6]
+    act = ints[1]
+    if act != 0 and act != 1:
+        return
+    for layer in range(sizes.shape[0] - 2):
+        fan_in = sizes[layer]
+        h = sizes[layer + 1]
+        k = sizes[layer + 2]
+        w_in = offsets[layer]
+        b_in = w_in + fan_in * h
+        w_out = offsets[layer + 1]
+        lam = 0.5 * (fan_in + 1 - k)
+        for j in range(h):
+            a = 0.0
+            for i in range(fan_in):
+                v = q0[w_in + i * h + j] / prior_std[w_in + i * h + j]
+                a += v * v
+            v = q0[b_in + j] / prior_std[b_in + j]
+            a += v * v
+            b = 0.0
+            for o in range(k):
+                v = q0[w_out + j * k + o] / prior_std[w_out + j * k + o]
+                b += v * v
+            if not (a > 0.0 and b > 0.0 and a < np.inf and b < np.inf):
+                continue
+            c = math.exp(0.5 * _slice_log_gig(rng, 0.0, lam, a, b))
+            for i in range(fan_in):
+                q0[w_in + i * h + j] *= c
+            q0[b_in + j] *= c
+            for o in range(k):
+                q0[w_out + j * k + o] /= c
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _cholesky_inplace(a):
     # lower Cholesky factor in the lower triangle of a (upper triangle zeroed); a is a small
     # symmetric positive definite matrix, so plain loops beat a LAPACK call's compile time
@@ -452,6 +534,10 @@ def _after_transition(
     # averaging, Welford sums) or recording of the kept draw.
     sc[0] = lp
     sc[7] += n_leap
+    if cfg_i[6] != 0:
+        rescale_units(rng, q0, tgt)
+        sc[0] = _logp_and_grad(q0, tgt, ws, g0, st0)
+        sc[7] += 1
     if cfg_i[3] == 2:
         # marginalized noise: the density does not depend on tau, so drawing it from its
         # conditional needs no new gradient; it completes the joint draw (and the output
@@ -481,7 +567,7 @@ def _after_transition(
         sc[2] = x_eta * x + (1.0 - x_eta) * sc[2]
         sc[1] = math.exp(x)
         if sched[it, 0]:
-            _welford(q0, w_mean, w_m2, sc, cfg_i[4] != 0)
+            _welford(q0, g0, w_mean, w_m2, sc, cfg_i[4] != 0)
         if it == n_warmup - 1 and sc[5] > 0:
             sc[1] = math.exp(sc[2])
     else:
@@ -563,7 +649,9 @@ def run_hmc_block(rng, it_start, it_stop, n_warmup, sched, q0, g0, st0, metric, 
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _welford(q, w_mean, w_m2, sc, dense):
+def _welford(q, g, w_mean, w_m2, sc, dense):
+    # Running means and (co)variances of the draws and, for a diagonal metric, also of the
+    # gradients (rows of w_m2: draws' sums of squares, gradients' mean, their sums of squares)
     sc[6] += 1.0
     c = sc[6]
     d = q.shape[0]
@@ -579,5 +667,10 @@ def _welford(q, w_mean, w_m2, sc, dense):
                 row[j] += di * (q[j] - w_mean[j])
     else:
         m2 = w_m2[0]
+        g_mean = w_m2[1]
+        g_m2 = w_m2[2]
         for i in range(d):
             m2[i] += delta[i] * (q[i] - w_mean[i])
+            dg = g[i] - g_mean[i]
+            g_mean[i] += dg / c
+            g_m2[i] += dg * (g[i] - g_mean[i])

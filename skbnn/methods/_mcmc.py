@@ -75,12 +75,12 @@ def _ensure_compiled(kernel) -> float:
         tgt = target.as_tuple()
         d = target.n_params
         cfg_f = np.array([0.8, 1.0, 0.1, 1000.0])
-        cfg_i = np.array([0, 2, 4, 1, 0, 1], dtype=np.int64)
+        cfg_i = np.array([0, 2, 4, 1, 0, 1, 1], dtype=np.int64)
         sc = np.array([0.0, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
         metric = (np.ones(d), np.eye(d), np.eye(d))
         kernel(
             rng, 0, 2, 1, np.zeros((1, 2), dtype=np.uint8), np.zeros(d), np.zeros(d),
-            np.zeros(3), metric, np.zeros(d), np.zeros((1, d)), sc, cfg_f, cfg_i, tgt,
+            np.zeros(3), metric, np.zeros(d), np.zeros((3, d)), sc, cfg_f, cfg_i, tgt,
             np.zeros((1, d)), np.zeros((1, len(khmc.TRACE_FIELDS))), np.zeros((1, 1)),
         )  # fmt: skip
         knet.forward_batch(
@@ -162,6 +162,11 @@ def _update_metric(chain, dense: bool) -> None:
         inv_m[:] = np.diag(sigma)
     else:
         var = w_m2[0] / (c - 1.0) if c > 1 else np.ones(inv_m.size)
+        if chain["grad_metric"] and c > 1:
+            # Nutpie's estimate: the geometric mean of the draws' variance and the inverse
+            # of the gradients' variance (equal for a Gaussian with diagonal covariance)
+            var_g = w_m2[2] / (c - 1.0)
+            var = np.sqrt(var / np.maximum(var_g, 1e-300))
         inv_m[:] = shrink * var + ridge
     w_m2[:] = 0.0
     chain["w_mean"][:] = 0.0
@@ -240,9 +245,10 @@ class _HMCFamily(BaseMethod):
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "n_warmup": [Interval(Integral, 0, None, closed="left")],
         "target_accept": [Interval(Real, 0, 1, closed="neither")],
-        "metric": [StrOptions({"diagonal", "dense"})],
+        "metric": [StrOptions({"diagonal", "dense", "diagonal_grad"})],
         "noise_update": [StrOptions({"marginal", "gibbs"})],
         "gibbs_output_layer": ["boolean"],
+        "rescale_units": ["boolean"],
         # a small threshold would flag ordinary leaves as divergent, and cutting trajectories
         # at them depends on where the trajectory started, which breaks reversibility
         "max_delta_energy": [Interval(Real, 100, None, closed="left")],
@@ -277,6 +283,7 @@ class _HMCFamily(BaseMethod):
         cfg_i[4] = 1 if dense else 0
         gaussian = target.likelihood == "gaussian" and target.noise != "theta"
         cfg_i[5] = 1 if self.gibbs_output_layer and gaussian else 0
+        cfg_i[6] = 1 if self.rescale_units else 0
         sched = stan_windows(n_warmup)
         d = target.n_params
         k = target.n_outputs
@@ -301,7 +308,8 @@ class _HMCFamily(BaseMethod):
                     "st": np.zeros(2 + k),
                     "metric": metric,
                     "w_mean": np.zeros(d),
-                    "w_m2": np.zeros((d, d) if dense else (1, d)),
+                    "w_m2": np.zeros((d, d) if dense else (3, d)),
+                    "grad_metric": self.metric == "diagonal_grad",
                     # logp, step size (the heuristic starts from 0.1), dual averaging...
                     "sc": np.array([0.0, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
                     "tgt": target.as_tuple(own_noise=True),

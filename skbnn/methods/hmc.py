@@ -29,12 +29,17 @@ class HMC(_HMCFamily):
         Target acceptance probability of the step-size adaptation. For static HMC the
         optimum in high dimension is about 0.65 (Beskos et al. 2013); 0.8 buys robustness
         on the curved posteriors of neural networks.
-    metric : {"diagonal", "dense"}, default="diagonal"
-        Shape of the adapted inverse mass matrix, as for :class:`NUTS`.
+    metric : {"diagonal", "diagonal_grad", "dense"}, default="diagonal"
+        Shape and estimate of the adapted inverse mass matrix, as for :class:`NUTS`. The
+        default here is the draws' variance, because ``path_length`` is calibrated for a
+        metric that gives the posterior unit marginal scales.
     noise_update : {"marginal", "gibbs"}, default="marginal"
         How an unknown Gaussian noise precision is sampled, as for :class:`NUTS`.
     gibbs_output_layer : bool, default=False
         Exact Gibbs draws of the output layer after every transition, as for :class:`NUTS`.
+    rescale_units : bool, default=True
+        Exact moves along the ReLU units' scale symmetry after every transition, as for
+        :class:`NUTS`.
     path_length : float, default=1.6
         Integration time. After mass-matrix adaptation the posterior has roughly unit
         marginal scales, and a quarter period of a unit Gaussian (pi/2) takes a draw to an
@@ -71,6 +76,7 @@ class HMC(_HMCFamily):
         metric: str = "diagonal",
         noise_update: str = "marginal",
         gibbs_output_layer: bool = False,
+        rescale_units: bool = True,
         path_length: float = 1.6,
         step_jitter: float = 0.2,
         max_steps: int = 1024,
@@ -82,6 +88,7 @@ class HMC(_HMCFamily):
         self.metric = metric
         self.noise_update = noise_update
         self.gibbs_output_layer = gibbs_output_layer
+        self.rescale_units = rescale_units
         self.path_length = path_length
         self.step_jitter = step_jitter
         self.max_steps = max_steps
@@ -91,5 +98,5 @@ class HMC(_HMCFamily):
         cfg_f = np.array(
             [self.target_accept, self.path_length, self.step_jitter, self.max_delta_energy]
         )
-        cfg_i = np.array([1, 0, self.max_steps, 0, 0, 0], dtype=np.int64)
+        cfg_i = np.array([1, 0, self.max_steps, 0, 0, 0, 0], dtype=np.int64)
         return cfg_f, cfg_i
