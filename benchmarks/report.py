@@ -60,7 +60,9 @@ def method_label(record: dict) -> str:
     method = dict(record["method"])
     name = method.pop("name")
     args = ", ".join(f"{k}={v}" for k, v in method.items())
-    extra = [f"{k}={record[k]}" for k in ("noise_std", "activation") if k in record]
+    extra = [f"{k}={record[k]}" for k in ("noise_std",) if k in record]
+    if record.get("activation", "tanh") != "relu":
+        extra.append(f"activation={record.get('activation', 'tanh')}")
     prior = record.get("prior", "default")
     if prior != "default":
         extra.append(f"prior={prior}")
@@ -117,9 +119,9 @@ def compare_tables(records: list[dict]) -> str:
     for r in rows:
         latest[(r["case"], r["side"])] = r
     out = ["### skbnn vs NumPyro NUTS (same model, data, chains; split 0)", ""]
-    head = ["case", "side", "cold wall", "compile", "warm wall", "grad evals/s",
-            "leapfrog / draw", "bulk ESS (loglik)", "ESS/s warm", "ESS/s cold", "max R-hat",
-            "test RMSE", "test LL"]  # fmt: skip
+    head = ["case", "side", "cold wall", "compile (cold / warm)", "warm wall",
+            "grad evals/s", "leapfrog / draw", "bulk ESS (loglik)", "ESS/s warm",
+            "ESS/s cold", "ESS/s sampling only", "max R-hat", "test RMSE", "test LL"]  # fmt: skip
     out.append("| " + " | ".join(head) + " |")
     out.append("|" + "---|" * len(head))
 
@@ -130,14 +132,17 @@ def compare_tables(records: list[dict]) -> str:
         if side == "skbnn / numpyro":
             cells = [case, "**ratio**", f(r["cold_wall_time"], ".2f") + "x", "",
                      f(r["warm_wall_time"], ".2f") + "x", f(r["grad_evals_per_s"], ".2f") + "x",
-                     "", "", "**" + f(r["warm_ess_per_s"], ".1f") + "x**",
-                     f(r["cold_ess_per_s"], ".1f") + "x", "", "", ""]  # fmt: skip
+                     "", "", "**" + f(r["warm_ess_per_s"], ".2f") + "x**",
+                     f(r["cold_ess_per_s"], ".2f") + "x", f(r["ess_per_s_sampling"], ".2f") + "x",
+                     "", "", ""]  # fmt: skip
         else:
             cells = [case, side, f(r["cold_wall_time"], ".1f") + " s",
-                     f(r["compile_time"], ".1f") + " s", f(r["warm_wall_time"], ".1f") + " s",
+                     f(r["compile_time"], ".1f") + " / " + f(r["warm_compile_time"], ".1f") + " s",
+                     f(r["warm_wall_time"], ".1f") + " s",
                      f(r["grad_evals_per_s"] / 1e3, ".1f") + "k", f(r["leapfrog_per_draw"], ".0f"),
                      f(r["ess_bulk_loglik"], ".0f"), f(r["ess_per_s"], ".2f"),
-                     f(r["cold_ess_per_s"], ".2f"), f(r["max_rhat"], ".3f"),
+                     f(r["cold_ess_per_s"], ".2f"), f(r["ess_per_s_sampling"], ".2f"),
+                     f(r["max_rhat"], ".3f"),
                      f(r["test_rmse"], ".3f"), f(r["test_ll"], ".3f")]  # fmt: skip
         out.append("| " + " | ".join(cells) + " |")
     out.append("")

@@ -1,7 +1,8 @@
 """The UCI regression protocol of Hernandez-Lobato & Adams (2015) for any skbnn method.
 
 Per split: standardize X with the training split's mean and sd (constant columns are only
-centred), fit ``BayesianMLPRegressor`` on the training split, and report test RMSE and test
+centred), fit ``BayesianMLPRegressor`` (ReLU units, as in the protocol, unless
+``--activation`` says otherwise) on the training split, and report test RMSE and test
 log-likelihood (mean over test points of the log posterior predictive density, the mixture
 over posterior draws with the noise included), both in the target's original units, with the
 fit time and the method's scalar diagnostics. Prints one JSON line per split, then a summary
@@ -72,6 +73,7 @@ def build_estimator(args, hidden: tuple[int, ...]):
         params["prior"], prior_desc = _from_spec(params["prior"], PRIORS, "prior")
     reg = BayesianMLPRegressor(
         hidden_layer_sizes=hidden,
+        activation=args.activation,
         method=method,
         n_samples=args.n_samples,
         random_state=args.seed,
@@ -114,6 +116,7 @@ def run(args) -> list[dict]:
         "benchmark": "uci",
         "dataset": args.dataset,
         "hidden": list(hidden),
+        "activation": args.activation,
         "n_samples": args.n_samples,
         "seed": args.seed,
         "n_jobs": args.n_jobs,
@@ -177,6 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data-dir", default=None, help="default: ../shared/data/uci")
     parser.add_argument("--method", default="nuts", help="a name, or JSON with name and params")
     parser.add_argument("--hidden", default=None, help='e.g. "50" or "50,50"; "" for none')
+    parser.add_argument("--activation", default="relu", help="the protocol's ReLU by default")
     parser.add_argument("--splits", default="all", help='"all", "0-4" or "0,3"')
     parser.add_argument("--n-samples", type=int, default=1000, help="posterior draws kept")
     parser.add_argument("--params", default=None, help="more estimator parameters, JSON")

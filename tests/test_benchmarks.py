@@ -48,6 +48,7 @@ def test_uci_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, capsys):
     assert [json.loads(s) for s in capsys.readouterr().out.splitlines()] == lines
     split, summary = lines
     assert split["split"] == 1 and split["hidden"] == [4]  # from n_hidden.txt
+    assert split["activation"] == "relu"
     assert (split["n_train"], split["n_test"]) == (30, 10)
     assert split["method"] == {"name": "nuts", "n_chains": 2, "n_warmup": 60}
     # original units: an RMSE of a few units on a target of sd ~14 around 100
