@@ -259,7 +259,7 @@ def test_a_failing_chain_stops_the_interleaved_run():
     assert chains[1]["pos"] == 2 and all(c["pos"] < 10 for c in chains[::2])
 
 
-def _prior_target(hidden, activation, n_outputs=3, beta=1.0, seed=0):
+def _prior_target(hidden, activation, n_outputs=3, beta=1.0, seed=0, noise="fixed"):
     from skbnn.network import NetworkLayout
     from skbnn.priors import GaussianPrior
     from skbnn.target import Target
@@ -268,33 +268,38 @@ def _prior_target(hidden, activation, n_outputs=3, beta=1.0, seed=0):
     X = rng.standard_normal((7, 4))
     Y = rng.standard_normal((7, n_outputs))
     layout = NetworkLayout((4, *hidden, n_outputs))
-    target = Target(X, Y, hidden, activation, "gaussian", GaussianPrior(1.3).stds(layout))
+    # prior sds differ per parameter, so a mix-up of indices shows
+    std = GaussianPrior(1.3).stds(layout) * rng.uniform(0.5, 2.0, layout.n_weights)
+    target = Target(X, Y, hidden, activation, "gaussian", std, noise=noise)
     target.floats[2] = beta
     return target, layout
 
 
 def _unit_norms(thetas, layout, prior_std):
-    # per hidden unit of the first layer: sum of squared standardized incoming parameters
-    # (weights and bias; chi-square with fan_in + 1 degrees of freedom under the prior) and
-    # of outgoing weights (chi-square with fan_out degrees of freedom)
+    # per hidden unit of every hidden layer: (sum of squared standardized incoming weights
+    # and bias, fan_in + 1), chi-square with fan_in + 1 degrees of freedom under the prior,
+    # and (sum of squared standardized outgoing weights, fan_out)
     z = thetas[:, : layout.n_weights] / prior_std
-    (w1, b1), (w2, _) = layout.slices(0), layout.slices(1)
-    fan_in, h, k = (int(s) for s in layout.sizes[:3])
-    incoming = (z[:, w1].reshape(-1, fan_in, h) ** 2).sum(axis=1) + z[:, b1] ** 2
-    outgoing = (z[:, w2].reshape(-1, h, k) ** 2).sum(axis=2)
-    return incoming, outgoing
+    out = []
+    for layer in range(layout.n_layers - 1):
+        (w1, b1), (w2, _) = layout.slices(layer), layout.slices(layer + 1)
+        fan_in, h, k = (int(s) for s in layout.sizes[layer : layer + 3])
+        incoming = (z[:, w1].reshape(-1, fan_in, h) ** 2).sum(axis=1) + z[:, b1] ** 2
+        outgoing = (z[:, w2].reshape(-1, h, k) ** 2).sum(axis=2)
+        out += [(incoming, fan_in + 1), (outgoing, k)]
+    return out
 
 
 @pytest.mark.parametrize(
     "hidden, activation, n_outputs",
-    [((2,), "relu", 3), ((3, 2), "identity", 1), ((2,), "relu", 9)],
+    [((2,), "relu", 3), ((3, 2), "relu", 1), ((3, 2), "identity", 1), ((2,), "relu", 9)],
 )
 def test_rescale_move_keeps_the_function_and_the_prior(hidden, activation, n_outputs):
     # The move multiplies a unit's incoming parameters by c and its outgoing weights by 1/c:
     # the network's output must not change, and applied to exact prior draws it must return
-    # exact prior draws, which fixes the conditional of c (a wrong Jacobian exponent shifts
-    # the norms' log-means by several standard errors). 9 outputs > 5 incoming parameters
-    # makes the GIG exponent negative.
+    # exact prior draws, which fixes the conditional of c (a half-unit error in the Jacobian
+    # exponent shifts the norms' log-means by ~25 standard errors). 9 outputs > 5 incoming
+    # parameters makes the GIG exponent negative.
     from scipy.special import digamma, polygamma
 
     from skbnn.kernels.hmc import rescale_units
@@ -305,43 +310,76 @@ def test_rescale_move_keeps_the_function_and_the_prior(hidden, activation, n_out
     n = 20_000
     before = target.sample_prior(rng, n)
     after = before.copy()
+    g = np.zeros(target.n_params)
     for theta in after:
-        rescale_units(rng, theta, tgt)
+        rescale_units(rng, theta, g, tgt)
     assert np.mean(np.any(after != before, axis=1)) > 0.99
     ll_before, _ = target.loglik_batch(before[:200])
     ll_after, _ = target.loglik_batch(after[:200])
     np.testing.assert_allclose(ll_after, ll_before, rtol=1e-10, atol=1e-9)
-    dofs = (layout.sizes[0] + 1, layout.sizes[2])
-    for norms, dof in zip(_unit_norms(after, layout, target.prior_std), dofs, strict=True):
+    for norms, dof in _unit_norms(after, layout, target.prior_std):
         # E[log chi2_m] = digamma(m / 2) + log 2, Var = trigamma(m / 2)
         se = np.sqrt(polygamma(1, dof / 2) / n)
         assert np.all(np.abs(np.log(norms).mean(axis=0) - digamma(dof / 2) - np.log(2)) < 4 * se)
 
 
-def test_rescale_leaves_other_activations_alone():
+@pytest.mark.parametrize("noise", ["fixed", "marginal"])
+@pytest.mark.parametrize("hidden", [(3,), (3, 2)])
+def test_rescale_move_carries_the_gradient_and_log_density(hidden, noise):
+    # The move updates the gradient by scaling instead of a pass over the data, and returns
+    # the change of the log density: both must match a fresh evaluation at the new point.
     from skbnn.kernels.hmc import rescale_units
 
-    target, _ = _prior_target((3,), "tanh")
-    theta = target.sample_prior(np.random.default_rng(0), 1)[0]
-    moved = theta.copy()
-    rescale_units(np.random.default_rng(1), moved, target.as_tuple())
-    np.testing.assert_array_equal(moved, theta)
+    target, _ = _prior_target(hidden, "relu", n_outputs=2, noise=noise)
+    tgt = target.as_tuple()
+    rng = np.random.default_rng(3)
+    for theta in target.sample_prior(rng, 20):
+        lp, g = target.logp_and_grad(theta)
+        dlp = rescale_units(rng, theta, g, tgt)
+        lp_new, g_new = target.logp_and_grad(theta)
+        assert lp + dlp == pytest.approx(lp_new, rel=1e-10, abs=1e-9)
+        np.testing.assert_allclose(g, g_new, rtol=1e-9, atol=1e-9 * np.abs(g_new).max())
+
+
+def test_rescale_is_skipped_without_the_symmetry():
+    # tanh units have no scale symmetry: the option must change nothing, not even the
+    # gradient count
+    X, y = _data()
+
+    def fit(rescale):
+        reg = BayesianMLPRegressor(
+            hidden_layer_sizes=(3,), activation="tanh", n_samples=100, random_state=0,
+            method=NUTS(n_chains=2, n_warmup=60, rescale_units=rescale),
+        )  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            return reg.fit(X, y)
+
+    on, off = fit(True), fit(False)
+    np.testing.assert_array_equal(on.posterior_.thetas, off.posterior_.thetas)
+    assert on.diagnostics_["n_grad_evals"] == off.diagnostics_["n_grad_evals"]
 
 
 @pytest.mark.parametrize("metric", ["diagonal", "diagonal_grad"])
 def test_nuts_with_rescale_moves_samples_a_relu_prior(metric):
     # With the likelihood tempered away (beta = 0) the posterior is the prior: NUTS with the
     # scale moves in between trajectories must reproduce the chi-square law of the units'
-    # norms (log-means within 4 Monte Carlo standard errors from the bulk ESS).
+    # norms (log-means within 4 Monte Carlo standard errors from the bulk ESS), and the
+    # moves must have changed the chain.
     from scipy.special import digamma
 
     from skbnn.diagnostics import ess_bulk
 
     target, layout = _prior_target((3,), "relu", n_outputs=2, beta=0.0)
-    method = NUTS(n_chains=2, n_warmup=300, metric=metric, rescale_units=True)
-    result = method.run(target, n_samples=4000, random_state=0, n_jobs=1, verbose=0)
-    all_norms = _unit_norms(result.posterior.thetas, layout, target.prior_std)
-    for norms, dof in zip(all_norms, (5, 2), strict=True):
+    runs = {
+        rescale: NUTS(n_chains=2, n_warmup=300, metric=metric, rescale_units=rescale).run(
+            target, n_samples=4000, random_state=0, n_jobs=1, verbose=0
+        )
+        for rescale in (True, False)
+    }
+    thetas = runs[True].posterior.thetas
+    assert not np.allclose(thetas, runs[False].posterior.thetas)
+    for norms, dof in _unit_norms(thetas, layout, target.prior_std):
         logs = np.log(norms).reshape(2, 2000, -1)
         for j in range(logs.shape[2]):
             se = logs[:, :, j].std() / np.sqrt(ess_bulk(logs[:, :, j]))

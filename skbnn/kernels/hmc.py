@@ -432,14 +432,21 @@ def _log_gig_t(t, lam, a, b):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _slice_log_gig(rng, t, lam, a, b):
+def _slice_width(lam, a, b):
+    # sd of t at its mode log u*, u* the positive root of a u^2 - 2 lam u - b (written to
+    # avoid cancellation whichever the sign of lam); 0 or inf when a, b are degenerate
+    root = math.sqrt(lam * lam + a * b)
+    u = (lam + root) / a if lam >= 0.0 else b / (root - lam)
+    return math.sqrt(2.0 / (a * u + b / u))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _slice_log_gig(rng, t, lam, a, b, width):
     # One slice-sampling update of t (Neal 2003, stepping out, then shrinkage). The density
     # is log-concave in t, so a width of one sd at the mode brackets the slice in a step or
-    # two; a reversible update of the 1-D conditional is all the group move needs.
-    root = math.sqrt(lam * lam + a * b)
-    # mode of u, written to avoid cancellation whichever the sign of lam
-    u = (lam + root) / a if lam >= 0.0 else b / (root - lam)
-    width = math.sqrt(2.0 / (a * u + b / u))
+    # two; a reversible update of the 1-D conditional is all the group move needs. The
+    # width depends on a u and b / u only, which the move leaves unchanged along the orbit,
+    # so the update is the same from any starting point of it.
     level = _log_gig_t(t, lam, a, b) - rng.exponential()
     lo = t - width * rng.random()
     hi = lo + width
@@ -458,7 +465,7 @@ def _slice_log_gig(rng, t, lam, a, b):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def rescale_units(rng, q0, tgt):
+def rescale_units(rng, q0, g0, tgt):
     """Move every ReLU (or identity) hidden unit along its exact scale symmetry.
 
     ``relu(c z) = c relu(z)`` for ``c > 0``, so multiplying a unit's incoming weights and
@@ -471,12 +478,15 @@ def rescale_units(rng, q0, tgt):
     parameters, ``k`` outgoing weights), ``u = c^2`` has the conditional
     ``GIG(lam = (m - k) / 2, a = sum(w_in^2 / s^2), b = sum(w_out^2 / s^2))``, and one
     slice-sampling update of ``log u`` from ``u = 1`` leaves the posterior invariant.
-    Other activations have no such symmetry and are left alone.
+
+    The gradient ``g0`` of the log density at ``q0`` is carried along exactly: the
+    likelihood's part of it scales by ``1 / c`` (incoming) and ``c`` (outgoing), the prior's
+    is recomputed, so the move needs no pass over the data. Returns the change of the log
+    prior, which is the change of the log density. Other activations have no such
+    symmetry; the driver does not call the move for them.
     """
-    sizes, offsets, prior_std, ints = tgt[2], tgt[3], tgt[4], tgt[6]
-    act = ints[1]
-    if act != 0 and act != 1:
-        return
+    sizes, offsets, prior_std = tgt[2], tgt[3], tgt[4]
+    dlp = 0.0
     for layer in range(sizes.shape[0] - 2):
         fan_in = sizes[layer]
         h = sizes[layer + 1]
@@ -487,23 +497,33 @@ def rescale_units(rng, q0, tgt):
         lam = 0.5 * (fan_in + 1 - k)
         for j in range(h):
             a = 0.0
-            for i in range(fan_in):
-                v = q0[w_in + i * h + j] / prior_std[w_in + i * h + j]
+            for i in range(fan_in + 1):
+                idx = w_in + i * h + j if i < fan_in else b_in + j
+                v = q0[idx] / prior_std[idx]
                 a += v * v
-            v = q0[b_in + j] / prior_std[b_in + j]
-            a += v * v
             b = 0.0
             for o in range(k):
                 v = q0[w_out + j * k + o] / prior_std[w_out + j * k + o]
                 b += v * v
-            if not (a > 0.0 and b > 0.0 and a < np.inf and b < np.inf):
+            width = _slice_width(lam, a, b)
+            if not (width > 0.0 and width < np.inf):
+                # a or b zero, infinite or NaN, or their product out of range: no move
                 continue
-            c = math.exp(0.5 * _slice_log_gig(rng, 0.0, lam, a, b))
-            for i in range(fan_in):
-                q0[w_in + i * h + j] *= c
-            q0[b_in + j] *= c
+            c = math.exp(0.5 * _slice_log_gig(rng, 0.0, lam, a, b, width))
+            dlp -= 0.5 * ((c * c - 1.0) * a + (1.0 / (c * c) - 1.0) * b)
+            for i in range(fan_in + 1):
+                idx = w_in + i * h + j if i < fan_in else b_in + j
+                s2 = prior_std[idx] * prior_std[idx]
+                g_lik = g0[idx] + q0[idx] / s2
+                q0[idx] *= c
+                g0[idx] = g_lik / c - q0[idx] / s2
             for o in range(k):
-                q0[w_out + j * k + o] /= c
+                idx = w_out + j * k + o
+                s2 = prior_std[idx] * prior_std[idx]
+                g_lik = g0[idx] + q0[idx] / s2
+                q0[idx] /= c
+                g0[idx] = g_lik * c - q0[idx] / s2
+    return dlp
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -535,9 +555,9 @@ def _after_transition(
     sc[0] = lp
     sc[7] += n_leap
     if cfg_i[6] != 0:
-        rescale_units(rng, q0, tgt)
-        sc[0] = _logp_and_grad(q0, tgt, ws, g0, st0)
-        sc[7] += 1
+        dlp = rescale_units(rng, q0, g0, tgt)
+        sc[0] += dlp
+        st0[1] += dlp
     if cfg_i[3] == 2:
         # marginalized noise: the density does not depend on tau, so drawing it from its
         # conditional needs no new gradient; it completes the joint draw (and the output
@@ -608,8 +628,9 @@ def run_nuts_block(rng, it_start, it_stop, n_warmup, sched, q0, g0, st0, metric,
 
     ``sc[0]``, ``g0`` and ``st0`` must hold the log density, gradient and stats at ``q0``.
     ``metric = (inv_m, sigma, chol)``; with a diagonal metric ``sigma`` and ``chol`` are
-    unused and ``w_m2`` holds the Welford sums of squares per coordinate in its one row,
-    with a dense one the (d, d) cross products. ``sched[it] = (in_window, end_window)`` for
+    unused and ``w_m2`` holds the Welford sums of squares of the draws, the gradients' mean
+    and their sums of squares in its three rows, with a dense one the (d, d) cross products.
+    ``sched[it] = (in_window, end_window)`` for
     warm-up iterations; the driver updates the metric at window ends between blocks. Kept
     draws go to row ``it - n_warmup`` of ``draws``, ``trace`` and ``taus``.
     """

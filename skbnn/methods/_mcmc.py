@@ -283,7 +283,9 @@ class _HMCFamily(BaseMethod):
         cfg_i[4] = 1 if dense else 0
         gaussian = target.likelihood == "gaussian" and target.noise != "theta"
         cfg_i[5] = 1 if self.gibbs_output_layer and gaussian else 0
-        cfg_i[6] = 1 if self.rescale_units else 0
+        # only ReLU and identity units have the scale symmetry; no hidden layer, no units
+        symmetric = int(target.ints[1]) in (0, 1) and target.layout.n_layers > 1
+        cfg_i[6] = 1 if self.rescale_units and symmetric else 0
         sched = stan_windows(n_warmup)
         d = target.n_params
         k = target.n_outputs
