@@ -72,9 +72,10 @@ class NUTS(_HMCFamily):
         scale symmetry: incoming weights and bias times ``c``, outgoing weights divided by
         ``c``, with ``c`` drawn from its conditional (a generalized inverse Gaussian in
         ``c**2``, by a slice-sampling step; Liu & Sabatti 2000). The network's function does
-        not change, so the move costs one gradient; it carries the chain along the curved
-        ridges that only the prior constrains and that the leapfrog integrator crosses
-        slowly. No effect for tanh and logistic units, which have no such symmetry.
+        not change, so the move needs no pass over the data (the gradient just rescales);
+        it carries the chain along the curved ridges that only the prior constrains and
+        that the leapfrog integrator crosses slowly. Skipped for tanh and logistic units,
+        which have no such symmetry.
     max_tree_depth : int, default=10
         At most ``2**max_tree_depth - 1`` leapfrog steps per draw.
     max_delta_energy : float, default=1000.0
