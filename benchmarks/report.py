@@ -83,7 +83,8 @@ def uci_tables(records: list[dict], published: Path) -> str:
         title = "Test RMSE (lower is better)" if metric == "rmse" else (
             "Test log-likelihood, nats per point (higher is better)")  # fmt: skip
         out += [f"### {title}", ""]
-        head = ["dataset", "skbnn method", "hidden", "draws", "splits", "skbnn", "fit time / split"]
+        head = ["dataset", "skbnn method", "hidden", "draws", "splits", "skbnn",
+                "fits warned (R-hat > 1.05 or divergences)", "fit time / split"]  # fmt: skip
         out.append("| " + " | ".join(head + names) + " |")
         out.append("|" + "---|" * (len(head) + len(names)))
         for (dataset, label, hidden, n_samples), r in sorted(summaries.items()):
@@ -93,8 +94,8 @@ def uci_tables(records: list[dict], published: Path) -> str:
                 str(splits[0]))  # fmt: skip
             cells = [
                 dataset, f"`{label}`", "-".join(map(str, hidden)) or "none", str(n_samples),
-                split_text, "**" + _pm(r[metric], r[metric + "_se"], digits) + "**",
-                f"{r['fit_time']:.1f} s",
+                split_text, _pm(r[metric], r[metric + "_se"], digits),
+                f"{r['n_convergence_warnings']} of {len(splits)}", f"{r['fit_time']:.1f} s",
             ]  # fmt: skip
             out.append("| " + " | ".join(cells + [p[col] for p in pub]) + " |")
         out.append("")

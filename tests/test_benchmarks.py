@@ -69,7 +69,7 @@ def test_uci_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, capsys):
     text = doc.read_text()
     assert "prose kept" in text and text.endswith("end\n") and "old" not in text
     row = next(line for line in text.splitlines() if line.startswith("| tiny"))
-    assert f"**{split['rmse']:.2f}**" in row and "1.0+-0.1" in row
+    assert f"| {split['rmse']:.2f} | 1 of 1 |" in row and "1.0+-0.1" in row
 
 
 def test_uci_harness_rejects_a_missing_split(uci_dir, monkeypatch):
