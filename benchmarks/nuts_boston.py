@@ -6,7 +6,8 @@ The first fit runs with an empty numba cache (a new install's wait: compilation 
 the second reuses the compiled kernels. Usage::
 
     python benchmarks/nuts_boston.py [--data-dir DIR] [--noise fixed inferred]
-        [--warmup 1000] [--draws 3000] [--max-tree-depth 10] [--metric diagonal|dense]
+        [--warmup 1000] [--draws 3000] [--max-tree-depth 10]
+        [--metric diagonal_grad|diagonal|dense] [--no-rescale-units] [--runs cold warm]
 """
 
 from __future__ import annotations
