@@ -110,6 +110,10 @@ class _BaseBayesianMLP(BaseEstimator):
         target.prior_std = self._resolve_prior().stds(target.layout)
         result = method.run(target, self.n_samples, self.random_state, self.n_jobs, self.verbose)
         self.posterior_ = result.posterior
+        # a refit with a method that has no evidence must not keep the previous fit's
+        self.__dict__.pop("log_evidence_", None)
+        if result.log_evidence is not None:
+            self.log_evidence_ = float(result.log_evidence)
         self.diagnostics_ = dict(result.diagnostics)
         self.diagnostics_["wall_time"] = time.perf_counter() - start
         self._layout = target.layout
@@ -270,7 +274,8 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         noise = self._y_std * (self.posterior_.normalized_weights() @ self._noise_sd_draws)
         self.noise_std_ = noise if self.n_outputs_ > 1 else float(noise[0])
         if result.log_evidence is not None:
-            self.log_evidence_ = result.log_evidence - len(Y) * np.sum(np.log(self._y_std))
+            # the density of y in original units: the standardization's Jacobian
+            self.log_evidence_ -= len(Y) * float(np.sum(np.log(self._y_std)))
         return self
 
     def _squeeze(self, a):

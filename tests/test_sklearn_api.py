@@ -25,7 +25,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from sklearn.utils.validation import check_is_fitted
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
-from skbnn.methods import HMC, NUTS
+from skbnn.methods import HMC, NUTS, SMC
 from skbnn.posterior import WeightedDraws
 from skbnn.priors import GaussianPrior
 
@@ -44,7 +44,15 @@ def _hmc(**params):
     return HMC(**{"n_chains": 2, "n_warmup": 30, **params})
 
 
-FAST_METHODS = {"nuts": _nuts, "hmc": _hmc}
+def _smc(**params):
+    return SMC(**{"n_mcmc_steps": 2, **params})
+
+
+MCMC_METHODS = {"nuts": _nuts, "hmc": _hmc}
+FAST_METHODS = {**MCMC_METHODS, "smc": _smc}
+#: A knob of each method and a value other than its default, for the nested-parameter tests.
+OTHER_KNOB = {"nuts": ("target_accept", 0.99), "hmc": ("target_accept", 0.99),
+              "smc": ("target_ess", 0.9)}  # fmt: skip
 
 
 def _fast(cls, method="nuts", **params):
@@ -217,8 +225,11 @@ def test_clone_is_unfitted_with_equal_params_and_own_objects(cls, method):
 
     assert cloned.method is not est.method
     assert cloned.prior is not est.prior
-    cloned.set_params(method__target_accept=0.99)
-    assert est.method.target_accept == 0.8  # the original's method is untouched
+    knob, value = OTHER_KNOB[method]
+    before = getattr(est.method, knob)
+    cloned.set_params(**{f"method__{knob}": value})
+    assert getattr(cloned.method, knob) == value
+    assert getattr(est.method, knob) == before  # the original's method is untouched
 
 
 # --------------------------------------------------------------------------------------
@@ -453,7 +464,7 @@ def test_predictions_are_averages_over_posterior_draws(cls):
         np.testing.assert_allclose(est.predict_std(Xt), per_draw.std(axis=0), rtol=1e-6, atol=1e-10)
 
 
-@pytest.mark.parametrize("method", FAST_METHODS)
+@pytest.mark.parametrize("method", MCMC_METHODS)
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_diagnostics_keys_and_per_chain_lengths(cls, method):
     X, y = _data_for(cls)
@@ -490,10 +501,42 @@ def test_n_samples_draws_are_kept_in_total(n_samples, n_chains):
 # --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("method", FAST_METHODS)
+@pytest.mark.parametrize("method", MCMC_METHODS)
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_no_log_evidence_for_mcmc_methods(cls, method):
     X, y = _data_for(cls)
     est = _fast(cls, method).fit(X, y)
     assert hasattr(est, "posterior_")  # fitted, so the absence below is meaningful
     assert not hasattr(est, "log_evidence_")
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_smc_has_a_finite_log_evidence(cls):
+    X, y = _data_for(cls)
+    est = _fast(cls, "smc").fit(X, y)
+    assert np.ndim(est.log_evidence_) == 0 and np.isfinite(est.log_evidence_)
+    # a density of n labels (each probability <= 1) or of n continuous values
+    if cls is BayesianMLPClassifier:
+        assert est.log_evidence_ < 0
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_predictions_are_weighted_averages_for_weighted_draws(cls):
+    # without resampling the final SMC particles carry unequal weights, which every
+    # prediction must use
+    X, y = _data_for(cls) if cls is BayesianMLPRegressor else load_iris(return_X_y=True)
+    est = _fast(cls, _smc(resample_threshold=0.0), n_samples=12).fit(X, y)
+    w = est.posterior_.normalized_weights()
+    assert w.std() > 0.1 / len(w)  # clearly unequal
+    Xt = X[::7]
+    predict = (lambda e, x: e.predict(x)) if cls is BayesianMLPRegressor else (
+        lambda e, x: e.predict_proba(x))  # fmt: skip
+    per_draw = _single_draw_predictions(est, Xt, predict)
+    mean = np.tensordot(w, per_draw, axes=1)
+    spread = np.sqrt(np.tensordot(w, (per_draw - mean) ** 2, axes=1))
+    if cls is BayesianMLPRegressor:
+        np.testing.assert_allclose(est.predict(Xt), mean, rtol=1e-10)
+        np.testing.assert_allclose(est.predict_std(Xt, kind="epistemic"), spread, rtol=1e-6)
+    else:
+        np.testing.assert_allclose(est.predict_proba(Xt), mean, rtol=1e-10)
+        np.testing.assert_allclose(est.predict_std(Xt), spread, rtol=1e-6, atol=1e-10)

@@ -7,7 +7,8 @@ and one line here.
 from ._base import BaseMethod, FitResult
 from .hmc import HMC
 from .nuts import NUTS
+from .smc import SMC
 
-METHODS = {"nuts": NUTS, "hmc": HMC}
+METHODS = {"nuts": NUTS, "hmc": HMC, "smc": SMC}
 
-__all__ = ["BaseMethod", "FitResult", "HMC", "NUTS", "METHODS"]
+__all__ = ["BaseMethod", "FitResult", "HMC", "NUTS", "SMC", "METHODS"]

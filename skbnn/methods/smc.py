@@ -1,0 +1,472 @@
+"""Adaptive annealed sequential Monte Carlo with HMC moves: posterior and model evidence."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from numbers import Integral, Real
+
+import numpy as np
+from joblib import effective_n_jobs
+from scipy.optimize import brentq
+from scipy.special import gammaln, logsumexp
+from scipy.stats import truncnorm
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ..kernels import network as knet
+from ..kernels import smc as ksmc
+from ..posterior import WeightedDraws
+from ..utils import seed_sequence
+from ._base import BaseMethod, FitResult
+from ._mcmc import _ProgressBar
+
+#: The talk's initial tuning: step sizes U(0, 0.1) (in units of the particles' marginal
+#: posterior sd, through the mass matrix) and path lengths uniform on 1..50 steps.
+INIT_STEP_SIZE_MAX = 0.1
+INIT_MAX_LEAPFROG = 50
+#: Standard deviation of the truncated-normal perturbation of a selected step size.
+STEP_SIZE_JITTER = 0.015
+#: Mean acceptance of the last stage's moves below which the particles barely moved.
+MIN_FINAL_ACCEPT = 0.1
+
+
+class SMC(BaseMethod):
+    """Adaptive annealed sequential Monte Carlo with HMC moves (``method="smc"``).
+
+    ``n_samples`` particles start as draws from the prior and follow the tempered targets
+    ``pi_t(theta) ~ prior(theta) p(y | theta)^lambda_t`` from ``lambda_0 = 0`` to
+    ``lambda_T = 1``. Each stage:
+
+    1. chooses the next exponent by bisection so that the conditional effective sample
+       size of the incremental weights (Zhou, Johansen & Aston 2016; the plain ESS of the
+       incremental weights when the particles are equally weighted) is ``target_ess * N``,
+       or ``lambda = 1`` if that is already above it;
+    2. reweights the particles and adds the log mean incremental weight to the log
+       evidence;
+    3. resamples when the ESS of the weights falls below ``resample_threshold * N``;
+    4. moves every particle by ``n_mcmc_steps`` HMC transitions that leave ``pi_t``
+       invariant, with the diagonal mass matrix ``M_t = diag(Var_pi_t[theta])^-1`` from
+       the weighted particles.
+
+    Each particle has its own step size ``eps`` and number of leapfrog steps ``L``. They
+    start as ``eps ~ U(0, 0.1)`` and ``L ~ U{1..50}``; at every later stage each particle
+    draws a pair from the previous stage's pairs, chosen with probability proportional to
+    the (weighted) Rao-Blackwellized expected squared jumping distance they achieved,
+    ``alpha * ||theta' - theta||^2_M / L``, and perturbs it: ``eps`` by a normal with sd
+    0.015 truncated to positive values, ``L`` by -1, 0 or +1 with equal probability
+    (Buchholz, Chopin & Jacob 2021). Pairs that move the particles far per gradient spread;
+    pairs that are rejected or dawdle die out, with no target acceptance rate to choose.
+
+    A Gaussian likelihood's unknown noise precision ``tau ~ Gamma(a, b)`` is integrated out
+    analytically, exactly as NUTS's default ``noise_update="marginal"``: the tempered
+    likelihood is ``int p(y | theta, tau)^lambda p(tau) dtau``, which keeps the weights and
+    the evidence Rao-Blackwellized, and each final particle's ``tau`` is drawn from its
+    Gamma conditional. The final weighted particles are the posterior; the product of the
+    stages' mean incremental weights is an unbiased estimate of the evidence
+    ``p(y | architecture)`` (Del Moral, Doucet & Jasra 2006).
+
+    The particles move on threads over the estimator's ``n_jobs``; the momenta and
+    acceptance draws come from ``random_state`` alone, so the result does not depend on
+    ``n_jobs``.
+
+    Parameters
+    ----------
+    target_ess : float, default=0.5
+        Conditional ESS, as a fraction of the particles, that each new exponent keeps. Higher
+        means more, smaller stages: less variance in the evidence, more time.
+    resample_threshold : float, default=0.5
+        Resample when the ESS of the weights falls below this fraction of the particles
+        (0 never resamples, 1 resamples every stage).
+    resampling : {"systematic", "residual", "multinomial"}, default="systematic"
+        Resampling scheme. Systematic has the lowest variance of the three in practice and
+        costs one uniform; multinomial is the textbook scheme.
+    n_mcmc_steps : int, default=5
+        HMC transitions per particle per stage. More steps decorrelate the particles from
+        their resampled ancestors (fewer duplicates in the final posterior) at a
+        proportional cost.
+    max_leapfrog : int, default=1000
+        Upper bound on a particle's number of leapfrog steps ``L``.
+    max_stages : int, default=1000
+        Upper bound on the number of tempering stages. If ``lambda`` has not reached 1 by
+        then, the last stage jumps to 1 and a ``ConvergenceWarning`` reports the ESS.
+
+    Examples
+    --------
+    >>> from skbnn.methods import SMC
+    >>> SMC(n_mcmc_steps=10).get_params()["n_mcmc_steps"]
+    10
+    """
+
+    name = "smc"
+    noise_handling = "marginal"
+
+    _parameter_constraints: dict = {
+        "target_ess": [Interval(Real, 0, 1, closed="neither")],
+        "resample_threshold": [Interval(Real, 0, 1, closed="both")],
+        "resampling": [StrOptions({"systematic", "residual", "multinomial"})],
+        "n_mcmc_steps": [Interval(Integral, 1, None, closed="left")],
+        "max_leapfrog": [Interval(Integral, 1, None, closed="left")],
+        "max_stages": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(
+        self,
+        target_ess: float = 0.5,
+        resample_threshold: float = 0.5,
+        resampling: str = "systematic",
+        n_mcmc_steps: int = 5,
+        max_leapfrog: int = 1000,
+        max_stages: int = 1000,
+    ):
+        self.target_ess = target_ess
+        self.resample_threshold = resample_threshold
+        self.resampling = resampling
+        self.n_mcmc_steps = n_mcmc_steps
+        self.max_leapfrog = max_leapfrog
+        self.max_stages = max_stages
+
+    def run(self, target, n_samples, random_state, n_jobs, verbose) -> FitResult:
+        """Temper ``n_samples`` prior draws to the posterior of ``target``.
+
+        Parameters
+        ----------
+        target : skbnn.target.Target
+        n_samples : int
+            Number of particles.
+        random_state : None, int, RandomState or SeedSequence
+        n_jobs : int or None
+            Threads that move the particles; results never depend on it.
+        verbose : int
+            Progress bar over the exponent when > 0.
+
+        Returns
+        -------
+        FitResult
+            The weighted particles, the log evidence of the standardized data, and
+            ``diagnostics["smc"]`` with the per-stage figures.
+        """
+        self._validate_params()
+        t_start = time.perf_counter()
+        compile_time = _ensure_compiled()
+        rng = np.random.default_rng(seed_sequence(random_state))
+        n, d = int(n_samples), target.n_params
+        tempered = _TemperedLoglik(target)
+        pool = _ParticlePool(n, effective_n_jobs(n_jobs))
+        tgt = target.as_tuple(own_noise=True)
+
+        thetas = target.sample_prior(rng, n)
+        stats = np.empty((n, 2 + target.n_outputs))
+        tgt[7][2] = 1.0
+        pool.map(lambda a, b: ksmc.evaluate(thetas, tgt, stats, a, b))
+        grads = np.empty((n, d))
+        logps = np.empty(n)
+        logw = np.full(n, -math.log(n))  # normalized log weights
+        eps = rng.uniform(0.0, INIT_STEP_SIZE_MAX, n)
+        n_leap = rng.integers(1, INIT_MAX_LEAPFROG + 1, n)
+        esjd = move_w = None
+
+        lam, log_z, n_grad = 0.0, 0.0, 0
+        rec = {key: [] for key in _STAGE_KEYS}
+        bar = _ProgressBar(1000, verbose, f"SMC {n} particles")
+        forced, shown = False, 0
+        try:
+            while lam < 1.0:
+                ll_prev = tempered(stats, lam)
+                if len(rec["lambda"]) + 1 >= self.max_stages:
+                    new, forced = 1.0, True
+                else:
+                    new = self._next_lambda(tempered, stats, lam, ll_prev, logw)
+                inc = _finite(tempered(stats, new) - ll_prev)
+                log_z += logsumexp(logw + inc)
+                logw = _normalize(logw + inc)
+                w = np.exp(logw)
+                ess = 1.0 / np.sum(w**2)
+                mean = w @ thetas
+                # a floor keeps the metric positive when the particles collapse in a direction
+                inv_m = w @ (thetas - mean) ** 2 + 1e-10 * (1.0 + mean**2)
+                resampled = ess < self.resample_threshold * n
+                if resampled:
+                    idx = _RESAMPLERS[self.resampling](w, rng)
+                    thetas, stats = thetas[idx], stats[idx]
+                    logw = np.full(n, -math.log(n))
+                if esjd is not None:
+                    # the pairs are drawn afresh for every particle, so they need not follow
+                    # their particles through resampling
+                    eps, n_leap = self._retune(eps, n_leap, esjd, move_w, rng)
+                lam = new
+                tgt[7][2] = lam
+                particles = (thetas, grads, logps, stats)
+                esjd, acc, spent = self._move(pool, particles, eps, n_leap, inv_m, tgt, rng)
+                n_grad += spent
+                move_w = np.exp(logw)
+                rec["lambda"].append(lam)
+                rec["ess"].append(ess)
+                rec["resampled"].append(resampled)
+                rec["accept_rate"].append(float(move_w @ acc))
+                rec["step_size"].append(eps.copy())
+                rec["n_leapfrog"].append(n_leap.copy())
+                rec["log_evidence"].append(log_z)
+                shown, before = int(round(1000 * lam)), shown
+                bar.update(shown - before, f"lambda {lam:.3g}")
+        finally:
+            bar.close()
+
+        w = np.exp(logw)
+        taus = tempered.draw_noise(stats, rng)
+        posterior = WeightedDraws(thetas, weights=w, noise_precision=taus)
+        smc = {
+            "lambda": np.array(rec["lambda"]),
+            "ess": np.array(rec["ess"]),
+            "resampled": np.array(rec["resampled"]),
+            "accept_rate": np.array(rec["accept_rate"]),
+            "step_size": np.array(rec["step_size"]),
+            "n_leapfrog": np.array(rec["n_leapfrog"]),
+            "log_evidence": np.array(rec["log_evidence"]),
+            "n_stages": len(rec["lambda"]),
+            "n_grad_evals": n_grad,
+            "wall_time": time.perf_counter() - t_start,
+        }
+        final_ess = 1.0 / np.sum(w**2)
+        diagnostics = {
+            "method": self.name,
+            "smc": smc,
+            "n_stages": smc["n_stages"],
+            "n_particles": n,
+            "ess": final_ess,
+            "n_unique": int(np.unique(thetas, axis=0).shape[0]),
+            "accept_rate": smc["accept_rate"][-1],
+            "n_grad_evals": n_grad,
+            "compile_time": compile_time,
+            "wall_time": smc["wall_time"],
+        }
+        if forced:
+            warnings.warn(
+                f"SMC reached max_stages={self.max_stages} at lambda={rec['lambda'][-2]:.3g} "
+                f"and jumped to lambda=1; the final ESS is {rec['ess'][-1]:.0f} of {n} "
+                "particles and the evidence is unreliable. Raise max_stages.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        elif diagnostics["accept_rate"] < MIN_FINAL_ACCEPT:
+            warnings.warn(
+                f"SMC's moves at the posterior accepted only {diagnostics['accept_rate']:.2f} "
+                f"of proposals; {diagnostics['n_unique']} of {n} particles are distinct. "
+                "Raise n_mcmc_steps or n_samples, or simplify the network.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        return FitResult(posterior=posterior, log_evidence=float(log_z), diagnostics=diagnostics)
+
+    def _move(self, pool, particles, eps, n_leap, inv_m, tgt, rng):
+        """``n_mcmc_steps`` HMC transitions of every particle, in place.
+
+        Returns each particle's mean jumping distance and acceptance over the transitions,
+        and the gradient evaluations spent.
+        """
+        thetas, grads, logps, stats = particles
+        n, d = thetas.shape
+        esjd, acc = np.zeros(n), np.zeros(n)
+        spent = 0
+        for step in range(self.n_mcmc_steps):
+            z = rng.standard_normal((n, d))
+            u = rng.random(n)
+            out = (np.empty(n), np.empty(n), np.empty(n, dtype=np.int64))
+
+            def kernel(a, b, z=z, u=u, refresh=step == 0, out=out):
+                ksmc.hmc_moves(thetas, grads, logps, stats, eps, n_leap, inv_m, z, u, tgt, a, b,
+                               refresh, *out)  # fmt: skip
+
+            pool.map(kernel, weights=n_leap)
+            esjd += out[0]
+            acc += out[1]
+            spent += int(out[2].sum())
+        return esjd / self.n_mcmc_steps, acc / self.n_mcmc_steps, spent
+
+    def _next_lambda(self, tempered, stats, lam, ll_prev, logw) -> float:
+        """The exponent whose conditional ESS of the incremental weights is the target."""
+        n = len(logw)
+        goal = self.target_ess
+
+        def excess(new):
+            inc = _finite(tempered(stats, new) - ll_prev)
+            # CESS / N = (sum W w)^2 / sum W w^2, in log space
+            a = logsumexp(logw + inc)
+            b = logsumexp(logw + 2.0 * inc)
+            return math.exp(2.0 * a - b) - goal if np.isfinite(b) else -goal
+
+        if excess(1.0) >= 0.0:
+            return 1.0
+        lo = excess(lam)
+        if lo <= 0.0:
+            # not even an infinitesimal step keeps the target (degenerate weights); creep
+            return min(1.0, lam + 1e-8 * max(1.0, n))
+        return brentq(excess, lam, 1.0, xtol=1e-12, rtol=1e-10)
+
+    def _retune(self, eps, n_leap, esjd, w, rng):
+        """Draw each particle's (eps, L) from the ESJD-weighted mixture of the last ones."""
+        n = len(eps)
+        score = w * np.where(np.isfinite(esjd), esjd, 0.0)
+        total = score.sum()
+        if total > 0.0:
+            pick = rng.choice(n, size=n, p=score / total)
+            base = eps[pick]
+        else:
+            # every proposal was rejected: start again from smaller steps
+            pick = rng.integers(0, n, n)
+            base = 0.5 * eps[pick]
+        lower = -base / STEP_SIZE_JITTER
+        new_eps = base + STEP_SIZE_JITTER * truncnorm.rvs(lower, np.inf, size=n, random_state=rng)
+        new_eps = np.maximum(new_eps, 1e-12)
+        new_leap = np.clip(n_leap[pick] + rng.integers(-1, 2, n), 1, self.max_leapfrog)
+        return new_eps, new_leap
+
+
+_STAGE_KEYS = (
+    "lambda",
+    "ess",
+    "resampled",
+    "accept_rate",
+    "step_size",
+    "n_leapfrog",
+    "log_evidence",
+)
+
+
+class _TemperedLoglik:
+    """``log int p(y | theta, tau)^lambda p(tau) dtau`` (or ``lambda * loglik``) per particle.
+
+    Computed from the stored statistics of each particle, so trying exponents costs no pass
+    over the data.
+    """
+
+    def __init__(self, target):
+        self.marginal = target.likelihood == "gaussian" and target.noise == "marginal"
+        self.n = target.n_rows
+        self.a, self.b = float(target.floats[0]), float(target.floats[1])
+        self.likelihood = target.likelihood
+        self.tau = target.tau.copy()
+
+    def __call__(self, stats, lam: float) -> np.ndarray:
+        if not self.marginal:
+            return lam * stats[:, 0]
+        if lam == 0.0:
+            return np.zeros(stats.shape[0])
+        a, b, n = self.a, self.b, self.n
+        a_post = a + 0.5 * lam * n
+        ssr = stats[:, 2:]
+        per_output = (
+            gammaln(a_post) - gammaln(a) + a * math.log(b)
+            - a_post * np.log(b + 0.5 * lam * ssr) - 0.5 * lam * n * math.log(2.0 * math.pi)
+        )  # fmt: skip
+        return per_output.sum(axis=1)
+
+    def draw_noise(self, stats, rng) -> np.ndarray | None:
+        """Each particle's noise precisions: its Gamma conditional, or the fixed value."""
+        if self.likelihood != "gaussian":
+            return None
+        if not self.marginal:
+            return np.broadcast_to(self.tau, (stats.shape[0], self.tau.size)).copy()
+        shape = self.a + 0.5 * self.n
+        return rng.gamma(shape, 1.0 / (self.b + 0.5 * stats[:, 2:]))
+
+
+class _ParticlePool:
+    """Runs a kernel over ranges of particles on threads.
+
+    More ranges than threads, balanced by each particle's cost, so that particles with
+    long trajectories do not leave a thread idle.
+    """
+
+    def __init__(self, n: int, n_jobs: int):
+        self.n = n
+        self.n_workers = max(1, min(int(n_jobs), n))
+        self.n_ranges = 1 if self.n_workers == 1 else min(n, 4 * self.n_workers)
+
+    def map(self, fn, weights=None) -> None:
+        if self.n_ranges == 1:
+            fn(0, self.n)
+            return
+        if weights is None:
+            bounds = np.linspace(0, self.n, self.n_ranges + 1).astype(int)
+        else:
+            cost = np.concatenate([[0], np.cumsum(np.asarray(weights, dtype=float) + 1.0)])
+            bounds = np.searchsorted(cost, np.linspace(0, cost[-1], self.n_ranges + 1))
+            bounds[0], bounds[-1] = 0, self.n
+            bounds = np.unique(bounds)
+        with ThreadPoolExecutor(max_workers=self.n_workers) as ex:
+            pairs = zip(bounds[:-1], bounds[1:], strict=True)
+            futures = [ex.submit(fn, a, b) for a, b in pairs if b > a]
+            for future in futures:
+                future.result()
+
+
+def _finite(x: np.ndarray) -> np.ndarray:
+    # a particle whose likelihood is NaN or -inf gets zero weight, never a NaN weight
+    return np.where(np.isnan(x), -np.inf, x)
+
+
+def _normalize(logw: np.ndarray) -> np.ndarray:
+    return logw - logsumexp(logw)
+
+
+def _systematic(w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    n = len(w)
+    positions = (rng.random() + np.arange(n)) / n
+    return np.minimum(np.searchsorted(np.cumsum(w), positions), n - 1)
+
+
+def _multinomial(w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    n = len(w)
+    return np.minimum(np.searchsorted(np.cumsum(w), np.sort(rng.random(n))), n - 1)
+
+
+def _residual(w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    n = len(w)
+    copies = np.floor(n * w).astype(int)
+    idx = np.repeat(np.arange(n), copies)
+    rest = n - idx.size
+    if rest:
+        # the remaining rest draws are multinomial on the fractional parts
+        resid = n * w - copies
+        cdf = np.cumsum(resid / resid.sum())
+        extra = np.minimum(np.searchsorted(cdf, np.sort(rng.random(rest))), n - 1)
+        idx = np.concatenate([idx, extra])
+    return np.sort(idx)
+
+
+_RESAMPLERS = {"systematic": _systematic, "multinomial": _multinomial, "residual": _residual}
+
+_compile_lock = threading.Lock()
+
+
+def _ensure_compiled() -> float:
+    """Compile (or load from numba's cache) the SMC kernels; return the seconds spent."""
+    with _compile_lock:
+        if ksmc.hmc_moves.signatures and ksmc.evaluate.signatures:
+            return 0.0
+        from ..target import Target
+
+        start = time.perf_counter()
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((3, 1))
+        target = Target(x, x[:, 0], (1,), "tanh", "gaussian", np.ones(4), noise="marginal")
+        tgt = target.as_tuple()
+        d = target.n_params
+        thetas = np.zeros((2, d))
+        stats = np.zeros((2, 3))
+        ksmc.evaluate(thetas, tgt, stats, 0, 2)
+        ksmc.hmc_moves(
+            thetas, np.zeros((2, d)), np.zeros(2), stats, np.full(2, 0.1),
+            np.ones(2, dtype=np.int64), np.ones(d), np.zeros((2, d)), np.zeros(2), tgt, 0, 2,
+            True, np.zeros(2), np.zeros(2), np.zeros(2, dtype=np.int64),
+        )  # fmt: skip
+        if not knet.forward_batch.signatures:
+            knet.forward_batch(
+                np.zeros((1, d)), target.XT, target.layout.sizes, target.layout.offsets, 2, 3,
+                np.zeros((1, 1, 3)),
+            )  # fmt: skip
+        return time.perf_counter() - start
