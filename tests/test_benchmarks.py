@@ -76,3 +76,19 @@ def test_uci_harness_rejects_a_missing_split(uci_dir, monkeypatch):
     with pytest.raises(SystemExit, match=r"splits \[5\] do not exist"):
         _main("uci.py", ["--dataset", "tiny", "--data-dir", str(uci_dir), "--splits", "5"],
               monkeypatch)  # fmt: skip
+
+
+def test_smc_boston_runs_on_a_tiny_stand_in(uci_dir, monkeypatch, capsys):
+    import shutil
+
+    # the benchmark reads the folder named bostonHousing; the tiny data stand in for it
+    shutil.copytree(uci_dir / "tiny", uci_dir / "bostonHousing")
+    argv = ["--data-dir", str(uci_dir), "--particles", "30", "40", "--n-mcmc-steps", "1",
+            "--keep-cache", "--n-jobs", "1"]  # fmt: skip
+    _main("smc_boston.py", argv, monkeypatch)
+    lines = [json.loads(s) for s in capsys.readouterr().out.splitlines()]
+    assert [r["particles"] for r in lines] == [30, 40]
+    for r in lines:
+        assert r["benchmark"] == "smc_boston" and r["noise"] == "inferred"
+        assert r["n_stages"] >= 1 and r["n_grad_evals"] > 0
+        assert np.isfinite(r["log_evidence"]) and 0 < r["test_rmse"] < 100
