@@ -109,6 +109,81 @@ def _logistic(x):
     return f if x == x else x
 
 
+# Series of 2 atanh(s) = log((1 + s) / (1 - s)) beyond its leading 2s: 2 / (2j + 1) for the
+# term in s^(2j + 1). With |s| <= 0.2 the first omitted term is below 3e-20 of the result.
+_A1 = 2.0 / 3.0
+_A2 = 2.0 / 5.0
+_A3 = 2.0 / 7.0
+_A4 = 2.0 / 9.0
+_A5 = 2.0 / 11.0
+_A6 = 2.0 / 13.0
+_A7 = 2.0 / 15.0
+_A8 = 2.0 / 17.0
+_A9 = 2.0 / 19.0
+_A10 = 2.0 / 21.0
+_A11 = 2.0 / 23.0
+_A12 = 2.0 / 25.0
+_SQRT_HALF_BITS = 0x3FE6A09E667F3BCD  # the float64 bit pattern of sqrt(1/2)
+_TINY = 2.2250738585072014e-308  # smallest normal float64
+_TWO54 = 18014398509481984.0
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+def _exp_neg(v):
+    # e^v for v <= 0, where it cannot overflow; -inf gives 0 and NaN stays NaN. As in
+    # _logistic, two powers of 2 reach the subnormal range with a single rounding there, and
+    # the clamp (e^v rounds to 0 below -745.14) keeps NaN and -inf out of the integer
+    # conversion.
+    w = v if v > -750.0 else -750.0
+    k, p = _expm1_reduced(w)
+    h = k >> 1
+    s = _pow2(h)
+    e = (s * p + s) * _pow2(k - h)
+    return e if v == v else v
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+def _log1p_corr(f):
+    # c with log(1 + f) = f - c, for -0.3 <= f <= 0.5. log(1 + f) = 2 atanh(s) with
+    # s = f / (2 + f), and 2s = f - f s, so c = s (f - series). f itself is exact and c is
+    # at most a quarter of the result, which keeps the rounding of s below half an ulp of it.
+    s = f / (2.0 + f)
+    z = s * s
+    q = _A9 + z * (_A10 + z * (_A11 + z * _A12))
+    q = _A5 + z * (_A6 + z * (_A7 + z * (_A8 + z * q)))
+    q = _A1 + z * (_A2 + z * (_A3 + z * (_A4 + z * q)))
+    return s * (f - z * q)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+def _log(x):
+    # Natural log from the bits, because math.log is an opaque libm call that keeps loops
+    # scalar. x = 2^e m with sqrt(1/2) <= m < sqrt(2): subtracting the bits of sqrt(1/2)
+    # makes mantissas above sqrt(2) carry into the exponent field, so the shift gives e
+    # directly. m - 1 is exact (Sterbenz). Subnormals are scaled up by 2^54 first.
+    sub = x < _TINY
+    xs = x * _TWO54 if sub else x
+    b = np.float64(xs).view(np.int64)
+    e = (b - _SQRT_HALF_BITS) >> 52
+    f = np.int64(b - (e << 52)).view(np.float64) - 1.0
+    ef = np.float64(e - 54 if sub else e)
+    r = ef * _LN2_HI + (f - (_log1p_corr(f) - ef * _LN2_LO))
+    # +inf and NaN pass through, 0 gives -inf and negatives NaN
+    r = r if x < np.inf else x
+    return r if x > 0.0 else (-np.inf if x == 0.0 else np.nan)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+def _log1p_unit(e):
+    # log(1 + e) for 0 <= e <= 1 (NaN stays NaN), to full relative accuracy even for tiny e,
+    # where log(1.0 + e) would lose e. Above 1/2 it uses log(1 + e) = ln2 + log1p((e - 1) / 2),
+    # whose argument is again exact.
+    big = e >= 0.5
+    f = 0.5 * (e - 1.0) if big else e
+    j = 1.0 if big else 0.0
+    return j * _LN2_HI + (f - (_log1p_corr(f) - j * _LN2_LO))
+
+
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _dense(src, src_base, n_in, theta, w_start, b_start, dst, dst_base, n_out, n):
     # dst[j, :] = b[j] + sum_i W[i, j] src[i, :]; four inputs per pass to cut dst traffic.
