@@ -289,20 +289,52 @@ def _loglik_delta(ws, out_base, YT, tau, lik, k, n, delta, delta_base, stats, fl
                 e = math.exp(f)
                 p = e / (1.0 + e)
             delta[delta_base + t] = y - p
-    else:
+    elif k == 1:
+        # a single class: log-sum-exp is f itself, kept as f - f so non-finite f shows
+        f = ws[out_base : out_base + n]
+        y = YT[0:n]
+        d = delta[delta_base : delta_base + n]
         for t in range(n):
-            m = -np.inf
-            for o in range(k):
-                m = max(m, ws[out_base + o * n + t])
-            s = 0.0
-            for o in range(k):
-                s += math.exp(ws[out_base + o * n + t] - m)
-            lse = m + math.log(s)
-            for o in range(k):
-                f = ws[out_base + o * n + t]
-                y = YT[o * n + t]
-                ll += y * (f - lse)
-                delta[delta_base + o * n + t] = y - math.exp(f - lse)
+            g = f[t] - f[t]
+            ll += y[t] * g
+            d[t] = y[t] - _exp_neg(g)
+    else:
+        # Softmax in passes over rows (the vectorized direction), one class at a time. Delta
+        # rows 0 and 1 are scratch for the row max (then the log-sum-exp) and the sum of
+        # exponentials. Row 0 is overwritten last through the same view it is read from: a
+        # second view of it fails LLVM's run-time overlap check and runs scalar (1.6x slower).
+        lse = delta[delta_base : delta_base + n]
+        tot = delta[delta_base + n : delta_base + 2 * n]
+        f = ws[out_base : out_base + n]
+        for t in range(n):
+            lse[t] = f[t]
+        for o in range(1, k):
+            f = ws[out_base + o * n : out_base + (o + 1) * n]
+            for t in range(n):
+                lse[t] = f[t] if f[t] > lse[t] else lse[t]
+        for t in range(n):
+            tot[t] = 0.0
+        for o in range(k):
+            f = ws[out_base + o * n : out_base + (o + 1) * n]
+            for t in range(n):
+                tot[t] += _exp_neg(f[t] - lse[t])
+        for t in range(n):
+            # the max term contributes exactly 1, so tot >= 1 unless it is NaN
+            lse[t] += _log(tot[t])
+        for o in range(k - 1, -1, -1):
+            f = ws[out_base + o * n : out_base + (o + 1) * n]
+            y = YT[o * n : (o + 1) * n]
+            if o > 0:
+                d = delta[delta_base + o * n : delta_base + (o + 1) * n]
+                for t in range(n):
+                    g = f[t] - lse[t]
+                    ll += y[t] * g
+                    d[t] = y[t] - _exp_neg(g)
+            else:
+                for t in range(n):
+                    g = f[t] - lse[t]
+                    ll += y[t] * g
+                    lse[t] = y[t] - _exp_neg(g)
     return ll
 
 
