@@ -307,6 +307,29 @@ def test_softmax_loglik_and_delta_match_scipy(k, soft):
     assert np.all(err[:, small] <= 1e-15 * P[:, small])
 
 
+@pytest.mark.parametrize("soft", [False, True], ids=["labels", "soft_labels"])
+def test_bernoulli_loglik_and_delta_match_scipy(soft):
+    from scipy.special import expit
+
+    rng = np.random.default_rng(11)
+    n = 1001
+    F = _large_outputs(rng, 1, n)
+    F[0, :40] = np.linspace(-40.0, 40.0, 40)  # where 1 - sigmoid would cancel
+    Y = rng.random((1, n)) if soft else (rng.random((1, n)) < 0.5).astype(float)
+    ll, delta = _loglik_delta("bernoulli", F, Y)
+    assert ll == pytest.approx(np.sum(Y * F - np.logaddexp(0.0, F)), rel=1e-14, abs=0)
+    # y - p is computed as y q - (1 - y) p with q = 1 - p; both terms carry full relative
+    # accuracy, so the error is small against their sum: for 0/1 labels that is |delta|
+    # itself, even where p rounds to 1 (measured 3.4e-16; soft labels cancel as in y - p).
+    P, Q = expit(F), expit(-F)
+    err = np.abs(delta - (Y * Q - (1 - Y) * P))
+    assert np.all(err <= 1e-15 * (Y * Q + (1 - Y) * P))
+    np.testing.assert_allclose(delta, Y - P, rtol=0, atol=1e-15)
+    # a confidently right row: its log-likelihood -log1p(e^-40) keeps relative accuracy
+    ll1, _ = _loglik_delta("bernoulli", np.array([[40.0]]), np.array([[1.0]]))
+    assert ll1 == pytest.approx(-np.log1p(np.exp(-40.0)), rel=1e-15, abs=0)
+
+
 @pytest.mark.parametrize("likelihood, k", [("bernoulli", 1), ("categorical", 3)])
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 @pytest.mark.parametrize("label", [0.0, 1.0])

@@ -184,6 +184,26 @@ def _log1p_unit(e):
     return j * _LN2_HI + (f - (_log1p_corr(f) - j * _LN2_LO))
 
 
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+def _bernoulli_ll(f, y, e):
+    # y f - softplus(f) with e = e^-|f|, softplus(f) = max(f, 0) + log1p(e). Subtracting
+    # max(f, 0) first cancels exactly against y f for a confidently right label (y = 1,
+    # f > 0), leaving -log1p(e) to full relative accuracy. Non-finite f gives non-finite.
+    return (y * f - (f if f >= 0.0 else 0.0)) - _log1p_unit(e)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+def _bernoulli_delta(f, y, e):
+    # y - sigmoid(f) with e = e^-|f|, as y q - (1 - y) p with p = sigmoid(f) and q = 1 - p
+    # both computed directly (equal since p + q = 1), so it keeps its relative accuracy where
+    # p rounds to 1 and y - p would cancel.
+    inv = 1.0 / (1.0 + e)
+    pos = f >= 0.0
+    p = inv if pos else e * inv
+    q = e * inv if pos else inv
+    return y * q - (1.0 - y) * p
+
+
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _dense(src, src_base, n_in, theta, w_start, b_start, dst, dst_base, n_out, n):
     # dst[j, :] = b[j] + sum_i W[i, j] src[i, :]; four inputs per pass to cut dst traffic.
@@ -277,18 +297,17 @@ def _loglik_delta(ws, out_base, YT, tau, lik, k, n, delta, delta_base, stats, fl
             for t in range(n):
                 d[t] *= tau_o
     elif lik == 1:
+        f = ws[out_base : out_base + n]
+        y = YT[0:n]
+        d = delta[delta_base : delta_base + n]
+        # Three passes: LLVM's inliner leaves a helper holding both exp and log out of line,
+        # and the call keeps the loop scalar. e^-|f| waits in the delta row.
         for t in range(n):
-            f = ws[out_base + t]
-            y = YT[t]
-            # log(1 + e^f) without overflow for large |f|
-            sp = max(f, 0.0) + math.log1p(math.exp(-abs(f)))
-            ll += y * f - sp
-            if f >= 0.0:
-                p = 1.0 / (1.0 + math.exp(-f))
-            else:
-                e = math.exp(f)
-                p = e / (1.0 + e)
-            delta[delta_base + t] = y - p
+            d[t] = _exp_neg(-abs(f[t]))
+        for t in range(n):
+            ll += _bernoulli_ll(f[t], y[t], d[t])
+        for t in range(n):
+            d[t] = _bernoulli_delta(f[t], y[t], d[t])
     elif k == 1:
         # a single class: log-sum-exp is f itself, kept as f - f so non-finite f shows
         f = ws[out_base : out_base + n]
