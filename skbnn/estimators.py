@@ -419,7 +419,9 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         X = self._validate_X(X)
         Y = np.asarray(y, dtype=np.float64).reshape(X.shape[0], -1)
         Z = (Y - self._y_mean) / self._y_std
-        logw = np.log(self.posterior_.normalized_weights())
+        with np.errstate(divide="ignore"):
+            # a particle whose weight underflowed to 0 simply drops out of the mixture
+            logw = np.log(self.posterior_.normalized_weights())
         sd = self._noise_sd_draws  # (S, k)
         out = np.empty(X.shape[0])
         for rows, f in self._network_outputs(X, self.posterior_.thetas):

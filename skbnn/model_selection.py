@@ -23,6 +23,7 @@ def evidence_scorer(estimator, X, y) -> float:
     Parameters
     ----------
     estimator : fitted BayesianMLPRegressor or BayesianMLPClassifier
+        Or a Pipeline ending in one.
     X, y : ignored
 
     Returns
@@ -35,15 +36,21 @@ def evidence_scorer(estimator, X, y) -> float:
     TypeError
         If the estimator's method does not estimate the evidence (e.g. NUTS, HMC).
     """
-    if not hasattr(estimator, "log_evidence_"):
-        method = getattr(estimator, "method", None)
+    final = _final_step(estimator)
+    if not hasattr(final, "log_evidence_"):
+        method = getattr(final, "method", None)
         name = method if isinstance(method, str) else type(method).__name__
         raise TypeError(
-            f"{type(estimator).__name__} fitted with method {name!r} has no log_evidence_; "
+            f"{type(final).__name__} fitted with method {name!r} has no log_evidence_; "
             "use a method that estimates the model evidence (such as SMC), or score with "
             "log_predictive_scorer instead"
         )
-    return float(estimator.log_evidence_)
+    return float(final.log_evidence_)
+
+
+def _final_step(estimator):
+    """The estimator itself, or the last step of a Pipeline."""
+    return estimator.steps[-1][1] if hasattr(estimator, "steps") else estimator
 
 
 def log_predictive_scorer(estimator, X, y) -> float:
@@ -161,22 +168,27 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
             log_prior = np.full(n, -np.log(n))
         else:
             prior = np.asarray(self.prior, dtype=np.float64)
-            if prior.shape != (n,) or np.any(prior < 0) or not np.any(prior > 0):
+            valid = prior.shape == (n,) and np.all(np.isfinite(prior))
+            if not valid or np.any(prior < 0) or not np.any(prior > 0):
                 raise ValueError(
-                    f"prior must hold {n} non-negative probabilities, one per candidate of "
-                    f"param_grid, not all zero; got {self.prior!r}"
+                    f"prior must hold {n} finite non-negative probabilities, one per candidate "
+                    f"of param_grid, not all zero; got {self.prior!r}"
                 )
             with np.errstate(divide="ignore"):
                 log_prior = np.log(prior / prior.sum())
         self.estimators_ = []
         for params in self.candidate_params_:
             est = clone(self.estimator).set_params(**params).fit(X, y)
-            if not hasattr(est, "log_evidence_"):
-                # evidence_scorer raises the TypeError that names the method
-                evidence_scorer(est, X, y)
+            # evidence_scorer unwraps a Pipeline, and its TypeError names a method without
             self.estimators_.append(est)
-        self.log_evidences_ = np.array([est.log_evidence_ for est in self.estimators_])
+        self.log_evidences_ = np.array([evidence_scorer(est, X, y) for est in self.estimators_])
         log_post = self.log_evidences_ + log_prior
+        if not np.any(np.isfinite(log_post)):
+            raise ValueError(
+                "no candidate has a finite log evidence plus log prior: "
+                f"log_evidences_ = {self.log_evidences_}"
+            )
+        log_post = np.where(np.isnan(log_post), -np.inf, log_post)
         self.model_probabilities_ = np.exp(log_post - logsumexp(log_post))
         best = int(np.argmax(self.model_probabilities_))
         self.best_params_ = self.candidate_params_[best]
@@ -210,6 +222,21 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         estimators, p = self._weighted()
         return sum(w * est.predict_proba(X) for est, w in zip(estimators, p, strict=True))
 
+    @available_if(_is_classifier)
+    def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
+        """Log of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+        """
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
     def predict(self, X: ArrayLike, return_std: bool = False):
         """The model-averaged prediction.
 
@@ -234,6 +261,8 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
                 raise ValueError("return_std is only available for regression")
             return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
         estimators, p = self._weighted()
+        if not return_std:
+            return np.tensordot(p, np.stack([est.predict(X) for est in estimators]), axes=1)
         means, variances = [], []
         for est in estimators:
             mean, std = est.predict(X, return_std=True)
@@ -241,8 +270,6 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
             variances.append(std**2)
         means, variances = np.stack(means), np.stack(variances)
         mean = np.tensordot(p, means, axes=1)
-        if not return_std:
-            return mean
         second = np.tensordot(p, variances + means**2, axes=1)
         return mean, np.sqrt(np.maximum(second - mean**2, 0.0))
 

@@ -157,14 +157,56 @@ def test_step_size_and_path_length_tuning():
     reg = _linear(SMC(), n_samples=500).fit(X, y)
     smc = reg.diagnostics_["smc"]
     eps, n_leap = smc["step_size"], smc["n_leapfrog"]
-    # the talk's start: eps ~ U(0, 0.1), L ~ U{1..50}
-    assert 0 < eps[0].min() and eps[0].max() < 0.1
-    assert n_leap[0].min() >= 1 and n_leap[0].max() <= 50
-    # L moves by at most one per stage from the drawn parent; the spread of the population
-    # stays inside what +-1 steps allow
-    assert n_leap.max() <= 50 + len(n_leap) - 1
+    # the talk's start, eps ~ U(0, 0.1) and L ~ U{1..50}, over its whole range
+    assert 0 < eps[0].min() < 0.005 and 0.095 < eps[0].max() < 0.1
+    assert n_leap[0].min() == 1 and n_leap[0].max() == 50
+    # every new L is a previous L moved by -1, 0 or +1, and every new eps is positive
+    for before, after in zip(n_leap[:-1], n_leap[1:], strict=True):
+        assert after.max() <= before.max() + 1 and after.min() >= max(1, before.min() - 1)
+    assert np.all(eps > 0)
     # selection by jumping distance per gradient prefers the larger of those tiny steps
     assert np.median(eps[-1]) > np.median(eps[0])
+
+
+def test_max_leapfrog_bounds_every_path_length():
+    X, y, _ = _data(6)
+    reg = _linear(SMC(max_leapfrog=5), n_samples=200).fit(X, y)
+    n_leap = reg.diagnostics_["smc"]["n_leapfrog"]
+    assert n_leap.max() == 5 and n_leap.min() >= 1
+
+
+def test_conditional_ess_with_unequal_weights():
+    # the exponent keeps the conditional ESS N (sum W w)^2 / sum W w^2 of the incremental
+    # weights w given the current weights W (Zhou, Johansen & Aston 2016), not their ESS
+    from skbnn.methods.smc import _TemperedLoglik
+    from skbnn.target import Target
+
+    rng = np.random.default_rng(13)
+    X, y, _ = _data(13)
+    target = Target(X, (y - y.mean()) / y.std(), (), "identity", "gaussian", np.ones(4))
+    tempered = _TemperedLoglik(target)
+    n = 400
+    stats = np.zeros((n, 3))
+    stats[:, 0] = -50.0 * rng.exponential(size=n)
+    logw = rng.normal(scale=1.5, size=n)
+    logw -= logsumexp(logw)
+    lam = 0.1
+    ll_prev = tempered(stats, lam)
+    new = SMC(target_ess=0.5)._next_lambda(tempered, stats, lam, ll_prev, logw)
+    assert lam < new < 1.0
+    w, inc = np.exp(logw), np.exp((new - lam) * stats[:, 0])
+    cess = (w @ inc) ** 2 / (w @ inc**2)
+    assert cess == pytest.approx(0.5, rel=1e-8)
+    # and not the plain ESS of the incremental weights, which differs here
+    assert inc.sum() ** 2 / (inc**2).sum() / n != pytest.approx(0.5, rel=1e-2)
+
+
+@pytest.mark.parametrize("scheme", [_systematic, _multinomial, _residual])
+def test_resampling_never_picks_a_zero_weight(scheme):
+    w = np.array([0.0, 0.5, 0.0, 0.5, 0.0])
+    rng = np.random.default_rng(14)
+    for _ in range(200):
+        assert not np.isin(scheme(w, rng), [0, 2, 4]).any()
 
 
 @pytest.mark.parametrize("scheme", [_systematic, _multinomial, _residual])
@@ -216,12 +258,34 @@ def test_same_seed_same_result_for_any_n_jobs():
     assert other.log_evidence_ != one.log_evidence_
 
 
-def test_max_stages_warns_and_still_ends_at_the_posterior():
+@pytest.mark.parametrize("max_stages", [1, 2])
+def test_max_stages_warns_and_still_ends_at_the_posterior(max_stages):
     X, y, _ = _data(11)
-    with pytest.warns(ConvergenceWarning, match="max_stages=2"):
-        reg = _linear(SMC(max_stages=2), n_samples=100, noise_std=0.3).fit(X, y)
+    with pytest.warns(ConvergenceWarning, match=f"max_stages={max_stages} at lambda="):
+        reg = _linear(SMC(max_stages=max_stages), n_samples=100, noise_std=0.3).fit(X, y)
     assert reg.diagnostics_["smc"]["lambda"][-1] == 1.0
-    assert reg.diagnostics_["n_stages"] == 2
+    assert reg.diagnostics_["n_stages"] == max_stages
+
+
+def test_max_stages_that_suffice_do_not_warn():
+    import warnings
+
+    X, y, _ = _data(11)
+    free = _linear(SMC(), n_samples=100, noise_std=0.3).fit(X, y)
+    n_stages = free.diagnostics_["n_stages"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        capped = _linear(SMC(max_stages=n_stages), n_samples=100, noise_std=0.3).fit(X, y)
+    assert capped.log_evidence_ == free.log_evidence_
+
+
+def test_smc_refuses_noise_inside_theta():
+    from skbnn.target import Target
+
+    X, y, _ = _data(15)
+    target = Target(X, y, (), "identity", "gaussian", np.ones(4), noise="theta")
+    with pytest.raises(ValueError, match="noise fixed or marginalized"):
+        SMC().run(target, 10, 0, 1, 0)
 
 
 def test_refit_with_mcmc_drops_the_evidence():

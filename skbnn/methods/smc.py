@@ -66,12 +66,25 @@ class SMC(BaseMethod):
     likelihood is ``int p(y | theta, tau)^lambda p(tau) dtau``, which keeps the weights and
     the evidence Rao-Blackwellized, and each final particle's ``tau`` is drawn from its
     Gamma conditional. The final weighted particles are the posterior; the product of the
-    stages' mean incremental weights is an unbiased estimate of the evidence
-    ``p(y | architecture)`` (Del Moral, Doucet & Jasra 2006).
+    stages' mean incremental weights estimates the evidence ``p(y | architecture)``, without
+    bias for a fixed schedule and fixed kernels (Del Moral, Doucet & Jasra 2006) and nearly
+    so with the adapted ones.
 
     The particles move on threads over the estimator's ``n_jobs``; the momenta and
     acceptance draws come from ``random_state`` alone, so the result does not depend on
     ``n_jobs``.
+
+    Beyond the talk's scheme, for robustness: the exponent keeps the *conditional* ESS, so
+    it stays right when the particles are still weighted (no resampling at the last
+    stage); particles whose likelihood is NaN get zero weight; if every move of a stage was
+    rejected, the next stage draws its pairs uniformly and halves their step sizes; and
+    ``max_stages`` bounds the schedule.
+
+    ``diagnostics["smc"]["log_evidence"]`` (the running estimate per stage) is on the
+    standardized scale the method sees; the estimators' ``log_evidence_`` adds the
+    standardization's Jacobian. ``diagnostics["ess"]`` is the ESS of the final weights,
+    which counts duplicated particles as distinct after a resampling; ``n_unique`` counts
+    the distinct ones.
 
     Parameters
     ----------
@@ -150,6 +163,12 @@ class SMC(BaseMethod):
             ``diagnostics["smc"]`` with the per-stage figures.
         """
         self._validate_params()
+        if target.noise not in ("fixed", "marginal"):
+            # the noise would live in the shared target tuple, which threads would race on
+            raise ValueError(
+                f"SMC needs the noise fixed or marginalized, not {target.noise!r}; build the "
+                "Target with noise='marginal' (as the estimators do)"
+            )
         t_start = time.perf_counter()
         compile_time = _ensure_compiled()
         rng = np.random.default_rng(seed_sequence(random_state))
@@ -166,20 +185,19 @@ class SMC(BaseMethod):
         logps = np.empty(n)
         logw = np.full(n, -math.log(n))  # normalized log weights
         eps = rng.uniform(0.0, INIT_STEP_SIZE_MAX, n)
-        n_leap = rng.integers(1, INIT_MAX_LEAPFROG + 1, n)
+        n_leap = rng.integers(1, min(INIT_MAX_LEAPFROG, self.max_leapfrog) + 1, n)
         esjd = move_w = None
 
         lam, log_z, n_grad = 0.0, 0.0, 0
         rec = {key: [] for key in _STAGE_KEYS}
         bar = _ProgressBar(1000, verbose, f"SMC {n} particles")
-        forced, shown = False, 0
+        forced, forced_from, shown = False, 0.0, 0
         try:
             while lam < 1.0:
                 ll_prev = tempered(stats, lam)
-                if len(rec["lambda"]) + 1 >= self.max_stages:
-                    new, forced = 1.0, True
-                else:
-                    new = self._next_lambda(tempered, stats, lam, ll_prev, logw)
+                new = self._next_lambda(tempered, stats, lam, ll_prev, logw)
+                if new < 1.0 and len(rec["lambda"]) + 1 >= self.max_stages:
+                    new, forced, forced_from = 1.0, True, lam
                 inc = _finite(tempered(stats, new) - ll_prev)
                 log_z += logsumexp(logw + inc)
                 logw = _normalize(logw + inc)
@@ -245,11 +263,11 @@ class SMC(BaseMethod):
         }
         if forced:
             warnings.warn(
-                f"SMC reached max_stages={self.max_stages} at lambda={rec['lambda'][-2]:.3g} "
+                f"SMC reached max_stages={self.max_stages} at lambda={forced_from:.3g} "
                 f"and jumped to lambda=1; the final ESS is {rec['ess'][-1]:.0f} of {n} "
                 "particles and the evidence is unreliable. Raise max_stages.",
                 ConvergenceWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
         elif diagnostics["accept_rate"] < MIN_FINAL_ACCEPT:
             warnings.warn(
@@ -257,7 +275,7 @@ class SMC(BaseMethod):
                 f"of proposals; {diagnostics['n_unique']} of {n} particles are distinct. "
                 "Raise n_mcmc_steps or n_samples, or simplify the network.",
                 ConvergenceWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
         return FitResult(posterior=posterior, log_evidence=float(log_z), diagnostics=diagnostics)
 
@@ -413,15 +431,20 @@ def _normalize(logw: np.ndarray) -> np.ndarray:
     return logw - logsumexp(logw)
 
 
+def _pick(w: np.ndarray, u: np.ndarray) -> np.ndarray:
+    # index i with cdf[i-1] <= u < cdf[i]: a zero-weight particle is never picked, and
+    # normalizing by the last entry keeps rounding from leaving u beyond the end
+    cdf = np.cumsum(w)
+    return np.minimum(np.searchsorted(cdf / cdf[-1], u, side="right"), len(w) - 1)
+
+
 def _systematic(w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     n = len(w)
-    positions = (rng.random() + np.arange(n)) / n
-    return np.minimum(np.searchsorted(np.cumsum(w), positions), n - 1)
+    return _pick(w, (rng.random() + np.arange(n)) / n)
 
 
 def _multinomial(w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    n = len(w)
-    return np.minimum(np.searchsorted(np.cumsum(w), np.sort(rng.random(n))), n - 1)
+    return _pick(w, np.sort(rng.random(len(w))))
 
 
 def _residual(w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -431,9 +454,7 @@ def _residual(w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     rest = n - idx.size
     if rest:
         # the remaining rest draws are multinomial on the fractional parts
-        resid = n * w - copies
-        cdf = np.cumsum(resid / resid.sum())
-        extra = np.minimum(np.searchsorted(cdf, np.sort(rng.random(rest))), n - 1)
+        extra = _pick(n * w - copies, np.sort(rng.random(rest)))
         idx = np.concatenate([idx, extra])
     return np.sort(idx)
 
