@@ -22,10 +22,14 @@ from skbnn.target import Target
 
 
 @njit(nogil=True)
-def _loop(theta, tgt, ws, grad, stats, n):
+def _loop(thetas, tgt, ws, grad, stats, n):
+    # Cycling over many parameter vectors, as a sampler does: at one fixed vector the CPU's
+    # branch predictor learns every data-dependent branch and flatters the kernel (a branchy
+    # ReLU derivative once ran 2x faster here than in real fits).
     total = 0.0
-    for _ in range(n):
-        total += knet.logp_grad(theta, tgt, ws, grad, stats, True)
+    m = thetas.shape[0]
+    for i in range(n):
+        total += knet.logp_grad(thetas[i % m], tgt, ws, grad, stats, True)
     return total
 
 
@@ -38,13 +42,13 @@ def main(n_rows: int = 455, n_features: int = 13, hidden=(10,), repeats: int = 7
         target = Target(X, y, hidden, activation, "gaussian", GaussianPrior().stds(layout))
         tgt, ws = target.as_tuple(), target.workspace()
         grad, stats = np.empty(target.n_params), np.empty(3)
-        theta = target.sample_prior(rng, 1)[0]
-        _loop(theta, tgt, ws, grad, stats, 10)
+        thetas = target.sample_prior(rng, 1000)
+        _loop(thetas, tgt, ws, grad, stats, 10)
         n = 20000
         best = np.inf
         for _ in range(repeats):
             start = time.perf_counter()
-            _loop(theta, tgt, ws, grad, stats, n)
+            _loop(thetas, tgt, ws, grad, stats, n)
             best = min(best, time.perf_counter() - start)
         print(
             json.dumps(
@@ -54,6 +58,7 @@ def main(n_rows: int = 455, n_features: int = 13, hidden=(10,), repeats: int = 7
                     "network": f"{n_features}-{'-'.join(map(str, hidden))}-1",
                     "n_rows": n_rows,
                     "threads": 1,
+                    "distinct_parameter_vectors": thetas.shape[0],
                     "grad_evals_per_s": round(n / best),
                     "us_per_eval": round(1e6 * best / n, 2),
                 }
