@@ -14,7 +14,7 @@ from scipy.special import logsumexp
 
 from skbnn import BayesianMLPRegressor
 from skbnn.diagnostics import ess_mean
-from skbnn.methods import HMC, NUTS
+from skbnn.methods import HMC, MALA, NUTS
 
 N_ROWS, N_FEATURES, NOISE = 60, 3, 0.4
 
@@ -77,13 +77,23 @@ def _check_predictive(reg, X, y, X_test, exact_mean, exact_epi, exact_total, min
     ids=["nuts", "hmc", "nuts-dense", "hmc-dense", "nuts-gibbs-output"],
 )
 def test_linear_regression_posterior_predictive(method):
+    _check_linear_regression(method, n_samples=4000)
+
+
+@pytest.mark.parametrize("method", [MALA(), MALA(metric="dense")], ids=["mala", "mala-dense"])
+def test_linear_regression_posterior_predictive_mala(method):
+    # one gradient per draw: ten times the draws of NUTS for the same ESS bar
+    _check_linear_regression(method, n_samples=40000)
+
+
+def _check_linear_regression(method, n_samples):
     X, y, X_test = _data()
     noise_std = 0.5  # fixed, on the standardized scale
     reg = BayesianMLPRegressor(
         hidden_layer_sizes=(),
         activation="identity",
         method=method,
-        n_samples=4000,
+        n_samples=n_samples,
         noise_std=noise_std,
         random_state=0,
     ).fit(X, y)
@@ -145,8 +155,9 @@ def _inferred_noise_quadrature(X, y, X_test):
         NUTS(n_chains=4, n_warmup=300, gibbs_output_layer=True),
         NUTS(n_chains=4, n_warmup=300, noise_update="gibbs", gibbs_output_layer=True),
         HMC(n_chains=4, n_warmup=300),
+        MALA(),
     ],
-    ids=["nuts", "nuts-gibbs-noise", "nuts-gibbs-output", "nuts-gibbs-both", "hmc"],
+    ids=["nuts", "nuts-gibbs-noise", "nuts-gibbs-output", "nuts-gibbs-both", "hmc", "mala"],
 )
 def test_inferred_noise_matches_quadrature(method):
     X, y, X_test = _data(seed=1)
@@ -154,7 +165,7 @@ def test_inferred_noise_matches_quadrature(method):
         hidden_layer_sizes=(),
         activation="identity",
         method=method,
-        n_samples=4000,
+        n_samples=40000 if isinstance(method, MALA) else 4000,
         random_state=1,
     ).fit(X, y)
     sigma_mean, sigma_sd, exact_mean, exact_epi, exact_total = _inferred_noise_quadrature(

@@ -11,7 +11,7 @@ progress bar) and threads can run chains side by side without the GIL.
     [7] gradient evaluations   [8] divergences during warm-up
 
 ``cfg_f = [target_accept, path_length, jitter, max_delta_energy]`` and
-``cfg_i = [kind (0 NUTS, 1 HMC), max_tree_depth, max_steps, gibbs_noise, dense,
+``cfg_i = [kind (0 NUTS, 1 HMC, 2 MALA), max_tree_depth, max_steps, gibbs_noise, dense,
 gibbs_output_layer, rescale_units]``.
 
 The metric (inverse mass matrix) is ``inv_m`` (its diagonal) or, when ``dense``, the
@@ -332,6 +332,76 @@ def _hmc(rng, q0, g0, st0, lp0, eps, metric, dense, path_length, jitter, max_ste
         _copy(st0, st)
         return lp, n_steps, n_steps, acc, divergent, h
     return lp0, n_steps, n_steps, acc, divergent, h0
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+def _mala_log_q(q_to, q_from, g_from, eps, metric, dense, tmp, tmp2):
+    # log N(q_to | q_from + eps^2/2 M^-1 g_from, eps^2 M^-1) up to a constant shared by
+    # both directions: -|v|^2_M / (2 eps^2) with v the displacement from the drift mean
+    d = q_to.shape[0]
+    half = 0.5 * eps * eps
+    _sharp(g_from, metric[0], metric[1], dense, tmp)
+    for i in range(d):
+        tmp[i] = q_to[i] - q_from[i] - half * tmp[i]
+    if dense:
+        # |v|^2_M = v^T sigma^-1 v = |L^-1 v|^2 with sigma = L L^T (forward substitution)
+        chol = metric[2]
+        for i in range(d):
+            acc = tmp[i]
+            for j in range(i):
+                acc -= chol[i, j] * tmp2[j]
+            tmp2[i] = acc / chol[i, i]
+        return -0.5 * _dot(tmp2, tmp2) / (eps * eps)
+    inv_m = metric[0]
+    acc = 0.0
+    for i in range(d):
+        acc += tmp[i] * tmp[i] / inv_m[i]
+    return -0.5 * acc / (eps * eps)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _mala(rng, q0, g0, st0, lp0, eps, metric, dense, max_dh, tgt, ws, buf, st):
+    """One Metropolis-adjusted Langevin transition with preconditioner ``M^-1``.
+
+    Proposal ``q' = q + (eps^2 / 2) M^-1 grad log p(q) + eps M^-1/2 xi``, accepted with
+    probability ``min(1, p(q') q(q | q') / (p(q) q(q' | q)))``: the proposal is not symmetric,
+    so both transition densities enter. Returns the tuple of :func:`_hmc`; a proposal whose
+    log-density ratio is below ``-max_dh`` counts as divergent.
+    """
+    q, g, tmp, tmp2, xi = buf[0], buf[2], buf[21], buf[3], buf[1]
+    d = q0.shape[0]
+    half = 0.5 * eps * eps
+    for i in range(d):
+        xi[i] = rng.standard_normal()
+    _sharp(g0, metric[0], metric[1], dense, tmp)
+    if dense:
+        # M^-1/2 xi = L xi, L the Cholesky factor of sigma = M^-1
+        chol = metric[2]
+        for i in range(d):
+            acc = 0.0
+            for j in range(i + 1):
+                acc += chol[i, j] * xi[j]
+            q[i] = q0[i] + half * tmp[i] + eps * acc
+    else:
+        inv_m = metric[0]
+        for i in range(d):
+            q[i] = q0[i] + half * tmp[i] + eps * math.sqrt(inv_m[i]) * xi[i]
+    lp = _logp_and_grad(q, tgt, ws, g, st)
+    log_ratio = -np.inf
+    if math.isfinite(lp):
+        forward = _mala_log_q(q, q0, g0, eps, metric, dense, tmp, tmp2)
+        backward = _mala_log_q(q0, q, g, eps, metric, dense, tmp, tmp2)
+        log_ratio = lp - lp0 + backward - forward
+        if log_ratio != log_ratio:
+            log_ratio = -np.inf
+    divergent = log_ratio < -max_dh
+    acc = 1.0 if log_ratio >= 0.0 else math.exp(log_ratio)
+    if rng.random() < acc:
+        _copy(q0, q)
+        _copy(g0, g)
+        _copy(st0, st)
+        return lp, 0, 1, acc, divergent, -lp
+    return lp0, 0, 1, acc, divergent, -lp0
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -662,6 +732,24 @@ def run_hmc_block(rng, it_start, it_stop, n_warmup, sched, q0, g0, st0, metric, 
             rng, q0, g0, st0, sc[0], eps, metric, dense, cfg_f[1], cfg_f[2], cfg_i[2], cfg_f[3],
             tgt, ws, buf, st,
         )  # fmt: skip
+        _after_transition(
+            rng, it, n_warmup, sched, q0, g0, st0, sc, w_mean, w_m2, cfg_f, cfg_i, tgt, ws,
+            draws, trace, taus, lp, depth, n_leap, acc, div, energy, eps,
+        )  # fmt: skip
+    return it_stop
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def run_mala_block(rng, it_start, it_stop, n_warmup, sched, q0, g0, st0, metric, w_mean, w_m2,
+                   sc, cfg_f, cfg_i, tgt, draws, trace, taus):  # fmt: skip
+    """Run MALA iterations ``[it_start, it_stop)`` of one chain (see run_nuts_block)."""
+    dense = cfg_i[4] != 0
+    ws, buf, ckpt, st, st_sub = _workspace(tgt, q0.shape[0], 0)
+    for it in range(it_start, it_stop):
+        eps = sc[1]
+        lp, depth, n_leap, acc, div, energy = _mala(
+            rng, q0, g0, st0, sc[0], eps, metric, dense, cfg_f[3], tgt, ws, buf, st
+        )
         _after_transition(
             rng, it, n_warmup, sched, q0, g0, st0, sc, w_mean, w_m2, cfg_f, cfg_i, tgt, ws,
             draws, trace, taus, lp, depth, n_leap, acc, div, energy, eps,

@@ -6,9 +6,10 @@ and one line here.
 
 from ._base import BaseMethod, FitResult
 from .hmc import HMC
+from .mala import MALA
 from .nuts import NUTS
 from .smc import SMC
 
-METHODS = {"nuts": NUTS, "hmc": HMC, "smc": SMC}
+METHODS = {"nuts": NUTS, "hmc": HMC, "mala": MALA, "smc": SMC}
 
-__all__ = ["BaseMethod", "FitResult", "HMC", "NUTS", "SMC", "METHODS"]
+__all__ = ["BaseMethod", "FitResult", "HMC", "MALA", "NUTS", "SMC", "METHODS"]
