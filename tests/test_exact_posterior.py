@@ -14,7 +14,7 @@ from scipy.special import logsumexp
 
 from skbnn import BayesianMLPRegressor
 from skbnn.diagnostics import ess_mean
-from skbnn.methods import HMC, MALA, NUTS
+from skbnn.methods import HMC, MALA, NUTS, AdaptiveMetropolis
 
 N_ROWS, N_FEATURES, NOISE = 60, 3, 0.4
 
@@ -84,6 +84,12 @@ def test_linear_regression_posterior_predictive(method):
 def test_linear_regression_posterior_predictive_mala(method):
     # one gradient per draw: ten times the draws of NUTS for the same ESS bar
     _check_linear_regression(method, n_samples=40000)
+
+
+@pytest.mark.parametrize("variant", ["dense", "diagonal"], ids=["amcmc-dense", "amcmc-diagonal"])
+def test_linear_regression_posterior_predictive_adaptive_metropolis(variant):
+    # a random walk: twenty times the draws of NUTS for the same ESS bar
+    _check_linear_regression(AdaptiveMetropolis(variant=variant), n_samples=80000)
 
 
 def _check_linear_regression(method, n_samples):
@@ -156,8 +162,17 @@ def _inferred_noise_quadrature(X, y, X_test):
         NUTS(n_chains=4, n_warmup=300, noise_update="gibbs", gibbs_output_layer=True),
         HMC(n_chains=4, n_warmup=300),
         MALA(),
+        AdaptiveMetropolis(),
     ],
-    ids=["nuts", "nuts-gibbs-noise", "nuts-gibbs-output", "nuts-gibbs-both", "hmc", "mala"],
+    ids=[
+        "nuts",
+        "nuts-gibbs-noise",
+        "nuts-gibbs-output",
+        "nuts-gibbs-both",
+        "hmc",
+        "mala",
+        "amcmc",
+    ],  # fmt: skip
 )
 def test_inferred_noise_matches_quadrature(method):
     X, y, X_test = _data(seed=1)
@@ -165,7 +180,7 @@ def test_inferred_noise_matches_quadrature(method):
         hidden_layer_sizes=(),
         activation="identity",
         method=method,
-        n_samples=40000 if isinstance(method, MALA) else 4000,
+        n_samples={MALA: 40000, AdaptiveMetropolis: 80000}.get(type(method), 4000),
         random_state=1,
     ).fit(X, y)
     sigma_mean, sigma_sd, exact_mean, exact_epi, exact_total = _inferred_noise_quadrature(

@@ -415,3 +415,42 @@ def test_gradient_balanced_metric_estimate():
         expected = n / (n + 5.0) * expected + 1e-3 * 5.0 / (n + 5.0)
         np.testing.assert_allclose(chain["metric"][0], expected, rtol=0.04)
         assert not np.any(chain["w_m2"]) and chain["sc"][6] == 0
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # gamma 0.1, 10
+def test_adaptive_metropolis_gamma_scales_the_proposal():
+    from skbnn.methods import AdaptiveMetropolis
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 3))
+    y = X @ np.array([1.0, -0.5, 0.25]) + 0.4 * rng.standard_normal(60)
+
+    def fit(gamma):
+        method = AdaptiveMetropolis(n_chains=2, n_warmup=2000, gamma=gamma)
+        reg = BayesianMLPRegressor((), activation="identity", method=method, n_samples=4000)
+        return reg.set_params(noise_std=0.3, random_state=0).fit(X, y).diagnostics_
+
+    small, optimal, large = fit(0.1), fit(1.0), fit(10.0)
+    # smaller steps are accepted more often; the proposal variances grow with gamma (not
+    # exactly 100-fold: the running covariance includes each chain's own transient)
+    assert small["accept_rate"].min() > optimal["accept_rate"].max()
+    assert optimal["accept_rate"].min() > large["accept_rate"].max()
+    assert np.all(large["inverse_mass_matrix"] > 10 * small["inverse_mass_matrix"])
+    assert 0.15 < optimal["accept_rate"].mean() < 0.45  # near the optimal 0.234-0.35
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 5 draws
+def test_adaptive_metropolis_warns_about_large_dense_covariances():
+    from skbnn.methods import AdaptiveMetropolis
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((20, 30))
+    y = rng.standard_normal(20)
+    method = AdaptiveMetropolis(n_chains=1, n_warmup=5, t0=2, t_adapt=2)
+    reg = BayesianMLPRegressor((40,), method=method, n_samples=5, random_state=0)
+    with pytest.warns(UserWarning, match="variant='diagonal'"):
+        reg.fit(X, y)  # 30*40 + 40 + 40 + 1 = 1281 parameters
+    method.set_params(variant="diagonal")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*covariance per chain")
+        reg.fit(X, y)

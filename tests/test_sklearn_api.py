@@ -25,7 +25,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from sklearn.utils.validation import check_is_fitted
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
-from skbnn.methods import HMC, MALA, NUTS, SMC
+from skbnn.methods import HMC, MALA, NUTS, SMC, AdaptiveMetropolis
 from skbnn.posterior import WeightedDraws
 from skbnn.priors import GaussianPrior
 
@@ -49,15 +49,21 @@ def _mala(**params):
     return MALA(**{"n_chains": 2, "n_warmup": 300, **params})
 
 
+def _amcmc(**params):
+    # a random walk: many cheap steps, adapting early
+    return AdaptiveMetropolis(**{"n_chains": 2, "n_warmup": 1500, "t0": 200, **params})
+
+
 def _smc(**params):
     return SMC(**{"n_mcmc_steps": 2, **params})
 
 
-MCMC_METHODS = {"nuts": _nuts, "hmc": _hmc, "mala": _mala}
+MCMC_METHODS = {"nuts": _nuts, "hmc": _hmc, "mala": _mala, "amcmc": _amcmc}
 FAST_METHODS = {**MCMC_METHODS, "smc": _smc}
 #: A knob of each method and a value other than its default, for the nested-parameter tests.
 OTHER_KNOB = {"nuts": ("target_accept", 0.99), "hmc": ("target_accept", 0.99),
-              "mala": ("target_accept", 0.99), "smc": ("target_ess", 0.9)}  # fmt: skip
+              "mala": ("target_accept", 0.99), "amcmc": ("gamma", 0.5),
+              "smc": ("target_ess", 0.9)}  # fmt: skip
 
 
 def _fast(cls, method="nuts", **params):

@@ -11,8 +11,9 @@ progress bar) and threads can run chains side by side without the GIL.
     [7] gradient evaluations   [8] divergences during warm-up
 
 ``cfg_f = [target_accept, path_length, jitter, max_delta_energy]`` and
-``cfg_i = [kind (0 NUTS, 1 HMC, 2 MALA), max_tree_depth, max_steps, gibbs_noise, dense,
-gibbs_output_layer, rescale_units]``.
+``cfg_i = [kind (0 NUTS, 1 HMC, 2 MALA, 3 adaptive Metropolis), max_tree_depth, max_steps,
+gibbs_noise, dense, gibbs_output_layer, rescale_units]``; adaptive Metropolis reads its
+``gamma`` from ``cfg_f[1]`` and ``t0``, ``t_adapt`` from ``cfg_i[1]``, ``cfg_i[2]``.
 
 The metric (inverse mass matrix) is ``inv_m`` (its diagonal) or, when ``dense``, the
 matrix ``sigma`` with lower Cholesky factor ``chol``; velocities ``sigma @ p`` ("sharp"
@@ -334,6 +335,25 @@ def _hmc(rng, q0, g0, st0, lp0, eps, metric, dense, path_length, jitter, max_ste
     return lp0, n_steps, n_steps, acc, divergent, h0
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _metric_normal(rng, metric, dense, z, out):
+    # out ~ N(0, sigma): L z with sigma = L L^T (dense), or sqrt(inv_m) z (diagonal)
+    d = z.shape[0]
+    for i in range(d):
+        z[i] = rng.standard_normal()
+    if dense:
+        chol = metric[2]
+        for i in range(d):
+            acc = 0.0
+            for j in range(i + 1):
+                acc += chol[i, j] * z[j]
+            out[i] = acc
+    else:
+        inv_m = metric[0]
+        for i in range(d):
+            out[i] = math.sqrt(inv_m[i]) * z[i]
+
+
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _mala_log_q(q_to, q_from, g_from, eps, metric, dense, tmp, tmp2):
     # log N(q_to | q_from + eps^2/2 M^-1 g_from, eps^2 M^-1) up to a constant shared by
@@ -371,21 +391,10 @@ def _mala(rng, q0, g0, st0, lp0, eps, metric, dense, max_dh, tgt, ws, buf, st):
     q, g, tmp, tmp2, xi = buf[0], buf[2], buf[21], buf[3], buf[1]
     d = q0.shape[0]
     half = 0.5 * eps * eps
-    for i in range(d):
-        xi[i] = rng.standard_normal()
     _sharp(g0, metric[0], metric[1], dense, tmp)
-    if dense:
-        # M^-1/2 xi = L xi, L the Cholesky factor of sigma = M^-1
-        chol = metric[2]
-        for i in range(d):
-            acc = 0.0
-            for j in range(i + 1):
-                acc += chol[i, j] * xi[j]
-            q[i] = q0[i] + half * tmp[i] + eps * acc
-    else:
-        inv_m = metric[0]
-        for i in range(d):
-            q[i] = q0[i] + half * tmp[i] + eps * math.sqrt(inv_m[i]) * xi[i]
+    _metric_normal(rng, metric, dense, xi, q)
+    for i in range(d):
+        q[i] = q0[i] + half * tmp[i] + eps * q[i]
     lp = _logp_and_grad(q, tgt, ws, g, st)
     log_ratio = -np.inf
     if math.isfinite(lp):
@@ -754,6 +763,91 @@ def run_mala_block(rng, it_start, it_stop, n_warmup, sched, q0, g0, st0, metric,
             rng, it, n_warmup, sched, q0, g0, st0, sc, w_mean, w_m2, cfg_f, cfg_i, tgt, ws,
             draws, trace, taus, lp, depth, n_leap, acc, div, energy, eps,
         )  # fmt: skip
+    return it_stop
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _random_walk(rng, q0, g0, st0, lp0, metric, dense, tgt, ws, buf, st):
+    """One random-walk Metropolis step with proposal ``N(q, Sigma)``.
+
+    ``Sigma`` is ``metric[1]`` with Cholesky factor ``metric[2]`` (dense) or the diagonal
+    ``metric[0]``. The log density is evaluated without its gradient; ``g0`` is left as it
+    is (nothing downstream of a random walk reads it).
+    """
+    q = buf[0]
+    _metric_normal(rng, metric, dense, buf[1], q)
+    for i in range(q0.shape[0]):
+        q[i] += q0[i]
+    lp = logp_grad(q, tgt, ws, buf[2][:0], st, False)
+    log_ratio = lp - lp0 if lp == lp else -np.inf
+    acc = 1.0 if log_ratio >= 0.0 else math.exp(log_ratio)
+    if rng.random() < acc:
+        _copy(q0, q)
+        _copy(st0, st)
+        return lp, 0, 1, acc, False, -lp
+    return lp0, 0, 1, acc, False, -lp0
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _am_refresh(metric, dense, w_m2, count, scale, jitter):
+    # Sigma = scale * (C + jitter I) from the running covariance C, and its Cholesky factor
+    inv_m, sigma, chol = metric
+    d = inv_m.shape[0]
+    if dense:
+        for i in range(d):
+            for j in range(d):
+                c = w_m2[i, j] / (count - 1.0)
+                sigma[i, j] = scale * (c + (jitter if i == j else 0.0))
+                chol[i, j] = sigma[i, j]
+            inv_m[i] = sigma[i, i]
+        _cholesky_inplace(chol)
+    else:
+        for i in range(d):
+            inv_m[i] = scale * (w_m2[0, i] / (count - 1.0) + jitter)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def run_am_block(rng, it_start, it_stop, n_warmup, sched, q0, g0, st0, metric, w_mean, w_m2, sc,
+                 cfg_f, cfg_i, tgt, draws, trace, taus):  # fmt: skip
+    """Run adaptive-Metropolis iterations ``[it_start, it_stop)`` of one chain (Haario et al.
+    2001; see run_nuts_block for the arguments).
+
+    ``w_mean`` / ``w_m2`` hold the chain's running mean and covariance sums over every
+    iteration from ``t0 / 2`` on (Welford, O(d^2) per step when dense). From iteration
+    ``t0 = cfg_i[1]`` on, every ``t_adapt = cfg_i[2]`` iterations the proposal becomes
+    ``(gamma 2.4^2 / d) (C_t + 1e-8 I)`` with ``gamma = cfg_f[1]``. Before that it is the
+    same scaling of the initial ``metric`` (the prior variances).
+    """
+    dense = cfg_i[4] != 0
+    d = q0.shape[0]
+    t0 = cfg_i[1]
+    t_adapt = cfg_i[2]
+    scale = cfg_f[1] * 2.4 * 2.4 / d
+    ws, buf, ckpt, st, st_sub = _workspace(tgt, d, 0)
+    if it_start == 0:
+        inv_m, sigma, chol = metric
+        for i in range(d):
+            inv_m[i] *= scale
+        if dense:
+            for i in range(d):
+                for j in range(d):
+                    sigma[i, j] *= scale
+                    chol[i, j] *= math.sqrt(scale)
+    for it in range(it_start, it_stop):
+        lp, depth, n_leap, acc, div, energy = _random_walk(
+            rng, q0, g0, st0, sc[0], metric, dense, tgt, ws, buf, st
+        )
+        _after_transition(
+            rng, it, n_warmup, sched, q0, g0, st0, sc, w_mean, w_m2, cfg_f, cfg_i, tgt, ws,
+            draws, trace, taus, lp, depth, n_leap, acc, div, energy, 0.0,
+        )  # fmt: skip
+        if it >= t0 // 2:
+            # the first t0 / 2 steps climb from the prior start; a covariance that kept them
+            # would be inflated by that transient for thousands of steps
+            _welford(q0, g0, w_mean, w_m2, sc, dense)
+        done = it + 1
+        if done >= t0 and (done - t0) % t_adapt == 0 and sc[6] > 1.0:
+            _am_refresh(metric, dense, w_m2, sc[6], scale, 1e-8)
     return it_stop
 
 

@@ -5,11 +5,27 @@ and one line here.
 """
 
 from ._base import BaseMethod, FitResult
+from .amcmc import AdaptiveMetropolis
 from .hmc import HMC
 from .mala import MALA
 from .nuts import NUTS
 from .smc import SMC
 
-METHODS = {"nuts": NUTS, "hmc": HMC, "mala": MALA, "smc": SMC}
+METHODS = {
+    "nuts": NUTS,
+    "hmc": HMC,
+    "mala": MALA,
+    "amcmc": AdaptiveMetropolis,
+    "smc": SMC,
+}
 
-__all__ = ["BaseMethod", "FitResult", "HMC", "MALA", "NUTS", "SMC", "METHODS"]
+__all__ = [
+    "AdaptiveMetropolis",
+    "BaseMethod",
+    "FitResult",
+    "HMC",
+    "MALA",
+    "NUTS",
+    "SMC",
+    "METHODS",
+]

@@ -259,8 +259,15 @@ class _HMCFamily(BaseMethod):
         """How the target treats an unknown Gaussian noise: ``noise_update``."""
         return self.noise_update
 
+    #: Whether the kernel integrates with a step size (tuned by Stan's heuristic and dual
+    #: averaging) and adapts the metric over Stan's windows; a random walk does neither.
+    _uses_step_size = True
+
     def _config(self) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
+
+    def _check_target(self, target) -> None:
+        """Hook for method-specific checks or warnings about the target."""
 
     def run(self, target, n_samples, random_state, n_jobs, verbose) -> FitResult:
         """Run ``n_chains`` chains in threads; keep ``n_samples`` draws in total.
@@ -286,7 +293,11 @@ class _HMCFamily(BaseMethod):
         # only ReLU and identity units have the scale symmetry; no hidden layer, no units
         symmetric = int(target.ints[1]) in (0, 1) and target.layout.n_layers > 1
         cfg_i[6] = 1 if self.rescale_units and symmetric else 0
-        sched = stan_windows(n_warmup)
+        self._check_target(target)
+        if self._uses_step_size:
+            sched = stan_windows(n_warmup)
+        else:
+            sched = np.zeros((n_warmup, 2), dtype=np.uint8)
         d = target.n_params
         k = target.n_outputs
 
@@ -343,7 +354,8 @@ class _HMCFamily(BaseMethod):
                     chain["q"], chain["tgt"], chain["ws"], chain["g"], chain["st"], True
                 )
                 sc[7] += 1
-                _restart_step_size(chain, dense)
+                if self._uses_step_size:
+                    _restart_step_size(chain, dense)
             it, stop = (stops[chain["pos"] - 1] if chain["pos"] else 0), stops[chain["pos"]]
             kernel(
                 chain["rng"], it, stop, n_warmup, sched, chain["q"], chain["g"],

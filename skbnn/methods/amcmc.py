@@ -1,0 +1,126 @@
+"""Adaptive Metropolis (Haario, Saksman & Tamminen 2001)."""
+
+from __future__ import annotations
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ..kernels import hmc as khmc
+from ._mcmc import _HMCFamily
+
+#: Above this many parameters a dense proposal covariance costs more than it is worth:
+#: O(K^2) memory and work per step against a likelihood of a few K per row.
+DENSE_WARN_PARAMS = 1000
+
+
+class AdaptiveMetropolis(_HMCFamily):
+    """Adaptive random-walk Metropolis (``method="amcmc"``).
+
+    The proposal is ``N(theta, Sigma_t)`` with ``Sigma_t = (gamma * 2.4^2 / K)(C_t + 1e-8 I)``,
+    ``C_t`` the running covariance of the chain (from step ``t0 / 2`` on, so that the climb
+    from the starting point does not inflate it) and ``K`` the number of parameters (Haario,
+    Saksman & Tamminen 2001; 2.4^2 / K is the optimal scaling for Gaussian targets, Gelman,
+    Roberts & Gilks 1996). ``C_t`` is updated online at every step, O(K^2) dense and O(K)
+    diagonal, never recomputed from the history. ``Sigma_t`` is refreshed from it every
+    ``t_adapt`` steps once ``t0`` steps have passed; before that the proposal is the same
+    scaling of the prior variances. The adaptation continues through sampling, as in Haario
+    et al., whose chain is ergodic for the target nonetheless. No gradients are used:
+    ``diagnostics_["n_grad_evals"]`` counts log-density evaluations for this method.
+
+    A random walk needs about K times more steps than a gradient method for the same
+    progress, so this method is for small networks, for checking the gradient methods, and
+    for likelihoods without gradients. The noise precision, output layer and ReLU scale
+    moves are those of :class:`NUTS`.
+
+    Parameters
+    ----------
+    n_chains : int, default=4
+        Independent chains, run in parallel threads.
+    n_warmup : int, default=5000
+        Iterations per chain discarded before draws are kept.
+    gamma : float, default=1.0
+        Multiplier of the optimal scaling 2.4^2 / K: below 1 for higher acceptance, above
+        for bolder moves.
+    t0 : int, default=500
+        Iteration from which the proposal uses the chain's covariance.
+    t_adapt : int, default=100
+        Iterations between refreshes of the proposal (and of its Cholesky factor, O(K^3)).
+    variant : {"dense", "diagonal"}, default="dense"
+        ``"dense"`` uses the full covariance (it captures correlated weights, at O(K^2)
+        memory and work per step; a warning is raised above 1000 parameters);
+        ``"diagonal"`` only the variances.
+    noise_update : {"marginal", "gibbs"}, default="marginal"
+        How an unknown Gaussian noise precision is sampled, as for :class:`NUTS`.
+    gibbs_output_layer : bool, default=False
+        Exact Gibbs draws of the output layer after every step, as for :class:`NUTS`.
+    rescale_units : bool, default=True
+        Exact moves along the ReLU units' scale symmetry after every step, as for
+        :class:`NUTS`.
+
+    Examples
+    --------
+    >>> from skbnn.methods import AdaptiveMetropolis
+    >>> AdaptiveMetropolis(variant="diagonal").get_params()["variant"]
+    'diagonal'
+    """
+
+    name = "amcmc"
+    _block_kernel = staticmethod(khmc.run_am_block)
+    _uses_step_size = False
+    _parameter_constraints: dict = {
+        "n_chains": [Interval(Integral, 1, None, closed="left")],
+        "n_warmup": [Interval(Integral, 0, None, closed="left")],
+        "gamma": [Interval(Real, 0, None, closed="neither")],
+        "t0": [Interval(Integral, 2, None, closed="left")],
+        "t_adapt": [Interval(Integral, 1, None, closed="left")],
+        "variant": [StrOptions({"dense", "diagonal"})],
+        "noise_update": [StrOptions({"marginal", "gibbs"})],
+        "gibbs_output_layer": ["boolean"],
+        "rescale_units": ["boolean"],
+    }
+
+    def __init__(
+        self,
+        n_chains: int = 4,
+        n_warmup: int = 5000,
+        gamma: float = 1.0,
+        t0: int = 500,
+        t_adapt: int = 100,
+        variant: str = "dense",
+        noise_update: str = "marginal",
+        gibbs_output_layer: bool = False,
+        rescale_units: bool = True,
+    ):
+        self.n_chains = n_chains
+        self.n_warmup = n_warmup
+        self.gamma = gamma
+        self.t0 = t0
+        self.t_adapt = t_adapt
+        self.variant = variant
+        self.noise_update = noise_update
+        self.gibbs_output_layer = gibbs_output_layer
+        self.rescale_units = rescale_units
+
+    @property
+    def metric(self) -> str:
+        """The chain driver's name for the proposal's shape."""
+        return self.variant
+
+    def _check_target(self, target) -> None:
+        if self.variant == "dense" and target.n_params > DENSE_WARN_PARAMS:
+            warnings.warn(
+                f"AdaptiveMetropolis(variant='dense') keeps a {target.n_params} x "
+                f"{target.n_params} covariance per chain and updates it at every step "
+                f"(O(K^2)); above {DENSE_WARN_PARAMS} parameters use variant='diagonal', or "
+                "a gradient method (NUTS, MALA).",
+                UserWarning,
+                stacklevel=4,
+            )
+
+    def _config(self):
+        cfg_f = np.array([0.5, self.gamma, 0.0, 1000.0])
+        cfg_i = np.array([3, self.t0, self.t_adapt, 0, 0, 0, 0], dtype=np.int64)
+        return cfg_f, cfg_i
