@@ -454,3 +454,29 @@ def test_adaptive_metropolis_warns_about_large_dense_covariances():
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*covariance per chain")
         reg.fit(X, y)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # short runs
+@pytest.mark.parametrize("method_cls", ["MALA", "AdaptiveMetropolis"])
+def test_thinning_keeps_every_thin_th_state_of_the_same_chain(method_cls):
+    from skbnn import methods
+
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((40, 2))
+    y = X[:, 0] - X[:, 1] + 0.3 * rng.standard_normal(40)
+    cls = getattr(methods, method_cls)
+
+    def fit(thin, n_samples):
+        method = cls(n_chains=2, n_warmup=200, thin=thin)
+        return BayesianMLPRegressor((3,), method=method, n_samples=n_samples, random_state=0)
+
+    thinned = fit(5, 60).fit(X, y)
+    full = fit(1, 300).fit(X, y)
+    a = thinned.posterior_.thetas.reshape(2, 30, -1)
+    b = full.posterior_.thetas.reshape(2, 150, -1)
+    np.testing.assert_array_equal(a, b[:, 4::5])
+    # every transition's acceptance is counted, not only the kept ones
+    np.testing.assert_allclose(
+        thinned.diagnostics_["accept_rate"], full.diagnostics_["accept_rate"], rtol=1e-12
+    )
+    assert thinned.diagnostics_["n_grad_evals"] == full.diagnostics_["n_grad_evals"]

@@ -12,7 +12,7 @@ progress bar) and threads can run chains side by side without the GIL.
 
 ``cfg_f = [target_accept, path_length, jitter, max_delta_energy]`` and
 ``cfg_i = [kind (0 NUTS, 1 HMC, 2 MALA, 3 adaptive Metropolis), max_tree_depth, max_steps,
-gibbs_noise, dense, gibbs_output_layer, rescale_units]``; adaptive Metropolis reads its
+gibbs_noise, dense, gibbs_output_layer, rescale_units, thin]``; adaptive Metropolis reads its
 ``gamma`` from ``cfg_f[1]`` and ``t0``, ``t_adapt`` from ``cfg_i[1]``, ``cfg_i[2]``.
 
 The metric (inverse mass matrix) is ``inv_m`` (its diagonal) or, when ``dense``, the
@@ -670,20 +670,29 @@ def _after_transition(
         if it == n_warmup - 1 and sc[5] > 0:
             sc[1] = math.exp(sc[2])
     else:
-        j = it - n_warmup
-        _copy(draws[j], q0)
-        trace[j, 0] = st0[0]
-        if cfg_i[3] == 2:
-            # the log-likelihood at the drawn noise, not at its conditional mean
-            trace[j, 0] = _gaussian_loglik(tgt, st0)
-        trace[j, 1] = acc
-        trace[j, 2] = n_leap
-        trace[j, 3] = depth
-        trace[j, 4] = 1.0 if div else 0.0
-        trace[j, 5] = eps
-        trace[j, 6] = energy
-        for o in range(taus.shape[1]):
-            taus[j, o] = tgt[5][o]
+        # every thin-th state is kept; acceptance, steps and divergences of the thin
+        # transitions that lead to it are summed into its row, so none goes uncounted
+        thin = cfg_i[7]
+        k = it - n_warmup
+        j = k // thin
+        if k % thin == 0:
+            trace[j, 1] = 0.0
+            trace[j, 2] = 0.0
+            trace[j, 4] = 0.0
+        trace[j, 1] += acc / thin
+        trace[j, 2] += n_leap
+        trace[j, 4] += 1.0 if div else 0.0
+        if k % thin == thin - 1:
+            _copy(draws[j], q0)
+            trace[j, 0] = st0[0]
+            if cfg_i[3] == 2:
+                # the log-likelihood at the drawn noise, not at its conditional mean
+                trace[j, 0] = _gaussian_loglik(tgt, st0)
+            trace[j, 3] = depth
+            trace[j, 5] = eps
+            trace[j, 6] = energy
+            for o in range(taus.shape[1]):
+                taus[j, o] = tgt[5][o]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

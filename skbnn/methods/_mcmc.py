@@ -75,7 +75,7 @@ def _ensure_compiled(kernel) -> float:
         tgt = target.as_tuple()
         d = target.n_params
         cfg_f = np.array([0.8, 1.0, 0.1, 1000.0])
-        cfg_i = np.array([0, 2, 4, 1, 0, 1, 1], dtype=np.int64)
+        cfg_i = np.array([0, 2, 4, 1, 0, 1, 1, 1], dtype=np.int64)
         sc = np.array([0.0, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
         metric = (np.ones(d), np.eye(d), np.eye(d))
         kernel(
@@ -283,7 +283,8 @@ class _HMCFamily(BaseMethod):
         n_chains = self.n_chains
         n_warmup = self.n_warmup
         n_keep = math.ceil(n_samples / n_chains)
-        n_iter = n_warmup + n_keep
+        thin = getattr(self, "thin", 1)
+        n_iter = n_warmup + n_keep * thin
         cfg_f, cfg_i = self._config()
         cfg_i[3] = {"gibbs": 1, "marginal": 2}.get(target.noise, 0)
         dense = self.metric == "dense"
@@ -293,6 +294,7 @@ class _HMCFamily(BaseMethod):
         # only ReLU and identity units have the scale symmetry; no hidden layer, no units
         symmetric = int(target.ints[1]) in (0, 1) and target.layout.n_layers > 1
         cfg_i[6] = 1 if self.rescale_units and symmetric else 0
+        cfg_i[7] = thin
         self._check_target(target)
         if self._uses_step_size:
             sched = stan_windows(n_warmup)

@@ -59,6 +59,9 @@ class AdaptiveMetropolis(_HMCFamily):
     rescale_units : bool, default=True
         Exact moves along the ReLU units' scale symmetry after every step, as for
         :class:`NUTS`.
+    thin : int, default=1
+        Keep every ``thin``-th state after warm-up: ``n_samples`` draws then cost
+        ``n_samples * thin`` steps, in the memory of ``n_samples``.
 
     Examples
     --------
@@ -80,6 +83,7 @@ class AdaptiveMetropolis(_HMCFamily):
         "noise_update": [StrOptions({"marginal", "gibbs"})],
         "gibbs_output_layer": ["boolean"],
         "rescale_units": ["boolean"],
+        "thin": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
@@ -93,6 +97,7 @@ class AdaptiveMetropolis(_HMCFamily):
         noise_update: str = "marginal",
         gibbs_output_layer: bool = False,
         rescale_units: bool = True,
+        thin: int = 1,
     ):
         self.n_chains = n_chains
         self.n_warmup = n_warmup
@@ -103,6 +108,7 @@ class AdaptiveMetropolis(_HMCFamily):
         self.noise_update = noise_update
         self.gibbs_output_layer = gibbs_output_layer
         self.rescale_units = rescale_units
+        self.thin = thin
 
     @property
     def metric(self) -> str:
@@ -122,5 +128,5 @@ class AdaptiveMetropolis(_HMCFamily):
 
     def _config(self):
         cfg_f = np.array([0.5, self.gamma, 0.0, 1000.0])
-        cfg_i = np.array([3, self.t0, self.t_adapt, 0, 0, 0, 0], dtype=np.int64)
+        cfg_i = np.array([3, self.t0, self.t_adapt, 0, 0, 0, 0, 1], dtype=np.int64)
         return cfg_f, cfg_i

@@ -98,5 +98,5 @@ class HMC(_HMCFamily):
         cfg_f = np.array(
             [self.target_accept, self.path_length, self.step_jitter, self.max_delta_energy]
         )
-        cfg_i = np.array([1, 0, self.max_steps, 0, 0, 0, 0], dtype=np.int64)
+        cfg_i = np.array([1, 0, self.max_steps, 0, 0, 0, 0, 1], dtype=np.int64)
         return cfg_f, cfg_i

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
+from sklearn.utils._param_validation import Interval
 
 from ..kernels import hmc as khmc
 from ._mcmc import _HMCFamily
@@ -43,6 +46,10 @@ class MALA(_HMCFamily):
     max_delta_energy : float, default=1000.0
         A proposal whose log acceptance ratio is below minus this counts as divergent (at
         least 100).
+    thin : int, default=1
+        Keep every ``thin``-th state after warm-up: ``n_samples`` draws then cost
+        ``n_samples * thin`` transitions, in the memory of ``n_samples``. MALA's draws are
+        strongly autocorrelated, so long thinned runs are its natural use.
 
     Examples
     --------
@@ -53,6 +60,10 @@ class MALA(_HMCFamily):
 
     name = "mala"
     _block_kernel = staticmethod(khmc.run_mala_block)
+    _parameter_constraints: dict = {
+        **_HMCFamily._parameter_constraints,
+        "thin": [Interval(Integral, 1, None, closed="left")],
+    }
 
     def __init__(
         self,
@@ -64,6 +75,7 @@ class MALA(_HMCFamily):
         gibbs_output_layer: bool = False,
         rescale_units: bool = True,
         max_delta_energy: float = 1000.0,
+        thin: int = 1,
     ):
         self.n_chains = n_chains
         self.n_warmup = n_warmup
@@ -72,9 +84,10 @@ class MALA(_HMCFamily):
         self.noise_update = noise_update
         self.gibbs_output_layer = gibbs_output_layer
         self.rescale_units = rescale_units
+        self.thin = thin
         self.max_delta_energy = max_delta_energy
 
     def _config(self):
         cfg_f = np.array([self.target_accept, 0.0, 0.0, self.max_delta_energy])
-        cfg_i = np.array([2, 0, 0, 0, 0, 0, 0], dtype=np.int64)
+        cfg_i = np.array([2, 0, 0, 0, 0, 0, 0, 1], dtype=np.int64)
         return cfg_f, cfg_i

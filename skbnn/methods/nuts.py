@@ -120,5 +120,5 @@ class NUTS(_HMCFamily):
 
     def _config(self):
         cfg_f = np.array([self.target_accept, 0.0, 0.0, self.max_delta_energy])
-        cfg_i = np.array([0, self.max_tree_depth, 0, 0, 0, 0, 0], dtype=np.int64)
+        cfg_i = np.array([0, self.max_tree_depth, 0, 0, 0, 0, 0, 1], dtype=np.int64)
         return cfg_f, cfg_i
