@@ -21,7 +21,7 @@ from .kernels import network as knet
 from .kernels.predict import mixture_quantiles
 from .methods import METHODS, BaseMethod
 from .network import ACTIVATIONS
-from .priors import PRIORS, GaussianPrior
+from .priors import PRIORS, GaussianPrior, LogisticPrior
 from .target import Target
 from .utils import seed_sequence
 
@@ -37,13 +37,15 @@ _SHARED_PARAMS_DOC = """
         Hidden-layer activation. ``tanh`` is the default because its smooth posterior suits
         gradient-based samplers: the kinks of ``relu`` cost energy errors and smaller steps.
     method : str or method object, default="nuts"
-        How the posterior is computed: a name (``"nuts"``, ``"hmc"``) or an object from
+        How the posterior is computed: a name (``"nuts"``, ``"hmc"``, ``"mala"``,
+        ``"amcmc"``, ``"smc"``) or an object from
         :mod:`skbnn.methods` carrying its own knobs (``NUTS(target_accept=0.9)``), which
         ``GridSearchCV`` can tune as ``method__<knob>``. NUTS is the default because it
         needs no tuning of the path length.
-    prior : "gaussian" or prior object, default="gaussian"
+    prior : {"gaussian", "logistic"} or prior object, default="gaussian"
         Prior over weights and biases; ``"gaussian"`` is ``GaussianPrior()``, N(0, 1) with
-        fan-in scaling of the weights.
+        fan-in scaling of the weights; ``"logistic"`` is ``LogisticPrior()``, a standard
+        logistic on every weight and bias.
     n_samples : int, default=1000
         Posterior draws kept for prediction (summed over chains). A thousand draws put the
         Monte Carlo error of predictive means well below the posterior spread.
@@ -78,7 +80,7 @@ class _BaseBayesianMLP(BaseEstimator):
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions(set(ACTIVATIONS))],
         "method": [StrOptions(set(METHODS)), BaseMethod],
-        "prior": [StrOptions(set(PRIORS)), GaussianPrior],
+        "prior": [StrOptions(set(PRIORS)), GaussianPrior, LogisticPrior],
         "n_samples": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
         "n_jobs": [Integral, None],
@@ -107,7 +109,8 @@ class _BaseBayesianMLP(BaseEstimator):
             noise=noise,
             noise_precision=noise_precision,
         )
-        target.prior_std = self._resolve_prior().stds(target.layout)
+        prior = self._resolve_prior()
+        target.set_prior(prior.stds(target.layout), prior.kernel_id)
         result = method.run(target, self.n_samples, self.random_state, self.n_jobs, self.verbose)
         self.posterior_ = result.posterior
         # a refit with a method that has no evidence must not keep the previous fit's

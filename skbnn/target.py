@@ -75,10 +75,25 @@ class Target:
                 LIKELIHOODS[likelihood],
                 n_noise,
                 1 if self.noise == "marginal" else 0,
+                0,
             ],
             dtype=np.int64,
         )
         self.floats = np.array([noise_shape, noise_rate, 1.0], dtype=np.float64)
+
+    def set_prior(self, scales, kind: int = 0) -> None:
+        """Use the prior with per-parameter ``scales`` and density code ``kind``.
+
+        ``kind`` 0 is the Gaussian (``scales`` are standard deviations), 1 the logistic
+        (``scales`` are its scale parameters).
+        """
+        self.prior_std = np.ascontiguousarray(scales, dtype=np.float64)
+        self.ints[5] = kind
+
+    @property
+    def prior_kind(self) -> int:
+        """Density code of the prior: 0 Gaussian, 1 logistic."""
+        return int(self.ints[5])
 
     @property
     def n_params(self) -> int:
@@ -135,7 +150,10 @@ class Target:
 
     def sample_prior(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """Draws of ``theta`` from the prior, shape ``(size, n_params)``."""
-        out = rng.standard_normal((size, self.n_params))
+        if self.prior_kind == 1:
+            out = rng.logistic(size=(size, self.n_params))
+        else:
+            out = rng.standard_normal((size, self.n_params))
         out[:, : self.layout.n_weights] *= self.prior_std
         if self.layout.n_noise:
             a, b = self.floats[0], self.floats[1]

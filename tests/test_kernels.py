@@ -6,7 +6,7 @@ from numba import njit
 
 from skbnn.kernels import network as knet
 from skbnn.network import NetworkLayout
-from skbnn.priors import GaussianPrior
+from skbnn.priors import GaussianPrior, LogisticPrior
 from skbnn.target import Target
 
 ACTIVATIONS = ["identity", "relu", "tanh", "logistic"]
@@ -18,7 +18,12 @@ CASES = [
     ("bernoulli", 1, "fixed"),
     ("categorical", 3, "fixed"),
 ]
-PRIORS = [GaussianPrior(), GaussianPrior(std=0.7, fan_in_scaling=False)]
+PRIORS = [
+    GaussianPrior(),
+    GaussianPrior(std=0.7, fan_in_scaling=False),
+    LogisticPrior(scale=0.6),
+    LogisticPrior(scale=1.3, fan_in_scaling=True),
+]
 
 
 def _make_target(likelihood, k, noise, activation, hidden, prior, seed=0, n=23, d=4):
@@ -31,15 +36,17 @@ def _make_target(likelihood, k, noise, activation, hidden, prior, seed=0, n=23, 
     else:
         Y = np.eye(k)[rng.integers(0, k, n)]
     layout = NetworkLayout((d, *hidden, k))
-    return Target(
+    target = Target(
         X, Y, hidden, activation, likelihood, prior.stds(layout), noise=noise, noise_precision=2.5
     )
+    target.set_prior(prior.stds(layout), prior.kernel_id)
+    return target
 
 
 @pytest.mark.parametrize("likelihood, k, noise", CASES)
 @pytest.mark.parametrize("activation", ACTIVATIONS)
 @pytest.mark.parametrize("hidden", [(), (5,), (4, 3)])
-@pytest.mark.parametrize("prior", PRIORS, ids=["fan_in", "plain"])
+@pytest.mark.parametrize("prior", PRIORS, ids=["fan_in", "plain", "logistic", "logistic-fan_in"])
 def test_gradient_matches_finite_differences(likelihood, k, noise, activation, hidden, prior):
     target = _make_target(likelihood, k, noise, activation, hidden, prior)
     rng = np.random.default_rng(1)
@@ -358,3 +365,23 @@ def test_nonfinite_output_bias_gives_nonfinite_logp(likelihood, k, bad):
     theta[target.layout.n_weights - 1] = bad  # the last output's bias
     value, _ = target.logp_and_grad(theta)
     assert not np.isfinite(value)
+
+
+@pytest.mark.parametrize("scale, fan_in", [(0.6, False), (1.3, True)])
+def test_logistic_prior_log_density_and_draws(scale, fan_in):
+    from scipy import stats
+
+    prior = LogisticPrior(scale=scale, fan_in_scaling=fan_in)
+    target = _make_target("gaussian", 1, "fixed", "tanh", (5,), prior)
+    scales = prior.stds(target.layout)
+    rng = np.random.default_rng(3)
+    # far into the tails too, where a naive log(1 + e^-z) would overflow
+    theta = (
+        rng.standard_normal(target.n_params) * np.r_[np.ones(5), np.full(target.n_params - 5, 50.0)]
+    )
+    _, lp, _ = target.loglik_logprior(theta)
+    expected = stats.logistic(scale=scales).logpdf(theta).sum()
+    assert lp == pytest.approx(expected, rel=1e-13)
+    # prior draws follow the logistic law, scaled per parameter
+    draws = target.sample_prior(rng, 4000) / scales
+    assert stats.kstest(draws.ravel()[::7], stats.logistic.cdf).pvalue > 0.01

@@ -480,3 +480,25 @@ def test_thinning_keeps_every_thin_th_state_of_the_same_chain(method_cls):
         thinned.diagnostics_["accept_rate"], full.diagnostics_["accept_rate"], rtol=1e-12
     )
     assert thinned.diagnostics_["n_grad_evals"] == full.diagnostics_["n_grad_evals"]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # short runs
+def test_logistic_prior_end_to_end_and_tunable():
+    from sklearn.datasets import load_iris
+
+    from skbnn.methods import SMC
+    from skbnn.priors import LogisticPrior
+
+    X, y = load_iris(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
+    nuts = NUTS(n_chains=2, n_warmup=100)
+    clf = BayesianMLPClassifier((3,), method=nuts, prior="logistic", n_samples=100)
+    assert clf.set_params(random_state=0).fit(X, y).score(X, y) > 0.9
+    search = GridSearchCV(
+        BayesianMLPClassifier((2,), method=SMC(n_mcmc_steps=2), prior=LogisticPrior(),
+                              n_samples=60, random_state=0),
+        {"prior__scale": [0.3, 3.0]}, scoring=evidence_scorer,
+        cv=[(np.arange(len(y)), np.arange(len(y)))],
+    ).fit(X, y)  # fmt: skip
+    scores = search.cv_results_["mean_test_score"]
+    assert np.all(np.isfinite(scores)) and scores[0] != scores[1]

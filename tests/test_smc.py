@@ -109,19 +109,25 @@ def test_inferred_noise_evidence_matches_quadrature():
     assert 0.3 < reg.noise_std_ < 0.55
 
 
-def test_logistic_regression_evidence_matches_grid():
+@pytest.mark.parametrize("prior", ["gaussian", "logistic"])
+def test_logistic_regression_evidence_matches_grid(prior):
+    from scipy import stats
+
     rng = np.random.default_rng(3)
     x = rng.standard_normal(80)
     labels = (rng.random(80) < expit(1.5 * x - 0.5)).astype(int)
     clf = BayesianMLPClassifier(
-        hidden_layer_sizes=(), method=SMC(), n_samples=2000, random_state=3
+        hidden_layer_sizes=(), method=SMC(), prior=prior, n_samples=2000, random_state=3
     ).fit(x[:, None], labels)
-    # prior: weight N(0, 1) (fan-in 1), bias N(0, 1); a grid over +-8 sd holds all the mass
-    grid = np.linspace(-8.0, 8.0, 801)
+    # prior: weight and bias N(0, 1) (fan-in 1) or standard logistic; a grid over +-8
+    # (+-20 for the heavier logistic tails) holds all the posterior mass
+    half = 8.0 if prior == "gaussian" else 20.0
+    grid = np.linspace(-half, half, 801)
     w, b = np.meshgrid(grid, grid, indexing="ij")
     f = w[..., None] * x + b[..., None]
     loglik = np.sum(labels * f - np.logaddexp(0.0, f), axis=-1)
-    log_prior = -0.5 * (w**2 + b**2) - np.log(2 * np.pi)
+    law = stats.norm if prior == "gaussian" else stats.logistic
+    log_prior = law.logpdf(w) + law.logpdf(b)
     exact = logsumexp(loglik + log_prior) + 2 * np.log(grid[1] - grid[0])
     assert abs(clf.log_evidence_ - exact) < 0.5, (clf.log_evidence_, exact)
 

@@ -5,7 +5,10 @@ loops run over rows with unit stride and vectorize. The target is passed as one 
 sampler kernel has one stable signature (see :func:`skbnn.target.Target.as_tuple`)::
 
     tgt = (XT, YT, sizes, offsets, prior_std, tau, ints, floats)
-    ints   = [n_rows, activation, likelihood, n_noise_in_theta, noise_marginalized]
+    ints   = [n_rows, activation, likelihood, n_noise_in_theta, noise_marginalized, prior]
+
+``prior`` 0 is the Gaussian prior (``prior_std`` holds standard deviations), 1 the
+logistic (``prior_std`` holds its scales).
     floats = [noise_shape, noise_rate, beta]
 
 ``YT`` is the standardized target (Gaussian), the 0/1 label (Bernoulli) or a one-hot matrix
@@ -182,6 +185,14 @@ def _log1p_unit(e):
     f = 0.5 * (e - 1.0) if big else e
     j = 1.0 if big else 0.0
     return j * _LN2_HI + (f - (_log1p_corr(f) - j * _LN2_LO))
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+def _logistic_logpdf(z):
+    # log of the standard logistic density e^-z / (1 + e^-z)^2, symmetric in z, as
+    # -|z| - 2 log1p(e^-|z|) so neither term overflows; NaN stays NaN, +-inf gives -inf
+    a = abs(z)
+    return -a - 2.0 * _log1p_unit(_exp_neg(-a))
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
@@ -507,18 +518,31 @@ def logp_grad(theta, tgt, ws, grad, stats, with_grad):
     marg = ints[4] if lik == 0 else 0
     ll = _loglik_delta(ws, out_base, YT, tau, lik, k, n, ws, total, stats, floats, marg)
 
-    lp = lp_noise - 0.5 * n_w * _LOG_2PI
-    for i in range(n_w):
-        s = prior_std[i]
-        z = theta[i] / s
-        lp -= 0.5 * z * z + math.log(s)
+    logistic = ints[5] == 1
+    lp = lp_noise
+    if logistic:
+        for i in range(n_w):
+            s = prior_std[i]
+            lp += _logistic_logpdf(theta[i] / s) - math.log(s)
+    else:
+        lp -= 0.5 * n_w * _LOG_2PI
+        for i in range(n_w):
+            s = prior_std[i]
+            z = theta[i] / s
+            lp -= 0.5 * z * z + math.log(s)
     stats[0] = ll
     stats[1] = lp
 
     if with_grad:
-        for i in range(n_w):
-            s = prior_std[i]
-            grad[i] = -theta[i] / (s * s)
+        if logistic:
+            for i in range(n_w):
+                # d/dw log p(w) = -tanh(w / 2s) / s
+                s = prior_std[i]
+                grad[i] = -_tanh(0.5 * theta[i] / s) / s
+        else:
+            for i in range(n_w):
+                s = prior_std[i]
+                grad[i] = -theta[i] / (s * s)
         _backward(theta, XT, sizes, offsets, act, n, ws, grad, beta)
         if n_noise > 0:
             a = floats[0]

@@ -289,11 +289,13 @@ class _HMCFamily(BaseMethod):
         cfg_i[3] = {"gibbs": 1, "marginal": 2}.get(target.noise, 0)
         dense = self.metric == "dense"
         cfg_i[4] = 1 if dense else 0
+        # both exact moves use the conditionals of a Gaussian prior
+        gaussian_prior = target.prior_kind == 0
         gaussian = target.likelihood == "gaussian" and target.noise != "theta"
-        cfg_i[5] = 1 if self.gibbs_output_layer and gaussian else 0
+        cfg_i[5] = 1 if self.gibbs_output_layer and gaussian and gaussian_prior else 0
         # only ReLU and identity units have the scale symmetry; no hidden layer, no units
         symmetric = int(target.ints[1]) in (0, 1) and target.layout.n_layers > 1
-        cfg_i[6] = 1 if self.rescale_units and symmetric else 0
+        cfg_i[6] = 1 if self.rescale_units and symmetric and gaussian_prior else 0
         cfg_i[7] = thin
         self._check_target(target)
         if self._uses_step_size:
@@ -307,7 +309,9 @@ class _HMCFamily(BaseMethod):
         for child in seed_sequence(random_state).spawn(n_chains):
             rng = np.random.default_rng(child)
             init_var = np.ones(d)
-            init_var[: target.layout.n_weights] = target.prior_std**2
+            # the prior's variance: s^2 for a Gaussian, (pi s)^2 / 3 for a logistic
+            factor = np.pi**2 / 3.0 if target.prior_kind == 1 else 1.0
+            init_var[: target.layout.n_weights] = factor * target.prior_std**2
             # the dense factors are (1, 1) placeholders for a diagonal metric, so both kinds
             # share one compiled kernel
             size = d if dense else 1
