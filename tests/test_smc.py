@@ -302,3 +302,32 @@ def test_refit_with_mcmc_drops_the_evidence():
     assert np.isfinite(reg.log_evidence_)
     reg.set_params(method=NUTS(n_chains=2, n_warmup=50)).fit(X, y)
     assert not hasattr(reg, "log_evidence_")
+
+
+@pytest.mark.parametrize("kind", [0, 1], ids=["gaussian", "logistic"])
+def test_hmc_moves_leave_a_non_gaussian_target_invariant(kind):
+    # prior-only target (lambda = 0): exact prior draws must stay prior draws after many
+    # moves with mixed step sizes and path lengths, for a Gaussian and a logistic prior
+    from scipy import stats
+
+    from skbnn.kernels import smc as ksmc
+    from skbnn.target import Target
+
+    rng = np.random.default_rng(16)
+    X, y = rng.standard_normal((30, 1)), rng.standard_normal(30)
+    target = Target(X, y, (), "identity", "gaussian", np.ones(2))
+    target.set_prior(np.ones(2), kind)
+    tgt = target.as_tuple()
+    tgt[7][2] = 0.0
+    n, d = 20000, 2
+    thetas = target.sample_prior(rng, n)
+    grads, logps, st = np.zeros((n, d)), np.zeros(n), np.zeros((n, 3))
+    inv_m = np.full(d, 2.0)
+    out = (np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int64))
+    for _ in range(20):
+        eps, n_leap = rng.uniform(0.05, 0.6, n), rng.integers(1, 20, n)
+        z, u = rng.standard_normal((n, d)), rng.random(n)
+        ksmc.hmc_moves(thetas, grads, logps, st, eps, n_leap, inv_m, z, u, tgt, 0, n, True, *out)
+    law = stats.logistic if kind else stats.norm
+    for j in range(d):
+        assert stats.kstest(thetas[:, j], law.cdf).pvalue > 0.01
