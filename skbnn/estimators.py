@@ -21,7 +21,7 @@ from .kernels import network as knet
 from .kernels.predict import mixture_quantiles
 from .methods import METHODS, BaseMethod
 from .network import ACTIVATIONS
-from .priors import PRIORS, GaussianPrior, LogisticPrior
+from .priors import PRIORS, GaussianPrior, HierarchicalPrior, LogisticPrior
 from .target import Target
 from .utils import seed_sequence
 
@@ -80,7 +80,7 @@ class _BaseBayesianMLP(BaseEstimator):
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions(set(ACTIVATIONS))],
         "method": [StrOptions(set(METHODS)), BaseMethod],
-        "prior": [StrOptions(set(PRIORS)), GaussianPrior, LogisticPrior],
+        "prior": [StrOptions(set(PRIORS)), GaussianPrior, LogisticPrior, HierarchicalPrior],
         "n_samples": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
         "n_jobs": [Integral, None],
@@ -110,7 +110,10 @@ class _BaseBayesianMLP(BaseEstimator):
             noise_precision=noise_precision,
         )
         prior = self._resolve_prior()
-        target.set_prior(prior.stds(target.layout), prior.kernel_id)
+        hierarchical = None
+        if getattr(prior, "hierarchical", False):
+            hierarchical = (prior.shape, prior.rate, prior.fan_in_scaling)
+        target.set_prior(prior.stds(target.layout), prior.kernel_id, hierarchical)
         result = method.run(target, self.n_samples, self.random_state, self.n_jobs, self.verbose)
         self.posterior_ = result.posterior
         # a refit with a method that has no evidence must not keep the previous fit's

@@ -30,6 +30,9 @@ class WeightedDraws:
         self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
         self.noise_precision = None if noise_precision is None else np.asarray(noise_precision)
         self.chain_shape = chain_shape
+        #: Draws of each layer's weight precision, shape (n_draws, n_layers), under a
+        #: hierarchical prior; None otherwise.
+        self.prior_precision = None
 
     @property
     def n_draws(self) -> int:

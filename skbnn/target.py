@@ -76,19 +76,33 @@ class Target:
                 n_noise,
                 1 if self.noise == "marginal" else 0,
                 0,
+                0,
             ],
             dtype=np.int64,
         )
-        self.floats = np.array([noise_shape, noise_rate, 1.0], dtype=np.float64)
+        # the last three: a hierarchical prior's Gamma shape and rate, and 1 for fan-in
+        # scaled weights
+        self.floats = np.array([noise_shape, noise_rate, 1.0, 1.0, 1.0, 1.0], dtype=np.float64)
 
-    def set_prior(self, scales, kind: int = 0) -> None:
+    def set_prior(self, scales, kind: int = 0, hierarchical=None) -> None:
         """Use the prior with per-parameter ``scales`` and density code ``kind``.
 
         ``kind`` 0 is the Gaussian (``scales`` are standard deviations), 1 the logistic
-        (``scales`` are its scale parameters).
+        (``scales`` are its scale parameters). ``hierarchical = (shape, rate, fan_in)``
+        makes each layer's weight precision a Gamma(shape, rate) variable that the MCMC
+        methods update by Gibbs steps (``scales`` then hold its starting value).
         """
         self.prior_std = np.ascontiguousarray(scales, dtype=np.float64)
         self.ints[5] = kind
+        self.ints[6] = 0 if hierarchical is None else 1
+        if hierarchical is not None:
+            shape, rate, fan_in = hierarchical
+            self.floats[3:6] = shape, rate, 1.0 if fan_in else 0.0
+
+    @property
+    def hierarchical(self) -> bool:
+        """Whether the weights' per-layer precisions are sampled (HierarchicalPrior)."""
+        return bool(self.ints[6])
 
     @property
     def prior_kind(self) -> int:
@@ -101,14 +115,16 @@ class Target:
         return self.layout.n_params
 
     def as_tuple(self, own_noise: bool = True) -> tuple:
-        """The tuple the numba kernels take; with ``own_noise`` a private noise array."""
+        """The tuple the numba kernels take; with ``own_noise`` a private noise array
+        (and private prior scales, which a hierarchical prior updates)."""
         tau = self.tau.copy() if own_noise else self.tau
+        prior_std = self.prior_std.copy() if own_noise and self.hierarchical else self.prior_std
         return (
             self.XT,
             self.YT,
             self.layout.sizes,
             self.layout.offsets,
-            self.prior_std,
+            prior_std,
             tau,
             self.ints,
             self.floats.copy(),

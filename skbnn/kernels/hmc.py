@@ -428,6 +428,39 @@ def _gibbs_noise(rng, tgt, st0):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def gibbs_prior_precision(rng, q0, g0, tgt):
+    """Draw each layer's weight precision from its Gamma conditional (hierarchical prior).
+
+    With ``lambda_l ~ Gamma(a, b)`` and weights ``N(0, c_l^2 / lambda_l)``, the conditional
+    is ``Gamma(a + m_l / 2, b + sum(w^2 / c_l^2) / 2)``. The new scales go into the chain's
+    own ``prior_std``; the log density and ``g0`` change only through the Gaussian prior,
+    so they are carried over exactly. Returns the change of the log density.
+    """
+    sizes, offsets, prior_std, floats = tgt[2], tgt[3], tgt[4], tgt[7]
+    a, b, fan_in = floats[3], floats[4], floats[5]
+    dlp = 0.0
+    for layer in range(sizes.shape[0] - 1):
+        n_in = sizes[layer]
+        m = n_in * sizes[layer + 1]
+        w0 = offsets[layer]
+        c = 1.0 / math.sqrt(n_in) if fan_in != 0.0 else 1.0
+        ss = 0.0
+        for i in range(w0, w0 + m):
+            ss += (q0[i] / c) ** 2
+        lam = rng.gamma(a + 0.5 * m, 1.0 / (b + 0.5 * ss))
+        s_old = prior_std[w0]
+        s_new = c / math.sqrt(lam)
+        diff = 1.0 / (s_new * s_new) - 1.0 / (s_old * s_old)
+        sq = 0.0
+        for i in range(w0, w0 + m):
+            sq += q0[i] * q0[i]
+            g0[i] -= q0[i] * diff
+            prior_std[i] = s_new
+        dlp += -0.5 * sq * diff - m * math.log(s_new / s_old)
+    return dlp
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _gaussian_loglik(tgt, st0):
     tau = tgt[5]
     n = tgt[6][0]
@@ -637,6 +670,10 @@ def _after_transition(
         dlp = rescale_units(rng, q0, g0, tgt)
         sc[0] += dlp
         st0[1] += dlp
+    if tgt[6][6] != 0:
+        dlp = gibbs_prior_precision(rng, q0, g0, tgt)
+        sc[0] += dlp
+        st0[1] += dlp
     if cfg_i[3] == 2:
         # marginalized noise: the density does not depend on tau, so drawing it from its
         # conditional needs no new gradient; it completes the joint draw (and the output
@@ -691,8 +728,15 @@ def _after_transition(
             trace[j, 3] = depth
             trace[j, 5] = eps
             trace[j, 6] = energy
-            for o in range(taus.shape[1]):
+            k = tgt[5].shape[0]
+            for o in range(k):
                 taus[j, o] = tgt[5][o]
+            # a hierarchical prior's precisions follow the noise's, one per layer
+            sizes, offsets, prior_std = tgt[2], tgt[3], tgt[4]
+            for layer in range(taus.shape[1] - k):
+                c = 1.0 / math.sqrt(sizes[layer]) if tgt[7][5] != 0.0 else 1.0
+                s = prior_std[offsets[layer]]
+                taus[j, k + layer] = (c / s) ** 2
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

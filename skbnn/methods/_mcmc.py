@@ -304,6 +304,7 @@ class _HMCFamily(BaseMethod):
             sched = np.zeros((n_warmup, 2), dtype=np.uint8)
         d = target.n_params
         k = target.n_outputs
+        n_hyper = target.layout.n_layers if target.hierarchical else 0
 
         chains = []
         for child in seed_sequence(random_state).spawn(n_chains):
@@ -334,7 +335,7 @@ class _HMCFamily(BaseMethod):
                     "tgt": target.as_tuple(own_noise=True),
                     "draws": np.empty((n_keep, d)),
                     "trace": np.empty((n_keep, len(khmc.TRACE_FIELDS))),
-                    "taus": np.empty((n_keep, k)),
+                    "taus": np.empty((n_keep, k + n_hyper)),
                     "ws_size": target.layout.workspace_size(target.n_rows),
                 }
             )
@@ -394,9 +395,11 @@ class _HMCFamily(BaseMethod):
         taus = np.concatenate([c["taus"] for c in chains])[:n_samples]
         posterior = WeightedDraws(
             draws,
-            noise_precision=taus if target.likelihood == "gaussian" else None,
+            noise_precision=taus[:, :k] if target.likelihood == "gaussian" else None,
             chain_shape=(n_chains, n_keep),
         )
+        if n_hyper:
+            posterior.prior_precision = taus[:, k:].copy()
         diagnostics = self._diagnostics(target, chains, n_keep)
         diagnostics["compile_time"] = compile_time
         diagnostics["wall_time"] = time.perf_counter() - t_start

@@ -163,6 +163,12 @@ class SMC(BaseMethod):
             ``diagnostics["smc"]`` with the per-stage figures.
         """
         self._validate_params()
+        if target.hierarchical:
+            raise ValueError(
+                "SMC does not support HierarchicalPrior yet (each particle would need its "
+                "own layer precisions); use NUTS, HMC, MALA or AdaptiveMetropolis, or a "
+                "GaussianPrior"
+            )
         if target.noise not in ("fixed", "marginal"):
             # the noise would live in the shared target tuple, which threads would race on
             raise ValueError(
