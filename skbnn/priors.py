@@ -18,6 +18,15 @@ NOISE_PRECISION_SHAPE = 1.0
 NOISE_PRECISION_RATE = 1e-3
 
 
+def _layer_scales(layout: NetworkLayout, weight: float, bias: float, fan_in_scaling: bool):
+    """``weight`` for every weight (over ``sqrt(fan_in)`` if scaled), ``bias`` for biases."""
+    out = np.full(layout.n_weights, float(bias))
+    fan_in = layout.fan_in()
+    weights = fan_in > 0
+    out[weights] = weight / (np.sqrt(fan_in[weights]) if fan_in_scaling else 1.0)
+    return out
+
+
 class GaussianPrior(BaseEstimator):
     """Independent zero-mean Gaussian prior on every weight and bias.
 
@@ -61,12 +70,7 @@ class GaussianPrior(BaseEstimator):
         ndarray of shape (layout.n_weights,)
         """
         self._validate_params()
-        out = np.full(layout.n_weights, float(self.std))
-        if self.fan_in_scaling:
-            fan_in = layout.fan_in()
-            weights = fan_in > 0
-            out[weights] /= np.sqrt(fan_in[weights])
-        return out
+        return _layer_scales(layout, self.std, self.std, self.fan_in_scaling)
 
 
 class LogisticPrior(BaseEstimator):
@@ -115,12 +119,7 @@ class LogisticPrior(BaseEstimator):
         ndarray of shape (layout.n_weights,)
         """
         self._validate_params()
-        out = np.full(layout.n_weights, float(self.scale))
-        if self.fan_in_scaling:
-            fan_in = layout.fan_in()
-            weights = fan_in > 0
-            out[weights] /= np.sqrt(fan_in[weights])
-        return out
+        return _layer_scales(layout, self.scale, self.scale, self.fan_in_scaling)
 
 
 class HierarchicalPrior(BaseEstimator):
@@ -191,12 +190,8 @@ class HierarchicalPrior(BaseEstimator):
         ndarray of shape (layout.n_weights,)
         """
         self._validate_params()
-        out = np.full(layout.n_weights, float(self.bias_std))
-        fan_in = layout.fan_in()
-        weights = fan_in > 0
-        scale = 1.0 / np.sqrt(self.shape / self.rate)
-        out[weights] = scale / (np.sqrt(fan_in[weights]) if self.fan_in_scaling else 1.0)
-        return out
+        weight = 1.0 / np.sqrt(self.shape / self.rate)
+        return _layer_scales(layout, weight, self.bias_std, self.fan_in_scaling)
 
 
 PRIORS = {"gaussian": GaussianPrior, "logistic": LogisticPrior, "hierarchical": HierarchicalPrior}
