@@ -132,8 +132,10 @@ class HierarchicalPrior(BaseEstimator):
     so the MCMC methods instead draw each ``lambda_l`` from its conjugate conditional
     ``Gamma(shape + m_l / 2, rate + sum(w^2 / c_l^2) / 2)`` after every transition (Neal's
     scheme); the log density and its gradient change only through the prior, so the update
-    needs no pass over the data. Chains start at ``lambda_l = shape / rate``. The draws of
-    ``lambda`` are kept in ``posterior_.prior_precision``. Not yet available with SMC.
+    needs no pass over the data. Chains start at ``lambda_l = shape / rate``. In SMC each
+    particle draws its own ``lambda`` from the hyperprior and updates it by the same Gibbs
+    step after each of its moves. The draws of ``lambda`` are kept in
+    ``posterior_.prior_precision``.
 
     Parameters
     ----------

@@ -116,9 +116,52 @@ def test_one_precision_per_layer_is_recorded():
     assert np.all(np.ptp(lam, axis=0) > 0)  # every layer's precision moves
 
 
-def test_smc_refuses_the_hierarchical_prior():
-    rng = np.random.default_rng(5)
-    X, y = rng.standard_normal((20, 2)), rng.standard_normal(20)
-    reg = BayesianMLPRegressor((2,), method=SMC(), prior="hierarchical", n_samples=20)
-    with pytest.raises(ValueError, match="HierarchicalPrior"):
-        reg.fit(X, y)
+def test_smc_evidence_and_precision_match_quadrature():
+    # Linear regression with fixed noise: given lambda the evidence is Gaussian, so
+    # p(y) = integral N(z; 0, K / lambda + B + sigma^2 I) Gamma(lambda | a, b) dlambda is a
+    # one-dimensional integral over log lambda, and so is E[lambda | y].
+    from scipy.special import logsumexp
+    from scipy.stats import multivariate_normal
+
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((40, 3))
+    y = X @ np.array([0.3, -0.2, 0.1]) + 0.5 * rng.standard_normal(40)
+    z = (y - y.mean()) / y.std()
+    noise_sd = 0.8
+    a, b = 2.0, 2.0
+    gram = X @ X.T / 3.0  # fan-in scaled weights: c^2 = 1/3
+    log_lam = np.linspace(-6.0, 6.0, 1201)
+    log_joint = np.array([
+        multivariate_normal(np.zeros(40), gram / np.exp(t) + 1.0 + noise_sd**2 * np.eye(40))
+        .logpdf(z) + stats.gamma(a, scale=1 / b).logpdf(np.exp(t)) + t
+        for t in log_lam
+    ])  # fmt: skip
+    exact = logsumexp(log_joint) + np.log(log_lam[1] - log_lam[0]) - 40 * np.log(y.std())
+    post = np.exp(log_joint - logsumexp(log_joint))
+    lam_mean = post @ np.exp(log_lam)
+
+    reg = BayesianMLPRegressor(
+        (), activation="identity", method=SMC(), prior="hierarchical", noise_std=noise_sd,
+        n_samples=2000, random_state=7,
+    ).fit(X, y)  # fmt: skip
+    assert abs(reg.log_evidence_ - exact) < 0.5, (reg.log_evidence_, exact)
+    lam = reg.posterior_.prior_precision[:, 0]
+    w = reg.posterior_.normalized_weights()
+    lam_sd = np.sqrt(post @ np.exp(2 * log_lam) - lam_mean**2)
+    assert abs(w @ lam - lam_mean) < 4 * lam_sd / np.sqrt(reg.diagnostics_["ess"])
+
+
+def test_smc_hierarchical_same_result_for_any_n_jobs():
+    rng = np.random.default_rng(8)
+    X, y = rng.standard_normal((30, 2)), rng.standard_normal(30)
+    fits = [
+        BayesianMLPRegressor((3,), activation="tanh", method=SMC(n_mcmc_steps=2),
+                             prior="hierarchical", n_samples=60, random_state=0,
+                             n_jobs=n_jobs).fit(X, y)
+        for n_jobs in (1, 2)
+    ]  # fmt: skip
+    np.testing.assert_array_equal(fits[0].posterior_.thetas, fits[1].posterior_.thetas)
+    np.testing.assert_array_equal(
+        fits[0].posterior_.prior_precision, fits[1].posterior_.prior_precision
+    )
+    assert fits[0].posterior_.prior_precision.shape == (60, 2)

@@ -327,7 +327,8 @@ def test_hmc_moves_leave_a_non_gaussian_target_invariant(kind):
     for _ in range(20):
         eps, n_leap = rng.uniform(0.05, 0.6, n), rng.integers(1, 20, n)
         z, u = rng.standard_normal((n, d)), rng.random(n)
-        ksmc.hmc_moves(thetas, grads, logps, st, eps, n_leap, inv_m, z, u, tgt, 0, n, True, *out)
+        ksmc.hmc_moves(thetas, grads, logps, st, eps, n_leap, inv_m, z, u, tgt,
+                       target.prior_std[None, :], np.zeros((n, 0)), 0, n, True, *out)  # fmt: skip
     law = stats.logistic if kind else stats.norm
     for j in range(d):
         assert stats.kstest(thetas[:, j], law.cdf).pvalue > 0.01

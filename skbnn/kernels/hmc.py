@@ -436,28 +436,39 @@ def gibbs_prior_precision(rng, q0, g0, tgt):
     own ``prior_std``; the log density and ``g0`` change only through the Gaussian prior,
     so they are carried over exactly. Returns the change of the log density.
     """
-    sizes, offsets, prior_std, floats = tgt[2], tgt[3], tgt[4], tgt[7]
-    a, b, fan_in = floats[3], floats[4], floats[5]
+    sizes = tgt[2]
+    a = tgt[7][3]
     dlp = 0.0
     for layer in range(sizes.shape[0] - 1):
-        n_in = sizes[layer]
-        m = n_in * sizes[layer + 1]
-        w0 = offsets[layer]
-        c = 1.0 / math.sqrt(n_in) if fan_in != 0.0 else 1.0
-        ss = 0.0
-        for i in range(w0, w0 + m):
-            ss += (q0[i] / c) ** 2
-        lam = rng.gamma(a + 0.5 * m, 1.0 / (b + 0.5 * ss))
-        s_old = prior_std[w0]
-        s_new = c / math.sqrt(lam)
-        diff = 1.0 / (s_new * s_new) - 1.0 / (s_old * s_old)
-        sq = 0.0
-        for i in range(w0, w0 + m):
-            sq += q0[i] * q0[i]
-            g0[i] -= q0[i] * diff
-            prior_std[i] = s_new
-        dlp += -0.5 * sq * diff - m * math.log(s_new / s_old)
+        m = sizes[layer] * sizes[layer + 1]
+        dlp += set_layer_precision(q0, g0, tgt, layer, rng.gamma(a + 0.5 * m, 1.0))
     return dlp
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def set_layer_precision(q0, g0, tgt, layer, std_gamma):
+    """Set layer ``layer``'s precision to ``std_gamma / (b + sum(w^2 / c^2) / 2)``.
+
+    ``std_gamma`` is a Gamma(a + m / 2, 1) draw, so the result is a draw from the layer's
+    conditional. Updates ``prior_std`` and ``g0``; returns the change of the log density.
+    """
+    sizes, offsets, prior_std, floats = tgt[2], tgt[3], tgt[4], tgt[7]
+    b, fan_in = floats[4], floats[5]
+    n_in = sizes[layer]
+    m = n_in * sizes[layer + 1]
+    w0 = offsets[layer]
+    c = 1.0 / math.sqrt(n_in) if fan_in != 0.0 else 1.0
+    sq = 0.0
+    for i in range(w0, w0 + m):
+        sq += q0[i] * q0[i]
+    lam = std_gamma / (b + 0.5 * sq / (c * c))
+    s_old = prior_std[w0]
+    s_new = c / math.sqrt(lam)
+    diff = 1.0 / (s_new * s_new) - 1.0 / (s_old * s_old)
+    for i in range(w0, w0 + m):
+        g0[i] -= q0[i] * diff
+        prior_std[i] = s_new
+    return -0.5 * sq * diff - m * math.log(s_new / s_old)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

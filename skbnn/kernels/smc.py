@@ -11,7 +11,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .hmc import _copy, _energy, _leapfrog, _sharp
+from .hmc import _copy, _energy, _leapfrog, _sharp, set_layer_precision
 from .network import logp_grad
 
 
@@ -28,8 +28,8 @@ def evaluate(thetas, tgt, stats, start, stop):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def hmc_moves(thetas, grads, logps, stats, eps, n_leap, inv_m, z, u, tgt, start, stop, refresh,
-              esjd, accept, n_grad):  # fmt: skip
+def hmc_moves(thetas, grads, logps, stats, eps, n_leap, inv_m, z, u, tgt, prior_stds, gammas,
+              start, stop, refresh, esjd, accept, n_grad):  # fmt: skip
     """One static HMC transition for each particle ``i`` in ``[start, stop)``.
 
     Particle ``i`` integrates ``n_leap[i]`` leapfrog steps of size ``eps[i]`` with the
@@ -42,6 +42,12 @@ def hmc_moves(thetas, grads, logps, stats, eps, n_leap, inv_m, z, u, tgt, start,
     ``accept[i]`` the acceptance probability ``alpha`` and ``n_grad[i]`` the gradient
     evaluations spent. A proposal whose log density is not finite is rejected with
     ``alpha = 0``.
+
+    ``prior_stds`` holds the prior scales: one row shared by all particles, or one row per
+    particle under a hierarchical prior. Then ``gammas[i, l]`` is a Gamma(a + m_l / 2, 1)
+    draw, and after its move particle ``i``'s layer precisions are drawn from their
+    conditionals (:func:`skbnn.kernels.hmc.set_layer_precision`); ``gammas`` has no
+    columns otherwise.
     """
     d = thetas.shape[1]
     n = tgt[6][0]
@@ -57,10 +63,13 @@ def hmc_moves(thetas, grads, logps, stats, eps, n_leap, inv_m, z, u, tgt, start,
     st = np.empty(k)
     dummy = np.empty((1, 1))
     metric = (inv_m, dummy, dummy)
+    per_particle = prior_stds.shape[0] > 1
     for i in range(start, stop):
+        own = (tgt[0], tgt[1], tgt[2], tgt[3], prior_stds[i if per_particle else 0], tgt[5],
+               tgt[6], tgt[7])  # fmt: skip
         spent = 0
         if refresh:
-            logps[i] = logp_grad(thetas[i], tgt, ws, grads[i], stats[i], True)
+            logps[i] = logp_grad(thetas[i], own, ws, grads[i], stats[i], True)
             spent += 1
         lp0 = logps[i]
         for j in range(d):
@@ -71,7 +80,7 @@ def hmc_moves(thetas, grads, logps, stats, eps, n_leap, inv_m, z, u, tgt, start,
         _copy(g, grads[i])
         lp = lp0
         for _ in range(n_leap[i]):
-            lp = _leapfrog(q, p, g, eps[i], metric, False, tmp, tgt, ws, st)
+            lp = _leapfrog(q, p, g, eps[i], metric, False, tmp, own, ws, st)
             spent += 1
             if not math.isfinite(lp):
                 break
@@ -79,18 +88,22 @@ def hmc_moves(thetas, grads, logps, stats, eps, n_leap, inv_m, z, u, tgt, start,
         if not math.isfinite(lp) or not math.isfinite(h0):
             esjd[i] = 0.0
             accept[i] = 0.0
-            continue
-        _sharp(p, inv_m, dummy, False, ps)
-        dh = _energy(lp, p, ps) - h0
-        alpha = 1.0 if dh <= 0.0 else math.exp(-dh)
-        jump = 0.0
-        for j in range(d):
-            step = q[j] - thetas[i, j]
-            jump += step * step / inv_m[j]
-        esjd[i] = alpha * jump / n_leap[i]
-        accept[i] = alpha
-        if u[i] < alpha:
-            _copy(thetas[i], q)
-            _copy(grads[i], g)
-            _copy(stats[i], st)
-            logps[i] = lp
+        else:
+            _sharp(p, inv_m, dummy, False, ps)
+            dh = _energy(lp, p, ps) - h0
+            alpha = 1.0 if dh <= 0.0 else math.exp(-dh)
+            jump = 0.0
+            for j in range(d):
+                step = q[j] - thetas[i, j]
+                jump += step * step / inv_m[j]
+            esjd[i] = alpha * jump / n_leap[i]
+            accept[i] = alpha
+            if u[i] < alpha:
+                _copy(thetas[i], q)
+                _copy(grads[i], g)
+                _copy(stats[i], st)
+                logps[i] = lp
+        for layer in range(gammas.shape[1]):
+            dlp = set_layer_precision(thetas[i], grads[i], own, layer, gammas[i, layer])
+            logps[i] += dlp
+            stats[i, 1] += dlp

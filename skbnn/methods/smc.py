@@ -163,12 +163,6 @@ class SMC(BaseMethod):
             ``diagnostics["smc"]`` with the per-stage figures.
         """
         self._validate_params()
-        if target.hierarchical:
-            raise ValueError(
-                "SMC does not support HierarchicalPrior yet (each particle would need its "
-                "own layer precisions); use NUTS, HMC, MALA or AdaptiveMetropolis, or a "
-                "GaussianPrior"
-            )
         if target.noise not in ("fixed", "marginal"):
             # the noise would live in the shared target tuple, which threads would race on
             raise ValueError(
@@ -183,7 +177,7 @@ class SMC(BaseMethod):
         pool = _ParticlePool(n, effective_n_jobs(n_jobs))
         tgt = target.as_tuple(own_noise=True)
 
-        thetas = target.sample_prior(rng, n)
+        thetas, prior_stds, gamma_shapes = _prior_draws(target, rng, n)
         stats = np.empty((n, 2 + target.n_outputs))
         tgt[7][2] = 1.0
         pool.map(lambda a, b: ksmc.evaluate(thetas, tgt, stats, a, b))
@@ -216,6 +210,8 @@ class SMC(BaseMethod):
                 if resampled:
                     idx = _RESAMPLERS[self.resampling](w, rng)
                     thetas, stats = thetas[idx], stats[idx]
+                    if prior_stds.shape[0] > 1:
+                        prior_stds = prior_stds[idx]
                     logw = np.full(n, -math.log(n))
                 if esjd is not None:
                     # the pairs are drawn afresh for every particle, so they need not follow
@@ -223,7 +219,7 @@ class SMC(BaseMethod):
                     eps, n_leap = self._retune(eps, n_leap, esjd, move_w, rng)
                 lam = new
                 tgt[7][2] = lam
-                particles = (thetas, grads, logps, stats)
+                particles = (thetas, grads, logps, stats, prior_stds, gamma_shapes)
                 esjd, acc, spent = self._move(pool, particles, eps, n_leap, inv_m, tgt, rng)
                 n_grad += spent
                 move_w = np.exp(logw)
@@ -242,6 +238,8 @@ class SMC(BaseMethod):
         w = np.exp(logw)
         taus = tempered.draw_noise(stats, rng)
         posterior = WeightedDraws(thetas, weights=w, noise_precision=taus)
+        if target.hierarchical:
+            posterior.prior_precision = _layer_precisions(target, prior_stds)
         smc = {
             "lambda": np.array(rec["lambda"]),
             "ess": np.array(rec["ess"]),
@@ -291,17 +289,21 @@ class SMC(BaseMethod):
         Returns each particle's mean jumping distance and acceptance over the transitions,
         and the gradient evaluations spent.
         """
-        thetas, grads, logps, stats = particles
+        thetas, grads, logps, stats, prior_stds, gamma_shapes = particles
         n, d = thetas.shape
         esjd, acc = np.zeros(n), np.zeros(n)
         spent = 0
         for step in range(self.n_mcmc_steps):
             z = rng.standard_normal((n, d))
             u = rng.random(n)
+            # Gamma(a + m_l / 2, 1) draws for the layers' precisions (none without a
+            # hierarchical prior), drawn here so that threads do not change them
+            gammas = rng.standard_gamma(gamma_shapes, size=(n, gamma_shapes.size))
             out = (np.empty(n), np.empty(n), np.empty(n, dtype=np.int64))
 
-            def kernel(a, b, z=z, u=u, refresh=step == 0, out=out):
-                ksmc.hmc_moves(thetas, grads, logps, stats, eps, n_leap, inv_m, z, u, tgt, a, b,
+            def kernel(a, b, z=z, u=u, gammas=gammas, refresh=step == 0, out=out):
+                ksmc.hmc_moves(thetas, grads, logps, stats, eps, n_leap, inv_m, z, u, tgt,
+                               prior_stds, gammas, a, b,
                                refresh, *out)  # fmt: skip
 
             pool.map(kernel, weights=n_leap)
@@ -358,6 +360,43 @@ _STAGE_KEYS = (
     "n_leapfrog",
     "log_evidence",
 )
+
+
+def _prior_draws(target, rng, n):
+    """Particles from the prior, their prior scales and the layers' Gamma shapes.
+
+    Under a hierarchical prior each particle first draws its layer precisions
+    ``lambda_l ~ Gamma(a, b)`` and then its weights given them, so each has its own row of
+    scales; otherwise all share the target's.
+    """
+    if not target.hierarchical:
+        return target.sample_prior(rng, n), target.prior_std[None, :].copy(), np.empty(0)
+    layout = target.layout
+    a, b, fan_in = (float(v) for v in target.floats[3:6])
+    prior_stds = np.repeat(target.prior_std[None, :], n, axis=0)
+    shapes = np.empty(layout.n_layers)
+    for layer in range(layout.n_layers):
+        w, _ = layout.slices(layer)
+        n_in = layout.sizes[layer]
+        c = 1.0 / np.sqrt(n_in) if fan_in else 1.0
+        lam = rng.gamma(a, 1.0 / b, n)
+        prior_stds[:, w] = (c / np.sqrt(lam))[:, None]
+        shapes[layer] = a + 0.5 * n_in * layout.sizes[layer + 1]
+    thetas = rng.standard_normal((n, target.n_params))
+    thetas[:, : layout.n_weights] *= prior_stds
+    return thetas, prior_stds, shapes
+
+
+def _layer_precisions(target, prior_stds):
+    """Each particle's layer precisions ``(c_l / s_l)^2`` from its prior scales."""
+    layout = target.layout
+    fan_in = bool(target.floats[5])
+    out = np.empty((prior_stds.shape[0], layout.n_layers))
+    for layer in range(layout.n_layers):
+        w, _ = layout.slices(layer)
+        c = 1.0 / np.sqrt(layout.sizes[layer]) if fan_in else 1.0
+        out[:, layer] = (c / prior_stds[:, w][:, 0]) ** 2
+    return out
 
 
 class _TemperedLoglik:
@@ -488,8 +527,9 @@ def _ensure_compiled() -> float:
         ksmc.evaluate(thetas, tgt, stats, 0, 2)
         ksmc.hmc_moves(
             thetas, np.zeros((2, d)), np.zeros(2), stats, np.full(2, 0.1),
-            np.ones(2, dtype=np.int64), np.ones(d), np.zeros((2, d)), np.zeros(2), tgt, 0, 2,
-            True, np.zeros(2), np.zeros(2), np.zeros(2, dtype=np.int64),
+            np.ones(2, dtype=np.int64), np.ones(d), np.zeros((2, d)), np.zeros(2), tgt,
+            np.ones((1, d)), np.zeros((2, 0)), 0, 2, True, np.zeros(2), np.zeros(2),
+            np.zeros(2, dtype=np.int64),
         )  # fmt: skip
         if not knet.forward_batch.signatures:
             knet.forward_batch(
