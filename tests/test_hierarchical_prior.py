@@ -165,3 +165,15 @@ def test_smc_hierarchical_same_result_for_any_n_jobs():
         fits[0].posterior_.prior_precision, fits[1].posterior_.prior_precision
     )
     assert fits[0].posterior_.prior_precision.shape == (60, 2)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # short runs
+@pytest.mark.parametrize("method", ["nuts", "hmc", "mala", "amcmc", "smc"])
+def test_every_method_samples_the_precisions(method):
+    rng = np.random.default_rng(9)
+    X, y = rng.standard_normal((30, 2)), rng.standard_normal(30)
+    reg = BayesianMLPRegressor((3,), activation="tanh", method=method, prior="hierarchical",
+                               n_samples=40, random_state=0).fit(X, y)  # fmt: skip
+    lam = reg.posterior_.prior_precision
+    assert lam.shape == (40, 2) and np.all(np.isfinite(lam)) and np.all(lam > 0)
+    assert np.unique(lam[:, 0]).size > 1  # the precisions move
