@@ -42,10 +42,11 @@ _SHARED_PARAMS_DOC = """
         :mod:`skbnn.methods` carrying its own knobs (``NUTS(target_accept=0.9)``), which
         ``GridSearchCV`` can tune as ``method__<knob>``. NUTS is the default because it
         needs no tuning of the path length.
-    prior : {"gaussian", "logistic"} or prior object, default="gaussian"
+    prior : {"gaussian", "logistic", "hierarchical"} or prior object, default="gaussian"
         Prior over weights and biases; ``"gaussian"`` is ``GaussianPrior()``, N(0, 1) with
         fan-in scaling of the weights; ``"logistic"`` is ``LogisticPrior()``, a standard
-        logistic on every weight and bias.
+        logistic on every weight and bias; ``"hierarchical"`` is ``HierarchicalPrior()``,
+        Gaussian weights whose per-layer precision is learned from the data.
     n_samples : int, default=1000
         Posterior draws kept for prediction (summed over chains). A thousand draws put the
         Monte Carlo error of predictive means well below the posterior spread.
