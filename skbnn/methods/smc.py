@@ -174,13 +174,10 @@ class SMC(BaseMethod):
         rng = np.random.default_rng(seed_sequence(random_state))
         n, d = int(n_samples), target.n_params
         tempered = _TemperedLoglik(target)
-        pool = _ParticlePool(n, effective_n_jobs(n_jobs))
         tgt = target.as_tuple(own_noise=True)
 
         thetas, prior_stds, gamma_shapes = _prior_draws(target, rng, n)
         stats = np.empty((n, 2 + target.n_outputs))
-        tgt[7][2] = 1.0
-        pool.map(lambda a, b: ksmc.evaluate(thetas, tgt, stats, a, b))
         grads = np.empty((n, d))
         logps = np.empty(n)
         logw = np.full(n, -math.log(n))  # normalized log weights
@@ -192,7 +189,10 @@ class SMC(BaseMethod):
         rec = {key: [] for key in _STAGE_KEYS}
         bar = _ProgressBar(1000, verbose, f"SMC {n} particles")
         forced, forced_from, shown = False, 0.0, 0
+        pool = _ParticlePool(n, effective_n_jobs(n_jobs))
         try:
+            tgt[7][2] = 1.0
+            pool.map(lambda a, b: ksmc.evaluate(thetas, tgt, stats, a, b))
             while lam < 1.0:
                 ll_prev = tempered(stats, lam)
                 new = self._next_lambda(tempered, stats, lam, ll_prev, logw)
@@ -234,6 +234,7 @@ class SMC(BaseMethod):
                 bar.update(shown - before, f"lambda {lam:.3g}")
         finally:
             bar.close()
+            pool.close()
 
         w = np.exp(logw)
         taus = tempered.draw_noise(stats, rng)
@@ -448,6 +449,15 @@ class _ParticlePool:
         self.n = n
         self.n_workers = max(1, min(int(n_jobs), n))
         self.n_ranges = 1 if self.n_workers == 1 else min(n, 4 * self.n_workers)
+        # one set of threads for the whole run, not a new one for each of the many maps
+        self._executor = None
+        if self.n_ranges > 1:
+            self._executor = ThreadPoolExecutor(max_workers=self.n_workers)
+
+    def close(self) -> None:
+        """Release the threads."""
+        if self._executor is not None:
+            self._executor.shutdown()
 
     def map(self, fn, weights=None) -> None:
         if self.n_ranges == 1:
@@ -460,11 +470,10 @@ class _ParticlePool:
             bounds = np.searchsorted(cost, np.linspace(0, cost[-1], self.n_ranges + 1))
             bounds[0], bounds[-1] = 0, self.n
             bounds = np.unique(bounds)
-        with ThreadPoolExecutor(max_workers=self.n_workers) as ex:
-            pairs = zip(bounds[:-1], bounds[1:], strict=True)
-            futures = [ex.submit(fn, a, b) for a, b in pairs if b > a]
-            for future in futures:
-                future.result()
+        pairs = zip(bounds[:-1], bounds[1:], strict=True)
+        futures = [self._executor.submit(fn, a, b) for a, b in pairs if b > a]
+        for future in futures:
+            future.result()
 
 
 def _finite(x: np.ndarray) -> np.ndarray:
