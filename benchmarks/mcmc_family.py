@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _uci import load_split  # noqa: E402
+from _uci import load_split, machine, standardize  # noqa: E402
 
 
 def main() -> None:
@@ -39,7 +37,6 @@ def main() -> None:
 
     import numpy as np
     from sklearn.exceptions import ConvergenceWarning
-    from sklearn.preprocessing import StandardScaler
 
     from skbnn import BayesianMLPRegressor
     from skbnn.methods import HMC, MALA, NUTS, AdaptiveMetropolis
@@ -47,8 +44,7 @@ def main() -> None:
     from skbnn.priors import GaussianPrior
 
     X_train, y_train, X_test, y_test = load_split("bostonHousing", 0, args.data_dir)
-    scaler = StandardScaler().fit(X_train)
-    X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
+    X_train, X_test = standardize(X_train, X_test)
     chains = args.chains
 
     def fit(method, n_samples):
@@ -90,8 +86,7 @@ def main() -> None:
             "test_lpd": round(log_predictive_scorer(reg, X_test, y_test), 4),
             "chains": chains,
             "n_jobs": args.n_jobs,
-            "cpu": platform.processor() or platform.machine(),
-            "cores": os.cpu_count(),
+            **machine(),
         }
         print(json.dumps(record), flush=True)
         return record

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _uci import load_split  # noqa: E402
+from _uci import load_split, machine, standardize  # noqa: E402
 
 
 def main() -> None:
@@ -44,7 +43,6 @@ def main() -> None:
         os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="skbnn-bench-")
 
     import numpy as np
-    from sklearn.preprocessing import StandardScaler
 
     from skbnn import BayesianMLPRegressor
     from skbnn.methods import SMC
@@ -52,8 +50,7 @@ def main() -> None:
     from skbnn.priors import GaussianPrior
 
     X_train, y_train, X_test, y_test = load_split("bostonHousing", 0, args.data_dir)
-    scaler = StandardScaler().fit(X_train)
-    X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
+    X_train, X_test = standardize(X_train, X_test)
 
     first = True
     for noise in args.noise:
@@ -98,8 +95,7 @@ def main() -> None:
                     "n_mcmc_steps": args.n_mcmc_steps,
                     "target_ess": args.target_ess,
                     "n_jobs": args.n_jobs,
-                    "cpu": platform.processor() or platform.machine(),
-                    "cores": os.cpu_count(),
+                    **machine(),
                 }
                 first = False
                 print(json.dumps(record), flush=True)
