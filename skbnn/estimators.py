@@ -81,6 +81,7 @@ class _BaseBayesianMLP(BaseEstimator):
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions(set(ACTIVATIONS))],
         "method": [StrOptions(set(METHODS)), BaseMethod],
+        # the public classes, so a wrong prior's error message names what is accepted
         "prior": [StrOptions(set(PRIORS)), GaussianPrior, LogisticPrior, HierarchicalPrior],
         "n_samples": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
@@ -111,10 +112,7 @@ class _BaseBayesianMLP(BaseEstimator):
             noise_precision=noise_precision,
         )
         prior = self._resolve_prior()
-        hierarchical = None
-        if getattr(prior, "hierarchical", False):
-            hierarchical = (prior.shape, prior.rate, prior.fan_in_scaling)
-        target.set_prior(prior.stds(target.layout), prior.kernel_id, hierarchical)
+        target.set_prior(prior.stds(target.layout), prior.kernel_id, prior.hyperprior())
         result = method.run(target, self.n_samples, self.random_state, self.n_jobs, self.verbose)
         self.posterior_ = result.posterior
         # a refit with a method that has no evidence must not keep the previous fit's

@@ -27,7 +27,18 @@ def _layer_scales(layout: NetworkLayout, weight: float, bias: float, fan_in_scal
     return out
 
 
-class GaussianPrior(BaseEstimator):
+class _BasePrior(BaseEstimator):
+    """What the estimators ask of a prior (not public)."""
+
+    #: Code of the prior's density in the numba kernels (0 Gaussian, 1 logistic).
+    kernel_id = 0
+
+    def hyperprior(self) -> tuple[float, float, bool] | None:
+        """``(shape, rate, fan_in_scaling)`` of sampled layer precisions, or None."""
+        return None
+
+
+class GaussianPrior(_BasePrior):
     """Independent zero-mean Gaussian prior on every weight and bias.
 
     Parameters
@@ -51,9 +62,6 @@ class GaussianPrior(BaseEstimator):
         "fan_in_scaling": ["boolean"],
     }
 
-    #: Code of the prior's density in the numba kernels.
-    kernel_id = 0
-
     def __init__(self, std: float = 1.0, fan_in_scaling: bool = True):
         self.std = std
         self.fan_in_scaling = fan_in_scaling
@@ -73,7 +81,7 @@ class GaussianPrior(BaseEstimator):
         return _layer_scales(layout, self.std, self.std, self.fan_in_scaling)
 
 
-class LogisticPrior(BaseEstimator):
+class LogisticPrior(_BasePrior):
     """Independent logistic prior on every weight and bias.
 
     ``p(w) = exp(-w / s) / (s (1 + exp(-w / s))^2)``: bell-shaped like a Gaussian of sd
@@ -95,7 +103,6 @@ class LogisticPrior(BaseEstimator):
     {'fan_in_scaling': False, 'scale': 0.5}
     """
 
-    #: Code of the prior's density in the numba kernels.
     kernel_id = 1
 
     _parameter_constraints: dict = {
@@ -122,7 +129,7 @@ class LogisticPrior(BaseEstimator):
         return _layer_scales(layout, self.scale, self.scale, self.fan_in_scaling)
 
 
-class HierarchicalPrior(BaseEstimator):
+class HierarchicalPrior(_BasePrior):
     """Gaussian weights whose per-layer precision is learned: a Gamma hyperprior.
 
     The weights of hidden or output layer ``l`` are ``N(0, c_l^2 / lambda_l)`` with
@@ -158,9 +165,6 @@ class HierarchicalPrior(BaseEstimator):
     3.0
     """
 
-    kernel_id = 0
-    hierarchical = True
-
     _parameter_constraints: dict = {
         "shape": [Interval(Real, 0, None, closed="neither")],
         "rate": [Interval(Real, 0, None, closed="neither")],
@@ -179,6 +183,10 @@ class HierarchicalPrior(BaseEstimator):
         self.rate = rate
         self.fan_in_scaling = fan_in_scaling
         self.bias_std = bias_std
+
+    def hyperprior(self) -> tuple[float, float, bool]:
+        """``(shape, rate, fan_in_scaling)`` of the layers' sampled precisions."""
+        return (self.shape, self.rate, self.fan_in_scaling)
 
     def stds(self, layout: NetworkLayout) -> np.ndarray:
         """Per-parameter standard deviations at the prior mean of every ``lambda_l``.

@@ -100,6 +100,13 @@ class Target:
             self.floats[3:6] = shape, rate, 1.0 if fan_in else 0.0
 
     @property
+    def prior_var(self) -> np.ndarray:
+        """Prior variance of each network parameter: ``s^2`` for the Gaussian prior,
+        ``(pi s)^2 / 3`` for the logistic."""
+        factor = np.pi**2 / 3.0 if self.prior_kind == 1 else 1.0
+        return factor * self.prior_std**2
+
+    @property
     def hierarchical(self) -> bool:
         """Whether the weights' per-layer precisions are sampled (HierarchicalPrior)."""
         return bool(self.ints[6])

@@ -310,9 +310,7 @@ class _HMCFamily(BaseMethod):
         for child in seed_sequence(random_state).spawn(n_chains):
             rng = np.random.default_rng(child)
             init_var = np.ones(d)
-            # the prior's variance: s^2 for a Gaussian, (pi s)^2 / 3 for a logistic
-            factor = np.pi**2 / 3.0 if target.prior_kind == 1 else 1.0
-            init_var[: target.layout.n_weights] = factor * target.prior_std**2
+            init_var[: target.layout.n_weights] = target.prior_var
             # the dense factors are (1, 1) placeholders for a diagonal metric, so both kinds
             # share one compiled kernel
             size = d if dense else 1
