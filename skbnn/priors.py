@@ -37,6 +37,27 @@ class _BasePrior(BaseEstimator):
         """``(shape, rate, fan_in_scaling)`` of sampled layer precisions, or None."""
         return None
 
+    def stds(self, layout: NetworkLayout) -> np.ndarray:
+        """Per-parameter prior scales for the network part of ``theta``.
+
+        Standard deviations for the Gaussian priors (for a hierarchical prior at the prior
+        mean of every layer precision), scale parameters for the logistic.
+
+        Parameters
+        ----------
+        layout : NetworkLayout
+
+        Returns
+        -------
+        ndarray of shape (layout.n_weights,)
+        """
+        self._validate_params()
+        return _layer_scales(layout, *self._layer_args())
+
+    def _layer_args(self) -> tuple[float, float, bool]:
+        """``(weight scale before fan-in scaling, bias scale, fan_in_scaling)``."""
+        raise NotImplementedError
+
 
 class GaussianPrior(_BasePrior):
     """Independent zero-mean Gaussian prior on every weight and bias.
@@ -66,19 +87,8 @@ class GaussianPrior(_BasePrior):
         self.std = std
         self.fan_in_scaling = fan_in_scaling
 
-    def stds(self, layout: NetworkLayout) -> np.ndarray:
-        """Per-parameter prior standard deviations for the network part of ``theta``.
-
-        Parameters
-        ----------
-        layout : NetworkLayout
-
-        Returns
-        -------
-        ndarray of shape (layout.n_weights,)
-        """
-        self._validate_params()
-        return _layer_scales(layout, self.std, self.std, self.fan_in_scaling)
+    def _layer_args(self):
+        return self.std, self.std, self.fan_in_scaling
 
 
 class LogisticPrior(_BasePrior):
@@ -114,19 +124,8 @@ class LogisticPrior(_BasePrior):
         self.scale = scale
         self.fan_in_scaling = fan_in_scaling
 
-    def stds(self, layout: NetworkLayout) -> np.ndarray:
-        """Per-parameter scales ``s`` for the network part of ``theta``.
-
-        Parameters
-        ----------
-        layout : NetworkLayout
-
-        Returns
-        -------
-        ndarray of shape (layout.n_weights,)
-        """
-        self._validate_params()
-        return _layer_scales(layout, self.scale, self.scale, self.fan_in_scaling)
+    def _layer_args(self):
+        return self.scale, self.scale, self.fan_in_scaling
 
 
 class HierarchicalPrior(_BasePrior):
@@ -188,20 +187,8 @@ class HierarchicalPrior(_BasePrior):
         """``(shape, rate, fan_in_scaling)`` of the layers' sampled precisions."""
         return (self.shape, self.rate, self.fan_in_scaling)
 
-    def stds(self, layout: NetworkLayout) -> np.ndarray:
-        """Per-parameter standard deviations at the prior mean of every ``lambda_l``.
-
-        Parameters
-        ----------
-        layout : NetworkLayout
-
-        Returns
-        -------
-        ndarray of shape (layout.n_weights,)
-        """
-        self._validate_params()
-        weight = 1.0 / np.sqrt(self.shape / self.rate)
-        return _layer_scales(layout, weight, self.bias_std, self.fan_in_scaling)
+    def _layer_args(self):
+        return 1.0 / np.sqrt(self.shape / self.rate), self.bias_std, self.fan_in_scaling
 
 
 PRIORS = {"gaussian": GaussianPrior, "logistic": LogisticPrior, "hierarchical": HierarchicalPrior}
