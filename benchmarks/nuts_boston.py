@@ -49,6 +49,13 @@ def main() -> None:
         action="store_true",
         help="turn off the exact moves along the ReLU units' scale symmetry",
     )
+    parser.add_argument(
+        "--temperatures",
+        type=int,
+        default=1,
+        help="replicas per chain for parallel tempering (1: none)",
+    )
+    parser.add_argument("--max-temperature", type=float, default=10.0)
     parser.add_argument("--runs", nargs="+", default=["cold", "warm"], choices=["cold", "warm"])
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
@@ -65,6 +72,7 @@ def main() -> None:
     from sklearn.preprocessing import StandardScaler
 
     from skbnn import BayesianMLPRegressor
+    from skbnn.diagnostics import rhat
     from skbnn.methods import NUTS
     from skbnn.model_selection import log_predictive_scorer
     from skbnn.priors import GaussianPrior
@@ -92,6 +100,8 @@ def main() -> None:
                     metric=args.metric,
                     noise_update=update,
                     rescale_units=not args.no_rescale_units,
+                    n_temperatures=args.temperatures,
+                    max_temperature=args.max_temperature,
                 ),
                 prior=GaussianPrior(std=1.0, fan_in_scaling=False),
                 n_samples=args.chains * args.draws,
@@ -104,6 +114,13 @@ def main() -> None:
             wall = time.perf_counter() - start
             d = reg.diagnostics_
             sampling = wall - d["compile_time"]
+            # R-hat of the network output at every training row (the diagnostics check five)
+            n_chains, n_keep = reg.posterior_.chain_shape
+            f = np.concatenate(
+                [out[:, 0, :] for _, out in reg._network_outputs(X_train, reg.posterior_.thetas)],
+                axis=1,
+            ).reshape(n_chains, n_keep, -1)
+            rhat_rows = np.array([rhat(f[:, :, j]) for j in range(f.shape[2])])
             rmse = float(np.sqrt(np.mean((reg.predict(X_test) - y_test) ** 2)))
             record = {
                 "benchmark": "nuts_boston",
@@ -120,6 +137,12 @@ def main() -> None:
                 "ess_bulk_loglik_per_s": round(float(d["ess_bulk_loglik"]) / wall, 2),
                 "rhat_loglik": round(float(d["rhat_loglik"]), 4),
                 "max_rhat": round(float(max(d["rhat_loglik"], np.max(d["rhat_outputs"]))), 4),
+                "rhat_all_rows": {
+                    "median": round(float(np.median(rhat_rows)), 4),
+                    "p90": round(float(np.quantile(rhat_rows, 0.9)), 4),
+                    "max": round(float(rhat_rows.max()), 4),
+                    "n_above_1.01": int((rhat_rows > 1.01).sum()),
+                },
                 "divergences": d["divergences"],
                 "step_size": [round(float(s), 5) for s in d["step_size"]],
                 "accept_rate": [round(float(a), 3) for a in d["accept_rate"]],
@@ -134,10 +157,16 @@ def main() -> None:
                 "rescale_units": not args.no_rescale_units,
                 "rhat_outputs": [round(float(r), 4) for r in d["rhat_outputs"]],
                 "max_tree_depth_hits": d["max_tree_depth_hits"].tolist(),
+                "n_temperatures": args.temperatures,
                 "n_jobs": args.n_jobs,
                 "cpu": platform.processor() or platform.machine(),
                 "cores": os.cpu_count(),
             }
+            if "tempering" in d:
+                tempering = d["tempering"]
+                record["max_temperature"] = args.max_temperature
+                record["swap_accept"] = np.round(tempering["swap_accept"], 3).tolist()
+                record["round_trips"] = tempering["round_trips"].tolist()
             print(json.dumps(record), flush=True)
 
 

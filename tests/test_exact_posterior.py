@@ -73,8 +73,10 @@ def _check_predictive(reg, X, y, X_test, exact_mean, exact_epi, exact_total, min
         NUTS(n_chains=4, n_warmup=400, metric="dense"),
         HMC(n_chains=4, n_warmup=400, metric="dense"),
         NUTS(n_chains=4, n_warmup=400, gibbs_output_layer=True),
+        NUTS(n_chains=4, n_warmup=400, n_temperatures=3),
+        HMC(n_chains=4, n_warmup=400, n_temperatures=3),
     ],
-    ids=["nuts", "hmc", "nuts-dense", "hmc-dense", "nuts-gibbs-output"],
+    ids=["nuts", "hmc", "nuts-dense", "hmc-dense", "nuts-gibbs-output", "nuts-pt", "hmc-pt"],
 )
 def test_linear_regression_posterior_predictive(method):
     _check_linear_regression(method, n_samples=4000)
@@ -161,6 +163,8 @@ def _inferred_noise_quadrature(X, y, X_test):
         NUTS(n_chains=4, n_warmup=300, gibbs_output_layer=True),
         NUTS(n_chains=4, n_warmup=300, noise_update="gibbs", gibbs_output_layer=True),
         HMC(n_chains=4, n_warmup=300),
+        NUTS(n_chains=4, n_warmup=300, n_temperatures=4, max_temperature=3.0),
+        NUTS(n_chains=4, n_warmup=300, n_temperatures=4, max_temperature=3.0, noise_update="gibbs"),
         MALA(),
         AdaptiveMetropolis(),
     ],
@@ -170,6 +174,8 @@ def _inferred_noise_quadrature(X, y, X_test):
         "nuts-gibbs-output",
         "nuts-gibbs-both",
         "hmc",
+        "nuts-pt",
+        "nuts-pt-gibbs-noise",
         "mala",
         "amcmc",
     ],  # fmt: skip

@@ -44,6 +44,11 @@ def _hmc(**params):
     return HMC(**{"n_chains": 2, "n_warmup": 30, **params})
 
 
+def _nuts_pt(**params):
+    # parallel tempering: three replicas per chain, swapping after every iteration
+    return _nuts(**{"n_temperatures": 3, **params})
+
+
 def _mala(**params):
     # one gradient per iteration: a longer warm-up than NUTS for the same cost
     return MALA(**{"n_chains": 2, "n_warmup": 300, **params})
@@ -58,10 +63,13 @@ def _smc(**params):
     return SMC(**{"n_mcmc_steps": 2, **params})
 
 
-MCMC_METHODS = {"nuts": _nuts, "hmc": _hmc, "mala": _mala, "amcmc": _amcmc}
+MCMC_METHODS = {
+    "nuts": _nuts, "nuts_pt": _nuts_pt, "hmc": _hmc, "mala": _mala, "amcmc": _amcmc
+}  # fmt: skip
 FAST_METHODS = {**MCMC_METHODS, "smc": _smc}
 #: A knob of each method and a value other than its default, for the nested-parameter tests.
-OTHER_KNOB = {"nuts": ("target_accept", 0.99), "hmc": ("target_accept", 0.99),
+OTHER_KNOB = {"nuts": ("target_accept", 0.99), "nuts_pt": ("max_temperature", 3.0),
+              "hmc": ("target_accept", 0.99),
               "mala": ("target_accept", 0.99), "amcmc": ("gamma", 0.5),
               "smc": ("target_ess", 0.9)}  # fmt: skip
 

@@ -266,6 +266,13 @@ class _HMCFamily(BaseMethod):
     def _config(self) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
 
+    def _betas(self) -> np.ndarray:
+        """Inverse temperatures of each chain's replicas, 1 first, geometric to the hottest."""
+        n_temps = getattr(self, "n_temperatures", 1)
+        if n_temps == 1:
+            return np.ones(1)
+        return float(self.max_temperature) ** (-np.arange(n_temps) / (n_temps - 1))
+
     def _check_target(self, target) -> None:
         """Hook for method-specific checks or warnings about the target."""
 
@@ -306,9 +313,12 @@ class _HMCFamily(BaseMethod):
         k = target.n_outputs
         n_hyper = target.layout.n_layers if target.hierarchical else 0
 
-        chains = []
-        for child in seed_sequence(random_state).spawn(n_chains):
-            rng = np.random.default_rng(child)
+        n_temps = getattr(self, "n_temperatures", 1)
+        betas = self._betas()
+
+        def new_chain(rng, beta):
+            # a hot replica's draws are never kept: it records each one over the last
+            n_rows = n_keep if beta == 1.0 else 1
             init_var = np.ones(d)
             init_var[: target.layout.n_weights] = target.prior_var
             # the dense factors are (1, 1) placeholders for a diagonal metric, so both kinds
@@ -318,30 +328,53 @@ class _HMCFamily(BaseMethod):
             if dense:
                 metric[1][:] = np.diag(init_var)
                 metric[2][:] = np.diag(np.sqrt(init_var))
-            chains.append(
-                {
-                    "rng": rng,
-                    "q": _finite_start(target, rng),
-                    "g": np.zeros(d),
-                    "st": np.zeros(2 + k),
-                    "metric": metric,
-                    "w_mean": np.zeros(d),
-                    "w_m2": np.zeros((d, d) if dense else (3, d)),
-                    "grad_metric": self.metric == "diagonal_grad",
-                    # logp, step size (the heuristic starts from 0.1), dual averaging...
-                    "sc": np.array([0.0, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
-                    "tgt": target.as_tuple(own_noise=True),
-                    "draws": np.empty((n_keep, d)),
-                    "trace": np.empty((n_keep, len(khmc.TRACE_FIELDS))),
-                    "taus": np.empty((n_keep, k + n_hyper)),
-                    "ws_size": target.layout.workspace_size(target.n_rows),
-                }
-            )
+            tgt = target.as_tuple(own_noise=True)
+            # relative to the target's own beta (0 samples the prior, as tests do)
+            tgt[7][2] *= beta
+            return {
+                "rng": rng,
+                "q": _finite_start(target, rng),
+                "g": np.zeros(d),
+                "st": np.zeros(2 + k),
+                "metric": metric,
+                "w_mean": np.zeros(d),
+                "w_m2": np.zeros((d, d) if dense else (3, d)),
+                "grad_metric": self.metric == "diagonal_grad",
+                # logp, step size (the heuristic starts from 0.1), dual averaging...
+                "sc": np.array([0.0, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
+                "tgt": tgt,
+                "draws": np.empty((n_rows, d)),
+                "trace": np.empty((n_rows, len(khmc.TRACE_FIELDS))),
+                "taus": np.empty((n_rows, k + n_hyper)),
+                "ws_size": target.layout.workspace_size(target.n_rows),
+            }
 
-        bar = _ProgressBar(n_chains * n_iter, verbose, f"{self.name.upper()} {n_chains} chains")
-        n_workers = max(1, min(effective_n_jobs(n_jobs), n_chains))
+        # chains[c] is chain c's replica at beta = 1; ladders[c] all of its replicas, coldest
+        # first. The cold replica keeps chain c's seed, so n_temperatures=1 draws exactly
+        # what it did before tempering existed; the hot ones and the swaps get children of it.
+        chains, ladders, swap_rngs = [], [], []
+        for child in seed_sequence(random_state).spawn(n_chains):
+            ladder = [new_chain(np.random.default_rng(child), 1.0)]
+            if n_temps > 1:
+                kids = child.spawn(n_temps)
+                swap_rngs.append(np.random.default_rng(kids[0]))
+                ladder += [
+                    new_chain(np.random.default_rng(s), b)
+                    for s, b in zip(kids[1:], betas[1:], strict=True)
+                ]
+            chains.append(ladder[0])
+            ladders.append(ladder)
+        replicas = [r for ladder in ladders for r in ladder]
+
+        bar = _ProgressBar(
+            len(replicas) * n_iter, verbose, f"{self.name.upper()} {n_chains} chains"
+        )
+        n_workers = max(1, min(effective_n_jobs(n_jobs), len(replicas)))
         block = max(1, n_iter // 50) if verbose > 0 else n_iter
-        if n_workers < n_chains:
+        if n_temps > 1:
+            # replicas exchange states after every iteration
+            block = 1
+        elif n_workers < n_chains:
             # more chains than threads: run short blocks so every thread can switch to the
             # least advanced chain; otherwise 3 chains on 2 threads take two chain-lengths
             block = min(block, max(1, n_iter // 40))
@@ -362,8 +395,12 @@ class _HMCFamily(BaseMethod):
                 if self._uses_step_size:
                     _restart_step_size(chain, dense)
             it, stop = (stops[chain["pos"] - 1] if chain["pos"] else 0), stops[chain["pos"]]
+            first, last = it, stop
+            if len(chain["draws"]) < n_keep and it >= n_warmup:
+                # a hot replica (one iteration per block) records into its only row
+                first, last = n_warmup, n_warmup + 1
             kernel(
-                chain["rng"], it, stop, n_warmup, sched, chain["q"], chain["g"],
+                chain["rng"], first, last, n_warmup, sched, chain["q"], chain["g"],
                 chain["st"], chain["metric"], chain["w_mean"], chain["w_m2"], sc,
                 cfg_f, cfg_i, chain["tgt"], chain["draws"], chain["trace"], chain["taus"],
             )  # fmt: skip
@@ -373,12 +410,27 @@ class _HMCFamily(BaseMethod):
             phase = "warmup" if stop <= n_warmup else "sampling"
             bar.update(stop - it, f"{phase}, step size {sc[1]:.3g}")
             chain["pos"] += 1
-            chain["time"] += time.perf_counter() - t0
+            chain["last"] = time.perf_counter() - t0
+            chain["time"] += chain["last"]
 
-        for chain in chains:
+        for chain in replicas:
             chain["pos"], chain["time"] = 0, 0.0
+        exchange = (
+            _ReplicaExchange(
+                ladders,
+                swap_rngs,
+                betas * float(target.floats[2]),
+                target,
+                # rounds are single iterations; the ladder adapts with the mass matrix
+                adapt_rounds=np.flatnonzero(sched[:, 1]) if self._uses_step_size else [],
+            )  # fmt: skip
+            if n_temps > 1
+            else None
+        )
         try:
-            if n_workers == 1:
+            if exchange is not None:
+                exchange.run(len(stops), n_warmup, advance, n_workers)
+            elif n_workers == 1:
                 for chain in chains:
                     while chain["pos"] < len(stops):
                         advance(chain)
@@ -386,7 +438,7 @@ class _HMCFamily(BaseMethod):
                 _run_interleaved(chains, len(stops), advance, n_workers)
         finally:
             bar.close()
-            for chain in chains:
+            for chain in replicas:
                 chain.pop("ws", None)
 
         draws = np.concatenate([c["draws"] for c in chains])[:n_samples]
@@ -399,6 +451,14 @@ class _HMCFamily(BaseMethod):
         if n_hyper:
             posterior.prior_precision = taus[:, k:].copy()
         diagnostics = self._diagnostics(target, chains, n_keep)
+        if exchange is not None:
+            # the hot replicas' work is part of the cost of every kept draw
+            diagnostics["n_grad_evals"] = int(sum(c["sc"][7] for c in replicas))
+            diagnostics["n_grad_evals_per_chain"] = np.array(
+                [int(sum(c["sc"][7] for c in ladder)) for ladder in ladders]
+            )
+            diagnostics["chain_time"] = np.array([sum(c["time"] for c in ld) for ld in ladders])
+            diagnostics["tempering"] = exchange.summary()
         diagnostics["compile_time"] = compile_time
         diagnostics["wall_time"] = time.perf_counter() - t_start
         self._warn(diagnostics)
@@ -464,6 +524,163 @@ class _HMCFamily(BaseMethod):
                 ConvergenceWarning,
                 stacklevel=4,
             )
+
+
+#: Constraints of the parallel-tempering parameters (NUTS and HMC).
+TEMPERING_CONSTRAINTS: dict = {
+    "n_temperatures": [Interval(Integral, 1, None, closed="left")],
+    "max_temperature": [Interval(Real, 1, None, closed="left")],
+}
+
+
+class _ReplicaExchange:
+    """Parallel tempering of each chain over a ladder of tempered replicas.
+
+    Replica ``k`` of a chain targets ``prior * likelihood**beta_k`` (with the noise
+    marginalized, the tempered likelihood integrated over the noise precision) with its own
+    step size and mass matrix. After every iteration, neighbouring replicas propose to swap
+    their states, alternately the even and the odd pairs (the deterministic even-odd scheme,
+    which sends states through the ladder in one direction instead of a random walk; Syed et
+    al. 2021), with the Metropolis ratio of the swap. Only the ``beta = 1`` replica's draws
+    are kept; the hot ones let it cross between modes that a local sampler leaves rarely.
+
+    At the end of each of Stan's slow warm-up windows each chain respaces its inner betas
+    so every neighbouring pair rejects about equally often (Syed et al.'s schedule: equal
+    steps of the cumulative rejection rate), which removes the bottleneck a geometric
+    ladder has at the cold end. The ladder is fixed after warm-up, and the uniforms come from
+    each chain's own generator, so the draws do not depend on the thread schedule.
+    """
+
+    def __init__(self, ladders, rngs, betas, target, adapt_rounds):
+        self.ladders, self.rngs = ladders, rngs
+        n_chains, n_temps = len(ladders), len(betas)
+        self.betas = np.tile(betas, (n_chains, 1))
+        self.adapt_rounds = set(int(r) for r in adapt_rounds)
+        self.attempts = np.zeros((n_chains, n_temps - 1))
+        self.accepts = np.zeros((n_chains, n_temps - 1))
+        # which initial state sits in each slot, and whether it has been hottest since it
+        # was last coldest: a round trip is a state's way from the hot end to the cold one
+        self.ids = [np.arange(n_temps) for _ in ladders]
+        self.from_hot = [np.zeros(n_temps, dtype=bool) for _ in ladders]
+        self.round_trips = np.zeros(n_chains, dtype=int)
+        self.marginal = target.likelihood == "gaussian" and target.noise == "marginal"
+        self.a, self.b, self.n = float(target.floats[0]), float(target.floats[1]), target.n_rows
+        self.hierarchical = target.hierarchical
+
+    def _tempered_loglik(self, chain, beta: float) -> float:
+        """The state-dependent part of the tempered log-likelihood of ``chain``'s state."""
+        st = chain["st"]
+        if self.marginal:
+            # log int p(y | theta, tau)^beta Gamma(tau | a, b) dtau up to terms in beta alone,
+            # which cancel from a swap's ratio
+            a_post = self.a + 0.5 * beta * self.n
+            return float(-a_post * np.sum(np.log(self.b + 0.5 * beta * st[2:])))
+        return beta * st[0]
+
+    @staticmethod
+    def _refresh(chain) -> None:
+        # log density and gradient at the chain's state under its (new) state or beta
+        chain["sc"][0] = knet.logp_grad(
+            chain["q"], chain["tgt"], chain["ws"], chain["g"], chain["st"], True
+        )
+        chain["sc"][7] += 1
+
+    def _swap_states(self, x, y) -> None:
+        # the state is the parameters, the noise precisions and a hierarchical prior's
+        # scales; each replica keeps its temperature, step size and mass matrix
+        x["q"], y["q"] = y["q"], x["q"]
+        parts = (4, 5) if self.hierarchical else (5,)
+        for i in parts:
+            tmp = x["tgt"][i].copy()
+            x["tgt"][i][:] = y["tgt"][i]
+            y["tgt"][i][:] = tmp
+        self._refresh(x)
+        self._refresh(y)
+
+    def exchange(self, round_: int) -> None:
+        """Propose the even (or odd) neighbour swaps of every chain after round ``round_``."""
+        for c, ladder in enumerate(self.ladders):
+            betas = self.betas[c]
+            # one uniform per pair every round, used or not, keeps the streams aligned
+            log_u = np.log(self.rngs[c].random(len(betas) - 1))
+            ids = self.ids[c]
+            for k in range(round_ % 2, len(betas) - 1, 2):
+                x, y = ladder[k], ladder[k + 1]
+                log_r = (
+                    self._tempered_loglik(y, betas[k]) + self._tempered_loglik(x, betas[k + 1])
+                    - self._tempered_loglik(x, betas[k]) - self._tempered_loglik(y, betas[k + 1])
+                )  # fmt: skip
+                self.attempts[c, k] += 1
+                # a NaN ratio (a diverged state) compares false: rejected
+                if log_u[k] < log_r:
+                    self.accepts[c, k] += 1
+                    self._swap_states(x, y)
+                    ids[k], ids[k + 1] = ids[k + 1], ids[k]
+            self.from_hot[c][ids[-1]] = True
+            if self.from_hot[c][ids[0]]:
+                self.round_trips[c] += 1
+                self.from_hot[c][ids[0]] = False
+        if round_ in self.adapt_rounds:
+            self._adapt()
+
+    def _adapt(self) -> None:
+        """Respace each chain's inner betas to equal steps of cumulative rejection."""
+        for c, ladder in enumerate(self.ladders):
+            # (a prior-only target, beta = 0, has nothing to temper)
+            if np.any(self.attempts[c] == 0) or self.betas[c, 0] <= 0.0:
+                continue
+            # a floor keeps the cumulative rate strictly increasing for the interpolation
+            reject = np.maximum(1.0 - self.accepts[c] / self.attempts[c], 1e-3)
+            cum = np.r_[0.0, np.cumsum(reject)]
+            levels = np.linspace(0.0, cum[-1], len(cum))
+            log_betas = np.interp(levels, cum, np.log(self.betas[c]))
+            self.betas[c, 1:-1] = np.exp(log_betas[1:-1])
+            for k, replica in enumerate(ladder[1:-1], start=1):
+                replica["tgt"][7][2] = self.betas[c, k]
+                self._refresh(replica)
+        self.attempts[:] = 0.0
+        self.accepts[:] = 0.0
+
+    def end_warmup(self) -> None:
+        """Count swaps and round trips over the kept iterations only."""
+        self.attempts[:] = 0.0
+        self.accepts[:] = 0.0
+        self.round_trips[:] = 0
+        for hot in self.from_hot:
+            hot[:] = False
+
+    def run(self, n_rounds: int, n_warmup_rounds: int, advance, n_workers: int) -> None:
+        """Advance every replica one block per round, then exchange."""
+        replicas = [r for ladder in self.ladders for r in ladder]
+
+        def step(pool):
+            for round_ in range(n_rounds):
+                if round_ == n_warmup_rounds:
+                    self.end_warmup()
+                # the slowest replicas first, so the threads finish a round together
+                order = sorted(replicas, key=lambda r: -r.get("last", 0.0))
+                if pool is None:
+                    for r in order:
+                        advance(r)
+                else:
+                    list(pool.map(advance, order))
+                self.exchange(round_)
+
+        if n_workers == 1:
+            step(None)
+        else:
+            with ThreadPoolExecutor(max_workers=n_workers) as pool:
+                step(pool)
+
+    def summary(self) -> dict:
+        """Ladders, swap acceptance per neighbouring pair and round trips, after warm-up."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rate = self.accepts / self.attempts
+        return {
+            "betas": self.betas.copy(),
+            "swap_accept": rate,
+            "round_trips": self.round_trips.copy(),
+        }
 
 
 def _finite_start(target, rng, tries: int = 100) -> np.ndarray:

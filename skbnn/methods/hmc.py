@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from ..kernels import hmc as khmc
-from ._mcmc import _HMCFamily
+from ._mcmc import TEMPERING_CONSTRAINTS, _HMCFamily
 
 
 class HMC(_HMCFamily):
@@ -51,6 +51,10 @@ class HMC(_HMCFamily):
         Cap on the leapfrog steps of one transition.
     max_delta_energy : float, default=1000.0
         Energy error that marks a divergent transition (at least 100).
+    n_temperatures : int, default=1
+        Replicas per chain for parallel tempering (1: none), as for :class:`NUTS`.
+    max_temperature : float, default=10.0
+        Temperature of the hottest replica, as for :class:`NUTS`.
 
     Examples
     --------
@@ -63,6 +67,7 @@ class HMC(_HMCFamily):
     _block_kernel = staticmethod(khmc.run_hmc_block)
     _parameter_constraints: dict = {
         **_HMCFamily._parameter_constraints,
+        **TEMPERING_CONSTRAINTS,
         "path_length": [Interval(Real, 0, None, closed="neither")],
         "step_jitter": [Interval(Real, 0, 1, closed="left")],
         "max_steps": [Interval(Integral, 1, None, closed="left")],
@@ -81,6 +86,8 @@ class HMC(_HMCFamily):
         step_jitter: float = 0.2,
         max_steps: int = 1024,
         max_delta_energy: float = 1000.0,
+        n_temperatures: int = 1,
+        max_temperature: float = 10.0,
     ):
         self.n_chains = n_chains
         self.n_warmup = n_warmup
@@ -93,6 +100,8 @@ class HMC(_HMCFamily):
         self.step_jitter = step_jitter
         self.max_steps = max_steps
         self.max_delta_energy = max_delta_energy
+        self.n_temperatures = n_temperatures
+        self.max_temperature = max_temperature
 
     def _config(self):
         cfg_f = np.array(

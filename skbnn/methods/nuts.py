@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from ..kernels import hmc as khmc
-from ._mcmc import _HMCFamily
+from ._mcmc import TEMPERING_CONSTRAINTS, _HMCFamily
 
 
 class NUTS(_HMCFamily):
@@ -81,6 +81,20 @@ class NUTS(_HMCFamily):
     max_delta_energy : float, default=1000.0
         Energy error that marks a divergent trajectory (Stan's threshold); at least 100,
         because a small one would cut ordinary trajectories and bias the draws.
+    n_temperatures : int, default=1
+        Replicas per chain for parallel tempering (1: none). Replica ``k`` samples
+        ``prior * likelihood**beta_k`` with its own step size and mass matrix, the betas
+        running from 1 down to ``1 / max_temperature``; after every iteration neighbouring
+        replicas propose to swap states (alternately the even and the odd pairs, Syed et al.
+        2021), and only the ``beta = 1`` replica's draws are kept. During warm-up the inner
+        betas are respaced so every pair swaps about equally often. The hot replicas carry
+        the chain between modes that local moves leave rarely (sign and permutation
+        symmetries of small networks, separated fits of small data sets), at
+        ``n_temperatures`` times the cost. The number of replicas a ladder needs grows with
+        the square root of the number of well-determined parameters, so it pays on small
+        models and data; ``diagnostics_["tempering"]`` reports the swap rates and round trips.
+    max_temperature : float, default=10.0
+        Temperature ``1 / beta`` of the hottest replica (at least 1).
 
     Examples
     --------
@@ -93,6 +107,7 @@ class NUTS(_HMCFamily):
     _block_kernel = staticmethod(khmc.run_nuts_block)
     _parameter_constraints: dict = {
         **_HMCFamily._parameter_constraints,
+        **TEMPERING_CONSTRAINTS,
         "max_tree_depth": [Interval(Integral, 1, 20, closed="both")],
     }
 
@@ -107,6 +122,8 @@ class NUTS(_HMCFamily):
         rescale_units: bool = True,
         max_tree_depth: int = 10,
         max_delta_energy: float = 1000.0,
+        n_temperatures: int = 1,
+        max_temperature: float = 10.0,
     ):
         self.n_chains = n_chains
         self.n_warmup = n_warmup
@@ -117,6 +134,8 @@ class NUTS(_HMCFamily):
         self.rescale_units = rescale_units
         self.max_tree_depth = max_tree_depth
         self.max_delta_energy = max_delta_energy
+        self.n_temperatures = n_temperatures
+        self.max_temperature = max_temperature
 
     def _config(self):
         cfg_f = np.array([self.target_accept, 0.0, 0.0, self.max_delta_energy])

@@ -1,0 +1,267 @@
+"""Parallel tempering (``n_temperatures > 1``) of the HMC family.
+
+The swap move is tested on its own, where local moves cannot hide an error: its ratio
+against the kernel's tempered densities, its bookkeeping, and, from exact draws of each
+replica's tempered posterior (Bayesian linear regression), that one round of swaps leaves
+the cold replica's distribution exact. Whole runs are then checked against closed forms
+and, on a posterior with two symmetric modes, shown to visit both, which single chains do
+not.
+"""
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+from skbnn import BayesianMLPRegressor
+from skbnn.diagnostics import ess_mean
+from skbnn.methods import HMC, NUTS
+from skbnn.methods._mcmc import _ReplicaExchange
+from skbnn.target import Target
+
+# short runs may warn of convergence; that is not what these tests are about
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+A, B = 2.0, 0.5  # Gamma prior of the noise precision in the swap tests (not the default)
+
+
+def _linear_target(noise, n_rows=30, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n_rows, 2))
+    y = X @ np.array([0.8, -0.4]) + 0.3 + 0.5 * rng.standard_normal(n_rows)
+    prior_std = np.array([1.0, 1.0, 1.0])
+    target = Target(
+        X, y, (), "identity", "gaussian", prior_std, noise=noise, noise_precision=4.0,
+        noise_shape=A, noise_rate=B,
+    )  # fmt: skip
+    return target, X, y
+
+
+def _replica(target, theta, beta, tau=None):
+    """A replica dict as the driver holds it, at ``theta`` and inverse temperature ``beta``."""
+    tgt = target.as_tuple(own_noise=True)
+    tgt[7][2] = beta
+    if tau is not None:
+        tgt[5][:] = tau
+    chain = {
+        "q": np.array(theta, dtype=float),
+        "g": np.zeros(target.n_params),
+        "st": np.zeros(2 + target.n_outputs),
+        "sc": np.zeros(9),
+        "tgt": tgt,
+        "ws": target.workspace(),
+    }
+    _ReplicaExchange._refresh(chain)
+    return chain
+
+
+def _exchange(target, ladders, betas, seed=0):
+    rngs = [np.random.default_rng([seed, i]) for i in range(len(ladders))]
+    return _ReplicaExchange(ladders, rngs, np.asarray(betas, dtype=float), target, [])
+
+
+@pytest.mark.parametrize("noise", ["fixed", "gibbs", "marginal", "theta"])
+def test_swap_ratio_equals_the_kernels_tempered_densities(noise):
+    # log r = log pi_b1(x2) + log pi_b2(x1) - log pi_b1(x1) - log pi_b2(x2), with each
+    # state's own noise precision; the priors cancel, so the kernel's densities give it
+    target, _, _ = _linear_target(noise)
+    rng = np.random.default_rng(1)
+    b1, b2 = 0.9, 0.35
+    for _ in range(5):
+        t1, t2 = rng.standard_normal((2, target.n_params))
+        tau1, tau2 = rng.gamma(2.0, 2.0, size=2)
+
+        def logp(theta, tau, beta):
+            return _replica(target, theta, beta, [tau])["sc"][0]
+
+        expected = logp(t2, tau2, b1) + logp(t1, tau1, b2) - logp(t1, tau1, b1) - logp(t2, tau2, b2)
+        x, y = _replica(target, t1, b1, [tau1]), _replica(target, t2, b2, [tau2])
+        ex = _exchange(target, [[x, y]], [b1, b2])
+        got = (
+            ex._tempered_loglik(y, b1) + ex._tempered_loglik(x, b2)
+            - ex._tempered_loglik(x, b1) - ex._tempered_loglik(y, b2)
+        )  # fmt: skip
+        assert got == pytest.approx(expected, rel=1e-10, abs=1e-9)
+
+
+def test_swap_moves_the_whole_state_and_refreshes_the_density():
+    target, _, _ = _linear_target("gibbs")
+    target.set_prior(np.ones(target.layout.n_weights), 0, hierarchical=(2.0, 2.0, True))
+    rng = np.random.default_rng(2)
+    t1, t2 = rng.standard_normal((2, target.n_params))
+    x, y = _replica(target, t1, 1.0, [3.0]), _replica(target, t2, 0.4, [0.5])
+    x["tgt"][4][:] = 0.7  # a hierarchical prior's scales are part of the state
+    _ReplicaExchange._refresh(x)
+    ex = _exchange(target, [[x, y]], [1.0, 0.4])
+    ex._swap_states(x, y)
+    np.testing.assert_array_equal(x["q"], t2)
+    np.testing.assert_array_equal(y["q"], t1)
+    assert x["tgt"][5][0] == 0.5 and y["tgt"][5][0] == 3.0
+    np.testing.assert_array_equal(y["tgt"][4], 0.7)
+    np.testing.assert_array_equal(x["tgt"][4], 1.0)
+    assert x["tgt"][7][2] == 1.0 and y["tgt"][7][2] == 0.4  # temperatures stay
+    for c in (x, y):
+        fresh = _replica(target, c["q"], c["tgt"][7][2], c["tgt"][5])
+        fresh["tgt"][4][:] = c["tgt"][4]
+        _ReplicaExchange._refresh(fresh)
+        assert c["sc"][0] == pytest.approx(fresh["sc"][0], rel=1e-12)
+        np.testing.assert_allclose(c["g"], fresh["g"], rtol=1e-12)
+
+
+def _exact_tempered_draws(X, y, beta, noise, size, rng):
+    """Exact draws of (theta, tau) from prior * likelihood**beta of the linear model.
+
+    Given tau the weights are Gaussian. With a fixed precision (4) that is all; otherwise
+    tau's tempered marginal is one-dimensional, p(tau) tau^(beta n/2) (beta tau)^(-n/2)
+    N(y | 0, Phi S Phi^T + I / (beta tau)), drawn on a fine grid of log tau.
+    """
+    phi = np.hstack([X, np.ones((len(X), 1))])
+    n = len(y)
+    if noise == "fixed":
+        taus = np.full(size, 4.0)
+    else:
+        log_tau = np.linspace(-4.0, 6.0, 4001)
+        k = phi @ phi.T
+        log_post = np.empty_like(log_tau)
+        for i, lt in enumerate(log_tau):
+            tau = np.exp(lt)
+            cov = k + np.eye(n) / (beta * tau)
+            _, logdet = np.linalg.slogdet(cov)
+            log_post[i] = (
+                -0.5 * (logdet + y @ np.linalg.solve(cov, y))
+                + 0.5 * beta * n * lt - 0.5 * n * np.log(beta * tau)
+                + A * lt - B * tau  # Gamma(A, B) with the Jacobian of log tau
+            )  # fmt: skip
+        w = np.exp(log_post - logsumexp(log_post))
+        cell = log_tau[1] - log_tau[0]
+        taus = np.exp(rng.choice(log_tau, size=size, p=w) + cell * (rng.random(size) - 0.5))
+    thetas = np.empty((size, phi.shape[1]))
+    for i, tau in enumerate(taus):
+        prec = beta * tau * phi.T @ phi + np.eye(phi.shape[1])
+        cov = np.linalg.inv(prec)
+        thetas[i] = rng.multivariate_normal(cov @ (beta * tau * phi.T @ y), cov)
+    return thetas, taus
+
+
+@pytest.mark.parametrize("noise", ["fixed", "gibbs", "marginal"])
+def test_swaps_keep_exact_tempered_draws_exact(noise):
+    # Each of M independent ladders (betas 1, 0.45, 0.2) starts from exact draws of its
+    # replicas' tempered posteriors; a swap round on (0, 1), then one on (1, 2), must leave
+    # every replica exactly distributed. A wrong ratio, or a state half moved, puts hot
+    # draws in the cold slot (its log-likelihood falls) or cold ones in a hot slot.
+    target, X, y = _linear_target(noise)
+    z = target.YT
+    betas = [1.0, 0.45, 0.2]
+    m = 3000
+    rng = np.random.default_rng(3)
+    draws = [_exact_tempered_draws(X, z, b, noise, m, rng) for b in betas]
+    ladders = [
+        [_replica(target, draws[k][0][i], b, [draws[k][1][i]]) for k, b in enumerate(betas)]
+        for i in range(m)
+    ]
+    ex = _exchange(target, ladders, betas)
+    ex.exchange(0)
+    ex.exchange(1)
+    accept = ex.accepts.sum(axis=0) / ex.attempts.sum(axis=0)
+    assert np.all((accept > 0.2) & (accept < 0.95)), accept  # the test exercises swaps
+
+    # the residual sum of squares of each slot against fresh exact draws at its beta
+    fresh = [_exact_tempered_draws(X, z, b, noise, m, rng) for b in betas]
+    phi = np.hstack([X, np.ones((len(X), 1))])
+    for k in range(len(betas)):
+        ssr = np.array([ladder[k]["st"][2] for ladder in ladders])
+        ssr_ref = np.sum((phi @ fresh[k][0].T - z[:, None]) ** 2, axis=0)
+        se = np.sqrt(ssr.var() / m + ssr_ref.var() / m)
+        assert abs(ssr.mean() - ssr_ref.mean()) < 4 * se, (k, ssr.mean(), ssr_ref.mean())
+        if noise == "gibbs":
+            tau = np.array([ladder[k]["tgt"][5][0] for ladder in ladders])
+            se = np.sqrt(tau.var() / m + fresh[k][1].var() / m)
+            assert abs(tau.mean() - fresh[k][1].mean()) < 4 * se, (k, tau.mean())
+
+
+def _sign_problem():
+    # f(x) = v tanh(w x + b) + c is unchanged by (w, b, v) -> (-w, -b, -v), so the posterior
+    # has two mirror modes of equal mass; the data pin |v| near 2, far from 0, where the
+    # modes meet, so a local sampler stays in the mode it starts in
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (40, 1))
+    y = 2 * np.tanh(1.5 * X[:, 0]) + 0.1 * rng.standard_normal(40)
+    return X, y
+
+
+def _sign_fit(n_temperatures, random_state=0):
+    X, y = _sign_problem()
+    return BayesianMLPRegressor(
+        hidden_layer_sizes=(1,),
+        activation="tanh",
+        method=NUTS(n_chains=4, n_warmup=300, n_temperatures=n_temperatures, max_temperature=100.0),
+        n_samples=4000,
+        random_state=random_state,
+    ).fit(X, y)
+
+
+def test_tempering_visits_both_mirror_modes():
+    # the output weight's sign says which mode a draw is in; by symmetry P(v > 0) = 1/2
+    # (no ConvergenceWarning: the modes are one function, and R-hat is taken of functions)
+    alone = _sign_fit(1)
+    v = alone.posterior_.thetas.reshape(4, 1000, -1)[:, :, 2]
+    assert set((v > 0).mean(axis=1)) <= {0.0, 1.0}  # the problem needs tempering
+
+    reg = _sign_fit(6)
+    v = reg.posterior_.thetas.reshape(4, 1000, -1)[:, :, 2]
+    positive = (v > 0).astype(float)
+    per_chain = positive.mean(axis=1)
+    assert np.all((per_chain > 0.1) & (per_chain < 0.9)), per_chain
+    ess = ess_mean(positive)
+    assert ess > 50
+    mcse = np.sqrt(0.25 / ess)
+    assert abs(positive.mean() - 0.5) < 4 * mcse, (positive.mean(), mcse)
+
+    tempering = reg.diagnostics_["tempering"]
+    assert tempering["betas"].shape == (4, 6)
+    np.testing.assert_allclose(tempering["betas"][:, 0], 1.0)
+    np.testing.assert_allclose(tempering["betas"][:, -1], 0.01)
+    assert np.all(np.diff(tempering["betas"], axis=1) < 0)
+    assert tempering["swap_accept"].shape == (4, 5)
+    assert np.all(tempering["round_trips"] >= 10)
+    # the hot replicas' gradients are part of the cost
+    cold_only = reg.diagnostics_["mean_n_leapfrog"].sum() * 1000
+    assert reg.diagnostics_["n_grad_evals"] > 3 * cold_only
+
+
+def test_tempering_draws_do_not_depend_on_n_jobs():
+    X, y = _sign_problem()
+
+    def fit(n_jobs):
+        return BayesianMLPRegressor(
+            hidden_layer_sizes=(1,),
+            activation="tanh",
+            method=HMC(n_chains=2, n_warmup=50, n_temperatures=3),
+            n_samples=100,
+            random_state=4,
+            n_jobs=n_jobs,
+        ).fit(X, y)
+
+    one, two = fit(1), fit(2)
+    np.testing.assert_array_equal(one.posterior_.thetas, two.posterior_.thetas)
+    np.testing.assert_array_equal(
+        one.diagnostics_["tempering"]["betas"], two.diagnostics_["tempering"]["betas"]
+    )
+
+
+def test_one_temperature_is_plain_sampling():
+    X, y = _sign_problem()
+    kw = dict(hidden_layer_sizes=(1,), activation="tanh", n_samples=100, random_state=0)
+    plain = BayesianMLPRegressor(method=NUTS(n_chains=2, n_warmup=50), **kw).fit(X, y)
+    one = BayesianMLPRegressor(
+        method=NUTS(n_chains=2, n_warmup=50, n_temperatures=1, max_temperature=50.0), **kw
+    ).fit(X, y)
+    np.testing.assert_array_equal(plain.posterior_.thetas, one.posterior_.thetas)
+    assert "tempering" not in one.diagnostics_
+
+
+@pytest.mark.parametrize("params", [{"n_temperatures": 0}, {"max_temperature": 0.5}])
+def test_tempering_parameters_are_validated(params):
+    X, y = _sign_problem()
+    reg = BayesianMLPRegressor(method=NUTS(**params), n_samples=10)
+    with pytest.raises(ValueError, match=next(iter(params))):
+        reg.fit(X, y)
