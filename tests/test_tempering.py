@@ -107,6 +107,22 @@ def test_swap_moves_the_whole_state_and_refreshes_the_density():
         np.testing.assert_allclose(c["g"], fresh["g"], rtol=1e-12)
 
 
+def test_round_trips_count_cold_to_hot_and_back():
+    # equal betas accept every swap, so the even/odd rounds rotate the states through the
+    # ladder deterministically; state 2 starts hot, and its first arrival at the cold end
+    # (round 2) is not a round trip
+    target, _, _ = _linear_target("fixed")
+    rng = np.random.default_rng(5)
+    ladder = [_replica(target, rng.standard_normal(target.n_params), 1.0) for _ in range(3)]
+    ex = _exchange(target, [ladder], [1.0, 1.0, 1.0])
+    trips = []
+    for round_ in range(9):
+        ex.exchange(round_)
+        trips.append(int(ex.round_trips[0]))
+    assert trips == [0, 0, 0, 0, 1, 1, 2, 2, 3]
+    np.testing.assert_array_equal(ex.ids[0], [2, 1, 0])
+
+
 def _exact_tempered_draws(X, y, beta, noise, size, rng):
     """Exact draws of (theta, tau) from prior * likelihood**beta of the linear model.
 
@@ -265,3 +281,16 @@ def test_tempering_parameters_are_validated(params):
     reg = BayesianMLPRegressor(method=NUTS(**params), n_samples=10)
     with pytest.raises(ValueError, match=next(iter(params))):
         reg.fit(X, y)
+
+
+def test_short_warmup_keeps_the_geometric_ladder():
+    # fewer than 20 warm-up iterations have no metric windows, so nothing respaces it
+    X, y = _sign_problem()
+    reg = BayesianMLPRegressor(
+        hidden_layer_sizes=(1,),
+        activation="tanh",
+        method=NUTS(n_chains=2, n_warmup=10, n_temperatures=3, max_temperature=4.0),
+        n_samples=20,
+        random_state=0,
+    ).fit(X, y)
+    np.testing.assert_allclose(reg.diagnostics_["tempering"]["betas"], [[1.0, 0.5, 0.25]] * 2)

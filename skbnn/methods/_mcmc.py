@@ -316,9 +316,9 @@ class _HMCFamily(BaseMethod):
         n_temps = getattr(self, "n_temperatures", 1)
         betas = self._betas()
 
-        def new_chain(rng, beta):
+        def new_chain(rng, beta, keep):
             # a hot replica's draws are never kept: it records each one over the last
-            n_rows = n_keep if beta == 1.0 else 1
+            n_rows = n_keep if keep else 1
             init_var = np.ones(d)
             init_var[: target.layout.n_weights] = target.prior_var
             # the dense factors are (1, 1) placeholders for a diagonal metric, so both kinds
@@ -354,12 +354,12 @@ class _HMCFamily(BaseMethod):
         # what it did before tempering existed; the hot ones and the swaps get children of it.
         chains, ladders, swap_rngs = [], [], []
         for child in seed_sequence(random_state).spawn(n_chains):
-            ladder = [new_chain(np.random.default_rng(child), 1.0)]
+            ladder = [new_chain(np.random.default_rng(child), 1.0, True)]
             if n_temps > 1:
                 kids = child.spawn(n_temps)
                 swap_rngs.append(np.random.default_rng(kids[0]))
                 ladder += [
-                    new_chain(np.random.default_rng(s), b)
+                    new_chain(np.random.default_rng(s), b, False)
                     for s, b in zip(kids[1:], betas[1:], strict=True)
                 ]
             chains.append(ladder[0])
@@ -421,8 +421,13 @@ class _HMCFamily(BaseMethod):
                 swap_rngs,
                 betas * float(target.floats[2]),
                 target,
-                # rounds are single iterations; the ladder adapts with the mass matrix
-                adapt_rounds=np.flatnonzero(sched[:, 1]) if self._uses_step_size else [],
+                # rounds are single iterations. The ladder adapts at the metric's window
+                # ends but the last, so the last (longest) window estimates every
+                # replica's metric at its final beta; a new beta restarts the step size.
+                adapt_rounds=np.flatnonzero(sched[:, 1])[:-1] if self._uses_step_size else [],
+                on_new_beta=(lambda c: _restart_step_size(c, dense))
+                if self._uses_step_size
+                else None,
             )  # fmt: skip
             if n_temps > 1
             else None
@@ -533,6 +538,10 @@ TEMPERING_CONSTRAINTS: dict = {
 }
 
 
+# round-trip phases of a state in a tempering ladder
+_NOT_STARTED, _LEFT_COLD, _REACHED_HOT = 0, 1, 2
+
+
 class _ReplicaExchange:
     """Parallel tempering of each chain over a ladder of tempered replicas.
 
@@ -544,25 +553,28 @@ class _ReplicaExchange:
     al. 2021), with the Metropolis ratio of the swap. Only the ``beta = 1`` replica's draws
     are kept; the hot ones let it cross between modes that a local sampler leaves rarely.
 
-    At the end of each of Stan's slow warm-up windows each chain respaces its inner betas
-    so every neighbouring pair rejects about equally often (Syed et al.'s schedule: equal
-    steps of the cumulative rejection rate), which removes the bottleneck a geometric
-    ladder has at the cold end. The ladder is fixed after warm-up, and the uniforms come from
-    each chain's own generator, so the draws do not depend on the thread schedule.
+    At the end of each of Stan's slow warm-up windows but the last, each chain respaces its
+    inner betas so every neighbouring pair rejects about equally often (Syed et al.'s
+    schedule: equal steps of the cumulative rejection rate), which removes the bottleneck a
+    geometric ladder has at the cold end; the last window then estimates each replica's
+    metric at its final beta. A warm-up too short for two windows keeps the geometric
+    ladder. The uniforms come from each chain's own generator, so the draws do not depend
+    on the thread schedule.
     """
 
-    def __init__(self, ladders, rngs, betas, target, adapt_rounds):
-        self.ladders, self.rngs = ladders, rngs
+    def __init__(self, ladders, rngs, betas, target, adapt_rounds, on_new_beta=None):
+        self.ladders, self.rngs, self.on_new_beta = ladders, rngs, on_new_beta
         n_chains, n_temps = len(ladders), len(betas)
         self.betas = np.tile(betas, (n_chains, 1))
         self.adapt_rounds = set(int(r) for r in adapt_rounds)
         self.attempts = np.zeros((n_chains, n_temps - 1))
         self.accepts = np.zeros((n_chains, n_temps - 1))
-        # which initial state sits in each slot, and whether it has been hottest since it
-        # was last coldest: a round trip is a state's way from the hot end to the cold one
+        # which initial state sits in each slot, and where each state is on its way: a round
+        # trip is a state's way from the cold end to the hot one and back (Syed et al.)
         self.ids = [np.arange(n_temps) for _ in ladders]
-        self.from_hot = [np.zeros(n_temps, dtype=bool) for _ in ladders]
+        self.phase = [np.zeros(n_temps, dtype=np.int8) for _ in ladders]
         self.round_trips = np.zeros(n_chains, dtype=int)
+        self._track_ends()
         self.marginal = target.likelihood == "gaussian" and target.noise == "marginal"
         self.a, self.b, self.n = float(target.floats[0]), float(target.floats[1]), target.n_rows
         self.hierarchical = target.hierarchical
@@ -616,12 +628,20 @@ class _ReplicaExchange:
                     self.accepts[c, k] += 1
                     self._swap_states(x, y)
                     ids[k], ids[k + 1] = ids[k + 1], ids[k]
-            self.from_hot[c][ids[-1]] = True
-            if self.from_hot[c][ids[0]]:
-                self.round_trips[c] += 1
-                self.from_hot[c][ids[0]] = False
+        self._track_ends()
         if round_ in self.adapt_rounds:
             self._adapt()
+
+    def _track_ends(self) -> None:
+        """Advance each state's round-trip phase from where it now sits."""
+        for c, ids in enumerate(self.ids):
+            phase = self.phase[c]
+            cold, hot = ids[0], ids[-1]
+            if phase[hot] == _LEFT_COLD:
+                phase[hot] = _REACHED_HOT
+            if phase[cold] == _REACHED_HOT:
+                self.round_trips[c] += 1
+            phase[cold] = _LEFT_COLD
 
     def _adapt(self) -> None:
         """Respace each chain's inner betas to equal steps of cumulative rejection."""
@@ -638,6 +658,8 @@ class _ReplicaExchange:
             for k, replica in enumerate(ladder[1:-1], start=1):
                 replica["tgt"][7][2] = self.betas[c, k]
                 self._refresh(replica)
+                if self.on_new_beta is not None:
+                    self.on_new_beta(replica)
         self.attempts[:] = 0.0
         self.accepts[:] = 0.0
 
@@ -646,8 +668,9 @@ class _ReplicaExchange:
         self.attempts[:] = 0.0
         self.accepts[:] = 0.0
         self.round_trips[:] = 0
-        for hot in self.from_hot:
-            hot[:] = False
+        for phase in self.phase:
+            phase[:] = _NOT_STARTED
+        self._track_ends()
 
     def run(self, n_rounds: int, n_warmup_rounds: int, advance, n_workers: int) -> None:
         """Advance every replica one block per round, then exchange."""

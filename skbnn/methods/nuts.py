@@ -86,10 +86,11 @@ class NUTS(_HMCFamily):
         ``prior * likelihood**beta_k`` with its own step size and mass matrix, the betas
         running from 1 down to ``1 / max_temperature``; after every iteration neighbouring
         replicas propose to swap states (alternately the even and the odd pairs, Syed et al.
-        2021), and only the ``beta = 1`` replica's draws are kept. During warm-up the inner
-        betas are respaced so every pair swaps about equally often. The hot replicas carry
-        the chain between modes that local moves leave rarely (sign and permutation
-        symmetries of small networks, separated fits of small data sets), at
+        2021), and only the ``beta = 1`` replica's draws are kept. At the end of every slow
+        warm-up window but the last the inner betas are respaced so every pair swaps about
+        equally often (a warm-up too short for two windows keeps the geometric ladder). The
+        hot replicas carry the chain between modes that local moves leave rarely (sign and
+        permutation symmetries of small networks, separated fits of small data sets), at
         ``n_temperatures`` times the cost. The number of replicas a ladder needs grows with
         the square root of the number of well-determined parameters, so it pays on small
         models and data; ``diagnostics_["tempering"]`` reports the swap rates and round trips.
