@@ -576,17 +576,17 @@ class _ReplicaExchange:
         self.round_trips = np.zeros(n_chains, dtype=int)
         self._track_ends()
         self.marginal = target.likelihood == "gaussian" and target.noise == "marginal"
-        self.a, self.b, self.n = float(target.floats[0]), float(target.floats[1]), target.n_rows
+        # the kernel's own marginal likelihood, evaluated at other betas than a replica's
+        self.n, self.k, self.floats = target.n_rows, target.n_outputs, target.floats.copy()
         self.hierarchical = target.hierarchical
 
     def _tempered_loglik(self, chain, beta: float) -> float:
-        """The state-dependent part of the tempered log-likelihood of ``chain``'s state."""
+        """The tempered log-likelihood of ``chain``'s state at inverse temperature ``beta``."""
         st = chain["st"]
         if self.marginal:
-            # log int p(y | theta, tau)^beta Gamma(tau | a, b) dtau up to terms in beta alone,
-            # which cancel from a swap's ratio
-            a_post = self.a + 0.5 * beta * self.n
-            return float(-a_post * np.sum(np.log(self.b + 0.5 * beta * st[2:])))
+            # log int p(y | theta, tau)^beta Gamma(tau | a, b) dtau, from the state's SSR
+            self.floats[2] = beta
+            return knet._log_marginal(self.n, self.k, st, self.floats)
         return beta * st[0]
 
     @staticmethod
