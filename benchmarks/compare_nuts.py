@@ -77,7 +77,7 @@ def run_skbnn(case: dict, data, seed: int, n_jobs: int) -> dict:
         "divergences": d["divergences"],
         "ess_bulk_loglik": float(d["ess_bulk_loglik"]),
         "rhat_loglik": float(d["rhat_loglik"]),
-        "max_rhat": float(max(d["rhat_loglik"], *d["rhat_outputs"])),
+        "max_rhat": float(max(d["rhat_loglik"], np.max(d["rhat_outputs"]))),
         "test_rmse": float(np.sqrt(np.mean((reg.predict(X_test) - y_test) ** 2))),
         "test_ll": log_predictive_scorer(reg, X_test, y_test),
         "noise_sd_y_units": float(reg.noise_std_),

@@ -159,7 +159,7 @@ def main() -> None:
                 "max_tree_depth": args.max_tree_depth,
                 "metric": args.metric,
                 "rescale_units": not args.no_rescale_units,
-                "rhat_outputs": [round(float(r), 4) for r in d["rhat_outputs"]],
+                "rhat_outputs": [round(float(r), 4) for r in d["rhat_outputs"].ravel()],
                 "max_tree_depth_hits": d["max_tree_depth_hits"].tolist(),
                 "n_temperatures": args.temperatures,
                 "n_jobs": args.n_jobs,

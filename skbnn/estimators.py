@@ -10,7 +10,7 @@ from numbers import Integral, Real
 import numpy as np
 from joblib import effective_n_jobs
 from numpy.typing import ArrayLike
-from scipy.special import logsumexp
+from scipy.special import expit, logsumexp, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -194,8 +194,10 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         Posterior draws of the flat parameter vector (standardized scale).
     diagnostics_ : dict
         Figures of the fit: ``wall_time``, ``compile_time``, ``n_grad_evals``, and for MCMC
-        ``n_chains``, ``step_size``, ``accept_rate`` (per chain), ``divergences``,
-        ``ess_bulk_loglik``, ``rhat_loglik``, ``rhat_outputs``, ``ess_bulk_outputs`` ...
+        ``n_chains``, ``step_size`` (per chain; adaptive Metropolis has none),
+        ``accept_rate`` (per chain), ``divergences``, ``ess_bulk_loglik``, ``rhat_loglik``,
+        and ``rhat_outputs``, ``ess_bulk_outputs`` of every output at five training rows
+        (shape rows x outputs) ...
     noise_std_ : float or ndarray of shape (n_outputs,)
         Posterior mean noise standard deviation, original units.
 
@@ -532,11 +534,11 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         X = self._validate_X(X)
         for rows, f in self._network_outputs(X, self.posterior_.thetas):
             if len(self.classes_) == 2:
-                p1 = 1.0 / (1.0 + np.exp(-f[:, 0, :]))
-                yield rows, np.stack([1.0 - p1, p1], axis=-1)
+                # expit never overflows, and p(class 0) = expit(-f) keeps its precision
+                # where p(class 1) rounds to 1
+                yield rows, np.stack([expit(-f[:, 0, :]), expit(f[:, 0, :])], axis=-1)
             else:
-                z = np.transpose(f, (0, 2, 1))
-                yield rows, np.exp(z - logsumexp(z, axis=-1, keepdims=True))
+                yield rows, softmax(np.transpose(f, (0, 2, 1)), axis=-1)
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Posterior-averaged class probabilities.
@@ -555,7 +557,8 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         out = np.empty((parts[-1][0].stop if parts else 0, len(self.classes_)))
         for rows, p in parts:
             out[rows] = p
-        return out
+        # the weighted sum of probabilities that are all 1 can round to 1 + 2e-16
+        return np.clip(out, 0.0, 1.0, out=out)
 
     def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`."""

@@ -8,7 +8,8 @@ progress bar) and threads can run chains side by side without the GIL.
 
     [0] logp at q   [1] step size   [2] log step size average (x_bar)   [3] s_bar
     [4] mu          [5] dual-averaging count   [6] Welford count
-    [7] gradient evaluations   [8] divergences during warm-up
+    [7] gradient evaluations (log-density evaluations for adaptive Metropolis)
+    [8] divergences during warm-up
 
 ``cfg_f = [target_accept, path_length, jitter, max_delta_energy]`` and
 ``cfg_i = [kind (0 NUTS, 1 HMC, 2 MALA, 3 adaptive Metropolis), max_tree_depth, max_steps,
@@ -20,7 +21,8 @@ matrix ``sigma`` with lower Cholesky factor ``chol``; velocities ``sigma @ p`` (
 momenta) cost O(d^2) then, which pays when the posterior is strongly correlated.
 
 Per kept draw ``trace`` holds ``[loglik, accept_stat, n_leapfrog, tree_depth, divergent,
-step_size, energy]``.
+step_size, energy]``; MALA and adaptive Metropolis resample no momentum, so they have no
+Hamiltonian and record NaN as the energy.
 """
 
 import math
@@ -317,8 +319,12 @@ def _hmc(rng, q0, g0, st0, lp0, eps, metric, dense, path_length, jitter, max_ste
     _copy(q, q0)
     _copy(g, g0)
     lp = lp0
+    # the steps actually integrated: a blown-up trajectory stops early, and only the
+    # gradients it evaluated are counted
+    n_done = 0
     for _ in range(n_steps):
         lp = _leapfrog(q, p, g, step, metric, dense, tmp, tgt, ws, st)
+        n_done += 1
         if not math.isfinite(lp):
             # the trajectory has blown up; integrating on only burns gradients
             break
@@ -331,8 +337,8 @@ def _hmc(rng, q0, g0, st0, lp0, eps, metric, dense, path_length, jitter, max_ste
         _copy(q0, q)
         _copy(g0, g)
         _copy(st0, st)
-        return lp, n_steps, n_steps, acc, divergent, h
-    return lp0, n_steps, n_steps, acc, divergent, h0
+        return lp, n_steps, n_done, acc, divergent, h
+    return lp0, n_steps, n_done, acc, divergent, h0
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -407,12 +413,13 @@ def _mala(rng, q0, g0, st0, lp0, eps, metric, dense, max_dh, tgt, ws, buf, st):
             log_ratio = -np.inf
     divergent = log_ratio < -max_dh
     acc = 1.0 if log_ratio >= 0.0 else math.exp(log_ratio)
+    # no Hamiltonian is resampled between transitions, so there is no energy to report
     if rng.random() < acc:
         _copy(q0, q)
         _copy(g0, g)
         _copy(st0, st)
-        return lp, 0, 1, acc, divergent, -lp
-    return lp0, 0, 1, acc, divergent, -lp0
+        return lp, 0, 1, acc, divergent, np.nan
+    return lp0, 0, 1, acc, divergent, np.nan
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -679,6 +686,10 @@ def _after_transition(
     # averaging, Welford sums) or recording of the kept draw.
     sc[0] = lp
     sc[7] += n_leap
+    # a random walk (adaptive Metropolis) has no step size and never reads the gradient, so
+    # the log density after a Gibbs step is evaluated without it (an empty gradient array)
+    walk = cfg_i[0] == 3
+    g_new = g0[:0] if walk else g0
     if cfg_i[6] != 0:
         dlp = rescale_units(rng, q0, g0, tgt)
         sc[0] += dlp
@@ -694,11 +705,11 @@ def _after_transition(
         _gibbs_noise(rng, tgt, st0)
     if cfg_i[5] != 0:
         _gibbs_output_layer(rng, q0, tgt, ws)
-        sc[0] = _logp_and_grad(q0, tgt, ws, g0, st0)
+        sc[0] = _logp_and_grad(q0, tgt, ws, g_new, st0)
         sc[7] += 1
     if cfg_i[3] == 1:
         _gibbs_noise(rng, tgt, st0)
-        sc[0] = _logp_and_grad(q0, tgt, ws, g0, st0)
+        sc[0] = _logp_and_grad(q0, tgt, ws, g_new, st0)
         sc[7] += 1
     elif cfg_i[3] == 2 and cfg_i[5] != 0:
         # the output layer moved, so the drawn tau is stale relative to the new residuals
@@ -706,15 +717,16 @@ def _after_transition(
     if it < n_warmup:
         if div:
             sc[8] += 1
-        # dual averaging of the log step size towards target_accept
-        sc[5] += 1.0
-        m = sc[5]
-        eta = 1.0 / (m + _DA_T0)
-        sc[3] = (1.0 - eta) * sc[3] + eta * (cfg_f[0] - min(1.0, acc))
-        x = sc[4] - sc[3] * math.sqrt(m) / _DA_GAMMA
-        x_eta = m ** (-_DA_KAPPA)
-        sc[2] = x_eta * x + (1.0 - x_eta) * sc[2]
-        sc[1] = math.exp(x)
+        if not walk:
+            # dual averaging of the log step size towards target_accept
+            sc[5] += 1.0
+            m = sc[5]
+            eta = 1.0 / (m + _DA_T0)
+            sc[3] = (1.0 - eta) * sc[3] + eta * (cfg_f[0] - min(1.0, acc))
+            x = sc[4] - sc[3] * math.sqrt(m) / _DA_GAMMA
+            x_eta = m ** (-_DA_KAPPA)
+            sc[2] = x_eta * x + (1.0 - x_eta) * sc[2]
+            sc[1] = math.exp(x)
         if sched[it, 0]:
             _welford(q0, g0, w_mean, w_m2, sc, cfg_i[4] != 0)
         if it == n_warmup - 1 and sc[5] > 0:
@@ -850,8 +862,8 @@ def _random_walk(rng, q0, g0, st0, lp0, metric, dense, tgt, ws, buf, st):
     if rng.random() < acc:
         _copy(q0, q)
         _copy(st0, st)
-        return lp, 0, 1, acc, False, -lp
-    return lp0, 0, 1, acc, False, -lp0
+        return lp, 0, 1, acc, False, np.nan
+    return lp0, 0, 1, acc, False, np.nan
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -13,6 +13,7 @@ from numbers import Integral, Real
 import numpy as np
 from joblib import effective_n_jobs
 from scipy.linalg import solve_triangular
+from scipy.special import expit, softmax
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -388,8 +389,10 @@ class _HMCFamily(BaseMethod):
             sc = chain["sc"]
             if chain["pos"] == 0:
                 chain["ws"] = np.empty(chain["ws_size"])
+                # a random walk never reads the gradient
+                g = chain["g"] if self._uses_step_size else chain["g"][:0]
                 sc[0] = knet.logp_grad(
-                    chain["q"], chain["tgt"], chain["ws"], chain["g"], chain["st"], True
+                    chain["q"], chain["tgt"], chain["ws"], g, chain["st"], self._uses_step_size
                 )
                 sc[7] += 1
                 if self._uses_step_size:
@@ -408,7 +411,9 @@ class _HMCFamily(BaseMethod):
                 _update_metric(chain, dense)
                 _restart_step_size(chain, dense)
             phase = "warmup" if stop <= n_warmup else "sampling"
-            bar.update(stop - it, f"{phase}, step size {sc[1]:.3g}")
+            bar.update(
+                stop - it, f"{phase}, step size {sc[1]:.3g}" if self._uses_step_size else phase
+            )
             chain["pos"] += 1
             chain["last"] = time.perf_counter() - t0
             chain["time"] += chain["last"]
@@ -479,7 +484,6 @@ class _HMCFamily(BaseMethod):
             "n_chains": len(chains),
             "n_warmup": self.n_warmup,
             "n_draws_per_chain": n_keep,
-            "step_size": np.array([c["sc"][1] for c in chains]),
             "accept_rate": trace[:, :, field["accept_stat"]].mean(axis=1),
             "divergences": int(trace[:, :, field["divergent"]].sum()),
             "divergences_per_chain": trace[:, :, field["divergent"]].sum(axis=1).astype(int),
@@ -489,12 +493,17 @@ class _HMCFamily(BaseMethod):
             "mean_n_leapfrog": trace[:, :, field["n_leapfrog"]].mean(axis=1),
             "chain_time": np.array([c["time"] for c in chains]),
             "inverse_mass_matrix": np.stack([c["metric"][0] for c in chains]),
-            "e_bfmi": _e_bfmi(energy),
             "loglik": loglik,
             "ess_bulk_loglik": ess_bulk(loglik),
             "ess_tail_loglik": ess_tail(loglik),
             "rhat_loglik": rhat(loglik),
         }
+        if self._uses_step_size:
+            out["step_size"] = np.array([c["sc"][1] for c in chains])
+        if self.name in ("nuts", "hmc"):
+            # E-BFMI needs the Hamiltonian at each resampled momentum; MALA's single step
+            # and the random walk have none (their trace records NaN)
+            out["e_bfmi"] = _e_bfmi(energy)
         if self.name == "nuts":
             depth = trace[:, :, field["tree_depth"]]
             out["mean_tree_depth"] = depth.mean(axis=1)
@@ -507,9 +516,16 @@ class _HMCFamily(BaseMethod):
             thetas, np.ascontiguousarray(xt).ravel(), target.layout.sizes,
             target.layout.offsets, int(target.ints[1]), rows.size, outputs,
         )  # fmt: skip
-        outputs = outputs[:, 0, :].reshape(len(chains), n_keep, rows.size)
-        out["rhat_outputs"] = np.array([rhat(outputs[:, :, j]) for j in range(rows.size)])
-        out["ess_bulk_outputs"] = np.array([ess_bulk(outputs[:, :, j]) for j in range(rows.size)])
+        monitored = _monitored_predictions(outputs, target.likelihood)
+        monitored = monitored.reshape(len(chains), n_keep, *monitored.shape[1:])
+        out["rhat_outputs"] = np.array(
+            [[rhat(monitored[:, :, o, j]) for o in range(monitored.shape[2])]
+             for j in range(rows.size)]
+        )  # fmt: skip
+        out["ess_bulk_outputs"] = np.array(
+            [[ess_bulk(monitored[:, :, o, j]) for o in range(monitored.shape[2])]
+             for j in range(rows.size)]
+        )  # fmt: skip
         return out
 
     @staticmethod
@@ -716,6 +732,21 @@ def _finite_start(target, rng, tries: int = 100) -> np.ndarray:
         f"no finite starting point in {tries} draws from the prior: the log-likelihood "
         "overflows; check X and y for extreme values (standardize X)"
     )
+
+
+def _monitored_predictions(outputs: np.ndarray, likelihood: str) -> np.ndarray:
+    """What the convergence diagnostics watch at the monitored rows, per draw.
+
+    ``outputs`` are the network outputs, shape (draws, outputs, rows). Regression watches
+    every output; a classifier its class probabilities, which are identified where softmax
+    logits are not (adding a constant to every logit changes nothing). A binary classifier
+    watches p(class 1) alone: p(class 0) = 1 - p(class 1) has the same R-hat and ESS.
+    """
+    if likelihood == "bernoulli":
+        return expit(outputs)
+    if likelihood == "categorical":
+        return softmax(outputs, axis=1)
+    return outputs
 
 
 def _e_bfmi(energy: np.ndarray) -> np.ndarray:
