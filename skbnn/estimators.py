@@ -51,8 +51,12 @@ _SHARED_PARAMS_DOC = """
         Posterior draws kept for prediction (summed over chains). A thousand draws put the
         Monte Carlo error of predictive means well below the posterior spread.
     random_state : int, RandomState instance or None, default=None
-        Seeds everything random (chain starts, momenta, noise updates); with an int the fit
-        is reproducible and does not depend on ``n_jobs``.
+        Seeds everything random (chain starts, momenta, noise updates). With an int the fit
+        is reproducible on the same hardware with the same library versions, and does not
+        depend on ``n_jobs``. It is not reproducible across processors: numba compiles for
+        the host CPU, whose instruction set changes the last bits of every gradient, so a
+        seeded chain takes another path there (as with NumPyro and Stan); the posterior it
+        samples is the same.
     n_jobs : int, default=None
         Threads for chains and predictions (``None`` means 1, ``-1`` all cores).
     verbose : int, default=0
