@@ -14,29 +14,46 @@ import hashlib
 from pathlib import Path
 
 
+def _cache_dirs(here: Path) -> list[Path]:
+    """Where numba keeps the kernels of ``here``: beside them, or under ``NUMBA_CACHE_DIR``."""
+    dirs = [here / "__pycache__"]
+    from numba.core import caching, config
+
+    locator = getattr(caching, "UserProvidedCacheLocator", None)
+    if config.CACHE_DIR and locator is not None:
+        # the folder numba's own locator picks for a source file of ``here``
+        dirs.append(Path(config.CACHE_DIR) / locator.get_suitable_cache_subpath(str(here / "x.py")))
+    return dirs
+
+
 def _drop_stale_numba_cache(here: Path | None = None) -> None:
-    """Delete numba's cached kernels in ``here/__pycache__`` if ``here/*.py`` changed."""
+    """Delete numba's cached kernels of ``here`` if ``here/*.py`` changed.
+
+    Both places numba may cache them are checked: ``here/__pycache__`` and, with
+    ``NUMBA_CACHE_DIR`` set, its folder for ``here`` (a build for another CPU, kept apart
+    there, would otherwise go stale in the same way).
+    """
     here = Path(__file__).resolve().parent if here is None else here
     digest = hashlib.sha256()
     for source in sorted(here.glob("*.py")):
         digest.update(source.name.encode())
         digest.update(source.read_bytes())
     stamp = digest.hexdigest()
-    cache = here / "__pycache__"
-    stamp_file = cache / "skbnn-kernels-sources.sha256"
-    try:
-        if stamp_file.read_text() == stamp:
-            return
-    except OSError:
-        pass
-    try:
-        cache.mkdir(exist_ok=True)
-        for path in [*cache.glob("*.nbi"), *cache.glob("*.nbc")]:
-            path.unlink(missing_ok=True)
-        stamp_file.write_text(stamp)
-    except OSError:
-        # a read-only install cannot hold numba's cache either, so nothing is stale there
-        pass
+    for cache in _cache_dirs(here):
+        stamp_file = cache / "skbnn-kernels-sources.sha256"
+        try:
+            if stamp_file.read_text() == stamp:
+                continue
+        except OSError:
+            pass
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            for path in [*cache.glob("*.nbi"), *cache.glob("*.nbc")]:
+                path.unlink(missing_ok=True)
+            stamp_file.write_text(stamp)
+        except OSError:
+            # a read-only install cannot hold numba's cache either, so nothing is stale there
+            pass
 
 
 _drop_stale_numba_cache()
