@@ -301,8 +301,9 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         for rows, out in self._network_outputs(X, self.posterior_.thetas):
             m = np.einsum("s,skn->nk", w, out)
             mean[rows] = m
-            var[rows] = np.einsum("s,skn->nk", w, out**2) - m**2
-        return mean, np.maximum(var, 0.0)
+            # two passes: E[x^2] - m^2 cancels catastrophically where sd << |mean|
+            var[rows] = np.einsum("s,skn->nk", w, (out - m.T[None]) ** 2)
+        return mean, var
 
     def _aleatoric_var(self):
         return self.posterior_.normalized_weights() @ self._noise_sd_draws**2
@@ -599,8 +600,8 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         chunks = []
         for _, p in self._class_probabilities(X):
             m = np.einsum("s,snc->nc", w, p)
-            var = np.einsum("s,snc->nc", w, p**2) - m**2
-            chunks.append(np.sqrt(np.maximum(var, 0.0)))
+            # two passes: E[p^2] - m^2 cancels catastrophically for p near 0 or 1
+            chunks.append(np.sqrt(np.einsum("s,snc->nc", w, (p - m[None]) ** 2)))
         return np.concatenate(chunks) if chunks else np.empty((0, len(self.classes_)))
 
     def _log_predictive_density(self, X, y):

@@ -750,8 +750,14 @@ def _monitored_predictions(outputs: np.ndarray, likelihood: str) -> np.ndarray:
 
 
 def _e_bfmi(energy: np.ndarray) -> np.ndarray:
-    """Energy Bayesian fraction of missing information per chain (Betancourt 2016)."""
-    num = np.sum(np.diff(energy, axis=1) ** 2, axis=1)
-    den = np.sum((energy - energy.mean(axis=1, keepdims=True)) ** 2, axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return num / den
+    """Energy Bayesian fraction of missing information per chain (Betancourt 2016).
+
+    NaN for a chain whose energies are not all finite (every transition diverged) or do not
+    vary: there is nothing to judge the momentum resampling by.
+    """
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        num = np.sum(np.diff(energy, axis=1) ** 2, axis=1)
+        den = np.sum((energy - energy.mean(axis=1, keepdims=True)) ** 2, axis=1)
+        out = num / den
+    out[~np.all(np.isfinite(energy), axis=1)] = np.nan
+    return out
