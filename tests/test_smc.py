@@ -5,17 +5,25 @@ predictive are known exactly (with the noise fixed, or by one-dimensional quadra
 the noise precision when it is inferred), and a one-feature logistic regression has two
 parameters, so its evidence is a two-dimensional integral a grid computes exactly.
 
-Tolerances: the relative variance of the evidence estimate is about the sum over stages of
-``1 / ESS_t - 1 / N`` (perfect mixing, Chopin 2004), so for the runs below (N >= 1000,
-about ten stages at ESS N / 2) its sd is about 0.1 nats; the issue's 0.5 nats is five of
-them. Predictive means must lie within 4 Monte Carlo standard errors, with the ESS of the
-final weights (Kish) as the sample size.
+Tolerances. The relative variance of the evidence estimate is about the sum over stages of
+``1 / ESS_t - 1 / N`` (perfect mixing, Chopin 2004); each stage's exponent keeps the
+conditional ESS at ``target_ess * N``, so that is ``n_stages * (1 / target_ess - 1) / N``,
+computed from each run's own stage count (:func:`_evidence_sd`). On these small targets the
+moves mix well, and the error's sd measured over seeds is 0.7-1.3 times that figure (fixed
+noise 0.9, 30 seeds; inferred noise 1.3, 30 seeds; logistic regression 1.2 and 0.7, 15
+seeds each; 200 particles 1.0-1.2, 20 seeds per resampling scheme). Evidence checks allow 5
+of them: at 1.3 times the figure that is 3.8 sd, two-sided normal 1.4e-4 (8.6e-4 even at
+1.5 times). Predictive means and noise sd must lie within 4 Monte Carlo standard errors
+(two-sided normal, 6.3e-5 each), with the ESS of the final weights (Kish) as the sample
+size, which is at least ``resample_threshold * N``: a run whose ESS falls below that
+resamples.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.optimize import brentq
 from scipy.special import expit, logsumexp
 from scipy.stats import multivariate_normal
 from sklearn.exceptions import ConvergenceWarning
@@ -62,8 +70,14 @@ def _exact_fixed_noise(X, y, X_test, noise_std):
     )
 
 
-def _exact_inferred_noise_evidence(X, y):
-    """Log evidence with tau ~ Gamma(1, 1e-3) integrated on a fine grid of log tau."""
+def _exact_inferred_noise(X, y):
+    """Log evidence, E[sigma | y] and sd[sigma | y] (original units) with the noise inferred.
+
+    The weights integrate out in closed form, so with tau ~ Gamma(1, 1e-3) everything is a
+    one-dimensional integral over tau, on a fine grid of log tau: the evidence, and the
+    posterior of tau that gives the moments of sigma = tau^-1/2 (the quadrature of
+    ``test_exact_posterior._inferred_noise_quadrature``).
+    """
     y_mean, y_std = y.mean(), y.std()
     z = (y - y_mean) / y_std
     _, _, gram = _prior_gram(X)
@@ -74,7 +88,12 @@ def _exact_inferred_noise_evidence(X, y):
         # Gamma(1, b) density b exp(-b tau), times the Jacobian tau of log tau
         log_joint[i] = lik.logpdf(z) + np.log(1e-3) - 1e-3 * np.exp(lt) + lt
     step = log_tau[1] - log_tau[0]
-    return logsumexp(log_joint) + np.log(step) - len(z) * np.log(y_std)
+    log_z = logsumexp(log_joint) + np.log(step) - len(z) * np.log(y_std)
+    w = np.exp(log_joint - logsumexp(log_joint))
+    sigma = np.exp(-0.5 * log_tau)
+    sigma_mean = w @ sigma
+    sigma_sd = np.sqrt(w @ sigma**2 - sigma_mean**2)
+    return log_z, sigma_mean * y_std, sigma_sd * y_std
 
 
 def _linear(method, **params):
@@ -82,42 +101,67 @@ def _linear(method, **params):
     return BayesianMLPRegressor(method=method, **{**defaults, **params})
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_fixed_noise_evidence_and_predictive_match_closed_form(seed):
-    X, y, X_test = _data(seed)
+def _evidence_sd(est):
+    """The sd of ``log_evidence_`` that perfectly mixing moves would give (module docstring)."""
+    d = est.diagnostics_
+    rho = est.method.target_ess
+    return np.sqrt(d["n_stages"] * (1.0 / rho - 1.0) / d["n_particles"])
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("base", [0, 1])
+def test_fixed_noise_evidence_and_predictive_match_closed_form(base, seed):
+    # 1 + 5 + 5 comparisons (the total sd's error is the epistemic one's, scaled): 1e-4 +
+    # 3.2e-4 + 3.2e-4, under 1e-3. 1.5 s.
+    X, y, X_test = _data(base + seed)
     noise_std = 0.3
-    reg = _linear(SMC(), n_samples=2000, noise_std=noise_std, random_state=seed).fit(X, y)
+    reg = _linear(SMC(), n_samples=2000, noise_std=noise_std, random_state=base + seed)
+    reg.fit(X, y)
     exact_log_z, exact_mean, exact_epi, exact_total = _exact_fixed_noise(X, y, X_test, noise_std)
-    assert abs(reg.log_evidence_ - exact_log_z) < 0.5, (reg.log_evidence_, exact_log_z)
+    tol = 5 * _evidence_sd(reg)
+    assert abs(reg.log_evidence_ - exact_log_z) < tol, (reg.log_evidence_, exact_log_z, tol)
 
     mean, total = reg.predict(X_test, return_std=True)
     epi = reg.predict_std(X_test, kind="epistemic")
     ess = reg.diagnostics_["ess"]
-    assert ess > 500, ess
+    assert ess >= 0.5 * 2000  # by construction (module docstring), not by chance
     mcse = exact_epi / np.sqrt(ess)
     assert np.all(np.abs(mean - exact_mean) < 4 * mcse), (mean - exact_mean) / mcse
-    np.testing.assert_allclose(epi, exact_epi, rtol=0.10)
-    np.testing.assert_allclose(total, exact_total, rtol=0.03)
+    # the f draws are Gaussian, so their sd estimated from ESS draws has relative sd
+    # 1 / sqrt(2 ESS); with the noise fixed, total^2 = epi^2 + noise^2 passes a relative
+    # error on scaled by (epi / total)^2
+    rel_se = 1.0 / np.sqrt(2 * ess)
+    np.testing.assert_allclose(epi, exact_epi, rtol=4 * rel_se)
+    np.testing.assert_array_less(
+        np.abs(total / exact_total - 1), 4 * rel_se * (exact_epi / exact_total) ** 2
+    )
 
 
-def test_inferred_noise_evidence_matches_quadrature():
-    X, y, _ = _data(2)
-    reg = _linear(SMC(), n_samples=2000, random_state=2).fit(X, y)
-    exact = _exact_inferred_noise_evidence(X, y)
-    assert abs(reg.log_evidence_ - exact) < 0.5, (reg.log_evidence_, exact)
-    # every particle carries a noise draw from its conditional, near the true noise sd
-    assert 0.3 < reg.noise_std_ < 0.55
+@pytest.mark.statistical
+def test_inferred_noise_evidence_and_noise_match_quadrature(seed):
+    # every particle carries a noise draw from its Gamma conditional, so the weighted mean
+    # of the particles' noise sd estimates E[sigma | y] with sd[sigma | y] / sqrt(ESS); the
+    # quadrature over the noise precision gives both exactly. 1.4e-4 + 6.3e-5. 3 s.
+    X, y, _ = _data(2 + seed)
+    reg = _linear(SMC(), n_samples=2000, random_state=2 + seed).fit(X, y)
+    exact, sigma_mean, sigma_sd = _exact_inferred_noise(X, y)
+    tol = 5 * _evidence_sd(reg)
+    assert abs(reg.log_evidence_ - exact) < tol, (reg.log_evidence_, exact, tol)
+    mcse = sigma_sd / np.sqrt(reg.diagnostics_["ess"])
+    assert abs(reg.noise_std_ - sigma_mean) < 4 * mcse, (reg.noise_std_, sigma_mean, mcse)
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("prior", ["gaussian", "logistic"])
-def test_logistic_regression_evidence_matches_grid(prior):
+def test_logistic_regression_evidence_matches_grid(prior, seed):
+    # 5 perfect-mixing sd (module docstring): 1.4e-4. 3-5 s.
     from scipy import stats
 
-    rng = np.random.default_rng(3)
+    rng = np.random.default_rng(3 + seed)
     x = rng.standard_normal(80)
     labels = (rng.random(80) < expit(1.5 * x - 0.5)).astype(int)
     clf = BayesianMLPClassifier(
-        hidden_layer_sizes=(), method=SMC(), prior=prior, n_samples=2000, random_state=3
+        hidden_layer_sizes=(), method=SMC(), prior=prior, n_samples=2000, random_state=3 + seed
     ).fit(x[:, None], labels)
     # prior: weight and bias N(0, 1) (fan-in 1) or standard logistic; a grid over +-8
     # (+-20 for the heavier logistic tails) holds all the posterior mass
@@ -129,7 +173,8 @@ def test_logistic_regression_evidence_matches_grid(prior):
     law = stats.norm if prior == "gaussian" else stats.logistic
     log_prior = law.logpdf(w) + law.logpdf(b)
     exact = logsumexp(loglik + log_prior) + 2 * np.log(grid[1] - grid[0])
-    assert abs(clf.log_evidence_ - exact) < 0.5, (clf.log_evidence_, exact)
+    tol = 5 * _evidence_sd(clf)
+    assert abs(clf.log_evidence_ - exact) < tol, (clf.log_evidence_, exact, tol)
 
 
 def test_evidence_is_in_original_units():
@@ -158,26 +203,34 @@ def test_tempering_schedule_keeps_the_target_ess():
     assert reg.diagnostics_["n_grad_evals"] == smc["n_grad_evals"] > 0
 
 
-def test_step_size_and_path_length_tuning():
-    X, y, _ = _data(6)
-    reg = _linear(SMC(), n_samples=500).fit(X, y)
+@pytest.mark.statistical
+def test_step_size_and_path_length_tuning(seed):
+    X, y, _ = _data(6 + seed)
+    reg = _linear(SMC(), n_samples=500, random_state=0 + seed).fit(X, y)
     smc = reg.diagnostics_["smc"]
     eps, n_leap = smc["step_size"], smc["n_leapfrog"]
-    # the talk's start, eps ~ U(0, 0.1) and L ~ U{1..50}, over its whole range
+    # the talk's start, eps ~ U(0, 0.1) and L ~ U{1..50}, over its whole range: 500 draws
+    # miss an end 5 % wide with probability 0.95^500 = 7e-12, and miss L = 1 (or 50) with
+    # probability 0.98^500 = 4e-5; 8e-5 in all
     assert 0 < eps[0].min() < 0.005 and 0.095 < eps[0].max() < 0.1
     assert n_leap[0].min() == 1 and n_leap[0].max() == 50
     # every new L is a previous L moved by -1, 0 or +1, and every new eps is positive
     for before, after in zip(n_leap[:-1], n_leap[1:], strict=True):
         assert after.max() <= before.max() + 1 and after.min() >= max(1, before.min() - 1)
     assert np.all(eps > 0)
-    # selection by jumping distance per gradient prefers the larger of those tiny steps
+    # selection by jumping distance per gradient prefers the larger of those tiny steps:
+    # the median grew 2.0-2.5-fold over 30 seeds (log ratio 0.79, sd 0.055), so no growth
+    # is 14 sd away
     assert np.median(eps[-1]) > np.median(eps[0])
 
 
-def test_max_leapfrog_bounds_every_path_length():
-    X, y, _ = _data(6)
-    reg = _linear(SMC(max_leapfrog=5), n_samples=200).fit(X, y)
+@pytest.mark.statistical
+def test_max_leapfrog_bounds_every_path_length(seed):
+    X, y, _ = _data(6 + seed)
+    reg = _linear(SMC(max_leapfrog=5), n_samples=200, random_state=0 + seed).fit(X, y)
     n_leap = reg.diagnostics_["smc"]["n_leapfrog"]
+    # the bound is reached: 200 initial draws from U{1..5} all miss 5 with probability
+    # 0.8^200 = 4e-20
     assert n_leap.max() == 5 and n_leap.min() >= 1
 
 
@@ -203,8 +256,17 @@ def test_conditional_ess_with_unequal_weights():
     w, inc = np.exp(logw), np.exp((new - lam) * stats[:, 0])
     cess = (w @ inc) ** 2 / (w @ inc**2)
     assert cess == pytest.approx(0.5, rel=1e-8)
-    # and not the plain ESS of the incremental weights, which differs here
-    assert inc.sum() ** 2 / (inc**2).sum() / n != pytest.approx(0.5, rel=1e-2)
+
+    # and the case tells the two rules apart: the exponent that keeps the plain ESS of the
+    # incremental weights at N / 2 steps 30 % further (0.148 against 0.137), so an
+    # implementation of the plain rule fails the assertion above by far more than its
+    # tolerance (the weights are fixed draws of numpy's generator, the same on every CPU)
+    def plain_ess(lam_new):
+        inc = np.exp((lam_new - lam) * stats[:, 0])
+        return inc.sum() ** 2 / (inc**2).sum() / n - 0.5
+
+    plain = brentq(plain_ess, lam, 1.0)
+    assert abs((plain - lam) / (new - lam) - 1.0) > 0.1, (plain, new)
 
 
 @pytest.mark.parametrize("scheme", [_systematic, _multinomial, _residual])
@@ -215,9 +277,12 @@ def test_resampling_never_picks_a_zero_weight(scheme):
         assert not np.isin(scheme(w, rng), [0, 2, 4]).any()
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("scheme", [_systematic, _multinomial, _residual])
-def test_resampling_is_unbiased(scheme):
-    rng = np.random.default_rng(7)
+def test_resampling_is_unbiased(scheme, seed):
+    # each count's mean over 4000 independent rounds, within 4.5 standard errors: two-sided
+    # normal 6.8e-6 each, 20 counts: 1.4e-4
+    rng = np.random.default_rng(7 + seed)
     w = rng.dirichlet(np.full(20, 1.0))
     reps = 4000
     counts = np.zeros(20)
@@ -231,7 +296,7 @@ def test_resampling_is_unbiased(scheme):
     # the sample variance, floored by the multinomial's for counts that rarely vary
     var = np.maximum(sq / reps - mean**2, 20 * w * (1 - w))
     se = np.sqrt(var / reps)
-    assert np.all(np.abs(mean - 20 * w) < 4 * se), (mean - 20 * w) / se
+    assert np.all(np.abs(mean - 20 * w) < 4.5 * se), (mean - 20 * w) / se
 
 
 def test_systematic_and_residual_keep_the_integer_part():
@@ -243,13 +308,17 @@ def test_systematic_and_residual_keep_the_integer_part():
             assert np.all(c >= np.floor(4 * w)) and np.all(c <= np.ceil(4 * w))
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("resampling", ["systematic", "residual", "multinomial"])
-def test_every_resampling_scheme_fits(resampling):
-    X, y, _ = _data(9)
-    reg = _linear(SMC(resampling=resampling), n_samples=200, noise_std=0.3).fit(X, y)
+def test_every_resampling_scheme_fits(resampling, seed):
+    # 200 particles: 5 perfect-mixing sd (about 0.2 nats each; module docstring), 1.4e-4
+    X, y, _ = _data(9 + seed)
+    reg = _linear(
+        SMC(resampling=resampling), n_samples=200, noise_std=0.3, random_state=0 + seed
+    ).fit(X, y)
     exact_log_z = _exact_fixed_noise(X, y, X[:1], 0.3)[0]
-    # 200 particles: the evidence's sd is about 0.25 nats
-    assert abs(reg.log_evidence_ - exact_log_z) < 1.25
+    tol = 5 * _evidence_sd(reg)
+    assert abs(reg.log_evidence_ - exact_log_z) < tol, (reg.log_evidence_, exact_log_z, tol)
 
 
 def test_same_seed_same_result_for_any_n_jobs():
@@ -260,15 +329,26 @@ def test_same_seed_same_result_for_any_n_jobs():
     np.testing.assert_array_equal(one.posterior_.thetas, two.posterior_.thetas)
     np.testing.assert_array_equal(one.posterior_.weights, two.posterior_.weights)
     assert one.log_evidence_ == two.log_evidence_
+    # and the result comes from random_state: another seed starts from other prior draws
+    # and moves them with other momenta, so no particle of one run is a particle of the
+    # other (continuous draws coincide with probability 0). A seed that were ignored, or a
+    # stream shared between seeds, would leave particles in common.
     other = BayesianMLPRegressor(method=SMC(), n_jobs=2, random_state=1, **net).fit(X, y)
-    assert other.log_evidence_ != one.log_evidence_
+    shared = (one.posterior_.thetas[:, None, :] == other.posterior_.thetas[None]).all(axis=2)
+    assert not shared.any()
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("max_stages", [1, 2])
-def test_max_stages_warns_and_still_ends_at_the_posterior(max_stages):
-    X, y, _ = _data(11)
+def test_max_stages_warns_and_still_ends_at_the_posterior(max_stages, seed):
+    # the warning is certain, not likely: the schedule needs 8-9 stages on these data (the
+    # log-likelihoods of prior draws spread over hundreds of nats with the noise sd 0.3 on
+    # the standardized scale), so one or two stages cannot reach lambda = 1 on their own
+    X, y, _ = _data(11 + seed)
     with pytest.warns(ConvergenceWarning, match=f"max_stages={max_stages} at lambda="):
-        reg = _linear(SMC(max_stages=max_stages), n_samples=100, noise_std=0.3).fit(X, y)
+        reg = _linear(
+            SMC(max_stages=max_stages), n_samples=100, noise_std=0.3, random_state=0 + seed
+        ).fit(X, y)
     assert reg.diagnostics_["smc"]["lambda"][-1] == 1.0
     assert reg.diagnostics_["n_stages"] == max_stages
 
@@ -304,16 +384,19 @@ def test_refit_with_mcmc_drops_the_evidence():
     assert not hasattr(reg, "log_evidence_")
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("kind", [0, 1], ids=["gaussian", "logistic"])
-def test_hmc_moves_leave_a_non_gaussian_target_invariant(kind):
+def test_hmc_moves_leave_a_non_gaussian_target_invariant(kind, seed):
     # prior-only target (lambda = 0): exact prior draws must stay prior draws after many
-    # moves with mixed step sizes and path lengths, for a Gaussian and a logistic prior
+    # moves with mixed step sizes and path lengths, for a Gaussian and a logistic prior.
+    # The particles move independently, so the KS test is exact: p < 2.5e-4 for either of
+    # the 2 coordinates has probability 5e-4. 2.5 s.
     from scipy import stats
 
     from skbnn.kernels import smc as ksmc
     from skbnn.target import Target
 
-    rng = np.random.default_rng(16)
+    rng = np.random.default_rng(16 + seed)
     X, y = rng.standard_normal((30, 1)), rng.standard_normal(30)
     target = Target(X, y, (), "identity", "gaussian", np.ones(2))
     target.set_prior(np.ones(2), kind)
@@ -331,4 +414,4 @@ def test_hmc_moves_leave_a_non_gaussian_target_invariant(kind):
                        target.prior_std[None, :], np.zeros((n, 0)), 0, n, True, *out)  # fmt: skip
     law = stats.logistic if kind else stats.norm
     for j in range(d):
-        assert stats.kstest(thetas[:, j], law.cdf).pvalue > 0.01
+        assert stats.kstest(thetas[:, j], law.cdf).pvalue > 2.5e-4
