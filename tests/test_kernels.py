@@ -367,14 +367,15 @@ def test_nonfinite_output_bias_gives_nonfinite_logp(likelihood, k, bad):
     assert not np.isfinite(value)
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("scale, fan_in", [(0.6, False), (1.3, True)])
-def test_logistic_prior_log_density_and_draws(scale, fan_in):
+def test_logistic_prior_log_density_and_draws(scale, fan_in, seed):
     from scipy import stats
 
     prior = LogisticPrior(scale=scale, fan_in_scaling=fan_in)
     target = _make_target("gaussian", 1, "fixed", "tanh", (5,), prior)
     scales = prior.stds(target.layout)
-    rng = np.random.default_rng(3)
+    rng = np.random.default_rng(3 + seed)
     # far into the tails too, where a naive log(1 + e^-z) would overflow
     theta = (
         rng.standard_normal(target.n_params) * np.r_[np.ones(5), np.full(target.n_params - 5, 50.0)]
@@ -382,6 +383,8 @@ def test_logistic_prior_log_density_and_draws(scale, fan_in):
     _, lp, _ = target.loglik_logprior(theta)
     expected = stats.logistic(scale=scales).logpdf(theta).sum()
     assert lp == pytest.approx(expected, rel=1e-13)
-    # prior draws follow the logistic law, scaled per parameter
+    # prior draws follow the logistic law, scaled per parameter: independent draws, so the
+    # KS p-value is uniform under a correct sampler and 1e-4 is the false-alarm rate per case
+    # (with these 17,700 draws a 10 % error in the scale gives p ~ 4e-8, 8 % about 1e-4)
     draws = target.sample_prior(rng, 4000) / scales
-    assert stats.kstest(draws.ravel()[::7], stats.logistic.cdf).pvalue > 0.01
+    assert stats.kstest(draws.ravel()[::7], stats.logistic.cdf).pvalue > 1e-4

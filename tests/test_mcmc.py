@@ -47,19 +47,35 @@ def _data(n=40, seed=0):
 
 
 def test_divergences_are_counted_and_warned():
-    X, y = _data()
-    # a target acceptance of 5 % drives the step size far past the integrator's stability
-    # limit, so trajectories blow up (energy errors above 1000)
-    method = NUTS(n_chains=2, n_warmup=50, target_accept=0.05)
-    reg = BayesianMLPRegressor(hidden_layer_sizes=(3,), method=method, n_samples=40, random_state=0)
-    with pytest.warns(ConvergenceWarning, match="divergent transitions"):
-        reg.fit(X, y)
-    d = reg.diagnostics_
-    assert d["divergences"] == d["divergences_per_chain"].sum() > 0
-    assert d["warmup_divergences"] > 0
+    # A divergence that is certain, not one a seed happens to produce. One feature of two
+    # rows is 1e300 and the rows disagree in label, so whatever the sign of its weight one of
+    # them is misclassified and the gradient in that weight is about 1e300. Stan's heuristic
+    # stops halving the initial step size below 1e-12, and 10 warm-up iterations of dual
+    # averaging lower the log step size by at most 0.8 sqrt(10) / 0.05 = 51 from log(10 x
+    # that) (no metric window below 20 iterations restarts it lower): every step size used is
+    # above e^-77, so a leapfrog step moves that weight by more than e^-154 / 2 x 1e300 x its
+    # prior variance 1/2 = 1e232, the logit overflows, and every transition, in warm-up and
+    # after, ends in a non-finite energy. The chains never move, so their R-hat is inf too.
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((20, 2))
+    X[:2, 0] = 1e300
+    y = (X[:, 1] > 0).astype(int)
+    y[:2] = [0, 1]
+    clf = BayesianMLPClassifier((), method=NUTS(n_chains=2, n_warmup=10), n_samples=40,
+                                random_state=0)  # fmt: skip
+    with pytest.warns(ConvergenceWarning, match="40 divergent transitions after warm-up"):
+        clf.fit(X, y)
+    d = clf.diagnostics_
+    np.testing.assert_array_equal(d["divergences_per_chain"], [20, 20])
+    assert d["divergences"] == 40
+    assert d["warmup_divergences"] == 2 * 10
+    np.testing.assert_array_equal(d["accept_rate"], [0.0, 0.0])
 
 
 def test_too_short_chains_warn_instead_of_passing_silently():
+    # Certain, not by chance: 6 draws over 3 chains leave 2 per chain, below the 4 that
+    # split R-hat needs (each half needs two draws for a within-chain variance), so every
+    # R-hat is NaN whatever the draws, and a NaN R-hat warns.
     X, y = _data()
     reg = BayesianMLPRegressor(
         hidden_layer_sizes=(3,), method=NUTS(n_chains=3, n_warmup=5), n_samples=6, random_state=0
@@ -67,21 +83,103 @@ def test_too_short_chains_warn_instead_of_passing_silently():
     with pytest.warns(ConvergenceWarning, match="R-hat"):
         reg.fit(X, y)
     assert np.isnan(reg.diagnostics_["rhat_loglik"])
+    assert np.all(np.isnan(reg.diagnostics_["rhat_outputs"]))
 
 
-def test_converged_run_does_not_warn_and_reports_consistent_figures():
+def _linear_nuts(seed, n_samples, n_warmup=300):
+    """NUTS on a linear model with the noise integrated out: a near-Gaussian posterior in
+    three dimensions, which 4 chains mix in a few leapfrog steps."""
+    X, y = _data(seed=seed)
+    method = NUTS(n_chains=4, n_warmup=n_warmup, max_tree_depth=6)
+    return BayesianMLPRegressor(hidden_layer_sizes=(), activation="identity", method=method,
+                                n_samples=n_samples, random_state=seed, n_jobs=1)  # fmt: skip
+
+
+class _CountingNetwork:
+    """Stands in for the driver's ``knet`` module and counts the gradients it evaluates in
+    Python (the first evaluation and Stan's step-size heuristic), per chain: each chain has
+    its own ``tgt`` tuple, and with ``n_jobs=1`` chain 0 runs first, then chain 1, ..."""
+
+    def __init__(self):
+        from skbnn.kernels import network
+
+        self._network = network
+        self.counts = {}
+
+    def __getattr__(self, name):
+        return getattr(self._network, name)
+
+    def logp_grad(self, q, tgt, ws, g, st, grad):
+        if grad and g.shape[0] > 0:
+            self.counts[id(tgt)] = self.counts.get(id(tgt), 0) + 1
+        return self._network.logp_grad(q, tgt, ws, g, st, grad)
+
+    def per_chain(self):
+        out = np.array(list(self.counts.values()))
+        self.counts = {}
+        return out
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # no warm-up
+def test_gradient_count_is_the_driver_s_plus_every_leapfrog_step(monkeypatch):
+    # n_grad_evals counts every gradient of the log density: the driver's (the first
+    # evaluation, Stan's step-size heuristic at the start and after every metric window) and
+    # every leapfrog step, in warm-up and after. The kept draws' steps are in the trace
+    # (mean_n_leapfrog); the driver's are counted through a stand-in for its network module.
+    # Exact identities, whatever the seed: not a statistical test.
+    from skbnn.methods import _mcmc
+
+    _linear_nuts(0, 8).fit(*_data())  # compiled (or loaded) before the stand-in goes in
+    counter = _CountingNetwork()
+    monkeypatch.setattr(_mcmc, "knet", counter)
     X, y = _data()
-    method = NUTS(n_chains=4, n_warmup=300, max_tree_depth=6)
-    reg = BayesianMLPRegressor(hidden_layer_sizes=(), activation="identity", method=method,
-                               n_samples=800, random_state=0)  # fmt: skip
+
+    def parts(reg):
+        d = reg.diagnostics_
+        kept = np.rint(d["mean_n_leapfrog"] * d["n_draws_per_chain"]).astype(int)
+        driver = counter.per_chain()
+        assert d["n_grad_evals"] == d["n_grad_evals_per_chain"].sum()
+        return d["n_grad_evals_per_chain"] - kept - driver, driver
+
+    # without warm-up nothing else evaluates a gradient
+    warmup, driver = parts(_linear_nuts(0, 400, n_warmup=0).fit(X, y))
+    np.testing.assert_array_equal(warmup, 0)
+    assert np.all(driver >= 3)  # the first evaluation and at least two heuristic steps
+    # with it, the rest is the warm-up trajectories: 1 to 2^6 - 1 steps per iteration
+    long = _linear_nuts(0, 800).fit(X, y)
+    warmup, driver = parts(long)
+    assert np.all((warmup >= 300) & (warmup <= 300 * 63)), warmup
+    n_windows = int(stan_windows(300)[:, 1].sum())  # the heuristic reruns after each
+    assert n_windows == 3 and np.all(driver >= 3 + 2 * n_windows)
+    # the same chains with half the kept draws: the same warm-up, and each chain's draws a
+    # prefix of the longer run's, so the difference is the extra draws' steps alone
+    short = _linear_nuts(0, 400).fit(X, y)
+    warmup_short, driver_short = parts(short)
+    np.testing.assert_array_equal(warmup_short, warmup)
+    np.testing.assert_array_equal(driver_short, driver)
+    np.testing.assert_array_equal(
+        short.posterior_.thetas.reshape(4, 100, -1),
+        long.posterior_.thetas.reshape(4, 200, -1)[:, :100],
+    )
+
+
+@pytest.mark.statistical
+def test_converged_run_does_not_warn_and_reports_consistent_figures(seed):
+    # Chance outcomes, with rates measured over 2000 seeds of this run (4 chains x 200 draws
+    # each, 0.03 s per fit). The warning: the largest R-hat (training outputs and
+    # log-likelihood) was 1.009 +- 0.005, at most 1.031, its upper tail falling tenfold per
+    # 0.006 (99 % quantile 1.023, 99.9 % 1.029), which puts the 1.05 threshold near 1e-6; no
+    # divergence in 1.6 million kept transitions (the energy error of a stable leapfrog on
+    # this near-Gaussian posterior stays far below 1000). Acceptance per chain 0.905 +- 0.017,
+    # smallest of 8000 chains 0.81: 0.6 is 17 sd below. E-BFMI per chain 1.08 +- 0.14,
+    # smallest 0.57: 0.3 is 5.5 sd below, 2e-8 per chain for a normal tail. Together < 1e-5.
+    reg = _linear_nuts(seed, 800)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        reg.fit(X, y)
+        reg.fit(*_data(seed=seed))
     d = reg.diagnostics_
     assert d["n_chains"] == 4 and d["n_draws_per_chain"] == 200
     assert d["n_grad_evals"] == d["n_grad_evals_per_chain"].sum()
-    # each kept draw costs its leapfrog steps: the total exceeds the kept draws' share
-    assert d["n_grad_evals"] > d["mean_n_leapfrog"].sum() * 200
     assert np.all(d["mean_tree_depth"] <= 6)
     assert np.all((d["accept_rate"] > 0.6) & (d["accept_rate"] <= 1))
     assert d["compile_time"] >= 0 and d["wall_time"] >= d["compile_time"]
@@ -151,10 +249,13 @@ def test_log_predictive_scorer_in_grid_search_and_for_classifiers():
     assert log_predictive_scorer(clf, X, labels) == pytest.approx(expected)
 
 
-def test_dense_metric_learns_correlations():
+@pytest.mark.statistical
+def test_dense_metric_learns_correlations(seed):
     # nearly collinear features make the weight posterior a narrow, tilted ellipse: a
-    # diagonal metric needs long trajectories, the adapted dense one sees a round target
-    rng = np.random.default_rng(0)
+    # diagonal metric needs long trajectories, the adapted dense one sees a round target.
+    # Over 500 seeds the ratio of mean leapfrog steps was 0.040 +- 0.0044, at most 0.054
+    # (dense 4.7, diagonal 120 steps): 0.25 is 47 sd above, no false alarm in practice.
+    rng = np.random.default_rng(0 + seed)
     x = rng.standard_normal(200)
     X = np.c_[x, x + 0.02 * rng.standard_normal(200)]
     y = X @ [1.0, 1.0] + 0.1 * rng.standard_normal(200)
@@ -163,21 +264,24 @@ def test_dense_metric_learns_correlations():
         method = NUTS(n_chains=2, n_warmup=400, metric=metric)
         reg = BayesianMLPRegressor(
             hidden_layer_sizes=(), activation="identity", method=method, n_samples=400,
-            noise_std=0.1, random_state=0,
+            noise_std=0.1, random_state=0 + seed,
         ).fit(X, y)  # fmt: skip
         leapfrogs[metric] = reg.diagnostics_["mean_n_leapfrog"].mean()
     assert leapfrogs["dense"] < 0.25 * leapfrogs["diagonal"], leapfrogs
 
 
-def test_output_layer_gibbs_draws_from_exact_conditional():
+@pytest.mark.statistical
+def test_output_layer_gibbs_draws_from_exact_conditional(seed):
     # Given the hidden layer, the output layer of a Gaussian-likelihood network has a
     # Gaussian conditional; draws must match its mean and covariance within Monte Carlo error
+    # (independent draws, so the standard errors are exact): 8 means at 4 se, two-sided
+    # normal 6.3e-5 each; 20 distinct covariance entries at >= 4.5 sd, 7e-6 each; 6.4e-4 in all.
     from skbnn.kernels import hmc as khmc
     from skbnn.network import NetworkLayout
     from skbnn.priors import GaussianPrior
     from skbnn.target import Target
 
-    rng = np.random.default_rng(3)
+    rng = np.random.default_rng(3 + seed)
     n, d, h = 30, 2, 3
     X = rng.standard_normal((n, d))
     Y = rng.standard_normal((n, 2))
@@ -190,7 +294,7 @@ def test_output_layer_gibbs_draws_from_exact_conditional():
     w_slice, b_slice = layout.slices(1)
     n_draws = 4000
     draws = np.empty((n_draws, h + 1, 2))
-    gen = np.random.default_rng(4)
+    gen = np.random.default_rng(4 + seed)
     for s in range(n_draws):
         khmc._gibbs_output_layer(gen, theta, tgt, ws)
         draws[s, :h] = theta[w_slice].reshape(h, 2)
@@ -205,7 +309,8 @@ def test_output_layer_gibbs_draws_from_exact_conditional():
         sample = draws[:, :, o]
         se = np.sqrt(np.diag(cov) / n_draws)
         assert np.all(np.abs(sample.mean(axis=0) - mean) < 4 * se)
-        # relative sd of a variance estimate is sqrt(2 / n_draws) = 2.2 %: 10 % is 4.5 of it
+        # relative sd of a variance estimate is sqrt(2 / n_draws) = 2.2 %: 10 % is 4.5 of it;
+        # a covariance's sd is sqrt((s_ii s_jj + s_ij^2) / n) <= 2.2 % of the largest entry
         np.testing.assert_allclose(np.cov(sample.T), cov, rtol=0.1, atol=0.1 * np.abs(cov).max())
 
 
@@ -290,23 +395,25 @@ def _unit_norms(thetas, layout, prior_std):
     return out
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize(
     "hidden, activation, n_outputs",
     [((2,), "relu", 3), ((3, 2), "relu", 1), ((3, 2), "identity", 1), ((2,), "relu", 9)],
 )
-def test_rescale_move_keeps_the_function_and_the_prior(hidden, activation, n_outputs):
+def test_rescale_move_keeps_the_function_and_the_prior(hidden, activation, n_outputs, seed):
     # The move multiplies a unit's incoming parameters by c and its outgoing weights by 1/c:
     # the network's output must not change, and applied to exact prior draws it must return
     # exact prior draws, which fixes the conditional of c (a half-unit error in the Jacobian
     # exponent shifts the norms' log-means by ~25 standard errors). 9 outputs > 5 incoming
-    # parameters makes the GIG exponent negative.
+    # parameters makes the GIG exponent negative. The draws are independent, so the standard
+    # errors are exact: at most 10 log-means per case at 4 se, 6.3e-5 each, 6.3e-4 per case.
     from scipy.special import digamma, polygamma
 
     from skbnn.kernels.hmc import rescale_units
 
-    target, layout = _prior_target(hidden, activation, n_outputs)
+    target, layout = _prior_target(hidden, activation, n_outputs, seed=0 + seed)
     tgt = target.as_tuple()
-    rng = np.random.default_rng(1)
+    rng = np.random.default_rng(1 + seed)
     n = 20_000
     before = target.sample_prior(rng, n)
     after = before.copy()
@@ -360,20 +467,22 @@ def test_rescale_is_skipped_without_the_symmetry():
     assert on.diagnostics_["n_grad_evals"] == off.diagnostics_["n_grad_evals"]
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("metric", ["diagonal", "diagonal_grad"])
-def test_nuts_with_rescale_moves_samples_a_relu_prior(metric):
+def test_nuts_with_rescale_moves_samples_a_relu_prior(metric, seed):
     # With the likelihood tempered away (beta = 0) the posterior is the prior: NUTS with the
     # scale moves in between trajectories must reproduce the chi-square law of the units'
-    # norms (log-means within 4 Monte Carlo standard errors from the bulk ESS), and the
-    # moves must have changed the chain.
+    # norms (log-means within 4 Monte Carlo standard errors, estimated from the run's own
+    # bulk ESS; 6 comparisons at 6.3e-5 each, 4e-4 per case), and the moves must have
+    # changed the chain.
     from scipy.special import digamma
 
     from skbnn.diagnostics import ess_bulk
 
-    target, layout = _prior_target((3,), "relu", n_outputs=2, beta=0.0)
+    target, layout = _prior_target((3,), "relu", n_outputs=2, beta=0.0, seed=0 + seed)
     runs = {
         rescale: NUTS(n_chains=2, n_warmup=300, metric=metric, rescale_units=rescale).run(
-            target, n_samples=4000, random_state=0, n_jobs=1, verbose=0
+            target, n_samples=4000, random_state=0 + seed, n_jobs=1, verbose=0
         )
         for rescale in (True, False)
     }
@@ -386,15 +495,19 @@ def test_nuts_with_rescale_moves_samples_a_relu_prior(metric):
             assert abs(logs[:, :, j].mean() - digamma(dof / 2) - np.log(2)) < 4 * se
 
 
-def test_gradient_balanced_metric_estimate():
+@pytest.mark.statistical
+def test_gradient_balanced_metric_estimate(seed):
     # Fed draws x ~ N(0, S) with their gradients -S^-1 x, the window's estimate must be
     # sqrt(S_ii / (S^-1)_ii): the variance when S is diagonal, and between the marginal and
     # the conditional variance when it is not. Relative sd of each variance estimate is
-    # sqrt(2 / n) = 1 %, so 4 % is four of it.
+    # sqrt(2 / n) = 1 %; their log-ratio has sd at most 2 / sqrt(n) (the two estimates are
+    # not negatively correlated), its square root half that, 0.7 %, so 4 % is 5.6 sd (two-sided
+    # 2e-8 each, 4 comparisons). When S is diagonal the estimate is exact: each gradient is
+    # its draw times a constant.
     from skbnn.kernels.hmc import _welford
     from skbnn.methods._mcmc import _update_metric
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(0 + seed)
     d, n = 4, 20_000
     a = rng.standard_normal((d, d))
     for cov in (np.diag([0.01, 1.0, 4.0, 100.0]), a @ a.T + 0.1 * np.eye(d)):
@@ -417,26 +530,40 @@ def test_gradient_balanced_metric_estimate():
         assert not np.any(chain["w_m2"]) and chain["sc"][6] == 0
 
 
-@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # gamma 0.1, 10
-def test_adaptive_metropolis_gamma_scales_the_proposal():
+@pytest.mark.statistical
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # gamma = 10
+def test_adaptive_metropolis_gamma_scales_the_proposal(seed):
+    # With the likelihood tempered away (beta = 0) the target is the Gaussian prior, every
+    # chain starts in it (a prior draw), and with t0 beyond the run the proposal stays at its
+    # initial gamma 2.4^2 / d times the prior covariance: in whitened coordinates N(x, s^2 I)
+    # on N(0, I_d), s^2 = gamma 2.4^2 / d. Given |z| = r the log acceptance ratio is then
+    # N(-s^2 r^2 / 2, s^2 r^2), so the acceptance probability (what accept_rate averages) is
+    # exactly E[2 Phi(-s r / 2)] with r^2 ~ chi2_d. The 16 chains are independent, so their
+    # mean acceptance has a t(15) law around it: each gamma is compared at the two-sided
+    # 1e-4 / 3 quantile of t(15) (6.4 se of about 0.0013), 1e-4 for the three together.
+    from scipy.stats import chi
+    from scipy.stats import t as student_t
+
     from skbnn.methods import AdaptiveMetropolis
 
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((60, 3))
-    y = X @ np.array([1.0, -0.5, 0.25]) + 0.4 * rng.standard_normal(60)
-
-    def fit(gamma):
-        method = AdaptiveMetropolis(n_chains=2, n_warmup=2000, gamma=gamma)
-        reg = BayesianMLPRegressor((), activation="identity", method=method, n_samples=4000)
-        return reg.set_params(noise_std=0.3, random_state=0).fit(X, y).diagnostics_
-
-    small, optimal, large = fit(0.1), fit(1.0), fit(10.0)
-    # smaller steps are accepted more often; the proposal variances grow with gamma (not
-    # exactly 100-fold: the running covariance includes each chain's own transient)
-    assert small["accept_rate"].min() > optimal["accept_rate"].max()
-    assert optimal["accept_rate"].min() > large["accept_rate"].max()
-    assert np.all(large["inverse_mass_matrix"] > 10 * small["inverse_mass_matrix"])
-    assert 0.15 < optimal["accept_rate"].mean() < 0.45  # near the optimal 0.234-0.35
+    target, _ = _prior_target((), "identity", n_outputs=1, beta=0.0, seed=0 + seed)
+    d, n_chains = target.n_params, 16
+    bound = student_t.ppf(1 - 1e-4 / 6, n_chains - 1)
+    for gamma in (0.1, 1.0, 10.0):
+        method = AdaptiveMetropolis(n_chains=n_chains, n_warmup=0, gamma=gamma, t0=10**9)
+        fit = method.run(target, n_samples=n_chains * 4000, random_state=0 + seed, n_jobs=1,
+                         verbose=0)  # fmt: skip
+        scale = gamma * 2.4**2 / d
+        np.testing.assert_allclose(
+            fit.diagnostics["inverse_mass_matrix"],
+            np.broadcast_to(scale * target.prior_var, (n_chains, d)),
+            rtol=1e-12,
+        )
+        step = np.sqrt(scale)
+        exact = chi(d).expect(lambda r, step=step: 2 * norm.cdf(-step * r / 2))
+        acc = fit.diagnostics["accept_rate"]
+        se = acc.std(ddof=1) / np.sqrt(n_chains)
+        assert abs(acc.mean() - exact) < bound * se, (gamma, acc.mean(), exact, se)
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 5 draws
@@ -482,8 +609,14 @@ def test_thinning_keeps_every_thin_th_state_of_the_same_chain(method_cls):
     assert thinned.diagnostics_["n_grad_evals"] == full.diagnostics_["n_grad_evals"]
 
 
+@pytest.mark.statistical
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # short runs
-def test_logistic_prior_end_to_end_and_tunable():
+def test_logistic_prior_end_to_end_and_tunable(seed):
+    # Iris is a fixed public data set: only the chains and particles move with the seed.
+    # Over 200 seeds the NUTS fit scored 0.980 or 0.987, never lower: 0.9 is far out of reach.
+    # The evidence of the wide prior exceeded the narrow one's by 27.0 +- 1.4 nats (SMC's
+    # Monte Carlo spread, at least 23.2): a prior__scale that did not reach the fits would
+    # leave a difference of 0 +- 1.5, and the floor of 10 nats is 12 sd below the measured mean.
     from sklearn.datasets import load_iris
 
     from skbnn.methods import SMC
@@ -493,12 +626,13 @@ def test_logistic_prior_end_to_end_and_tunable():
     X = (X - X.mean(0)) / X.std(0)
     nuts = NUTS(n_chains=2, n_warmup=100)
     clf = BayesianMLPClassifier((3,), method=nuts, prior="logistic", n_samples=100)
-    assert clf.set_params(random_state=0).fit(X, y).score(X, y) > 0.9
+    assert clf.set_params(random_state=0 + seed).fit(X, y).score(X, y) > 0.9
     search = GridSearchCV(
         BayesianMLPClassifier((2,), method=SMC(n_mcmc_steps=2), prior=LogisticPrior(),
-                              n_samples=60, random_state=0),
+                              n_samples=60, random_state=0 + seed),
         {"prior__scale": [0.3, 3.0]}, scoring=evidence_scorer,
         cv=[(np.arange(len(y)), np.arange(len(y)))],
     ).fit(X, y)  # fmt: skip
     scores = search.cv_results_["mean_test_score"]
-    assert np.all(np.isfinite(scores)) and scores[0] != scores[1]
+    assert np.all(np.isfinite(scores)) and scores[1] - scores[0] > 10.0, scores
+    assert search.best_params_ == {"prior__scale": 3.0}

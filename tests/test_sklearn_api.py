@@ -4,7 +4,10 @@ These tests check the estimator contract of DESIGN.md (parameters, fitted attrib
 prediction shapes and relations, composition with Pipeline / GridSearchCV / cross_val_score,
 clone, pickle, reproducibility), not the statistical quality of the posterior: every fit is
 a tiny MCMC run (a few dozen warm-up iterations, three hidden units) so the file stays fast.
-All random inputs use fixed seeds.
+The few tests whose assertions depend on how well such a run fits (a score above a floor)
+are marked ``statistical``: they shift their seeds by ``SKBNN_TEST_SEED_OFFSET`` and state
+how far their floor lies from the scores measured over many seeds. The others hold for any
+seed.
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from sklearn.base import clone
 from sklearn.datasets import load_iris
 from sklearn.exceptions import NotFittedError
 from sklearn.gaussian_process import GaussianProcessRegressor
-from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.utils import estimator_checks
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from sklearn.utils.validation import check_is_fitted
 
@@ -55,8 +59,13 @@ def _mala(**params):
 
 
 def _amcmc(**params):
-    # a random walk: many cheap steps, adapting early
-    return AdaptiveMetropolis(**{"n_chains": 2, "n_warmup": 1500, "t0": 200, **params})
+    # a random walk: many cheap steps, adapting early. The diagonal proposal: on the estimator
+    # checks' regression data (37 parameters) the dense one has not converged after 1500
+    # steps (R^2 0.62 +- 0.06 over 300 seeds, 4 % below sklearn's floor of 0.5; 0.73 after
+    # 15000), the diagonal one has after 3000 (0.79 +- 0.010)
+    return AdaptiveMetropolis(
+        **{"n_chains": 2, "n_warmup": 3000, "t0": 200, "variant": "diagonal", **params}
+    )
 
 
 def _smc(**params):
@@ -125,10 +134,47 @@ def _expected_failed_checks(estimator):
     return {}
 
 
-@parametrize_with_checks(
-    _CHECKED_ESTIMATORS, expected_failed_checks=_expected_failed_checks, xfail_strict=True
+#: The checks whose assertions depend on how well a tiny run fits: training accuracy above
+#: 0.83 on sklearn's blobs, R^2 above 0.5 on its regression data. Their estimators' seeds
+#: (sklearn sets random_state to 0) move with the offset. Measured over 300 seeds with these
+#: settings, per method: accuracy 0.97 +- 0.004 (binary, min 0.955) and 0.93 +- 0.008 (three
+#: classes, worst: MALA and adaptive Metropolis, min 0.91), R^2 0.83 +- 0.005 (NUTS, HMC,
+#: SMC), 0.79 +- 0.012 (MALA, min 0.73), 0.79 +- 0.010 (adaptive Metropolis, min 0.75): every
+#: floor is more than 10 sd below its mean.
+_SCORE_CHECKS = {"check_classifiers_train", "check_regressors_train"}
+
+
+def _check_name(check) -> str:
+    return getattr(check, "func", check).__name__
+
+
+def _mark_score_checks(parametrize):
+    """sklearn's parametrization, with the score checks marked statistical."""
+    argnames, params = parametrize.args
+    marked = []
+    for param in params:
+        values, marks, id_ = (
+            (param.values, param.marks, param.id) if hasattr(param, "values") else (param, (), None)
+        )
+        if _check_name(values[1]) in _SCORE_CHECKS:
+            marks = (*marks, pytest.mark.statistical)
+        marked.append(pytest.param(*values, marks=marks, id=id_))
+    return pytest.mark.parametrize(argnames, marked, **parametrize.kwargs)
+
+
+@_mark_score_checks(
+    parametrize_with_checks(
+        _CHECKED_ESTIMATORS, expected_failed_checks=_expected_failed_checks, xfail_strict=True
+    )
 )
-def test_sklearn_estimator_checks(estimator, check):
+def test_sklearn_estimator_checks(estimator, check, seed, monkeypatch):
+    if _check_name(check) in _SCORE_CHECKS:
+        set_random_state = estimator_checks.set_random_state
+        monkeypatch.setattr(
+            estimator_checks,
+            "set_random_state",
+            lambda est, random_state=0: set_random_state(est, random_state + seed),
+        )
     check(estimator)
 
 
@@ -151,10 +197,12 @@ def test_tags_do_not_opt_out_of_checks(cls):
 # --------------------------------------------------------------------------------------
 
 
-def test_pipeline_passes_return_std_and_supports_interval():
-    X, y = _regression_data()
+@pytest.mark.statistical
+def test_pipeline_passes_return_std_and_supports_interval(seed):
+    X, y = _regression_data(seed=seed)
     X = 40.0 * X + 7.0  # far from standardized, so the scaler matters
-    pipe = make_pipeline(StandardScaler(), _fast(BayesianMLPRegressor)).fit(X, y)
+    pipe = make_pipeline(StandardScaler(), _fast(BayesianMLPRegressor, random_state=seed))
+    pipe.fit(X, y)
 
     mean = pipe.predict(X)
     mean_rs, std = pipe.predict(X, return_std=True)  # through Pipeline.predict(**params)
@@ -169,6 +217,7 @@ def test_pipeline_passes_return_std_and_supports_interval():
 
     lower, upper = reg.predict_interval(Xt, coverage=0.9)
     assert lower.shape == upper.shape == (len(X),)
+    # the mean of a mixture need not lie in its central interval; see the next test's note
     assert np.all(lower < mean) and np.all(mean < upper)
 
 
@@ -190,11 +239,20 @@ def test_grid_search_tunes_nested_parameters(name, values, extra):
     original = est.get_params()[name]
     search = GridSearchCV(est, {name: values}, cv=2, n_jobs=2).fit(X, y)
 
-    scores = search.cv_results_["mean_test_score"]
-    assert [p[name] for p in search.cv_results_["params"]] == values
-    assert np.all(np.isfinite(scores))
-    # the two settings give different fits, so the nested value reached the workers' fits
-    assert scores[0] != scores[1]
+    results = search.cv_results_
+    scores = results["mean_test_score"]
+    assert [p[name] for p in results["params"]] == values
+    # the nested value reached the workers' fits: each split's score is that of the same fit
+    # made here with the value set (bit for bit: a fit depends on its random_state alone),
+    # and the two values' fits differ, so the match says which value each worker used
+    expected = [
+        [clone(est).set_params(**{name: value}).fit(X[train], y[train]).score(X[test], y[test])
+         for train, test in KFold(2).split(X)]  # GridSearchCV's cv=2 for a regressor
+        for value in values
+    ]  # fmt: skip
+    got = [[results[f"split{k}_test_score"][i] for k in range(2)] for i in range(len(values))]
+    assert got == expected
+    assert expected[0] != expected[1]
     assert search.best_params_[name] == values[int(np.argmax(scores))]
 
     best = search.best_estimator_
@@ -204,14 +262,18 @@ def test_grid_search_tunes_nested_parameters(name, values, extra):
     np.testing.assert_array_equal(best.predict(X), direct.predict(X))
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("cls", ESTIMATORS)
-def test_cross_val_score_parallel_equals_serial(cls):
-    X, y = _data_for(cls)
-    parallel = cross_val_score(_fast(cls), X, y, cv=3, n_jobs=2)
-    serial = cross_val_score(_fast(cls), X, y, cv=3, n_jobs=1)
+def test_cross_val_score_parallel_equals_serial(cls, seed):
+    X, y = _regression_data(seed=seed) if cls is BayesianMLPRegressor else _binary_data(seed=seed)
+    parallel = cross_val_score(_fast(cls, random_state=seed), X, y, cv=3, n_jobs=2)
+    serial = cross_val_score(_fast(cls, random_state=seed), X, y, cv=3, n_jobs=1)
     assert parallel.shape == (3,)
     np.testing.assert_array_equal(parallel, serial)
-    # R^2 / accuracy of an easy problem: a broken fit or label mix-up scores far lower
+    # R^2 / accuracy of an easy problem: a broken fit or label mix-up scores far lower. Over
+    # 300 seeds (data and chains): R^2 0.95 +- 0.023 (min 0.84), accuracy 0.91 +- 0.049 (min
+    # 0.75, its lower tail close to normal: 99.9 % quantile 3.2 sd below the mean): 0.6 is
+    # 15 and 6.3 sd below, under 1e-6.
     assert parallel.mean() > 0.6
 
 
@@ -319,10 +381,11 @@ def test_random_state_reproducible_whatever_n_jobs(cls, method):
 # --------------------------------------------------------------------------------------
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("n_outputs", [1, 2])
-def test_regressor_shapes_match_output_count_and_gpr(n_outputs):
-    X, y = _regression_data(n_outputs=n_outputs)
-    reg = _fast(BayesianMLPRegressor).fit(X, y)
+def test_regressor_shapes_match_output_count_and_gpr(n_outputs, seed):
+    X, y = _regression_data(n_outputs=n_outputs, seed=seed)
+    reg = _fast(BayesianMLPRegressor, random_state=seed).fit(X, y)
     Xt = X[:5]
     shape = (5,) if n_outputs == 1 else (5, n_outputs)
 
@@ -342,7 +405,9 @@ def test_regressor_shapes_match_output_count_and_gpr(n_outputs):
     assert reg.sample_y(Xt).shape == gpr.sample_y(Xt).shape
 
     # predictions are in the user's units, column by column (the outputs differ in
-    # location by 210 and in scale by a factor of 16)
+    # location by 210 and in scale by a factor of 16). Over 300 seeds (data and chains) the
+    # location error was at most 0.026 sd (floor 0.3) and the scale error at most 0.041 (floor
+    # 0.5), with sd 0.003 and 0.006: both floors are over 70 sd away.
     mean = reg.predict(X).reshape(len(X), -1)
     Y = y.reshape(len(X), -1)
     assert np.all(np.abs(mean.mean(axis=0) - Y.mean(axis=0)) < 0.3 * Y.std(axis=0))
@@ -357,10 +422,11 @@ def test_sample_y_depends_on_its_random_state_only():
     assert not np.array_equal(a, reg.sample_y(X, 4, random_state=4))
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("n_outputs", [1, 2])
-def test_regressor_std_kinds_and_interval_relations(n_outputs):
-    X, y = _regression_data(n_outputs=n_outputs)
-    reg = _fast(BayesianMLPRegressor).fit(X, y)
+def test_regressor_std_kinds_and_interval_relations(n_outputs, seed):
+    X, y = _regression_data(n_outputs=n_outputs, seed=seed)
+    reg = _fast(BayesianMLPRegressor, random_state=seed).fit(X, y)
     Xt = np.vstack([X[:10], 3.0 * X[:3]])  # include a few points away from the data
 
     total = reg.predict_std(Xt, kind="total")
@@ -376,6 +442,11 @@ def test_regressor_std_kinds_and_interval_relations(n_outputs):
 
     mean = reg.predict(Xt)
     lower, upper = reg.predict_interval(Xt, coverage=0.9)
+    # The mean of a mixture need not lie in its central 90 % interval: it does when the
+    # mixture's CDF at the mean, the average over draws of Phi((mean - mu_s) / sigma_s), is
+    # between 0.05 and 0.95. Over 900 fits of this and the previous test (300 seeds) its
+    # distance to 0 or 1 was 0.46 +- 0.03, at least 0.29, the lower tail falling a decade per
+    # 0.07 (1 % quantile 0.36, 0.1 % 0.30): 0.05 is about 1e-6 away.
     assert np.all(lower < mean) and np.all(mean < upper)
     lower50, upper50 = reg.predict_interval(Xt, coverage=0.5)
     assert np.all(lower < lower50) and np.all(upper50 < upper)
@@ -409,21 +480,27 @@ def _check_classifier_outputs(clf, X, n_classes):
     return proba, std
 
 
-def test_classifier_binary_outputs():
-    X, y = _binary_data()
-    clf = _fast(BayesianMLPClassifier).fit(X, y)
+@pytest.mark.statistical
+def test_classifier_binary_outputs(seed):
+    X, y = _binary_data(seed=seed)
+    clf = _fast(BayesianMLPClassifier, random_state=seed).fit(X, y)
     _, std = _check_classifier_outputs(clf, X, 2)
     # p(class 0) = 1 - p(class 1) in every draw, so both have the same spread
     np.testing.assert_allclose(std[:, 0], std[:, 1], rtol=1e-9, atol=1e-12)
-    assert clf.score(X, y) > 0.9
+    # Training errors of 40 over 300 seeds (data and chains): 0 to 5, with counts 79, 117,
+    # 63, 27, 10, 4, each error about 2.7 times rarer than one fewer; 10 errors, where this
+    # fails, extrapolate to ~1e-4. A fit that learned nothing scores about 0.5.
+    assert clf.score(X, y) > 0.75
 
 
-def test_classifier_multiclass_outputs_iris():
-    X, y = load_iris(return_X_y=True)
+@pytest.mark.statistical
+def test_classifier_multiclass_outputs_iris(seed):
+    X, y = load_iris(return_X_y=True)  # a fixed public data set: only the chains move
     X = StandardScaler().fit_transform(X)
-    clf = _fast(BayesianMLPClassifier).fit(X, y)
+    clf = _fast(BayesianMLPClassifier, random_state=seed).fit(X, y)
     np.testing.assert_array_equal(clf.classes_, [0, 1, 2])
     _check_classifier_outputs(clf, X, 3)
+    # over 300 seeds: 0.973 +- 0.002, never below 0.967: 0.8 is far out of reach
     assert clf.score(X, y) > 0.8
 
 
@@ -450,9 +527,12 @@ def test_classifier_labels_round_trip(labels):
     pred = clf.predict(X)
     assert pred.dtype.kind == y.dtype.kind
     assert set(pred.tolist()) <= set(labels.tolist())
-    # high accuracy means every label went back to its own class, none swapped
-    assert np.mean(pred == y) > 0.8
-    assert clf.predict_proba(X).shape == (len(X), len(labels))
+    # the labels are sorted, so they encode to the codes and the fit is the one on the
+    # codes, bit for bit: every prediction must be the label of the code predicted there,
+    # none swapped (whatever the accuracy)
+    on_codes = _fast(BayesianMLPClassifier).fit(X, codes)
+    np.testing.assert_array_equal(pred, labels[on_codes.predict(X)])
+    np.testing.assert_array_equal(clf.predict_proba(X), on_codes.predict_proba(X))
 
 
 def _single_draw_predictions(est, X, predict):
@@ -485,22 +565,45 @@ def test_predictions_are_averages_over_posterior_draws(cls):
 
 @pytest.mark.parametrize("method", MCMC_METHODS)
 @pytest.mark.parametrize("cls", ESTIMATORS)
-def test_diagnostics_keys_and_per_chain_lengths(cls, method):
+def test_diagnostics_keys_and_per_chain_lengths(cls, method, monkeypatch):
+    from skbnn.kernels.hmc import TRACE_FIELDS
+    from skbnn.methods import _mcmc
+
+    # the step size each kept draw was made with, from the chains' own traces
+    traces = []
+    diagnostics = _mcmc._HMCFamily._diagnostics
+
+    def spy(self, target, chains, n_keep):
+        traces.append(np.stack([c["trace"] for c in chains]))
+        return diagnostics(self, target, chains, n_keep)
+
+    monkeypatch.setattr(_mcmc._HMCFamily, "_diagnostics", spy)
     X, y = _data_for(cls)
     n_chains = 3  # not the 2 used elsewhere, so a hard-coded length would show
     est = _fast(cls, FAST_METHODS[method](n_chains=n_chains)).fit(X, y)
     diag = est.diagnostics_
 
     required = {
-        "wall_time", "compile_time", "n_grad_evals", "n_chains", "step_size",
+        "wall_time", "compile_time", "n_grad_evals", "n_chains",
         "accept_rate", "divergences", "ess_bulk_loglik", "rhat_loglik",
     }  # fmt: skip
     assert required <= diag.keys()
     assert diag["n_chains"] == n_chains
-    for key in ("step_size", "accept_rate"):
-        assert np.shape(diag[key]) == (n_chains,)
-    assert np.all(np.asarray(diag["step_size"]) > 0)
+    assert np.shape(diag["accept_rate"]) == (n_chains,)
+    if method == "amcmc":
+        # a random walk has no step size and no Hamiltonian: nothing to report for either
+        assert "step_size" not in diag and "e_bfmi" not in diag
+    else:
+        # the step size reported is the one every kept draw was made with
+        (trace,) = traces
+        used = trace[:, :, TRACE_FIELDS.index("step_size")]
+        assert np.shape(diag["step_size"]) == (n_chains,) and np.all(diag["step_size"] > 0)
+        np.testing.assert_array_equal(used, np.broadcast_to(diag["step_size"][:, None], used.shape))
+        # E-BFMI needs an energy at each resampled momentum: NUTS and HMC only
+        assert ("e_bfmi" in diag) == (method != "mala")
     assert np.all((np.asarray(diag["accept_rate"]) >= 0) & (np.asarray(diag["accept_rate"]) <= 1))
+    # every output (here one, or p(class 1)) at five training rows
+    assert np.shape(diag["rhat_outputs"]) == np.shape(diag["ess_bulk_outputs"]) == (5, 1)
     for key in ("wall_time", "compile_time", "n_grad_evals", "divergences"):
         assert np.ndim(diag[key]) == 0 and diag[key] >= 0
     assert diag["n_grad_evals"] > 0 and diag["wall_time"] > 0
@@ -539,14 +642,17 @@ def test_smc_has_a_finite_log_evidence(cls):
         assert est.log_evidence_ < 0
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("cls", ESTIMATORS)
-def test_predictions_are_weighted_averages_for_weighted_draws(cls):
+def test_predictions_are_weighted_averages_for_weighted_draws(cls, seed):
     # without resampling the final SMC particles carry unequal weights, which every
     # prediction must use
     X, y = _data_for(cls) if cls is BayesianMLPRegressor else load_iris(return_X_y=True)
-    est = _fast(cls, _smc(resample_threshold=0.0), n_samples=12).fit(X, y)
+    est = _fast(cls, _smc(resample_threshold=0.0), n_samples=12, random_state=seed).fit(X, y)
     w = est.posterior_.normalized_weights()
-    assert w.std() > 0.1 / len(w)  # clearly unequal
+    # clearly unequal, else the test could not tell weighted from plain averages: over 300
+    # seeds the weights' sd times 12 was 2.8 +- 0.6, at least 1.09, against a floor of 0.1
+    assert w.std() > 0.1 / len(w)
     Xt = X[::7]
     predict = (lambda e, x: e.predict(x)) if cls is BayesianMLPRegressor else (
         lambda e, x: e.predict_proba(x))  # fmt: skip
