@@ -4,6 +4,7 @@ match BayesianRidge's accuracy and give calibrated intervals."""
 import warnings
 
 import numpy as np
+import pytest
 from sklearn.datasets import load_diabetes
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import BayesianRidge
@@ -13,14 +14,36 @@ from sklearn.preprocessing import StandardScaler
 from skbnn import BayesianMLPRegressor
 
 
-def test_defaults_on_diabetes():
+@pytest.mark.statistical
+def test_defaults_on_diabetes(seed):
+    """The contract's bars on its fixed split; the seed offset moves the sampler only.
+
+    The bars are the contract's (R-hat < 1.05, RMSE within 5 % of BayesianRidge's, 85-95 %
+    coverage of the 111 test points by 90 % intervals), not read off a run. With the split
+    fixed, what varies is Monte Carlo error. Over 30 sampler seeds:
+
+    - R-hat of the log-likelihood 1.001-1.015 and of the monitored predictions 1.001-1.015,
+      at bulk ESS 370-580 and 650-1000. For converged chains split R-hat - 1 is at most
+      about m F / (2 ESS), F ~ chi2(m - 1) / (m - 1) the spread of the m = 8 half-chains'
+      means, so 1.05 needs chi2(7) > 32 at ESS 370 (3.5e-5) and > 57 at ESS 650 (6e-10
+      for each of the 5 monitored predictions).
+    - RMSE / BayesianRidge's RMSE 1.003-1.007 (sd 0.001): the bar 1.05 is 40 sd away.
+    - 98-100 points covered (the bar: 95-105). Only 2-4 points lie within 0.05 predictive sd
+      of an interval edge, where the edges' Monte Carlo error (about 0.04 sd at these ESS)
+      can move them; losing four at once is far below 1e-6.
+
+    No divergence occurred in those 30 runs, but a ConvergenceWarning from one chance
+    divergence would not break the contract (which asks for R-hat), and 30 runs cannot show
+    that its rate is below 1e-3, so warnings are not turned into errors here.
+    """
     X, y = load_diabetes(return_X_y=True)
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, random_state=0)
     scaler = StandardScaler().fit(X_train)
     X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
     with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
-        reg = BayesianMLPRegressor(random_state=0, n_jobs=2).fit(X_train, y_train)
+        # the contract is checked below, by its numbers
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        reg = BayesianMLPRegressor(random_state=0 + seed, n_jobs=2).fit(X_train, y_train)
     assert reg.diagnostics_["rhat_loglik"] < 1.05
     assert reg.diagnostics_["rhat_outputs"].max() < 1.05
     rmse = np.sqrt(np.mean((reg.predict(X_test) - y_test) ** 2))
@@ -29,5 +52,4 @@ def test_defaults_on_diabetes():
     assert rmse < 1.05 * rmse_ridge, (rmse, rmse_ridge)
     lower, upper = reg.predict_interval(X_test, coverage=0.9)
     coverage = np.mean((y_test >= lower) & (y_test <= upper))
-    # 111 test points: the binomial sd of the coverage is about 2.8 %
     assert 0.85 <= coverage <= 0.95, coverage
