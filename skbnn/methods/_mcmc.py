@@ -100,6 +100,9 @@ def _momentum(rng, metric, dense: bool) -> np.ndarray:
     return z / np.sqrt(inv_m)
 
 
+# a step far past the stability limit overflows to inf or NaN, which the search counts as
+# a rejection; numpy's warnings about it would say nothing the caller can act on
+@np.errstate(over="ignore", invalid="ignore")
 def _init_step_size(chain, eps: float, dense: bool) -> float:
     """Stan's heuristic: double or halve until one leapfrog's acceptance crosses 0.8.
 
