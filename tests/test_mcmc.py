@@ -186,6 +186,7 @@ def test_converged_run_does_not_warn_and_reports_consistent_figures(seed):
     assert np.all(np.isfinite(d["e_bfmi"])) and np.all(d["e_bfmi"] > 0.3)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 50 draws a chain
 def test_hmc_path_length_sets_steps():
     X, y = _data()
     method = HMC(n_chains=2, n_warmup=100, path_length=1.0, step_jitter=0.0)
