@@ -20,12 +20,21 @@ def _data(n_outputs=1):
     return X, (y + 0.2 * rng.standard_normal(y.shape)).squeeze()
 
 
+def _quiet_fit(est, X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # short runs warn; their warnings are not the subject
+        return est.fit(X, y)
+
+
 def _fit(method, **kw):
     reg = BayesianMLPRegressor((3,), activation="tanh", method=method, n_samples=40,
                                random_state=0, **kw)  # fmt: skip
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # short runs
-        return reg.fit(*_data())
+    return _quiet_fit(reg, *_data())
+
+
+def _linear_classifier():
+    return BayesianMLPClassifier((), activation="identity", method=NUTS(n_chains=2, n_warmup=20),
+                                 n_samples=20, random_state=0)  # fmt: skip
 
 
 def test_adaptive_metropolis_reports_no_step_size_and_no_energy():
@@ -107,9 +116,7 @@ def test_rhat_and_ess_watch_every_output_and_class(kind):
     else:
         y = (y > 0).astype(int) if kind == "binary" else np.digitize(y, [-0.5, 0.5])
         est = BayesianMLPClassifier((3,), method=NUTS(n_chains=2, n_warmup=30), n_samples=40)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        est.set_params(random_state=0).fit(X, y)
+    _quiet_fit(est.set_params(random_state=0), X, y)
     rows = np.unique(np.linspace(0, len(X) - 1, 5).astype(int))
     watched = _per_draw(est, X, rows).reshape(2, 20, len(rows), -1)
     n_watched = {"regression-2": 2, "binary": 1, "multiclass": 3}[kind]
@@ -129,11 +136,7 @@ def test_binary_probabilities_are_stable_for_huge_logits():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((40, 2))
     y = (X[:, 0] > 0).astype(int)
-    clf = BayesianMLPClassifier((), activation="identity", method=NUTS(n_chains=2, n_warmup=20),
-                                n_samples=20, random_state=0)  # fmt: skip
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        clf.fit(X, y)
+    clf = _quiet_fit(_linear_classifier(), X, y)
     clf.posterior_.thetas = clf.posterior_.thetas * 1e4
     (_, f), *_ = clf._network_outputs(X, clf.posterior_.thetas)
     assert f.min() < -800 and f.max() > 800  # exp(800) overflows float64
@@ -154,9 +157,7 @@ def test_predictive_sd_is_accurate_far_below_the_mean():
     X = rng.standard_normal((30, 2))
     reg = BayesianMLPRegressor((), activation="identity", method=NUTS(n_chains=2, n_warmup=20),
                                n_samples=20, noise_std=0.1, random_state=0)  # fmt: skip
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        reg.fit(X, X[:, 0])
+    _quiet_fit(reg, X, X[:, 0])
     thetas = np.zeros_like(reg.posterior_.thetas)
     thetas[:, :2] = 1e-3 * rng.standard_normal((20, 2))
     thetas[:, 2] = 1e6
@@ -165,11 +166,7 @@ def test_predictive_sd_is_accurate_far_below_the_mean():
     np.testing.assert_allclose(reg.predict_std(X, kind="epistemic"), f.std(axis=1), rtol=1e-6)
 
     y = (X[:, 0] > 0).astype(int)
-    clf = BayesianMLPClassifier((), activation="identity", method=NUTS(n_chains=2, n_warmup=20),
-                                n_samples=20, random_state=0)  # fmt: skip
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        clf.fit(X, y)
+    clf = _quiet_fit(_linear_classifier(), X, y)
     # logits near 12 spread by about 0.1: p(class 1) = 1 - 6e-6 with an sd near 6e-7
     clf.posterior_.thetas = thetas[:, :3] * np.r_[100.0, 100.0, 1.2e-5]
     p1 = 1.0 / (1.0 + np.exp(-(X @ (100 * thetas[:, :2].T) + 12.0)))
