@@ -16,7 +16,6 @@ import numpy as np
 from numba import njit
 
 from skbnn.kernels import network as knet
-from skbnn.network import NetworkLayout
 from skbnn.priors import GaussianPrior
 from skbnn.target import Target
 
@@ -37,10 +36,9 @@ def main(n_rows: int = 455, n_features: int = 13, hidden=(10,), repeats: int = 7
     rng = np.random.default_rng(0)
     X = rng.standard_normal((n_rows, n_features))
     y = rng.standard_normal(n_rows)
-    layout = NetworkLayout((n_features, *hidden, 1))
     for activation in ("relu", "tanh", "logistic", "identity"):
-        target = Target(X, y, hidden, activation, "gaussian", GaussianPrior().stds(layout))
-        tgt, ws = target.as_tuple(), target.workspace()
+        target = Target(X, y, hidden, activation, "gaussian", prior=GaussianPrior())
+        tgt, ws = target.kernel_target(), target.workspace()
         grad, stats = np.empty(target.n_params), np.empty(3)
         thetas = target.sample_prior(rng, 1000)
         _loop(thetas, tgt, ws, grad, stats, 10)

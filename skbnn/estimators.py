@@ -111,12 +111,10 @@ class _BaseBayesianMLP(BaseEstimator):
             hidden,
             self.activation,
             likelihood,
-            prior_std=np.empty(0),
+            prior=self._resolve_prior(),
             noise=noise,
             noise_precision=noise_precision,
         )
-        prior = self._resolve_prior()
-        target.set_prior(prior.stds(target.layout), prior.kernel_id, prior.hyperprior())
         result = method.run(target, self.n_samples, self.random_state, self.n_jobs, self.verbose)
         self.posterior_ = result.posterior
         # a refit with a method that has no evidence must not keep the previous fit's
@@ -126,7 +124,7 @@ class _BaseBayesianMLP(BaseEstimator):
         self.diagnostics_ = dict(result.diagnostics)
         self.diagnostics_["wall_time"] = time.perf_counter() - start
         self._layout = target.layout
-        self._act = int(target.ints[1])
+        self._act = target.activation_code
         return result
 
     def _network_outputs(self, X, thetas):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 ACTIVATIONS = {"identity": 0, "relu": 1, "tanh": 2, "logistic": 3}
-LIKELIHOODS = {"gaussian": 0, "bernoulli": 1, "categorical": 2}
+LIKELIHOODS = {"gaussian": 0, "bernoulli": 1, "categorical": 2, "heteroscedastic": 3}
 
 
 class NetworkLayout:
@@ -89,8 +89,3 @@ class NetworkLayout:
             w, _ = self.slices(layer)
             out[w] = self.sizes[layer]
         return out
-
-    def workspace_size(self, n_rows: int) -> int:
-        """Length of the scratch buffer the kernels need for ``n_rows`` rows."""
-        widths = self.sizes[1:]
-        return int((widths.sum() + 2 * widths.max()) * n_rows)

@@ -6,7 +6,7 @@ import numpy as np
 
 from .kernels import network as knet
 from .network import ACTIVATIONS, LIKELIHOODS, NetworkLayout
-from .priors import NOISE_PRECISION_RATE, NOISE_PRECISION_SHAPE
+from .priors import NOISE_PRECISION_RATE, NOISE_PRECISION_SHAPE, GaussianPrior
 
 
 class Target:
@@ -14,7 +14,7 @@ class Target:
 
     ``logp(theta) = beta * loglik(theta) + logprior(theta)`` over the flat vector described in
     :mod:`skbnn.network`. Methods only see this object; it never sees how the data were
-    validated or scaled.
+    validated or scaled. It is built whole: data, network, likelihood, prior and noise.
 
     Parameters
     ----------
@@ -24,17 +24,34 @@ class Target:
         matrix (categorical).
     hidden_layer_sizes : tuple of int
     activation : str
-    likelihood : {"gaussian", "bernoulli", "categorical"}
-    prior_std : ndarray of shape (n_weights,)
-        Per-parameter prior standard deviations of the Gaussian prior.
+    likelihood : {"gaussian", "heteroscedastic", "bernoulli", "categorical"}
+        ``heteroscedastic`` is a Gaussian whose variance the network predicts per row: it
+        has two outputs per target column, the mean and a raw variance mapped through
+        ``softplus(f) + 1e-6``.
+    prior : prior object from :mod:`skbnn.priors`, default=None
+        ``None`` means ``GaussianPrior()``.
     noise : {"fixed", "gibbs", "marginal", "theta"}
         How a Gaussian likelihood's noise precision is handled: held at ``noise_precision``,
         held in ``noise_precision`` but updated between trajectories by the method
         (``gibbs``), integrated out of the density against its Gamma prior (``marginal``;
-        the method draws it from its conditional afterwards), or sampled as trailing log
-        precisions in ``theta`` (``theta``).
+        the method draws it from its conditional afterwards), or as trailing log
+        precisions in ``theta`` (``theta``: sampled or optimized with the weights).
     noise_precision : float or ndarray of shape (n_outputs,)
         Initial or fixed noise precision per output.
+    noise_shape, noise_rate : float
+        The Gamma prior of each noise precision.
+
+    Attributes
+    ----------
+    layout : skbnn.network.NetworkLayout
+    prior_scale : ndarray of shape (n_weights,)
+        Per-parameter prior standard deviations (Gaussian) or scales (logistic); under a
+        hierarchical prior, their value at the prior mean of each layer precision.
+    prior_mean : ndarray of shape (n_weights,)
+        Zero: the prior is centred. Methods that anchor each member elsewhere (randomized
+        MAP) pass their own to :meth:`kernel_target`.
+    cfg : ndarray of dtype :data:`skbnn.kernels.network.CONFIG`, shape (1,)
+        The scalar settings the kernels read by name.
     """
 
     def __init__(
@@ -44,7 +61,7 @@ class Target:
         hidden_layer_sizes,
         activation,
         likelihood,
-        prior_std,
+        prior=None,
         noise="fixed",
         noise_precision=1.0,
         noise_shape=NOISE_PRECISION_SHAPE,
@@ -57,99 +74,133 @@ class Target:
         self.n_rows, self.n_features = X.shape
         self.n_outputs = Y.shape[1]
         self.likelihood = likelihood
-        self.noise = noise if likelihood == "gaussian" else "fixed"
+        self.activation = activation
+        gaussian = likelihood == "gaussian"
+        self.noise = noise if gaussian else "fixed"
         n_noise = self.n_outputs if self.noise == "theta" else 0
-        self.layout = NetworkLayout(
-            (self.n_features, *hidden_layer_sizes, self.n_outputs), n_noise=n_noise
-        )
+        n_net = 2 * self.n_outputs if likelihood == "heteroscedastic" else self.n_outputs
+        self.layout = NetworkLayout((self.n_features, *hidden_layer_sizes, n_net), n_noise=n_noise)
         self.XT = np.ascontiguousarray(X.T).ravel()
         self.YT = np.ascontiguousarray(Y.T).ravel()
-        self.prior_std = np.ascontiguousarray(prior_std, dtype=np.float64)
+        self.prior = GaussianPrior() if prior is None else prior
+        self.prior_scale = np.ascontiguousarray(self.prior.stds(self.layout), dtype=np.float64)
+        self.prior_mean = np.zeros(self.layout.n_weights)
         self.tau = np.broadcast_to(
             np.asarray(noise_precision, dtype=np.float64), (self.n_outputs,)
         ).copy()
-        self.ints = np.array(
-            [
-                self.n_rows,
-                ACTIVATIONS[activation],
-                LIKELIHOODS[likelihood],
-                n_noise,
-                1 if self.noise == "marginal" else 0,
-                0,
-                0,
-            ],
-            dtype=np.int64,
+        hyper = self.prior.hyperprior()
+        shape, rate, fan_in = (1.0, 1.0, True) if hyper is None else hyper
+        self.cfg = np.zeros(1, dtype=knet.CONFIG)
+        self.cfg[0] = (
+            ACTIVATIONS[activation],
+            LIKELIHOODS[likelihood],
+            n_noise,
+            1 if self.noise == "marginal" else 0,
+            self.prior.kernel_id,
+            0 if hyper is None else 1,
+            noise_shape,
+            noise_rate,
+            1.0,
+            shape,
+            rate,
+            1.0 if fan_in else 0.0,
         )
-        # the last three: a hierarchical prior's Gamma shape and rate, and 1 for fan-in
-        # scaled weights
-        self.floats = np.array([noise_shape, noise_rate, 1.0, 1.0, 1.0, 1.0], dtype=np.float64)
 
-    def set_prior(self, scales, kind: int = 0, hierarchical=None) -> None:
-        """Use the prior with per-parameter ``scales`` and density code ``kind``.
+    def _cfg(self, name):
+        return self.cfg[0][name].item()
 
-        ``kind`` 0 is the Gaussian (``scales`` are standard deviations), 1 the logistic
-        (``scales`` are its scale parameters). ``hierarchical = (shape, rate, fan_in)``
-        makes each layer's weight precision a Gamma(shape, rate) variable that the MCMC
-        methods update by Gibbs steps (``scales`` then hold its starting value).
-        """
-        self.prior_std = np.ascontiguousarray(scales, dtype=np.float64)
-        self.ints[5] = kind
-        self.ints[6] = 0 if hierarchical is None else 1
-        if hierarchical is not None:
-            shape, rate, fan_in = hierarchical
-            self.floats[3:6] = shape, rate, 1.0 if fan_in else 0.0
+    @property
+    def beta(self) -> float:
+        """The power of the likelihood (1 for the posterior; SMC tempers it)."""
+        return float(self._cfg("beta"))
+
+    @beta.setter
+    def beta(self, value: float) -> None:
+        self.cfg[0]["beta"] = value
+
+    @property
+    def activation_code(self) -> int:
+        """Kernel code of the hidden-layer activation."""
+        return int(self._cfg("activation"))
+
+    @property
+    def noise_prior(self) -> tuple[float, float]:
+        """``(shape, rate)`` of the Gamma prior of each noise precision."""
+        return float(self._cfg("noise_shape")), float(self._cfg("noise_rate"))
+
+    @property
+    def hyperprior(self) -> tuple[float, float, bool] | None:
+        """``(shape, rate, fan_in_scaling)`` of a hierarchical prior's layer precisions."""
+        if not self.hierarchical:
+            return None
+        return (
+            float(self._cfg("hyper_shape")),
+            float(self._cfg("hyper_rate")),
+            bool(self._cfg("fan_in")),
+        )
 
     @property
     def prior_var(self) -> np.ndarray:
         """Prior variance of each network parameter: ``s^2`` for the Gaussian prior,
         ``(pi s)^2 / 3`` for the logistic."""
         factor = np.pi**2 / 3.0 if self.prior_kind == 1 else 1.0
-        return factor * self.prior_std**2
+        return factor * self.prior_scale**2
 
     @property
     def hierarchical(self) -> bool:
         """Whether the weights' per-layer precisions are sampled (HierarchicalPrior)."""
-        return bool(self.ints[6])
+        return bool(self._cfg("hierarchical"))
 
     @property
     def prior_kind(self) -> int:
         """Density code of the prior: 0 Gaussian, 1 logistic."""
-        return int(self.ints[5])
+        return int(self._cfg("prior"))
 
     @property
     def n_params(self) -> int:
         """Length of ``theta``."""
         return self.layout.n_params
 
-    def as_tuple(self, own_noise: bool = True) -> tuple:
-        """The tuple the numba kernels take; with ``own_noise`` a private noise array
-        (and private prior scales, which a hierarchical prior updates)."""
-        tau = self.tau.copy() if own_noise else self.tau
-        prior_std = self.prior_std.copy() if own_noise and self.hierarchical else self.prior_std
-        return (
-            self.XT,
-            self.YT,
+    def kernel_target(
+        self, own: bool = True, XT=None, YT=None, prior_mean=None
+    ) -> knet.KernelTarget:
+        """The named tuple the numba kernels take.
+
+        Parameters
+        ----------
+        own : bool, default=True
+            Give the tuple private copies of what kernels write: the noise precisions, the
+            settings, and the prior scales (which a hierarchical prior updates). One chain,
+            member or thread owns one such tuple.
+        XT, YT : ndarray, default=None
+            Feature-major data of other rows (a minibatch); default all rows.
+        prior_mean : ndarray of shape (n_weights,), default=None
+            The prior's centre (randomized MAP's anchor); default zero.
+        """
+        return knet.KernelTarget(
+            self.XT if XT is None else XT,
+            self.YT if YT is None else YT,
             self.layout.sizes,
             self.layout.offsets,
-            prior_std,
-            tau,
-            self.ints,
-            self.floats.copy(),
+            self.prior_mean if prior_mean is None else np.ascontiguousarray(prior_mean),
+            self.prior_scale.copy() if own and self.hierarchical else self.prior_scale,
+            self.tau.copy() if own else self.tau,
+            self.cfg.copy() if own else self.cfg,
         )
 
-    def workspace(self) -> np.ndarray:
-        """A fresh scratch buffer for one thread."""
-        return np.empty(self.layout.workspace_size(self.n_rows))
+    def workspace(self, n_rows: int | None = None) -> np.ndarray:
+        """A fresh scratch buffer for one thread, for ``n_rows`` rows (default all)."""
+        n = self.n_rows if n_rows is None else n_rows
+        return np.empty(knet.workspace_size(self.layout.sizes, n))
+
+    def evaluator(self, prior_mean=None) -> Evaluator:
+        """A reusable evaluator of the log density and its gradient (one per thread)."""
+        return Evaluator(self, prior_mean)
 
     def logp_and_grad(self, theta, beta: float = 1.0) -> tuple[float, np.ndarray]:
         """``beta * loglik + logprior`` at ``theta`` and its gradient."""
-        theta = np.ascontiguousarray(theta, dtype=np.float64)
-        tgt = self.as_tuple()
-        tgt[7][2] = beta
-        grad = np.empty(self.n_params)
-        stats = np.empty(2 + self.n_outputs)
-        value = knet.logp_grad(theta, tgt, self.workspace(), grad, stats, True)
-        return value, grad
+        value, grad = self.evaluator()(theta, beta)
+        return value, grad.copy()
 
     def logp(self, theta, beta: float = 1.0) -> float:
         """``beta * loglik + logprior`` at ``theta``."""
@@ -157,18 +208,15 @@ class Target:
 
     def loglik_logprior(self, theta, beta: float = 1.0) -> tuple[float, float, float]:
         """``(loglik, logprior, beta * loglik + logprior)`` at ``theta``."""
-        theta = np.ascontiguousarray(theta, dtype=np.float64)
-        tgt = self.as_tuple()
-        tgt[7][2] = beta
-        stats = np.empty(2 + self.n_outputs)
-        value = knet.logp_grad(theta, tgt, self.workspace(), np.empty(0), stats, False)
-        return stats[0], stats[1], value
+        ev = self.evaluator()
+        value = ev.value(theta, beta)
+        return ev.stats[0], ev.stats[1], value
 
     def loglik_batch(self, thetas) -> tuple[np.ndarray, np.ndarray]:
         """Log-likelihood and log-prior of each row of ``thetas`` (threads over rows)."""
         thetas = np.ascontiguousarray(thetas, dtype=np.float64)
-        stats = np.empty((thetas.shape[0], 2 + self.n_outputs))
-        knet.loglik_batch(thetas, self.as_tuple(), stats)
+        stats = np.empty((thetas.shape[0], 2 + self.layout.sizes[-1]))
+        knet.loglik_batch(thetas, self.kernel_target(), stats)
         return stats[:, 0].copy(), stats[:, 1].copy()
 
     def sample_prior(self, rng: np.random.Generator, size: int) -> np.ndarray:
@@ -177,10 +225,57 @@ class Target:
             out = rng.logistic(size=(size, self.n_params))
         else:
             out = rng.standard_normal((size, self.n_params))
-        out[:, : self.layout.n_weights] *= self.prior_std
+        out[:, : self.layout.n_weights] *= self.prior_scale
+        out[:, : self.layout.n_weights] += self.prior_mean
         if self.layout.n_noise:
-            a, b = self.floats[0], self.floats[1]
+            a, b = self.noise_prior
             out[:, self.layout.n_weights :] = np.log(
                 rng.gamma(a, 1.0 / b, (size, self.layout.n_noise))
             )
         return out
+
+
+class Evaluator:
+    """Log density and gradient of one :class:`Target`, reusing its buffers.
+
+    Holds a private kernel target, a workspace for all rows, a gradient and a stats
+    buffer, so repeated calls (an optimizer's iterations) allocate nothing. Not
+    thread-safe: one evaluator per thread.
+
+    Parameters
+    ----------
+    target : Target
+    prior_mean : ndarray of shape (n_weights,), default=None
+        The prior's centre; default zero.
+
+    Attributes
+    ----------
+    grad : ndarray of shape (n_params,)
+        The gradient of the last call (overwritten by the next).
+    stats : ndarray
+        ``[loglik, logprior, ssr_0, ...]`` of the last call.
+    """
+
+    def __init__(self, target: Target, prior_mean=None):
+        self.tgt = target.kernel_target(own=True, prior_mean=prior_mean)
+        self.ws = target.workspace()
+        self.grad = np.empty(target.n_params)
+        self.stats = np.empty(2 + int(target.layout.sizes[-1]))
+        self._no_grad = np.empty(0)
+
+    def _set_beta(self, beta):
+        if beta != self.tgt.cfg[0]["beta"]:
+            self.tgt.cfg[0]["beta"] = beta
+
+    def __call__(self, theta, beta: float = 1.0) -> tuple[float, np.ndarray]:
+        """``(beta * loglik + logprior, gradient)``; the gradient is :attr:`grad`."""
+        self._set_beta(beta)
+        theta = np.ascontiguousarray(theta, dtype=np.float64)
+        value = knet.logp_grad(theta, self.tgt, self.ws, self.grad, self.stats, True)
+        return value, self.grad
+
+    def value(self, theta, beta: float = 1.0) -> float:
+        """``beta * loglik + logprior`` without the gradient."""
+        self._set_beta(beta)
+        theta = np.ascontiguousarray(theta, dtype=np.float64)
+        return knet.logp_grad(theta, self.tgt, self.ws, self._no_grad, self.stats, False)

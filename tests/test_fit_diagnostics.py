@@ -10,6 +10,7 @@ from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.diagnostics import ess_bulk, rhat
 from skbnn.kernels import hmc as khmc
 from skbnn.methods import HMC, MALA, NUTS, AdaptiveMetropolis
+from skbnn.priors import GaussianPrior
 from skbnn.target import Target
 
 
@@ -82,8 +83,8 @@ def test_hmc_counts_only_the_leapfrog_steps_it_took():
     # the transition must report those steps, not the 1000 it had planned.
     rng = np.random.default_rng(0)
     X = rng.standard_normal((20, 2))
-    target = Target(X, X[:, 0], (3,), "tanh", "gaussian", np.ones(2 * 3 + 3 + 3 + 1))
-    tgt = target.as_tuple()
+    target = Target(X, X[:, 0], (3,), "tanh", "gaussian", prior=GaussianPrior(fan_in_scaling=False))
+    tgt = target.kernel_target()
     d = target.n_params
     q0 = target.sample_prior(rng, 1)[0]
     lp0, g0 = target.logp_and_grad(q0)

@@ -33,17 +33,16 @@ def test_gibbs_update_carries_log_density_and_gradient(fan_in, noise):
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((25, 3)), rng.standard_normal(25)
     prior = HierarchicalPrior(shape=1.5, rate=0.7, fan_in_scaling=fan_in)
-    target = Target(X, y, (4, 2), "tanh", "gaussian", np.ones(1), noise=noise)
-    target.set_prior(prior.stds(target.layout), 0, (1.5, 0.7, fan_in))
-    tgt = target.as_tuple()
-    assert tgt[4] is not target.prior_std  # each chain owns its scales
+    target = Target(X, y, (4, 2), "tanh", "gaussian", prior=prior, noise=noise)
+    tgt = target.kernel_target()
+    assert tgt.prior_scale is not target.prior_scale  # each chain owns its scales
     q = rng.standard_normal(target.n_params) * 0.5
     ws = target.workspace()
     g, st = np.empty(target.n_params), np.empty(3)
     lp = knet.logp_grad(q, tgt, ws, g, st, True)
-    old = tgt[4].copy()
+    old = tgt.prior_scale.copy()
     dlp = khmc.gibbs_prior_precision(np.random.default_rng(1), q, g, tgt)
-    assert not np.array_equal(tgt[4], old)
+    assert not np.array_equal(tgt.prior_scale, old)
     g_fresh, st_fresh = np.empty(target.n_params), np.empty(3)
     lp_fresh = knet.logp_grad(q, tgt, ws, g_fresh, st_fresh, True)
     assert lp + dlp == pytest.approx(lp_fresh, rel=1e-12, abs=1e-10)
@@ -52,8 +51,8 @@ def test_gibbs_update_carries_log_density_and_gradient(fan_in, noise):
     layout = target.layout
     for layer in range(layout.n_layers):
         w, b = layout.slices(layer)
-        assert np.ptp(tgt[4][w]) == 0
-        np.testing.assert_array_equal(tgt[4][b], old[b])
+        assert np.ptp(tgt.prior_scale[w]) == 0
+        np.testing.assert_array_equal(tgt.prior_scale[b], old[b])
 
 
 @pytest.mark.statistical
@@ -62,16 +61,16 @@ def test_gibbs_conditional_is_the_gamma_posterior(seed):
     # 4000 independent draws: the mean within Z standard errors, 2 comparisons, 1.4e-5
     rng = np.random.default_rng(2 + seed)
     X, y = rng.standard_normal((10, 3)), rng.standard_normal(10)
-    target = Target(X, y, (4,), "tanh", "gaussian", np.ones(1))
-    target.set_prior(HierarchicalPrior().stds(target.layout), 0, (2.0, 2.0, False))
-    tgt = target.as_tuple()
+    prior = HierarchicalPrior(2.0, 2.0, fan_in_scaling=False)
+    target = Target(X, y, (4,), "tanh", "gaussian", prior=prior)
+    tgt = target.kernel_target()
     q = rng.standard_normal(target.n_params)
     g = np.zeros(target.n_params)
     draws = []
     r = np.random.default_rng(3 + seed)
     for _ in range(4000):
         khmc.gibbs_prior_precision(r, q, g, tgt)
-        draws.append(1.0 / tgt[4][[0, 16]] ** 2)  # first weight of each layer
+        draws.append(1.0 / tgt.prior_scale[[0, 16]] ** 2)  # first weight of each layer
     draws = np.array(draws)
     for col, (start, m) in enumerate([(0, 12), (16, 4)]):
         shape, rate = 2.0 + m / 2, 2.0 + 0.5 * np.sum(q[start : start + m] ** 2)

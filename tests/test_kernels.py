@@ -37,9 +37,9 @@ def _make_target(likelihood, k, noise, activation, hidden, prior, seed=0, n=23, 
         Y = np.eye(k)[rng.integers(0, k, n)]
     layout = NetworkLayout((d, *hidden, k))
     target = Target(
-        X, Y, hidden, activation, likelihood, prior.stds(layout), noise=noise, noise_precision=2.5
+        X, Y, hidden, activation, likelihood, prior=prior, noise=noise, noise_precision=2.5
     )
-    target.set_prior(prior.stds(layout), prior.kernel_id)
+    assert target.layout.n_params == layout.n_params + (k if noise == "theta" else 0)
     return target
 
 
@@ -73,7 +73,7 @@ def test_noise_parameter_is_last_and_has_gamma_prior():
     theta2 = theta.copy()
     theta2[-1] += 0.3
     _, lp2, _ = target.loglik_logprior(theta2)
-    a, b = target.floats[0], target.floats[1]
+    a, b = target.noise_prior
     tau1, tau2 = np.exp(theta[-1]), np.exp(theta2[-1])
     expected = a * 0.3 - b * (tau2 - tau1)
     assert lp2 - lp == pytest.approx(expected, rel=1e-12)
@@ -92,7 +92,7 @@ def test_marginalized_noise_is_the_integral_over_the_precision(beta):
     X = target.XT.reshape(target.n_features, target.n_rows).T
     Y = target.YT.reshape(target.n_outputs, target.n_rows).T
     ssr = np.sum((Y - (np.tanh(X @ coefs[0] + intercepts[0]) @ coefs[1] + intercepts[1])) ** 2, 0)
-    a, b = target.floats[0], target.floats[1]
+    a, b = target.noise_prior
     n = target.n_rows
     expected = 0.0
     for s in ssr:
@@ -124,7 +124,7 @@ def test_gaussian_loglik_matches_numpy():
     f = h @ coefs[1] + intercepts[1]
     tau = 2.5
     expected_ll = np.sum(0.5 * np.log(tau / (2 * np.pi)) - 0.5 * tau * (Y - f) ** 2)
-    sd = target.prior_std
+    sd = target.prior_scale
     expected_lp = np.sum(-0.5 * (theta / sd) ** 2 - np.log(sd) - 0.5 * np.log(2 * np.pi))
     ll, lp, _ = target.loglik_logprior(theta)
     assert ll == pytest.approx(expected_ll, rel=1e-12)
@@ -276,7 +276,8 @@ def _loglik_delta(likelihood, F, Y):
     YT = np.ascontiguousarray(Y, dtype=np.float64).ravel()
     delta = np.full(k * n, -99.0)
     stats = np.empty(2 + k)
-    ll = knet._loglik_delta(ws, 0, YT, np.ones(k), lik, k, n, delta, 0, stats, np.ones(3), 0)
+    cfg = np.ones(1, dtype=knet.CONFIG)[0]
+    ll = knet._loglik_delta(ws, 0, YT, np.ones(k), lik, k, n, delta, 0, stats, cfg, 0)
     return ll, delta.reshape(k, n)
 
 

@@ -279,7 +279,6 @@ def test_output_layer_gibbs_draws_from_exact_conditional(seed):
     # normal 6.3e-5 each; 20 distinct covariance entries at >= 4.5 sd, 7e-6 each; 6.4e-4 in all.
     from skbnn.kernels import hmc as khmc
     from skbnn.network import NetworkLayout
-    from skbnn.priors import GaussianPrior
     from skbnn.target import Target
 
     rng = np.random.default_rng(3 + seed)
@@ -287,10 +286,10 @@ def test_output_layer_gibbs_draws_from_exact_conditional(seed):
     X = rng.standard_normal((n, d))
     Y = rng.standard_normal((n, 2))
     layout = NetworkLayout((d, h, 2))
-    target = Target(X, Y, (h,), "tanh", "gaussian", GaussianPrior().stds(layout),
-                    noise_precision=np.array([4.0, 0.5]))  # fmt: skip
-    target.floats[2] = 0.7  # a tempered likelihood scales the data precision
-    tgt, ws = target.as_tuple(), target.workspace()
+    target = Target(X, Y, (h,), "tanh", "gaussian", noise_precision=np.array([4.0, 0.5]))
+    assert target.layout.n_params == layout.n_params
+    target.beta = 0.7  # a tempered likelihood scales the data precision
+    tgt, ws = target.kernel_target(), target.workspace()
     theta = target.sample_prior(rng, 1)[0]
     w_slice, b_slice = layout.slices(1)
     n_draws = 4000
@@ -376,8 +375,9 @@ def _prior_target(hidden, activation, n_outputs=3, beta=1.0, seed=0, noise="fixe
     layout = NetworkLayout((4, *hidden, n_outputs))
     # prior sds differ per parameter, so a mix-up of indices shows
     std = GaussianPrior(1.3).stds(layout) * rng.uniform(0.5, 2.0, layout.n_weights)
-    target = Target(X, Y, hidden, activation, "gaussian", std, noise=noise)
-    target.floats[2] = beta
+    target = Target(X, Y, hidden, activation, "gaussian", noise=noise)
+    target.prior_scale[:] = std
+    target.beta = beta
     return target, layout
 
 
@@ -413,7 +413,7 @@ def test_rescale_move_keeps_the_function_and_the_prior(hidden, activation, n_out
     from skbnn.kernels.hmc import rescale_units
 
     target, layout = _prior_target(hidden, activation, n_outputs, seed=0 + seed)
-    tgt = target.as_tuple()
+    tgt = target.kernel_target()
     rng = np.random.default_rng(1 + seed)
     n = 20_000
     before = target.sample_prior(rng, n)
@@ -425,7 +425,7 @@ def test_rescale_move_keeps_the_function_and_the_prior(hidden, activation, n_out
     ll_before, _ = target.loglik_batch(before[:200])
     ll_after, _ = target.loglik_batch(after[:200])
     np.testing.assert_allclose(ll_after, ll_before, rtol=1e-10, atol=1e-9)
-    for norms, dof in _unit_norms(after, layout, target.prior_std):
+    for norms, dof in _unit_norms(after, layout, target.prior_scale):
         # E[log chi2_m] = digamma(m / 2) + log 2, Var = trigamma(m / 2)
         se = np.sqrt(polygamma(1, dof / 2) / n)
         assert np.all(np.abs(np.log(norms).mean(axis=0) - digamma(dof / 2) - np.log(2)) < 4 * se)
@@ -439,7 +439,7 @@ def test_rescale_move_carries_the_gradient_and_log_density(hidden, noise):
     from skbnn.kernels.hmc import rescale_units
 
     target, _ = _prior_target(hidden, "relu", n_outputs=2, noise=noise)
-    tgt = target.as_tuple()
+    tgt = target.kernel_target()
     rng = np.random.default_rng(3)
     for theta in target.sample_prior(rng, 20):
         lp, g = target.logp_and_grad(theta)
@@ -489,7 +489,7 @@ def test_nuts_with_rescale_moves_samples_a_relu_prior(metric, seed):
     }
     thetas = runs[True].posterior.thetas
     assert not np.allclose(thetas, runs[False].posterior.thetas)
-    for norms, dof in _unit_norms(thetas, layout, target.prior_std):
+    for norms, dof in _unit_norms(thetas, layout, target.prior_scale):
         logs = np.log(norms).reshape(2, 2000, -1)
         for j in range(logs.shape[2]):
             se = logs[:, :, j].std() / np.sqrt(ess_bulk(logs[:, :, j]))

@@ -247,7 +247,7 @@ def test_conditional_ess_with_unequal_weights():
 
     rng = np.random.default_rng(13)
     X, y, _ = _data(13)
-    target = Target(X, (y - y.mean()) / y.std(), (), "identity", "gaussian", np.ones(4))
+    target = Target(X, (y - y.mean()) / y.std(), (), "identity", "gaussian")
     tempered = _TemperedLoglik(target)
     n = 400
     stats = np.zeros((n, 3))
@@ -374,7 +374,7 @@ def test_smc_refuses_noise_inside_theta():
     from skbnn.target import Target
 
     X, y, _ = _data(15)
-    target = Target(X, y, (), "identity", "gaussian", np.ones(4), noise="theta")
+    target = Target(X, y, (), "identity", "gaussian", noise="theta")
     with pytest.raises(ValueError, match="noise fixed or marginalized"):
         SMC().run(target, 10, 0, 1, 0)
 
@@ -403,10 +403,12 @@ def test_hmc_moves_leave_a_non_gaussian_target_invariant(kind, seed):
 
     rng = np.random.default_rng(16 + seed)
     X, y = rng.standard_normal((30, 1)), rng.standard_normal(30)
-    target = Target(X, y, (), "identity", "gaussian", np.ones(2))
-    target.set_prior(np.ones(2), kind)
-    tgt = target.as_tuple()
-    tgt[7][2] = 0.0
+    from skbnn.priors import GaussianPrior, LogisticPrior
+
+    prior = LogisticPrior() if kind else GaussianPrior(fan_in_scaling=False)
+    target = Target(X, y, (), "identity", "gaussian", prior=prior)
+    tgt = target.kernel_target()
+    tgt.cfg[0]["beta"] = 0.0
     n, d = 20000, 2
     thetas = target.sample_prior(rng, n)
     grads, logps, st = np.zeros((n, d)), np.zeros(n), np.zeros((n, 3))
@@ -416,7 +418,7 @@ def test_hmc_moves_leave_a_non_gaussian_target_invariant(kind, seed):
         eps, n_leap = rng.uniform(0.05, 0.6, n), rng.integers(1, 20, n)
         z, u = rng.standard_normal((n, d)), rng.random(n)
         ksmc.hmc_moves(thetas, grads, logps, st, eps, n_leap, inv_m, z, u, tgt,
-                       target.prior_std[None, :], np.zeros((n, 0)), 0, n, True, *out)  # fmt: skip
+                       target.prior_scale[None, :], np.zeros((n, 0)), 0, n, True, *out)  # fmt: skip
     law = stats.logistic if kind else stats.norm
     for j in range(d):
         assert stats.kstest(thetas[:, j], law.cdf).pvalue > 2.5e-4

@@ -16,6 +16,7 @@ from scipy.special import logsumexp
 from skbnn import BayesianMLPRegressor
 from skbnn.methods import HMC, NUTS
 from skbnn.methods._mcmc import _ReplicaExchange
+from skbnn.priors import GaussianPrior, HierarchicalPrior
 from skbnn.target import Target
 
 # short runs may warn of convergence; that is not what these tests are about
@@ -24,13 +25,13 @@ pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceW
 A, B = 2.0, 0.5  # Gamma prior of the noise precision in the swap tests (not the default)
 
 
-def _linear_target(noise, n_rows=30, seed=0):
+def _linear_target(noise, n_rows=30, seed=0, prior=None):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n_rows, 2))
     y = X @ np.array([0.8, -0.4]) + 0.3 + 0.5 * rng.standard_normal(n_rows)
-    prior_std = np.array([1.0, 1.0, 1.0])
+    prior = GaussianPrior(fan_in_scaling=False) if prior is None else prior
     target = Target(
-        X, y, (), "identity", "gaussian", prior_std, noise=noise, noise_precision=4.0,
+        X, y, (), "identity", "gaussian", prior=prior, noise=noise, noise_precision=4.0,
         noise_shape=A, noise_rate=B,
     )  # fmt: skip
     return target, X, y
@@ -38,10 +39,10 @@ def _linear_target(noise, n_rows=30, seed=0):
 
 def _replica(target, theta, beta, tau=None):
     """A replica dict as the driver holds it, at ``theta`` and inverse temperature ``beta``."""
-    tgt = target.as_tuple(own_noise=True)
-    tgt[7][2] = beta
+    tgt = target.kernel_target(own=True)
+    tgt.cfg[0]["beta"] = beta
     if tau is not None:
-        tgt[5][:] = tau
+        tgt.tau[:] = tau
     chain = {
         "q": np.array(theta, dtype=float),
         "g": np.zeros(target.n_params),
@@ -84,24 +85,23 @@ def test_swap_ratio_equals_the_kernels_tempered_densities(noise):
 
 
 def test_swap_moves_the_whole_state_and_refreshes_the_density():
-    target, _, _ = _linear_target("gibbs")
-    target.set_prior(np.ones(target.layout.n_weights), 0, hierarchical=(2.0, 2.0, True))
+    target, _, _ = _linear_target("gibbs", prior=HierarchicalPrior(2.0, 2.0, fan_in_scaling=False))
     rng = np.random.default_rng(2)
     t1, t2 = rng.standard_normal((2, target.n_params))
     x, y = _replica(target, t1, 1.0, [3.0]), _replica(target, t2, 0.4, [0.5])
-    x["tgt"][4][:] = 0.7  # a hierarchical prior's scales are part of the state
+    x["tgt"].prior_scale[:] = 0.7  # a hierarchical prior's scales are part of the state
     _ReplicaExchange._refresh(x)
     ex = _exchange(target, [[x, y]], [1.0, 0.4])
     ex._swap_states(x, y)
     np.testing.assert_array_equal(x["q"], t2)
     np.testing.assert_array_equal(y["q"], t1)
-    assert x["tgt"][5][0] == 0.5 and y["tgt"][5][0] == 3.0
-    np.testing.assert_array_equal(y["tgt"][4], 0.7)
-    np.testing.assert_array_equal(x["tgt"][4], 1.0)
-    assert x["tgt"][7][2] == 1.0 and y["tgt"][7][2] == 0.4  # temperatures stay
+    assert x["tgt"].tau[0] == 0.5 and y["tgt"].tau[0] == 3.0
+    np.testing.assert_array_equal(y["tgt"].prior_scale, 0.7)
+    np.testing.assert_array_equal(x["tgt"].prior_scale, 1.0)
+    assert x["tgt"].cfg[0]["beta"] == 1.0 and y["tgt"].cfg[0]["beta"] == 0.4  # temperatures stay
     for c in (x, y):
-        fresh = _replica(target, c["q"], c["tgt"][7][2], c["tgt"][5])
-        fresh["tgt"][4][:] = c["tgt"][4]
+        fresh = _replica(target, c["q"], c["tgt"].cfg[0]["beta"], c["tgt"].tau)
+        fresh["tgt"].prior_scale[:] = c["tgt"].prior_scale
         _ReplicaExchange._refresh(fresh)
         assert c["sc"][0] == pytest.approx(fresh["sc"][0], rel=1e-12)
         np.testing.assert_allclose(c["g"], fresh["g"], rtol=1e-12)
@@ -197,7 +197,7 @@ def test_swaps_keep_exact_tempered_draws_exact(noise, seed):
         se = np.sqrt(ssr.var() / m + ssr_ref.var() / m)
         assert abs(ssr.mean() - ssr_ref.mean()) < 4 * se, (k, ssr.mean(), ssr_ref.mean())
         if noise == "gibbs":
-            tau = np.array([ladder[k]["tgt"][5][0] for ladder in ladders])
+            tau = np.array([ladder[k]["tgt"].tau[0] for ladder in ladders])
             se = np.sqrt(tau.var() / m + fresh[k][1].var() / m)
             assert abs(tau.mean() - fresh[k][1].mean()) < 4 * se, (k, tau.mean())
 

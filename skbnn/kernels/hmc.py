@@ -30,7 +30,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .network import _LOG_2PI, forward, logp_grad
+from .network import _LOG_2PI, forward, logp_grad, n_rows, workspace_size
 
 _FM = {"reassoc", "contract"}
 
@@ -427,11 +427,12 @@ def _gibbs_noise(rng, tgt, st0):
     # Conjugate update of each output's noise precision: Gamma(a + n/2, b + SSR/2)
     # (Neal 1996), so the noise never enters the leapfrog integrator.
     # with the likelihood tempered by beta the conditional is Gamma(a + beta n/2, ...)
-    tau = tgt[5]
-    n = tgt[6][0]
-    a = tgt[7][0]
-    b = tgt[7][1]
-    beta = tgt[7][2]
+    tau = tgt.tau
+    n = n_rows(tgt)
+    cfg = tgt.cfg[0]
+    a = cfg.noise_shape
+    b = cfg.noise_rate
+    beta = cfg.beta
     for o in range(tau.shape[0]):
         tau[o] = rng.gamma(a + 0.5 * beta * n, 1.0 / (b + 0.5 * beta * st0[2 + o]))
 
@@ -445,8 +446,8 @@ def gibbs_prior_precision(rng, q0, g0, tgt):
     own ``prior_std``; the log density and ``g0`` change only through the Gaussian prior,
     so they are carried over exactly. Returns the change of the log density.
     """
-    sizes = tgt[2]
-    a = tgt[7][3]
+    sizes = tgt.sizes
+    a = tgt.cfg[0].hyper_shape
     dlp = 0.0
     for layer in range(sizes.shape[0] - 1):
         m = sizes[layer] * sizes[layer + 1]
@@ -461,8 +462,8 @@ def set_layer_precision(q0, g0, tgt, layer, std_gamma):
     ``std_gamma`` is a Gamma(a + m / 2, 1) draw, so the result is a draw from the layer's
     conditional. Updates ``prior_std`` and ``g0``; returns the change of the log density.
     """
-    sizes, offsets, prior_std, floats = tgt[2], tgt[3], tgt[4], tgt[7]
-    b, fan_in = floats[4], floats[5]
+    sizes, offsets, prior_std = tgt.sizes, tgt.offsets, tgt.prior_scale
+    b, fan_in = tgt.cfg[0].hyper_rate, tgt.cfg[0].fan_in
     n_in = sizes[layer]
     m = n_in * sizes[layer + 1]
     w0 = offsets[layer]
@@ -482,8 +483,8 @@ def set_layer_precision(q0, g0, tgt, layer, std_gamma):
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _gaussian_loglik(tgt, st0):
-    tau = tgt[5]
-    n = tgt[6][0]
+    tau = tgt.tau
+    n = n_rows(tgt)
     ll = 0.0
     for o in range(tau.shape[0]):
         ll += 0.5 * n * (math.log(tau[o]) - _LOG_2PI) - 0.5 * tau[o] * st0[2 + o]
@@ -501,13 +502,13 @@ def _gibbs_output_layer(rng, q0, tgt, ws):
     trajectories removes the directions along which small noise makes the posterior
     narrowest (collinear hidden units), which the leapfrog integrator handles worst.
     """
-    XT, YT, sizes, offsets, prior_std, tau, ints, floats = tgt
-    n = ints[0]
+    XT, YT, sizes, offsets, prior_mean, prior_std, tau, cfgs = tgt
+    n = n_rows(tgt)
     n_layers = sizes.shape[0] - 1
     h = sizes[n_layers - 1]
     k = sizes[n_layers]
-    beta = floats[2]
-    out_base = forward(q0, XT, sizes, offsets, ints[1], n, ws)
+    beta = cfgs[0].beta
+    out_base = forward(q0, XT, sizes, offsets, cfgs[0].activation, n, ws)
     src = XT if n_layers == 1 else ws
     src_base = 0 if n_layers == 1 else out_base - h * n
     w_start = offsets[n_layers - 1]
@@ -617,7 +618,7 @@ def rescale_units(rng, q0, g0, tgt):
     prior, which is the change of the log density. Other activations have no such
     symmetry; the driver does not call the move for them.
     """
-    sizes, offsets, prior_std = tgt[2], tgt[3], tgt[4]
+    sizes, offsets, prior_std = tgt.sizes, tgt.offsets, tgt.prior_scale
     dlp = 0.0
     for layer in range(sizes.shape[0] - 2):
         fan_in = sizes[layer]
@@ -694,7 +695,7 @@ def _after_transition(
         dlp = rescale_units(rng, q0, g0, tgt)
         sc[0] += dlp
         st0[1] += dlp
-    if tgt[6][6] != 0:
+    if tgt.cfg[0].hierarchical != 0:
         dlp = gibbs_prior_precision(rng, q0, g0, tgt)
         sc[0] += dlp
         st0[1] += dlp
@@ -753,28 +754,21 @@ def _after_transition(
             trace[j, 3] = depth
             trace[j, 5] = eps
             trace[j, 6] = energy
-            k = tgt[5].shape[0]
+            k = tgt.tau.shape[0]
             for o in range(k):
-                taus[j, o] = tgt[5][o]
+                taus[j, o] = tgt.tau[o]
             # a hierarchical prior's precisions follow the noise's, one per layer
-            sizes, offsets, prior_std = tgt[2], tgt[3], tgt[4]
+            sizes, offsets, prior_std = tgt.sizes, tgt.offsets, tgt.prior_scale
             for layer in range(taus.shape[1] - k):
-                c = 1.0 / math.sqrt(sizes[layer]) if tgt[7][5] != 0.0 else 1.0
+                c = 1.0 / math.sqrt(sizes[layer]) if tgt.cfg[0].fan_in != 0.0 else 1.0
                 s = prior_std[offsets[layer]]
                 taus[j, k + layer] = (c / s) ** 2
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _workspace(tgt, d, max_depth):
-    n = tgt[6][0]
-    sizes = tgt[2]
-    k = tgt[5].shape[0]
-    total = 0
-    widest = 0
-    for layer in range(1, sizes.shape[0]):
-        total += sizes[layer]
-        widest = max(widest, sizes[layer])
-    ws = np.empty((total + 2 * widest) * n)
+    k = tgt.tau.shape[0]
+    ws = np.empty(workspace_size(tgt.sizes, n_rows(tgt)))
     return ws, np.zeros((22, d)), np.empty((5, max_depth + 1, d)), np.empty(2 + k), np.empty(2 + k)
 
 

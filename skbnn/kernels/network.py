@@ -1,31 +1,75 @@
 """Numba kernels: MLP forward pass, log-likelihood, prior, and their gradients.
 
 All arrays are flat and feature-major: ``XT`` is ``X.T`` raveled (``d * n``), so the innermost
-loops run over rows with unit stride and vectorize. The target is passed as one tuple so every
-sampler kernel has one stable signature (see :func:`skbnn.target.Target.as_tuple`)::
+loops run over rows with unit stride and vectorize. The kernels take the target as one
+:data:`KernelTarget` named tuple (built by :meth:`skbnn.target.Target.kernel_target`)::
 
-    tgt = (XT, YT, sizes, offsets, prior_std, tau, ints, floats)
-    ints   = [n_rows, activation, likelihood, n_noise_in_theta, noise_marginalized, prior]
+    KernelTarget(XT, YT, sizes, offsets, prior_mean, prior_scale, tau, cfg)
 
-``prior`` 0 is the Gaussian prior (``prior_std`` holds standard deviations), 1 the
-logistic (``prior_std`` holds its scales).
-    floats = [noise_shape, noise_rate, beta]
+The number of rows is ``XT.shape[0] // sizes[0]``, so a target over a subset of rows is the
+same tuple with other ``XT`` and ``YT`` (the training engine's minibatches). ``YT`` is the
+standardized target (Gaussian), the 0/1 label (Bernoulli) or a one-hot matrix (categorical),
+feature-major like ``XT``. ``prior_mean`` and ``prior_scale`` are per network parameter
+(``prior_scale`` holds standard deviations for the Gaussian prior, scales for the logistic).
+``tau`` holds the noise precisions per output used when the noise is not part of ``theta``.
+``cfg`` is a one-element record array of dtype :data:`CONFIG`, read by field name:
 
-``YT`` is the standardized target (Gaussian), the 0/1 label (Bernoulli) or a one-hot matrix
-(categorical), feature-major like ``XT``. ``tau`` holds the noise precisions per output used
-when the noise is not part of ``theta``. ``beta`` tempers the likelihood (SMC).
+==================  =====================================================================
+``activation``      code from :data:`skbnn.network.ACTIVATIONS`
+``likelihood``      code from :data:`skbnn.network.LIKELIHOODS`
+``n_noise``         number of trailing log noise precisions in ``theta``
+``noise_marginal``  1: the Gaussian noise precisions are integrated out against their
+                    Gamma(a, b) prior (see :func:`logp_grad`) and ``tau`` is ignored
+``prior``           0 Gaussian, 1 logistic
+``hierarchical``    1: each layer's weight precision is a Gamma(hyper_shape, hyper_rate)
+                    variable updated by the method (``prior_scale`` holds its current value)
+``noise_shape``     a of the Gamma(a, b) prior of each noise precision
+``noise_rate``      b of that prior
+``beta``            multiplies the log-likelihood: SMC's tempering, or ``n / batch`` for a
+                    minibatch
+``hyper_shape``     shape of a hierarchical prior's Gamma
+``hyper_rate``      rate of a hierarchical prior's Gamma
+``fan_in``          1.0 when a hierarchical prior scales weights by ``1 / sqrt(fan_in)``
+==================  =====================================================================
 
-With ``noise_marginalized`` the Gaussian noise precisions are integrated out of the density
-against their Gamma(a, b) prior (see :func:`logp_grad`), and ``tau`` is ignored.
+The heteroscedastic Gaussian likelihood reads ``2 m`` network outputs for ``m`` targets: the
+means, then raw variances mapped through ``softplus(f) + 1e-6`` (as in Lakshminarayanan et
+al. 2017).
 
 The workspace ``ws`` holds the activations of every layer followed by two delta buffers
-(:meth:`skbnn.network.NetworkLayout.workspace_size`).
+(:func:`workspace_size`).
 """
 
 import math
+from collections import namedtuple
 
 import numpy as np
 from numba import njit, prange
+
+KernelTarget = namedtuple(
+    "KernelTarget", ["XT", "YT", "sizes", "offsets", "prior_mean", "prior_scale", "tau", "cfg"]
+)
+
+CONFIG = np.dtype(
+    [
+        ("activation", np.int64),
+        ("likelihood", np.int64),
+        ("n_noise", np.int64),
+        ("noise_marginal", np.int64),
+        ("prior", np.int64),
+        ("hierarchical", np.int64),
+        ("noise_shape", np.float64),
+        ("noise_rate", np.float64),
+        ("beta", np.float64),
+        ("hyper_shape", np.float64),
+        ("hyper_rate", np.float64),
+        ("fan_in", np.float64),
+    ],
+    align=True,
+)
+
+# floor of the heteroscedastic likelihood's variance, as in Lakshminarayanan et al. (2017)
+HETERO_MIN_VAR = 1e-6
 
 # reassoc lets LLVM vectorize the row reductions and contract fuses multiply-adds; neither
 # assumes finite values, so a divergent trajectory still shows up as inf/NaN.
@@ -283,7 +327,7 @@ def forward(theta, XT, sizes, offsets, act, n, ws):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
-def _loglik_delta(ws, out_base, YT, tau, lik, k, n, delta, delta_base, stats, floats, marg):
+def _loglik_delta(ws, out_base, YT, tau, lik, k, n, delta, delta_base, stats, cfg, marg):
     # Log-likelihood of the outputs and d loglik / d output into delta.
     # For the Gaussian, stats[2 + o] receives the residual sum of squares of output o.
     # With marg, tau[o] is replaced by the conditional mean of the precision given the
@@ -303,10 +347,38 @@ def _loglik_delta(ws, out_base, YT, tau, lik, k, n, delta, delta_base, stats, fl
             stats[2 + o] = ssr
             tau_o = tau[o]
             if marg != 0:
-                tau_o = (floats[0] + 0.5 * floats[2] * n) / (floats[1] + 0.5 * floats[2] * ssr)
+                tau_o = (cfg.noise_shape + 0.5 * cfg.beta * n) / (
+                    cfg.noise_rate + 0.5 * cfg.beta * ssr
+                )
             ll += 0.5 * n * (math.log(tau_o) - _LOG_2PI) - 0.5 * tau_o * ssr
             for t in range(n):
                 d[t] *= tau_o
+    elif lik == 3:
+        # heteroscedastic: outputs [0, m) are means, [m, 2m) raw variances
+        m = k // 2
+        for o in range(m):
+            mu = ws[out_base + o * n : out_base + (o + 1) * n]
+            raw = ws[out_base + (o + m) * n : out_base + (o + m + 1) * n]
+            y = YT[o * n : (o + 1) * n]
+            dm = delta[delta_base + o * n : delta_base + (o + 1) * n]
+            dv = delta[delta_base + (o + m) * n : delta_base + (o + m + 1) * n]
+            ssr = 0.0
+            # e^-|f| waits in the variance delta row (one transcendental per pass, as below)
+            for t in range(n):
+                dv[t] = _exp_neg(-abs(raw[t]))
+            for t in range(n):
+                f = raw[t]
+                e = dv[t]
+                var = (f if f >= 0.0 else 0.0) + _log1p_unit(e) + HETERO_MIN_VAR
+                r = y[t] - mu[t]
+                inv = 1.0 / var
+                ssr += r * r
+                ll -= 0.5 * (_log(var) + _LOG_2PI + r * r * inv)
+                dm[t] = r * inv
+                # d ll / d var times softplus'(f) = sigmoid(f)
+                sig = 1.0 / (1.0 + e) if f >= 0.0 else e / (1.0 + e)
+                dv[t] = 0.5 * inv * (r * r * inv - 1.0) * sig
+            stats[2 + o] = ssr
     elif lik == 1:
         f = ws[out_base : out_base + n]
         y = YT[0:n]
@@ -461,18 +533,36 @@ def _backward(theta, XT, sizes, offsets, act, n, ws, grad, beta):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
-def _noise_terms(theta, tgt, k, n_w, n, stats, grad, beta, with_grad):
+def _noise_terms(theta, tgt, k, n_w):
     # With the noise in theta (log precisions eta), move it into tau and return the log
     # prior of eta: tau ~ Gamma(a, b) gives log p(eta) = a*eta - b*e^eta + a log b - lgamma(a).
-    tau = tgt[5]
-    a = tgt[7][0]
-    b = tgt[7][1]
+    tau = tgt.tau
+    a = tgt.cfg[0].noise_shape
+    b = tgt.cfg[0].noise_rate
     lp = 0.0
     for o in range(k):
         eta = theta[n_w + o]
         tau[o] = math.exp(eta)
         lp += a * eta - b * tau[o] + a * math.log(b) - math.lgamma(a)
     return lp
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def n_rows(tgt):
+    """Number of data rows of a kernel target."""
+    return tgt.XT.shape[0] // tgt.sizes[0]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def workspace_size(sizes, n):
+    """Length of the scratch buffer :func:`logp_grad` needs for ``n`` rows: every layer's
+    activations and two delta buffers of the widest layer."""
+    total = 0
+    widest = 0
+    for layer in range(1, sizes.shape[0]):
+        total += sizes[layer]
+        widest = max(widest, sizes[layer])
+    return (total + 2 * widest) * n
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
@@ -499,36 +589,37 @@ def logp_grad(theta, tgt, ws, grad, stats, with_grad):
         ``beta * loglik + logprior`` (may be ``-inf`` or NaN for a diverging ``theta``). With
         the noise marginalized, ``log int p(y | theta, tau)^beta p(tau) dtau + logprior``.
     """
-    XT, YT, sizes, offsets, prior_std, tau, ints, floats = tgt
-    n = ints[0]
-    act = ints[1]
-    lik = ints[2]
-    n_noise = ints[3]
-    beta = floats[2]
+    XT, YT, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
+    cfg = cfgs[0]
+    n = XT.shape[0] // sizes[0]
+    act = cfg.activation
+    lik = cfg.likelihood
+    n_noise = cfg.n_noise
+    beta = cfg.beta
     n_layers = sizes.shape[0] - 1
     k = sizes[n_layers]
     n_w = theta.shape[0] - n_noise
 
     lp_noise = 0.0
     if n_noise > 0:
-        lp_noise = _noise_terms(theta, tgt, k, n_w, n, stats, grad, beta, with_grad)
+        lp_noise = _noise_terms(theta, tgt, k, n_w)
 
     out_base = forward(theta, XT, sizes, offsets, act, n, ws)
     total = out_base + k * n
-    marg = ints[4] if lik == 0 else 0
-    ll = _loglik_delta(ws, out_base, YT, tau, lik, k, n, ws, total, stats, floats, marg)
+    marg = cfg.noise_marginal if lik == 0 else 0
+    ll = _loglik_delta(ws, out_base, YT, tau, lik, k, n, ws, total, stats, cfg, marg)
 
-    logistic = ints[5] == 1
+    logistic = cfg.prior == 1
     lp = lp_noise
     if logistic:
         for i in range(n_w):
-            s = prior_std[i]
-            lp += _logistic_logpdf(theta[i] / s) - math.log(s)
+            s = prior_scale[i]
+            lp += _logistic_logpdf((theta[i] - prior_mean[i]) / s) - math.log(s)
     else:
         lp -= 0.5 * n_w * _LOG_2PI
         for i in range(n_w):
-            s = prior_std[i]
-            z = theta[i] / s
+            s = prior_scale[i]
+            z = (theta[i] - prior_mean[i]) / s
             lp -= 0.5 * z * z + math.log(s)
     stats[0] = ll
     stats[1] = lp
@@ -536,32 +627,32 @@ def logp_grad(theta, tgt, ws, grad, stats, with_grad):
     if with_grad:
         if logistic:
             for i in range(n_w):
-                # d/dw log p(w) = -tanh(w / 2s) / s
-                s = prior_std[i]
-                grad[i] = -_tanh(0.5 * theta[i] / s) / s
+                # d/dw log p(w) = -tanh((w - mu) / 2s) / s
+                s = prior_scale[i]
+                grad[i] = -_tanh(0.5 * (theta[i] - prior_mean[i]) / s) / s
         else:
             for i in range(n_w):
-                s = prior_std[i]
-                grad[i] = -theta[i] / (s * s)
+                s = prior_scale[i]
+                grad[i] = -(theta[i] - prior_mean[i]) / (s * s)
         _backward(theta, XT, sizes, offsets, act, n, ws, grad, beta)
         if n_noise > 0:
-            a = floats[0]
-            b = floats[1]
+            a = cfg.noise_shape
+            b = cfg.noise_rate
             for o in range(k):
                 # d/d eta of [0.5 n eta - 0.5 e^eta ssr] and of the Gamma log prior
                 grad[n_w + o] = beta * (0.5 * n - 0.5 * tau[o] * stats[2 + o]) + a - b * tau[o]
     if marg != 0:
-        return _log_marginal(n, k, stats, floats) + lp
+        return log_marginal(n, k, stats, cfg.noise_shape, cfg.noise_rate, beta) + lp
     return beta * ll + lp
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _log_marginal(n, k, stats, floats):
-    # log of integral p(y | theta, tau)^beta Gamma(tau | a, b) dtau, summed over outputs:
-    # the Gamma integral is lgamma(a') - a' log b' with a' = a + beta n/2, b' = b + beta ssr/2.
-    a = floats[0]
-    b = floats[1]
-    beta = floats[2]
+def log_marginal(n, k, stats, a, b, beta):
+    """Log of ``int p(y | theta, tau)^beta Gamma(tau | a, b) dtau``, summed over outputs.
+
+    ``stats[2 + o]`` holds output ``o``'s residual sum of squares. The Gamma integral is
+    ``lgamma(a') - a' log b'`` with ``a' = a + beta n / 2`` and ``b' = b + beta ssr / 2``.
+    """
     a_post = a + 0.5 * beta * n
     out = 0.0
     for o in range(k):
@@ -579,15 +670,31 @@ def loglik_batch(thetas, tgt, out_stats):
     ``out_stats[s]`` receives ``[loglik, logprior, ssr...]`` of ``thetas[s]``. Each draw gets
     a private copy of the noise precisions so the draws never share mutable state.
     """
-    XT, YT, sizes, offsets, prior_std, tau, ints, floats = tgt
-    n = ints[0]
-    widths = sizes[1:]
-    size = (widths.sum() + 2 * widths.max()) * n
+    size = workspace_size(tgt.sizes, n_rows(tgt))
     dummy = np.empty(0)
     for s in prange(thetas.shape[0]):
         ws = np.empty(size)
-        own = (XT, YT, sizes, offsets, prior_std, tau.copy(), ints, floats)
+        own = KernelTarget(
+            tgt.XT, tgt.YT, tgt.sizes, tgt.offsets, tgt.prior_mean, tgt.prior_scale,
+            tgt.tau.copy(), tgt.cfg,
+        )  # fmt: skip
         logp_grad(thetas[s], own, ws, dummy, out_stats[s], False)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def logp_grad_batch(thetas, tgt, ws, out_logp, out_grads, out_stats):
+    """:func:`logp_grad` of many parameter vectors, serially and without the GIL.
+
+    Callers split the rows of ``thetas`` over the shared thread pool
+    (:func:`skbnn.utils.thread_map`), each thread with its own ``ws`` and slices of the
+    outputs. ``tgt.tau`` is written when the noise is part of ``theta``; such targets need
+    one ``tau`` per thread.
+    """
+    with_grad = out_grads.shape[0] > 0
+    dummy = np.empty(0)
+    for s in range(thetas.shape[0]):
+        g = out_grads[s] if with_grad else dummy
+        out_logp[s] = logp_grad(thetas[s], tgt, ws, g, out_stats[s], with_grad)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -598,8 +705,7 @@ def forward_batch(thetas, XT, sizes, offsets, act, n, out):
     ``prange``, because a parallel loop here costs seconds of extra compilation on every
     new install and buys nothing over threads on disjoint slices of ``out``.
     """
-    widths = sizes[1:]
-    size = widths.sum() * n
+    size = workspace_size(sizes, n)
     k = sizes[sizes.shape[0] - 1]
     ws = np.empty(size)
     for s in range(thetas.shape[0]):

@@ -12,19 +12,24 @@ import numpy as np
 from numba import njit
 
 from .hmc import _copy, _energy, _leapfrog, _sharp, set_layer_precision
-from .network import logp_grad
+from .network import KernelTarget, log_marginal, logp_grad, n_rows, workspace_size
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def evaluate(thetas, tgt, stats, start, stop):
     """``stats[i] = [loglik, logprior, ssr...]`` of ``thetas[i]`` for ``i`` in the range."""
-    n = tgt[6][0]
-    sizes = tgt[2]
-    widths = sizes[1:]
-    ws = np.empty((widths.sum() + 2 * widths.max()) * n)
+    ws = np.empty(workspace_size(tgt.sizes, n_rows(tgt)))
     dummy = np.empty(0)
     for i in range(start, stop):
         logp_grad(thetas[i], tgt, ws, dummy, stats[i], False)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def log_marginal_rows(stats, n, a, b, beta, out):
+    """:func:`skbnn.kernels.network.log_marginal` of each row of ``stats``."""
+    k = stats.shape[1] - 2
+    for i in range(stats.shape[0]):
+        out[i] = log_marginal(n, k, stats[i], a, b, beta)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -50,10 +55,7 @@ def hmc_moves(thetas, grads, logps, stats, eps, n_leap, inv_m, z, u, tgt, prior_
     columns otherwise.
     """
     d = thetas.shape[1]
-    n = tgt[6][0]
-    sizes = tgt[2]
-    widths = sizes[1:]
-    ws = np.empty((widths.sum() + 2 * widths.max()) * n)
+    ws = np.empty(workspace_size(tgt.sizes, n_rows(tgt)))
     k = stats.shape[1]
     q = np.empty(d)
     p = np.empty(d)
@@ -65,8 +67,8 @@ def hmc_moves(thetas, grads, logps, stats, eps, n_leap, inv_m, z, u, tgt, prior_
     metric = (inv_m, dummy, dummy)
     per_particle = prior_stds.shape[0] > 1
     for i in range(start, stop):
-        own = (tgt[0], tgt[1], tgt[2], tgt[3], prior_stds[i if per_particle else 0], tgt[5],
-               tgt[6], tgt[7])  # fmt: skip
+        own = KernelTarget(tgt.XT, tgt.YT, tgt.sizes, tgt.offsets, tgt.prior_mean,
+                           prior_stds[i if per_particle else 0], tgt.tau, tgt.cfg)  # fmt: skip
         spent = 0
         if refresh:
             logps[i] = logp_grad(thetas[i], own, ws, grads[i], stats[i], True)

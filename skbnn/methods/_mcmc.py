@@ -21,7 +21,7 @@ from ..diagnostics import ess_bulk, ess_tail, rhat
 from ..kernels import hmc as khmc
 from ..kernels import network as knet
 from ..posterior import WeightedDraws
-from ..utils import seed_sequence
+from ..utils import compile_once, seed_sequence
 from ._base import BaseMethod, FitResult
 
 #: R-hat above this raises a ConvergenceWarning (Vehtari et al. 2021 recommend 1.01 for
@@ -59,21 +59,16 @@ def stan_windows(n_warmup: int) -> np.ndarray:
     return sched
 
 
-_compile_lock = threading.Lock()
-
-
 def _ensure_compiled(kernel) -> float:
     """Compile (or load from numba's cache) a chain kernel; return the seconds spent."""
-    with _compile_lock:
-        if kernel.signatures and knet.forward_batch.signatures:
-            return 0.0
+
+    def warm():
         from ..target import Target
 
-        start = time.perf_counter()
         rng = np.random.default_rng(0)
         x = rng.standard_normal((3, 1))
-        target = Target(x, x[:, 0], (1,), "tanh", "gaussian", np.ones(4))
-        tgt = target.as_tuple()
+        target = Target(x, x[:, 0], (1,), "tanh", "gaussian")
+        tgt = target.kernel_target()
         d = target.n_params
         cfg_f = np.array([0.8, 1.0, 0.1, 1000.0])
         cfg_i = np.array([0, 2, 4, 1, 0, 1, 1, 1], dtype=np.int64)
@@ -88,7 +83,8 @@ def _ensure_compiled(kernel) -> float:
             np.zeros((1, d)), target.XT, target.layout.sizes, target.layout.offsets, 2, 3,
             np.zeros((1, 1, 3)),
         )  # fmt: skip
-        return time.perf_counter() - start
+
+    return compile_once((kernel, knet.forward_batch), warm)
 
 
 def _momentum(rng, metric, dense: bool) -> np.ndarray:
@@ -305,7 +301,7 @@ class _HMCFamily(BaseMethod):
         gaussian = target.likelihood == "gaussian" and target.noise != "theta"
         cfg_i[5] = 1 if self.gibbs_output_layer and gaussian and gaussian_prior else 0
         # only ReLU and identity units have the scale symmetry; no hidden layer, no units
-        symmetric = int(target.ints[1]) in (0, 1) and target.layout.n_layers > 1
+        symmetric = target.activation in ("identity", "relu") and target.layout.n_layers > 1
         cfg_i[6] = 1 if self.rescale_units and symmetric and gaussian_prior else 0
         cfg_i[7] = thin
         self._check_target(target)
@@ -332,9 +328,9 @@ class _HMCFamily(BaseMethod):
             if dense:
                 metric[1][:] = np.diag(init_var)
                 metric[2][:] = np.diag(np.sqrt(init_var))
-            tgt = target.as_tuple(own_noise=True)
+            tgt = target.kernel_target(own=True)
             # relative to the target's own beta (0 samples the prior, as tests do)
-            tgt[7][2] *= beta
+            tgt.cfg[0]["beta"] *= beta
             return {
                 "rng": rng,
                 "q": _finite_start(target, rng),
@@ -350,7 +346,7 @@ class _HMCFamily(BaseMethod):
                 "draws": np.empty((n_rows, d)),
                 "trace": np.empty((n_rows, len(khmc.TRACE_FIELDS))),
                 "taus": np.empty((n_rows, k + n_hyper)),
-                "ws_size": target.layout.workspace_size(target.n_rows),
+                "ws_size": knet.workspace_size(target.layout.sizes, target.n_rows),
             }
 
         # chains[c] is chain c's replica at beta = 1; ladders[c] all of its replicas, coldest
@@ -427,7 +423,7 @@ class _HMCFamily(BaseMethod):
             _ReplicaExchange(
                 ladders,
                 swap_rngs,
-                betas * float(target.floats[2]),
+                betas * target.beta,
                 target,
                 # rounds are single iterations. The ladder adapts at the metric's window
                 # ends but the last, so the last (longest) window estimates every
@@ -517,7 +513,7 @@ class _HMCFamily(BaseMethod):
         outputs = np.empty((thetas.shape[0], target.n_outputs, rows.size))
         knet.forward_batch(
             thetas, np.ascontiguousarray(xt).ravel(), target.layout.sizes,
-            target.layout.offsets, int(target.ints[1]), rows.size, outputs,
+            target.layout.offsets, target.activation_code, rows.size, outputs,
         )  # fmt: skip
         monitored = _monitored_predictions(outputs, target.likelihood)
         monitored = monitored.reshape(len(chains), n_keep, *monitored.shape[1:])
@@ -596,7 +592,8 @@ class _ReplicaExchange:
         self._track_ends()
         self.marginal = target.likelihood == "gaussian" and target.noise == "marginal"
         # the kernel's own marginal likelihood, evaluated at other betas than a replica's
-        self.n, self.k, self.floats = target.n_rows, target.n_outputs, target.floats.copy()
+        self.n, self.k = target.n_rows, target.n_outputs
+        self.noise_prior = target.noise_prior
         self.hierarchical = target.hierarchical
 
     def _tempered_loglik(self, chain, beta: float) -> float:
@@ -604,8 +601,7 @@ class _ReplicaExchange:
         st = chain["st"]
         if self.marginal:
             # log int p(y | theta, tau)^beta Gamma(tau | a, b) dtau, from the state's SSR
-            self.floats[2] = beta
-            return knet._log_marginal(self.n, self.k, st, self.floats)
+            return knet.log_marginal(self.n, self.k, st, *self.noise_prior, beta)
         return beta * st[0]
 
     @staticmethod
@@ -620,11 +616,12 @@ class _ReplicaExchange:
         # the state is the parameters, the noise precisions and a hierarchical prior's
         # scales; each replica keeps its temperature, step size and mass matrix
         x["q"], y["q"] = y["q"], x["q"]
-        parts = (4, 5) if self.hierarchical else (5,)
-        for i in parts:
-            tmp = x["tgt"][i].copy()
-            x["tgt"][i][:] = y["tgt"][i]
-            y["tgt"][i][:] = tmp
+        parts = ("prior_scale", "tau") if self.hierarchical else ("tau",)
+        for name in parts:
+            a, b = getattr(x["tgt"], name), getattr(y["tgt"], name)
+            tmp = a.copy()
+            a[:] = b
+            b[:] = tmp
         self._refresh(x)
         self._refresh(y)
 
@@ -675,7 +672,7 @@ class _ReplicaExchange:
             log_betas = np.interp(levels, cum, np.log(self.betas[c]))
             self.betas[c, 1:-1] = np.exp(log_betas[1:-1])
             for k, replica in enumerate(ladder[1:-1], start=1):
-                replica["tgt"][7][2] = self.betas[c, k]
+                replica["tgt"].cfg[0]["beta"] = self.betas[c, k]
                 self._refresh(replica)
                 if self.on_new_beta is not None:
                     self.on_new_beta(replica)

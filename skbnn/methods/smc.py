@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -12,7 +11,7 @@ from numbers import Integral, Real
 import numpy as np
 from joblib import effective_n_jobs
 from scipy.optimize import brentq
-from scipy.special import gammaln, logsumexp
+from scipy.special import logsumexp
 from scipy.stats import truncnorm
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -20,7 +19,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..kernels import network as knet
 from ..kernels import smc as ksmc
 from ..posterior import WeightedDraws
-from ..utils import seed_sequence
+from ..utils import compile_once, seed_sequence
 from ._base import BaseMethod, FitResult
 from ._mcmc import _ProgressBar
 
@@ -174,7 +173,7 @@ class SMC(BaseMethod):
         rng = np.random.default_rng(seed_sequence(random_state))
         n, d = int(n_samples), target.n_params
         tempered = _TemperedLoglik(target)
-        tgt = target.as_tuple(own_noise=True)
+        tgt = target.kernel_target(own=True)
 
         thetas, prior_stds, gamma_shapes = _prior_draws(target, rng, n)
         stats = np.empty((n, 2 + target.n_outputs))
@@ -191,7 +190,7 @@ class SMC(BaseMethod):
         forced, forced_from, shown = False, 0.0, 0
         pool = _ParticlePool(n, effective_n_jobs(n_jobs))
         try:
-            tgt[7][2] = 1.0
+            tgt.cfg[0]["beta"] = 1.0
             pool.map(lambda a, b: ksmc.evaluate(thetas, tgt, stats, a, b))
             while lam < 1.0:
                 ll_prev = tempered(stats, lam)
@@ -218,7 +217,7 @@ class SMC(BaseMethod):
                     # their particles through resampling
                     eps, n_leap = self._retune(eps, n_leap, esjd, move_w, rng)
                 lam = new
-                tgt[7][2] = lam
+                tgt.cfg[0]["beta"] = lam
                 particles = (thetas, grads, logps, stats, prior_stds, gamma_shapes)
                 esjd, acc, spent = self._move(pool, particles, eps, n_leap, inv_m, tgt, rng)
                 n_grad += spent
@@ -371,10 +370,10 @@ def _prior_draws(target, rng, n):
     scales; otherwise all share the target's.
     """
     if not target.hierarchical:
-        return target.sample_prior(rng, n), target.prior_std[None, :].copy(), np.empty(0)
+        return target.sample_prior(rng, n), target.prior_scale[None, :].copy(), np.empty(0)
     layout = target.layout
-    a, b, fan_in = (float(v) for v in target.floats[3:6])
-    prior_stds = np.repeat(target.prior_std[None, :], n, axis=0)
+    a, b, fan_in = target.hyperprior
+    prior_stds = np.repeat(target.prior_scale[None, :], n, axis=0)
     shapes = np.empty(layout.n_layers)
     for layer in range(layout.n_layers):
         w, _ = layout.slices(layer)
@@ -391,7 +390,7 @@ def _prior_draws(target, rng, n):
 def _layer_precisions(target, prior_stds):
     """Each particle's layer precisions ``(c_l / s_l)^2`` from its prior scales."""
     layout = target.layout
-    fan_in = bool(target.floats[5])
+    fan_in = target.hyperprior[2]
     out = np.empty((prior_stds.shape[0], layout.n_layers))
     for layer in range(layout.n_layers):
         w, _ = layout.slices(layer)
@@ -410,7 +409,7 @@ class _TemperedLoglik:
     def __init__(self, target):
         self.marginal = target.likelihood == "gaussian" and target.noise == "marginal"
         self.n = target.n_rows
-        self.a, self.b = float(target.floats[0]), float(target.floats[1])
+        self.a, self.b = target.noise_prior
         self.likelihood = target.likelihood
         self.tau = target.tau.copy()
 
@@ -419,14 +418,9 @@ class _TemperedLoglik:
             return lam * stats[:, 0]
         if lam == 0.0:
             return np.zeros(stats.shape[0])
-        a, b, n = self.a, self.b, self.n
-        a_post = a + 0.5 * lam * n
-        ssr = stats[:, 2:]
-        per_output = (
-            gammaln(a_post) - gammaln(a) + a * math.log(b)
-            - a_post * np.log(b + 0.5 * lam * ssr) - 0.5 * lam * n * math.log(2.0 * math.pi)
-        )  # fmt: skip
-        return per_output.sum(axis=1)
+        out = np.empty(stats.shape[0])
+        ksmc.log_marginal_rows(stats, self.n, self.a, self.b, lam, out)
+        return out
 
     def draw_noise(self, stats, rng) -> np.ndarray | None:
         """Each particle's noise precisions: its Gamma conditional, or the fixed value."""
@@ -515,34 +509,32 @@ def _residual(w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 _RESAMPLERS = {"systematic": _systematic, "multinomial": _multinomial, "residual": _residual}
 
-_compile_lock = threading.Lock()
+
+def _warm() -> None:
+    from ..target import Target
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 1))
+    target = Target(x, x[:, 0], (1,), "tanh", "gaussian", noise="marginal")
+    tgt = target.kernel_target()
+    d = target.n_params
+    thetas = np.zeros((2, d))
+    stats = np.zeros((2, 3))
+    ksmc.evaluate(thetas, tgt, stats, 0, 2)
+    ksmc.log_marginal_rows(stats, 3, 1.0, 1.0, 0.5, np.zeros(2))
+    ksmc.hmc_moves(
+        thetas, np.zeros((2, d)), np.zeros(2), stats, np.full(2, 0.1),
+        np.ones(2, dtype=np.int64), np.ones(d), np.zeros((2, d)), np.zeros(2), tgt,
+        np.ones((1, d)), np.zeros((2, 0)), 0, 2, True, np.zeros(2), np.zeros(2),
+        np.zeros(2, dtype=np.int64),
+    )  # fmt: skip
+    knet.forward_batch(
+        np.zeros((1, d)), target.XT, target.layout.sizes, target.layout.offsets, 2, 3,
+        np.zeros((1, 1, 3)),
+    )  # fmt: skip
 
 
 def _ensure_compiled() -> float:
     """Compile (or load from numba's cache) the SMC kernels; return the seconds spent."""
-    with _compile_lock:
-        if ksmc.hmc_moves.signatures and ksmc.evaluate.signatures:
-            return 0.0
-        from ..target import Target
-
-        start = time.perf_counter()
-        rng = np.random.default_rng(0)
-        x = rng.standard_normal((3, 1))
-        target = Target(x, x[:, 0], (1,), "tanh", "gaussian", np.ones(4), noise="marginal")
-        tgt = target.as_tuple()
-        d = target.n_params
-        thetas = np.zeros((2, d))
-        stats = np.zeros((2, 3))
-        ksmc.evaluate(thetas, tgt, stats, 0, 2)
-        ksmc.hmc_moves(
-            thetas, np.zeros((2, d)), np.zeros(2), stats, np.full(2, 0.1),
-            np.ones(2, dtype=np.int64), np.ones(d), np.zeros((2, d)), np.zeros(2), tgt,
-            np.ones((1, d)), np.zeros((2, 0)), 0, 2, True, np.zeros(2), np.zeros(2),
-            np.zeros(2, dtype=np.int64),
-        )  # fmt: skip
-        if not knet.forward_batch.signatures:
-            knet.forward_batch(
-                np.zeros((1, d)), target.XT, target.layout.sizes, target.layout.offsets, 2, 3,
-                np.zeros((1, 1, 3)),
-            )  # fmt: skip
-        return time.perf_counter() - start
+    kernels = (ksmc.hmc_moves, ksmc.evaluate, ksmc.log_marginal_rows, knet.forward_batch)
+    return compile_once(kernels, _warm)
