@@ -4,7 +4,6 @@ building the target, calling the method, and predicting from posterior draws."""
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
 import numpy as np
@@ -23,7 +22,7 @@ from .methods import METHODS, BaseMethod
 from .network import ACTIVATIONS
 from .priors import PRIORS, GaussianPrior, HierarchicalPrior, LogisticPrior
 from .target import Target
-from .utils import seed_sequence
+from .utils import seed_sequence, thread_map
 
 # Bytes of network outputs held at once while predicting; bounds memory for large X.
 _CHUNK_BYTES = 64 * 2**20
@@ -38,7 +37,8 @@ _SHARED_PARAMS_DOC = """
         gradient-based samplers: the kinks of ``relu`` cost energy errors and smaller steps.
     method : str or method object, default="nuts"
         How the posterior is computed: a name (``"nuts"``, ``"hmc"``, ``"mala"``,
-        ``"amcmc"``, ``"smc"``) or an object from
+        ``"amcmc"``, ``"smc"``; ``"ensemble"``, ``"rms"``, ``"swag"`` for the optimization
+        methods, which scale to many rows) or an object from
         :mod:`skbnn.methods` carrying its own knobs (``NUTS(target_accept=0.9)``), which
         ``GridSearchCV`` can tune as ``method__<knob>``. NUTS is the default because it
         needs no tuning of the path length.
@@ -47,9 +47,12 @@ _SHARED_PARAMS_DOC = """
         fan-in scaling of the weights; ``"logistic"`` is ``LogisticPrior()``, a standard
         logistic on every weight and bias; ``"hierarchical"`` is ``HierarchicalPrior()``,
         Gaussian weights whose per-layer precision is learned from the data.
-    n_samples : int, default=1000
-        Posterior draws kept for prediction (summed over chains). A thousand draws put the
-        Monte Carlo error of predictive means well below the posterior spread.
+    n_samples : int, default=None
+        Posterior draws kept for prediction: draws summed over chains, SMC particles,
+        ensemble or randomized-MAP members, or draws from SWAG's Gaussian. ``None`` takes the
+        method's own default: 1000 draws for the samplers (the Monte Carlo error of
+        predictive means well below the posterior spread), 5 members for ``"ensemble"``, 10
+        for ``"rms"``, 100 draws for ``"swag"`` (see each method's docstring).
     random_state : int, RandomState instance or None, default=None
         Seeds everything random (chain starts, momenta, noise updates). With an int the fit
         is reproducible on the same hardware with the same library versions, and does not
@@ -87,7 +90,7 @@ class _BaseBayesianMLP(BaseEstimator):
         "method": [StrOptions(set(METHODS)), BaseMethod],
         # the public classes, so a wrong prior's error message names what is accepted
         "prior": [StrOptions(set(PRIORS)), GaussianPrior, LogisticPrior, HierarchicalPrior],
-        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_samples": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state"],
         "n_jobs": [Integral, None],
         "verbose": ["verbose"],
@@ -103,6 +106,14 @@ class _BaseBayesianMLP(BaseEstimator):
         start = time.perf_counter()
         hidden = _check_hidden_layer_sizes(self.hidden_layer_sizes)
         method = self._resolve_method()
+        likelihood = method.likelihood(likelihood)
+        if likelihood == "heteroscedastic":
+            if noise != "infer":
+                raise ValueError(
+                    "a heteroscedastic method predicts the noise of every row; "
+                    "noise_std must be None"
+                )
+            noise = "fixed"
         if noise == "infer":
             noise = method.noise_handling
         target = Target(
@@ -115,7 +126,8 @@ class _BaseBayesianMLP(BaseEstimator):
             noise=noise,
             noise_precision=noise_precision,
         )
-        result = method.run(target, self.n_samples, self.random_state, self.n_jobs, self.verbose)
+        n_samples = method.default_n_samples if self.n_samples is None else self.n_samples
+        result = method.run(target, n_samples, self.random_state, self.n_jobs, self.verbose)
         self.posterior_ = result.posterior
         # a refit with a method that has no evidence must not keep the previous fit's
         self.__dict__.pop("log_evidence_", None)
@@ -140,27 +152,17 @@ class _BaseBayesianMLP(BaseEstimator):
         thetas = np.ascontiguousarray(thetas[:, : self._layout.n_weights])
         bounds = np.linspace(0, n_draws, n_threads + 1).astype(int)
         sizes, offsets = self._layout.sizes, self._layout.offsets
-        with ThreadPoolExecutor(max_workers=n_threads) as pool:
-            for lo in range(0, n, chunk):
-                hi = min(n, lo + chunk)
-                xt = np.array(X[lo:hi].T, dtype=np.float64, order="C").ravel()
-                out = np.empty((n_draws, k, hi - lo))
-                parts = [
-                    pool.submit(
-                        knet.forward_batch,
-                        thetas[a:b],
-                        xt,
-                        sizes,
-                        offsets,
-                        self._act,
-                        hi - lo,
-                        out[a:b],
-                    )  # fmt: skip
-                    for a, b in zip(bounds[:-1], bounds[1:], strict=True)
-                ]
-                for part in parts:
-                    part.result()
-                yield slice(lo, hi), out
+        for lo in range(0, n, chunk):
+            hi = min(n, lo + chunk)
+            xt = np.array(X[lo:hi].T, dtype=np.float64, order="C").ravel()
+            out = np.empty((n_draws, k, hi - lo))
+
+            def part(ab, xt=xt, out=out, m=hi - lo):
+                a, b = ab
+                knet.forward_batch(thetas[a:b], xt, sizes, offsets, self._act, m, out[a:b])
+
+            thread_map(part, list(zip(bounds[:-1], bounds[1:], strict=True)), n_threads)
+            yield slice(lo, hi), out
 
     def _validate_X(self, X):
         check_is_fitted(self)
@@ -224,7 +226,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         activation="tanh",
         method="nuts",
         prior="gaussian",
-        n_samples=1000,
+        n_samples=None,
         noise_std=None,
         random_state=None,
         n_jobs=None,
@@ -275,12 +277,16 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
             result = self._run(X, Y, "gaussian", 1.0, noise="infer")
         else:
             result = self._run(X, Y, "gaussian", 1.0 / self.noise_std**2, noise="fixed")
-        self._noise_sd_draws = 1.0 / np.sqrt(
-            np.broadcast_to(
-                self.posterior_.noise_precision, (self.posterior_.n_draws, self.n_outputs_)
-            )
-        )
-        noise = self._y_std * (self.posterior_.normalized_weights() @ self._noise_sd_draws)
+        # posterior mean noise sd, averaged over the training rows when it varies by row
+        w = self.posterior_.normalized_weights()
+        if self.posterior_.heteroscedastic:
+            noise = np.zeros(self.n_outputs_)
+            for _, _, sd in self._predictive(X, validate=False):
+                noise += np.einsum("s,skn->k", w, sd) / X.shape[0]
+        else:
+            tau = np.broadcast_to(self.posterior_.noise_precision, (len(w), self.n_outputs_))
+            noise = w @ (1.0 / np.sqrt(tau))
+        noise = noise * self._y_std
         self.noise_std_ = noise if self.n_outputs_ > 1 else float(noise[0])
         if result.log_evidence is not None:
             # the density of y in original units: the standardization's Jacobian
@@ -290,21 +296,31 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
     def _squeeze(self, a):
         return a[:, 0] if self.n_outputs_ == 1 else a
 
+    def _predictive(self, X, index=None, validate=True):
+        """Generator over row chunks of ``(rows, mean, noise_sd)``: each draw's predictive
+        mean ``(S, k, n_chunk)`` and noise sd (``(S, k, n_chunk)`` or ``(S, k, 1)``) on the
+        standardized scale, as the posterior defines them; ``index`` selects draws."""
+        if validate:
+            X = self._validate_X(X)
+        thetas = self.posterior_.thetas if index is None else self.posterior_.thetas[index]
+        for rows, out in self._network_outputs(X, thetas):
+            mean, sd = self.posterior_.predictive(out, self.n_outputs_, index)
+            yield rows, mean, sd
+
     def _moments(self, X):
-        """Predictive mean and epistemic variance (standardized scale), shape (n, k)."""
+        """Predictive mean, epistemic and aleatoric variance (standardized), each (n, k)."""
         X = self._validate_X(X)
         w = self.posterior_.normalized_weights()
         mean = np.empty((X.shape[0], self.n_outputs_))
         var = np.empty_like(mean)
-        for rows, out in self._network_outputs(X, self.posterior_.thetas):
-            m = np.einsum("s,skn->nk", w, out)
+        alea = np.empty_like(mean)
+        for rows, f, sd in self._predictive(X, validate=False):
+            m = np.einsum("s,skn->nk", w, f)
             mean[rows] = m
             # two passes: E[x^2] - m^2 cancels catastrophically where sd << |mean|
-            var[rows] = np.einsum("s,skn->nk", w, (out - m.T[None]) ** 2)
-        return mean, var
-
-    def _aleatoric_var(self):
-        return self.posterior_.normalized_weights() @ self._noise_sd_draws**2
+            var[rows] = np.einsum("s,skn->nk", w, (f - m.T[None]) ** 2)
+            alea[rows] = np.einsum("s,skn->nk", w, np.broadcast_to(sd**2, f.shape))
+        return mean, var, alea
 
     def predict(
         self, X: ArrayLike, return_std: bool = False
@@ -323,11 +339,11 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         y_mean : ndarray of shape (n_samples,) or (n_samples, n_outputs)
         y_std : ndarray, same shape, only with ``return_std``
         """
-        mean, var = self._moments(X)
+        mean, var, alea = self._moments(X)
         y_mean = self._squeeze(mean * self._y_std + self._y_mean)
         if not return_std:
             return y_mean
-        return y_mean, self._squeeze(np.sqrt(var + self._aleatoric_var()) * self._y_std)
+        return y_mean, self._squeeze(np.sqrt(var + alea) * self._y_std)
 
     def predict_std(self, X: ArrayLike, kind: str = "total") -> np.ndarray:
         """Standard deviation of the prediction.
@@ -337,8 +353,8 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         X : array-like of shape (n_samples, n_features)
         kind : {"total", "epistemic", "aleatoric"}, default="total"
             ``epistemic``: spread of the network output across posterior draws;
-            ``aleatoric``: the observation noise; ``total``: of the posterior predictive
-            of ``y`` (both).
+            ``aleatoric``: the observation noise (per row for a heteroscedastic ensemble);
+            ``total``: of the posterior predictive of ``y`` (both).
 
         Returns
         -------
@@ -346,8 +362,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         """
         if kind not in ("total", "epistemic", "aleatoric"):
             raise ValueError(f"kind must be one of 'total', 'epistemic', 'aleatoric'; got {kind!r}")
-        _, var = self._moments(X)
-        alea = np.broadcast_to(self._aleatoric_var(), var.shape)
+        _, var, alea = self._moments(X)
         total = {"epistemic": var, "aleatoric": alea, "total": var + alea}[kind]
         return self._squeeze(np.sqrt(total) * self._y_std)
 
@@ -377,21 +392,21 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         bounds = np.empty((2, X.shape[0], self.n_outputs_))
         q = np.empty((X.shape[0], 2))
         n_threads = max(1, effective_n_jobs(self.n_jobs))
-        with ThreadPoolExecutor(max_workers=n_threads) as pool:
-            for rows, out in self._network_outputs(X, self.posterior_.thetas):
-                for o in range(self.n_outputs_):
-                    mu = np.ascontiguousarray(out[:, o, :].T)
-                    sd = np.ascontiguousarray(self._noise_sd_draws[:, o])
-                    dest = q[rows]
-                    cuts = np.linspace(0, len(mu), n_threads + 1).astype(int)
-                    jobs = [
-                        pool.submit(mixture_quantiles, mu[a:b], sd, w, probs, dest[a:b])
-                        for a, b in zip(cuts[:-1], cuts[1:], strict=True)
-                        if b > a
-                    ]
-                    for job in jobs:
-                        job.result()
-                    bounds[:, rows, o] = dest.T
+        for rows, f, sd in self._predictive(X, validate=False):
+            for o in range(self.n_outputs_):
+                mu = np.ascontiguousarray(f[:, o, :].T)
+                sd_o = np.ascontiguousarray(sd[:, o, :].T)
+                dest = q[rows]
+                cuts = np.linspace(0, len(mu), n_threads + 1).astype(int)
+                parts = [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+
+                def part(ab, mu=mu, sd_o=sd_o, dest=dest):
+                    a, b = ab
+                    sd_part = sd_o if sd_o.shape[0] == 1 else sd_o[a:b]
+                    mixture_quantiles(mu[a:b], sd_part, w, probs, dest[a:b])
+
+                thread_map(part, parts, n_threads)
+                bounds[:, rows, o] = dest.T
         bounds = bounds * self._y_std + self._y_mean
         return self._squeeze(bounds[0]), self._squeeze(bounds[1])
 
@@ -418,8 +433,8 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         rng = np.random.default_rng(seed_sequence(random_state))
         idx = self.posterior_.sample_indices(n_samples, rng)
         out = np.empty((X.shape[0], self.n_outputs_, n_samples))
-        for rows, f in self._network_outputs(X, self.posterior_.thetas[idx]):
-            noise = rng.standard_normal(f.shape) * self._noise_sd_draws[idx][:, :, None]
+        for rows, f, sd in self._predictive(X, idx, validate=False):
+            noise = rng.standard_normal(f.shape) * sd
             out[rows] = np.transpose(f + noise, (2, 1, 0))
         out = out * self._y_std[None, :, None] + self._y_mean[None, :, None]
         return out[:, 0, :] if self.n_outputs_ == 1 else out
@@ -432,11 +447,10 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         with np.errstate(divide="ignore"):
             # a particle whose weight underflowed to 0 simply drops out of the mixture
             logw = np.log(self.posterior_.normalized_weights())
-        sd = self._noise_sd_draws  # (S, k)
         out = np.empty(X.shape[0])
-        for rows, f in self._network_outputs(X, self.posterior_.thetas):
-            r = (Z[rows].T[None, :, :] - f) / sd[:, :, None]
-            logp = -0.5 * r**2 - np.log(sd)[:, :, None] - 0.5 * np.log(2 * np.pi)
+        for rows, f, sd in self._predictive(X, validate=False):
+            r = (Z[rows].T[None, :, :] - f) / sd
+            logp = -0.5 * r**2 - np.log(sd) - 0.5 * np.log(2 * np.pi)
             out[rows] = logsumexp(logw[:, None] + logp.sum(axis=1), axis=0)
         return out - np.sum(np.log(self._y_std))
 
@@ -485,7 +499,7 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         activation="tanh",
         method="nuts",
         prior="gaussian",
-        n_samples=1000,
+        n_samples=None,
         random_state=None,
         n_jobs=None,
         verbose=0,

@@ -599,7 +599,7 @@ def test_mixture_quantiles_against_brentq(n_components):
         w /= w.sum()
     probs = np.array([1e-6, 0.025, 0.3, 0.5, 0.9, 1 - 1e-6])
     out = np.empty((n_points, probs.size))
-    mixture_quantiles(mu, sd, w, probs, out)
+    mixture_quantiles(mu, sd[None, :], w, probs, out)
     for i in range(n_points):
         for j, p in enumerate(probs):
             cdf = lambda x, i=i, p=p: w @ ndtr((x - mu[i]) / sd) - p  # noqa: E731

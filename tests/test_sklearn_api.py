@@ -29,7 +29,16 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from sklearn.utils.validation import check_is_fitted
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
-from skbnn.methods import HMC, MALA, NUTS, SMC, AdaptiveMetropolis
+from skbnn.methods import (
+    HMC,
+    MALA,
+    NUTS,
+    SMC,
+    SWAG,
+    AdaptiveMetropolis,
+    DeepEnsemble,
+    RandomizedMAP,
+)
 from skbnn.posterior import WeightedDraws
 from skbnn.priors import GaussianPrior
 
@@ -75,12 +84,29 @@ def _smc(**params):
 MCMC_METHODS = {
     "nuts": _nuts, "nuts_pt": _nuts_pt, "hmc": _hmc, "mala": _mala, "amcmc": _amcmc
 }  # fmt: skip
-FAST_METHODS = {**MCMC_METHODS, "smc": _smc}
+
+
+def _ensemble(**params):
+    return DeepEnsemble(**params)
+
+
+def _rms(**params):
+    return RandomizedMAP(**params)
+
+
+def _swag(**params):
+    return SWAG(**{"swa_epochs": 10, "rank": 5, **params})
+
+
+#: The optimization methods, with their own default numbers of members or draws
+OPTIM_METHODS = {"ensemble": _ensemble, "rms": _rms, "swag": _swag}
+FAST_METHODS = {**MCMC_METHODS, "smc": _smc, **OPTIM_METHODS}
 #: A knob of each method and a value other than its default, for the nested-parameter tests.
 OTHER_KNOB = {"nuts": ("target_accept", 0.99), "nuts_pt": ("max_temperature", 3.0),
               "hmc": ("target_accept", 0.99),
               "mala": ("target_accept", 0.99), "amcmc": ("gamma", 0.5),
-              "smc": ("target_ess", 0.9)}  # fmt: skip
+              "smc": ("target_ess", 0.9), "ensemble": ("learning_rate_init", 0.01),
+              "rms": ("tol", 1e-3), "swag": ("rank", 3)}  # fmt: skip
 
 
 def _fast(cls, method="nuts", **params):
@@ -566,7 +592,7 @@ def test_predictions_are_averages_over_posterior_draws(cls):
 @pytest.mark.parametrize("method", MCMC_METHODS)
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_diagnostics_keys_and_per_chain_lengths(cls, method, monkeypatch):
-    from skbnn.kernels.hmc import TRACE_FIELDS
+    from skbnn.kernels.chain import TRACE_FIELDS
     from skbnn.methods import _mcmc
 
     # the step size each kept draw was made with, from the chains' own traces
@@ -574,7 +600,7 @@ def test_diagnostics_keys_and_per_chain_lengths(cls, method, monkeypatch):
     diagnostics = _mcmc._HMCFamily._diagnostics
 
     def spy(self, target, chains, n_keep):
-        traces.append(np.stack([c["trace"] for c in chains]))
+        traces.append(np.stack([c["arrays"].trace for c in chains]))
         return diagnostics(self, target, chains, n_keep)
 
     monkeypatch.setattr(_mcmc._HMCFamily, "_diagnostics", spy)

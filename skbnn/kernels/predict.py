@@ -25,8 +25,8 @@ def mixture_quantiles(mu, sd, w, probs, out):
     ----------
     mu : ndarray of shape (n_points, n_draws)
         Component means per point.
-    sd : ndarray of shape (n_draws,)
-        Component standard deviations (shared across points; all > 0).
+    sd : ndarray of shape (n_points, n_draws) or (1, n_draws)
+        Component standard deviations per point, or one row shared by all points; all > 0.
     w : ndarray of shape (n_draws,)
         Component weights summing to one.
     probs : ndarray of shape (n_probs,)
@@ -34,8 +34,10 @@ def mixture_quantiles(mu, sd, w, probs, out):
     out : ndarray of shape (n_points, n_probs)
     """
     n_points = mu.shape[0]
-    sd_max = sd.max()
+    shared = sd.shape[0] == 1
     for i in range(n_points):
+        sd_i = sd[0] if shared else sd[i]
+        sd_max = sd_i.max()
         row = mu[i]
         lo0 = row.min() - 40.0 * sd_max
         hi0 = row.max() + 40.0 * sd_max
@@ -47,7 +49,7 @@ def mixture_quantiles(mu, sd, w, probs, out):
                 mid = 0.5 * (lo + hi)
                 if mid == lo or mid == hi:
                     break
-                if _mixture_cdf(mid, row, sd, w) < probs[j]:
+                if _mixture_cdf(mid, row, sd_i, w) < probs[j]:
                     lo = mid
                 else:
                     hi = mid

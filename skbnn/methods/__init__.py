@@ -6,10 +6,13 @@ and one line here.
 
 from ._base import BaseMethod, FitResult
 from .amcmc import AdaptiveMetropolis
+from .ensemble import DeepEnsemble
 from .hmc import HMC
 from .mala import MALA
 from .nuts import NUTS
+from .rms import RandomizedMAP
 from .smc import SMC
+from .swag import SWAG
 
 METHODS = {
     "nuts": NUTS,
@@ -17,15 +20,21 @@ METHODS = {
     "mala": MALA,
     "amcmc": AdaptiveMetropolis,
     "smc": SMC,
+    "ensemble": DeepEnsemble,
+    "rms": RandomizedMAP,
+    "swag": SWAG,
 }
 
 __all__ = [
     "AdaptiveMetropolis",
     "BaseMethod",
+    "DeepEnsemble",
     "FitResult",
     "HMC",
     "MALA",
     "NUTS",
+    "RandomizedMAP",
     "SMC",
+    "SWAG",
     "METHODS",
 ]

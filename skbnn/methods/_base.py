@@ -40,6 +40,14 @@ class BaseMethod(BaseEstimator):
     #: How the method wants a Gaussian likelihood's unknown noise handled by the target:
     #: ``"gibbs"`` (kept outside theta and updated by the method) or ``"theta"``.
     noise_handling: str = "gibbs"
+    #: Posterior draws kept when the estimator's ``n_samples`` is None: draws for the
+    #: samplers and approximations, members for the ensembles.
+    default_n_samples: int = 1000
+
+    def likelihood(self, likelihood: str) -> str:
+        """The likelihood the method fits in place of the estimator's ``likelihood``
+        (``"gaussian"``, ``"bernoulli"`` or ``"categorical"``); the same by default."""
+        return likelihood
 
     def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
         """Compute the posterior of ``target``.

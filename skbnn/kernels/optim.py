@@ -1,0 +1,177 @@
+"""Numba kernels of the training engine: one epoch of minibatch optimization.
+
+An epoch visits the member's training rows in the order of a permutation drawn by the
+Python driver, gathers each minibatch into small feature-major buffers (``O(batch x
+features)``, never a copy of X), evaluates the log density of the batch with the
+likelihood scaled by ``n / batch`` (:func:`skbnn.kernels.network.logp_grad` with ``beta``
+set to that ratio) and takes one optimizer step on the per-row loss
+``-(n / B * loglik_batch + logprior) / n``. SWAG's moments are collected in the same loop.
+
+The state is held in named tuples so the kernels read fields by name:
+
+``Batches(XT, YT, rows, xb, yb)``
+    The full feature-major data, the permuted training rows of this epoch, and the two
+    minibatch buffers.
+``Optimizer(cfg, m1, m2)``
+    ``cfg`` is a one-element record of dtype :data:`OPTIMIZER` (``kind`` 0 Adam, 1 SGD
+    with momentum; ``beta1``, ``beta2``, ``epsilon``, ``momentum``, ``nesterov``, and the
+    step count ``t``); ``m1`` and ``m2`` are Adam's moment estimates (``m1`` is SGD's
+    velocity).
+``Moments(cfg, mean, sq_mean, dev)``
+    SWAG's running first and second moments and its ring buffer of the last ``rank``
+    deviations; ``cfg`` of dtype :data:`MOMENTS` holds ``collect_every`` (0: no
+    collection), ``step`` (steps since collection began) and ``n`` (snapshots taken).
+"""
+
+import math
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from .network import KernelTarget, logp_grad, n_rows
+
+Batches = namedtuple("Batches", ["XT", "YT", "rows", "xb", "yb"])
+Optimizer = namedtuple("Optimizer", ["cfg", "m1", "m2"])
+Moments = namedtuple("Moments", ["cfg", "mean", "sq_mean", "dev"])
+
+OPTIMIZER = np.dtype(
+    [
+        ("kind", np.int64),
+        ("t", np.int64),
+        ("nesterov", np.int64),
+        ("beta1", np.float64),
+        ("beta2", np.float64),
+        ("epsilon", np.float64),
+        ("momentum", np.float64),
+    ],
+    align=True,
+)
+
+MOMENTS = np.dtype(
+    [("collect_every", np.int64), ("step", np.int64), ("n", np.int64)],
+    align=True,
+)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _gather(data, i0, nb, d, ky, n_all):
+    # rows[i0:i0 + nb] of the feature-major data into the batch buffers
+    XT, YT, rows, xb, yb = data
+    for j in range(d):
+        src = XT[j * n_all : (j + 1) * n_all]
+        dst = xb[j * nb : (j + 1) * nb]
+        for t in range(nb):
+            dst[t] = src[rows[i0 + t]]
+    for o in range(ky):
+        src = YT[o * n_all : (o + 1) * n_all]
+        dst = yb[o * nb : (o + 1) * nb]
+        for t in range(nb):
+            dst[t] = src[rows[i0 + t]]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _step(theta, g, scale, lr, opt):
+    # one step on the loss whose gradient is scale * g (g the log density's gradient)
+    cfg = opt.cfg[0]
+    cfg.t += 1
+    m1 = opt.m1
+    if cfg.kind == 0:
+        m2 = opt.m2
+        b1 = cfg.beta1
+        b2 = cfg.beta2
+        c1 = 1.0 - b1**cfg.t
+        c2 = 1.0 - b2**cfg.t
+        for i in range(theta.shape[0]):
+            gi = scale * g[i]
+            m1[i] = b1 * m1[i] + (1.0 - b1) * gi
+            m2[i] = b2 * m2[i] + (1.0 - b2) * gi * gi
+            theta[i] -= lr * (m1[i] / c1) / (math.sqrt(m2[i] / c2) + cfg.epsilon)
+    else:
+        mu = cfg.momentum
+        nesterov = cfg.nesterov != 0
+        for i in range(theta.shape[0]):
+            gi = scale * g[i]
+            m1[i] = mu * m1[i] - lr * gi
+            # Nesterov's look-ahead in the form scikit-learn's SGD uses
+            theta[i] += mu * m1[i] - lr * gi if nesterov else m1[i]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _collect(theta, mom):
+    # SWAG: running moments, and the deviation from the updated mean into the ring buffer
+    cfg = mom.cfg[0]
+    cfg.step += 1
+    if cfg.collect_every <= 0 or cfg.step % cfg.collect_every != 0:
+        return
+    cfg.n += 1
+    w = 1.0 / cfg.n
+    mean = mom.mean
+    sq = mom.sq_mean
+    for i in range(theta.shape[0]):
+        mean[i] += w * (theta[i] - mean[i])
+        sq[i] += w * (theta[i] * theta[i] - sq[i])
+    rank = mom.dev.shape[0]
+    if rank > 0:
+        row = mom.dev[(cfg.n - 1) % rank]
+        for i in range(theta.shape[0]):
+            row[i] = theta[i] - mean[i]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def run_epoch(theta, tgt, data, batch_size, lrs, opt, mom, ws, grad, stats):
+    """One pass over ``data.rows`` in minibatches; returns the mean per-row loss.
+
+    Parameters
+    ----------
+    theta : ndarray of shape (n_params,)
+        Updated in place.
+    tgt : KernelTarget
+        The member's own target over all rows (its ``cfg`` is written: ``beta``).
+    data : Batches
+    batch_size : int
+    lrs : ndarray of shape (n_batches,)
+        The learning rate of each step of the epoch (the schedule).
+    opt : Optimizer
+    mom : Moments
+        SWAG's moments, updated after every step (``collect_every = 0`` switches it off).
+    ws, grad, stats : ndarray
+        Workspace for ``batch_size`` rows, gradient and stats buffers.
+
+    Returns
+    -------
+    float
+        ``-(sum over batches of (n / B) loglik_B + logprior) / n`` averaged over the
+        epoch's batches (weighted by their rows); NaN as soon as a step meets a non-finite
+        loss, which leaves ``theta`` at the last finite point.
+    """
+    n_all = n_rows(tgt)
+    d = tgt.sizes[0]
+    ky = tgt.YT.shape[0] // n_all
+    n = data.rows.shape[0]
+    cfg = tgt.cfg[0]
+    total = 0.0
+    b = 0
+    for i0 in range(0, n, batch_size):
+        nb = min(batch_size, n - i0)
+        _gather(data, i0, nb, d, ky, n_all)
+        bt = KernelTarget(
+            data.xb[: d * nb], data.yb[: ky * nb], tgt.sizes, tgt.offsets, tgt.prior_mean,
+            tgt.prior_scale, tgt.tau, tgt.cfg,
+        )  # fmt: skip
+        cfg.beta = n / nb
+        lp = logp_grad(theta, bt, ws, grad, stats, True)
+        if not math.isfinite(lp):
+            return np.nan
+        finite = True
+        for i in range(grad.shape[0]):
+            if not math.isfinite(grad[i]):
+                finite = False
+        if not finite:
+            return np.nan
+        total += -lp * nb / n
+        _step(theta, grad, -1.0 / n, lrs[b], opt)
+        _collect(theta, mom)
+        b += 1
+    cfg.beta = 1.0
+    return total / n

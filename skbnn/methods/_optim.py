@@ -1,0 +1,441 @@
+"""The training engine that every optimization method shares.
+
+A member is one optimization of the negative log posterior of a :class:`skbnn.target.Target`
+(per row: ``-(loglik + logprior) / n``), with its own initialization, prior centre
+(randomized MAP's anchor), targets (randomized MAP's perturbations), rows
+(``data_fraction``) and validation rows (``early_stopping``). Minibatch epochs run in the
+numba kernel :func:`skbnn.kernels.optim.run_epoch`; full-batch L-BFGS is scipy's with the
+analytic gradient. Members run on the shared thread pool (the kernels release the GIL),
+each seeded from ``random_state`` through ``SeedSequence``, so results never depend on
+``n_jobs``.
+
+The methods (:class:`~skbnn.methods.DeepEnsemble`, :class:`~skbnn.methods.RandomizedMAP`,
+:class:`~skbnn.methods.SWAG`, and later Laplace and VI) subclass :class:`_Trainer`, which
+holds the knobs with scikit-learn's MLP names, and say only how a member starts and what is
+kept from it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from numbers import Integral, Real
+
+import numpy as np
+from joblib import effective_n_jobs
+from scipy.optimize import minimize
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval, StrOptions
+from threadpoolctl import threadpool_limits
+
+from ..kernels import network as knet
+from ..kernels import optim as kopt
+from ..utils import compile_once, thread_map
+from ._base import BaseMethod
+
+#: Rows up to which ``solver="auto"`` picks full-batch L-BFGS: there one pass over the data
+#: is cheap and L-BFGS needs no learning rate; above it, minibatch Adam.
+LBFGS_MAX_ROWS = 5000
+#: Restarts of a member whose loss became non-finite, each from a fresh initialization with
+#: a learning rate ten times smaller, before it is dropped.
+MAX_RESTARTS = 2
+#: ``max_iter=None``: epochs of Adam and SGD (scikit-learn's default), and iterations of
+#: L-BFGS, each of which is one pass over the data; on networks of tens of units L-BFGS needs
+#: a few hundred to reach ``tol``.
+DEFAULT_EPOCHS = 200
+DEFAULT_LBFGS_ITER = 1000
+
+
+@dataclass
+class Member:
+    """What one optimization run produced."""
+
+    theta: np.ndarray
+    loss_curve: list = field(default_factory=list)
+    validation_curve: list = field(default_factory=list)
+    n_iter: int = 0
+    converged: bool = True
+    n_grad_evals: int = 0
+    restarts: int = 0
+    #: SWAG moments: (mean, sq_mean, deviations (rank, p), number of snapshots)
+    moments: tuple | None = None
+    #: SWAG's collection learning rate after any restarts
+    swa_learning_rate: float = float("nan")
+
+
+def glorot_init(target, rng: np.random.Generator) -> np.ndarray:
+    """scikit-learn MLP's initialization: every weight and bias ~ U(-a, a) with
+    ``a = sqrt(6 / (fan_in + fan_out))`` (``sqrt(2)`` times that for logistic units),
+    log noise precisions at 0 (unit noise on the standardized target)."""
+    layout = target.layout
+    theta = np.zeros(layout.n_params)
+    factor = 2.0 if target.activation == "logistic" else 6.0
+    for layer in range(layout.n_layers):
+        fan_in, fan_out = layout.sizes[layer], layout.sizes[layer + 1]
+        a = math.sqrt(factor / (fan_in + fan_out))
+        w, b = layout.slices(layer)
+        theta[w] = rng.uniform(-a, a, w.stop - w.start)
+        theta[b] = rng.uniform(-a, a, b.stop - b.start)
+    return theta
+
+
+def _ensure_compiled() -> float:
+    def warm():
+        from ..target import Target
+
+        x = np.linspace(-1.0, 1.0, 6)[:, None]
+        target = Target(x, x[:, 0], (2,), "tanh", "gaussian", noise="theta")
+        theta = glorot_init(target, np.random.default_rng(0))
+        _minibatch_epochs(target, theta, np.arange(6), None, _Settings(), None, None, 1)
+
+    return compile_once((kopt.run_epoch,), warm)
+
+
+@dataclass
+class _Settings:
+    solver: str = "adam"
+    learning_rate_init: float = 1e-3
+    learning_rate: str = "constant"
+    momentum: float = 0.9
+    nesterovs_momentum: bool = True
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-8
+    batch_size: int = 200
+    max_iter: int = 1
+    tol: float = 1e-4
+    early_stopping: bool = False
+    n_iter_no_change: int = 10
+
+
+def _schedule(kind: str, lr0: float, epoch: int, n_epochs: int, n_steps: int,
+              cycle: int = 1) -> np.ndarray:  # fmt: skip
+    """The learning rate of each step of ``epoch``: constant, cosine decay to 0 over all
+    steps, a step decay (x0.1 at half and at three quarters of the epochs), or SWAG's
+    cyclic schedule (linear from ``lr0`` down to ``lr0 / 100`` within every ``cycle``
+    steps, so each snapshot is taken at the cycle's smallest rate)."""
+    if kind == "cyclic":
+        t = (epoch * n_steps + np.arange(n_steps)) % cycle
+        frac = (t + 1) / cycle
+        return lr0 * ((1.0 - frac) + frac * 0.01)
+    if kind == "cosine":
+        total = n_epochs * n_steps
+        t = epoch * n_steps + np.arange(n_steps)
+        return lr0 * 0.5 * (1.0 + np.cos(np.pi * t / total))
+    if kind == "step":
+        factor = 0.1 ** (int(epoch >= n_epochs / 2) + int(epoch >= 3 * n_epochs / 4))
+        return np.full(n_steps, lr0 * factor)
+    return np.full(n_steps, float(lr0))
+
+
+def _subset(target, rows, YT=None):
+    """Feature-major copies of the data of ``rows`` (L-BFGS and validation targets)."""
+    n, d = target.n_rows, target.n_features
+    XT = np.ascontiguousarray(target.XT.reshape(d, n)[:, rows]).ravel()
+    YT = target.YT if YT is None else YT
+    YT = np.ascontiguousarray(YT.reshape(-1, n)[:, rows]).ravel()
+    return XT, YT
+
+
+def _no_improvement(curve, best, count, tol, higher_is_better=False):
+    # scikit-learn MLP's rule: an epoch counts when it does not beat the best by tol
+    value = curve[-1]
+    if higher_is_better:
+        value, best = -value, -best
+    count = count + 1 if value > best - tol else 0
+    return count
+
+
+def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rng=None,
+                      lr_kind=None, lr0=None, moments=None, sgd=False, bar=None,
+                      member=None):  # fmt: skip
+    """Run up to ``n_epochs`` minibatch epochs on the rows ``train``; returns a Member.
+
+    ``val`` rows (or None) drive early stopping, which restores the best parameters. With
+    ``moments`` (SWAG) every step feeds them and no stopping rule applies.
+    """
+    rng = np.random.default_rng(0) if rng is None else rng
+    member = Member(theta) if member is None else member
+    member.theta = theta
+    YT = target.YT if YT is None else YT
+    tgt = target.kernel_target(own=True, YT=YT, prior_mean=prior_mean)
+    n_train = train.size
+    batch = max(1, min(int(s.batch_size), n_train))
+    d, ky = target.n_features, YT.size // target.n_rows
+    data = kopt.Batches(target.XT, YT, train, np.empty(d * batch), np.empty(ky * batch))
+    ws = np.empty(knet.workspace_size(target.layout.sizes, batch))
+    grad = np.empty(theta.size)
+    stats = np.empty(2 + int(target.layout.sizes[-1]))
+    cfg = np.zeros(1, dtype=kopt.OPTIMIZER)
+    use_sgd = sgd or s.solver == "sgd"
+    cfg[0] = (1 if use_sgd else 0, 0, int(s.nesterovs_momentum), s.beta_1, s.beta_2,
+              s.epsilon, s.momentum)  # fmt: skip
+    opt = kopt.Optimizer(cfg, np.zeros(theta.size), np.zeros(theta.size))
+    if moments is None:
+        mcfg = np.zeros(1, dtype=kopt.MOMENTS)
+        moments = kopt.Moments(mcfg, np.empty(0), np.empty(0), np.empty((0, 0)))
+    n_steps = -(-n_train // batch)
+    cycle = int(moments.cfg[0]["collect_every"])
+    collecting = cycle > 0
+    val_tgt = val_ws = None
+    if val is not None:
+        XT_v, YT_v = _subset(target, val, YT)
+        val_tgt = target.kernel_target(own=True, XT=XT_v, YT=YT_v, prior_mean=prior_mean)
+        val_ws = np.empty(knet.workspace_size(target.layout.sizes, val.size))
+    lr_kind = s.learning_rate if lr_kind is None else lr_kind
+    lr0 = s.learning_rate_init if lr0 is None else lr0
+    best, best_theta, count = np.inf, None, 0
+    if not collecting:
+        member.converged = False
+    for epoch in range(n_epochs):
+        data = data._replace(rows=rng.permutation(train))
+        lrs = _schedule(lr_kind, lr0, epoch, n_epochs, n_steps, max(1, cycle))
+        loss = kopt.run_epoch(theta, tgt, data, batch, lrs, opt, moments, ws, grad, stats)
+        member.n_grad_evals += n_steps
+        member.n_iter += 1
+        if bar is not None:
+            bar.update(1)
+        if not math.isfinite(loss):
+            member.loss_curve.append(float("nan"))
+            return member
+        member.loss_curve.append(loss)
+        if collecting:
+            continue
+        if val_tgt is not None:
+            knet.logp_grad(theta, val_tgt, val_ws, np.empty(0), stats, False)
+            member.validation_curve.append(-stats[0] / val.size)
+            member.n_grad_evals += 1
+            count = _no_improvement(member.validation_curve, best, count, s.tol)
+            if member.validation_curve[-1] < best:
+                best, best_theta = member.validation_curve[-1], theta.copy()
+        else:
+            count = _no_improvement(member.loss_curve, best, count, s.tol)
+            best = min(best, loss)
+        if count > s.n_iter_no_change:
+            member.converged = True
+            break
+    if best_theta is not None:
+        theta[:] = best_theta
+    return member
+
+
+def _lbfgs(target, theta, train, s, prior_mean, YT, member):
+    """Full-batch L-BFGS on the rows ``train`` (scipy, analytic gradient), as scikit-learn's
+    MLP: ``maxiter=max_iter``, ``gtol=tol``."""
+    XT, YT_t = _subset(target, train, YT)
+    tgt = target.kernel_target(own=True, XT=XT, YT=YT_t, prior_mean=prior_mean)
+    ws = np.empty(knet.workspace_size(target.layout.sizes, train.size))
+    grad = np.empty(theta.size)
+    stats = np.empty(2 + int(target.layout.sizes[-1]))
+    n = float(train.size)
+
+    def fun(th):
+        lp = knet.logp_grad(th, tgt, ws, grad, stats, True)
+        if not (math.isfinite(lp) and np.all(np.isfinite(grad))):
+            # the line search backs off from a non-finite point
+            return np.inf, np.zeros_like(th)
+        return -lp / n, grad * (-1.0 / n)
+
+    res = minimize(
+        fun, theta, jac=True, method="L-BFGS-B",
+        callback=lambda xk: member.loss_curve.append(float(fun(xk)[0])),
+        options={"maxiter": int(s.max_iter), "maxfun": 15000, "gtol": float(s.tol)},
+    )  # fmt: skip
+    member.n_grad_evals += int(res.nfev)
+    member.n_iter += int(res.nit)
+    # status 1 is the iteration or evaluation limit; 2, a line search that cannot improve
+    # the loss any more, happens at the optimum's floating-point resolution
+    member.converged = bool(res.status != 1)
+    final = float(res.fun)
+    if not (math.isfinite(final) and np.all(np.isfinite(res.x))):
+        member.loss_curve.append(float("nan"))
+    elif not member.loss_curve or member.loss_curve[-1] != final:
+        member.loss_curve.append(final)
+    theta[:] = res.x
+    member.theta = theta
+    return member
+
+
+class _Trainer(BaseMethod):
+    """Knobs of the training engine, with scikit-learn MLP's names and meanings.
+
+    Subclasses implement ``_member_start(target, rng) -> (theta0, prior_mean, YT)`` and
+    turn the members into a posterior in ``run``.
+    """
+
+    noise_handling = "theta"
+    _parameter_constraints: dict = {
+        "solver": [StrOptions({"auto", "lbfgs", "adam", "sgd"})],
+        "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
+        "learning_rate": [StrOptions({"constant", "cosine", "step"})],
+        "momentum": [Interval(Real, 0, 1, closed="left")],
+        "nesterovs_momentum": ["boolean"],
+        "beta_1": [Interval(Real, 0, 1, closed="left")],
+        "beta_2": [Interval(Real, 0, 1, closed="left")],
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left"), None],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "early_stopping": ["boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def _settings(self, n_rows: int) -> _Settings:
+        solver = self.solver
+        if solver == "auto":
+            solver = "lbfgs" if n_rows <= LBFGS_MAX_ROWS else "adam"
+        batch = min(200, n_rows) if self.batch_size == "auto" else int(self.batch_size)
+        max_iter = self.max_iter
+        if max_iter is None:
+            max_iter = DEFAULT_LBFGS_ITER if solver == "lbfgs" else DEFAULT_EPOCHS
+        return _Settings(
+            solver=solver,
+            learning_rate_init=float(self.learning_rate_init),
+            learning_rate=self.learning_rate,
+            momentum=float(self.momentum),
+            nesterovs_momentum=bool(self.nesterovs_momentum),
+            beta_1=float(self.beta_1),
+            beta_2=float(self.beta_2),
+            epsilon=float(self.epsilon),
+            batch_size=batch,
+            max_iter=int(max_iter),
+            tol=float(self.tol),
+            early_stopping=bool(self.early_stopping),
+            n_iter_no_change=int(self.n_iter_no_change),
+        )
+
+    def _rows(self, target, rng, data_fraction: float, holdout: bool):
+        """A member's training rows and validation rows (None without ``holdout``)."""
+        n = target.n_rows
+        rows = np.arange(n)
+        if data_fraction < 1.0:
+            size = max(2, int(math.ceil(data_fraction * n)))
+            rows = np.sort(rng.choice(n, size=min(size, n), replace=False))
+        if not holdout:
+            return rows, None
+        n_val = int(round(self.validation_fraction * rows.size))
+        if n_val < 1 or n_val >= rows.size:
+            raise ValueError(
+                f"validation_fraction={self.validation_fraction} leaves no validation or no "
+                f"training rows out of {rows.size}"
+            )
+        perm = rng.permutation(rows)
+        return np.sort(perm[n_val:]), np.sort(perm[:n_val])
+
+    def _train(self, target, settings, start, ss, data_fraction=1.0, bar=None, after=None):
+        """One member: optimize from ``start(rng)``, restarting on divergence.
+
+        ``after(target, theta, rng, member)`` runs a further phase (SWAG's collection)
+        from the optimum. Returns a Member, or None when every attempt diverged.
+        """
+        rng = np.random.default_rng(ss)
+        s = settings
+        # as in scikit-learn, early stopping applies to the minibatch solvers only
+        holdout = s.early_stopping and s.solver != "lbfgs"
+        train, val = self._rows(target, rng, data_fraction, holdout)
+        restarts = 0
+        while True:
+            theta, prior_mean, YT = start(target, rng)
+            member = Member(theta)
+            member.restarts = restarts
+            if s.solver == "lbfgs":
+                _lbfgs(target, theta, train, s, prior_mean, YT, member)
+                if bar is not None:
+                    bar.update(s.max_iter)
+            else:
+                _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, s.max_iter,
+                                  rng=rng, bar=bar, member=member)  # fmt: skip
+            if after is not None and math.isfinite(member.loss_curve[-1]):
+                after(target, theta, train, prior_mean, YT, rng, member)
+            if math.isfinite(member.loss_curve[-1]) and np.all(np.isfinite(member.theta)):
+                return member
+            if restarts >= MAX_RESTARTS:
+                return None
+            restarts += 1
+            s = _Settings(**{**s.__dict__, "learning_rate_init": s.learning_rate_init / 10})
+
+    def _train_members(self, target, n_members, random_state, n_jobs, verbose, start,
+                       data_fraction=1.0, after=None, epochs_per_member=None):  # fmt: skip
+        """Train ``n_members`` members on the shared pool; warn about the unconverged and
+        the dropped. Returns the surviving members and the diagnostics of the run."""
+        from ..utils import seed_sequence
+        from ._mcmc import _ProgressBar
+
+        self._validate_params()
+        t0 = time.perf_counter()
+        compile_time = _ensure_compiled()
+        settings = self._settings(target.n_rows)
+        per_member = settings.max_iter if epochs_per_member is None else epochs_per_member
+        bar = _ProgressBar(n_members * per_member, verbose, f"{type(self).__name__} "
+                           f"{n_members} members")  # fmt: skip
+        seeds = seed_sequence(random_state).spawn(n_members)
+        try:
+            # L-BFGS-B's vector operations are BLAS calls on tiny vectors: a threaded BLAS
+            # spends ~0.3 ms per iteration waking its threads (7x the whole iteration here),
+            # and members already run in parallel
+            with threadpool_limits(limits=1, user_api="blas"):
+                members = thread_map(
+                    lambda ss: self._train(target, settings, start, ss, data_fraction, bar, after),
+                    seeds,
+                    effective_n_jobs(n_jobs),
+                )
+        finally:
+            bar.close()
+        kept = [m for m in members if m is not None]
+        dropped = len(members) - len(kept)
+        if not kept:
+            raise ValueError(
+                f"the loss of every one of the {n_members} members became non-finite, also "
+                f"after {MAX_RESTARTS} restarts with a 10x smaller learning rate each; lower "
+                f"learning_rate_init (now {settings.learning_rate_init:g}) or check the data"
+            )
+        if dropped:
+            warnings.warn(
+                f"{dropped} of {n_members} members diverged (non-finite loss) even after "
+                f"{MAX_RESTARTS} restarts and were dropped; {len(kept)} remain. Lower "
+                "learning_rate_init.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        slow = sum(not m.converged for m in kept)
+        if slow:
+            what = (
+                "L-BFGS reached max_iter" if settings.solver == "lbfgs"
+                else "the optimizer reached max_iter"
+            )  # fmt: skip
+            warnings.warn(
+                f"{slow} of {len(kept)} members did not converge: {what}={settings.max_iter} "
+                f"before the loss improved by less than tol={settings.tol:g} for "
+                f"n_iter_no_change={settings.n_iter_no_change} epochs. Increase max_iter.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        diagnostics = {
+            "solver": settings.solver,
+            "n_members": len(kept),
+            "n_dropped": dropped,
+            "n_restarts": np.array([m.restarts for m in kept]),
+            "n_iter": np.array([m.n_iter for m in kept]),
+            "converged": np.array([m.converged for m in kept]),
+            "loss_curve": [np.asarray(m.loss_curve) for m in kept],
+            "final_loss": np.array([m.loss_curve[-1] for m in kept]),
+            "n_grad_evals": int(sum(m.n_grad_evals for m in members if m is not None)),
+            "compile_time": compile_time,
+            "train_time": time.perf_counter() - t0 - compile_time,
+        }
+        if settings.early_stopping and settings.solver != "lbfgs":
+            diagnostics["validation_loss_curve"] = [np.asarray(m.validation_curve) for m in kept]
+        return kept, diagnostics
+
+
+def noise_of(target, thetas) -> np.ndarray | None:
+    """Each draw's noise precisions: from its trailing log precisions, or the target's fixed
+    ones; None for a classifier or a heteroscedastic likelihood."""
+    if target.likelihood != "gaussian":
+        return None
+    if target.layout.n_noise:
+        return np.exp(thetas[:, target.layout.n_weights :])
+    return np.broadcast_to(target.tau, (thetas.shape[0], target.n_outputs)).copy()

@@ -1,0 +1,94 @@
+"""Randomized MAP sampling: randomize-then-optimize, anchored ensembles (Pearce et al. 2020)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..posterior import WeightedDraws
+from ._base import FitResult
+from ._optim import _Trainer, noise_of
+
+
+class RandomizedMAP(_Trainer):
+    """Posterior draws as optima of randomly perturbed posteriors.
+
+    Member ``m`` draws an anchor ``theta_m`` from the prior and minimizes the negative log
+    posterior with the prior centred at ``theta_m`` instead of at 0 (anchored ensembles,
+    Pearce et al. 2020). With a Gaussian likelihood of fixed noise it also perturbs the
+    targets, ``y + e`` with ``e ~ N(0, sigma^2)``: then for a linear model
+    (``hidden_layer_sizes=()``) and a Gaussian prior each optimum is an exact draw from the
+    posterior (randomize-then-optimize; Bardsley et al. 2014), and for networks the
+    members approximate it. With the noise inferred, or for classification, only the
+    anchors are random and the noise precision is each member's MAP. Under a hierarchical
+    prior the layer precisions are held at their prior mean. Members start at their anchor.
+
+    Ten members are the default (``n_samples=None`` in the estimator): each is a posterior
+    draw, so more than an ensemble's five, at the cost of a training run each.
+
+    Parameters
+    ----------
+    solver : {"auto", "lbfgs", "adam", "sgd"}, default="auto"
+        ``"auto"`` is full-batch L-BFGS up to 5,000 rows, Adam above. Exactness needs each
+        member at its optimum: L-BFGS, or enough epochs with a decaying learning rate.
+    learning_rate_init, learning_rate, momentum, nesterovs_momentum, beta_1, beta_2, \
+epsilon, batch_size, max_iter, tol, early_stopping, validation_fraction, n_iter_no_change
+        The training engine's knobs; see :class:`DeepEnsemble`.
+    """
+
+    name = "rms"
+    default_n_samples = 10
+
+    def __init__(
+        self,
+        solver="auto",
+        learning_rate_init=1e-3,
+        learning_rate="constant",
+        momentum=0.9,
+        nesterovs_momentum=True,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-8,
+        batch_size="auto",
+        max_iter=None,
+        tol=1e-4,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+    ):
+        self.solver = solver
+        self.learning_rate_init = learning_rate_init
+        self.learning_rate = learning_rate
+        self.momentum = momentum
+        self.nesterovs_momentum = nesterovs_momentum
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+
+    def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
+        """Train ``n_samples`` anchored members; see :meth:`BaseMethod.run`."""
+        n_w = target.layout.n_weights
+        perturb = target.likelihood == "gaussian" and target.layout.n_noise == 0
+
+        def start(target, rng):
+            anchor = target.sample_prior(rng, 1)[0, :n_w]
+            theta = np.zeros(target.n_params)
+            theta[:n_w] = anchor
+            YT = None
+            if perturb:
+                noise_sd = np.repeat(1.0 / np.sqrt(target.tau), target.n_rows)
+                YT = target.YT + noise_sd * rng.standard_normal(target.YT.size)
+            return theta, anchor, YT
+
+        members, diagnostics = self._train_members(
+            target, n_samples, random_state, n_jobs, verbose, start
+        )
+        thetas = np.stack([m.theta for m in members])
+        posterior = WeightedDraws(thetas, noise_precision=noise_of(target, thetas))
+        diagnostics["perturbed_targets"] = perturb
+        return FitResult(posterior, diagnostics=diagnostics)

@@ -1,0 +1,195 @@
+"""SWAG, the stochastic weight averaging Gaussian (Maddox et al. 2019), and MultiSWAG."""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ..kernels import optim as kopt
+from ..posterior import GaussianPosterior
+from ..utils import seed_sequence
+from ._base import FitResult
+from ._optim import MAX_RESTARTS, _minibatch_epochs, _Trainer, glorot_init
+
+
+class SWAG(_Trainer):
+    """A Gaussian fitted to the iterates of SGD around an optimum.
+
+    After a pre-training phase (the training engine's ``solver`` for ``max_iter``), SGD
+    with momentum runs ``swa_epochs`` more epochs at the constant or cyclic learning rate
+    ``swa_learning_rate`` and takes a snapshot of the weights every ``collect_every``
+    steps. Their running mean and mean square give the SWA mean ``m`` and the diagonal
+    variance ``diag``; the deviations ``D`` of the last ``rank`` snapshots from the running
+    mean give a low-rank part. A draw is ``m + sqrt(diag) z1 / sqrt(2) + D^T z2 /
+    sqrt(2 (K - 1))`` for ``K`` kept deviations (``covariance="lowrank"``) or ``m +
+    sqrt(diag) z1`` (``"diag"``). With ``n_members > 1`` it is MultiSWAG (Wilson and
+    Izmailov 2020): independent runs from independent initializations, their draws
+    pooled. The estimator's ``n_samples`` draws (100 by default: predictions need many
+    fewer than a sampler's draws, and each costs a pass of the network) are made once from
+    ``random_state``; the moments stay in ``posterior_`` and drawing never changes them.
+
+    Parameters
+    ----------
+    swa_epochs : int, default=20
+        Epochs of the collection phase.
+    swa_learning_rate : float, default=0.01
+        SGD's learning rate while collecting (the top of each cycle when cyclic); it sets
+        the spread of the iterates and so of the fitted Gaussian.
+    swa_schedule : {"constant", "cyclic"}, default="constant"
+        ``"cyclic"`` decreases the rate linearly to 1/100 of it within every
+        ``collect_every`` steps and takes each snapshot at the bottom.
+    collect_every : int or "epoch", default="epoch"
+        Steps between snapshots.
+    rank : int, default=20
+        Deviations kept for the low-rank part (Maddox et al. use 20); at least 2.
+    covariance : {"lowrank", "diag"}, default="lowrank"
+    n_members : int, default=1
+        Independent SWAG runs (MultiSWAG when > 1).
+    solver, learning_rate_init, learning_rate, momentum, nesterovs_momentum, beta_1, \
+beta_2, epsilon, batch_size, max_iter, tol, early_stopping, validation_fraction, \
+n_iter_no_change
+        The pre-training phase; see :class:`DeepEnsemble`. ``momentum`` and
+        ``nesterovs_momentum`` also apply to the collection phase, and ``batch_size``.
+    """
+
+    name = "swag"
+    default_n_samples = 100
+
+    _parameter_constraints: dict = {
+        **_Trainer._parameter_constraints,
+        "swa_epochs": [Interval(Integral, 1, None, closed="left")],
+        "swa_learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "swa_schedule": [StrOptions({"constant", "cyclic"})],
+        "collect_every": [StrOptions({"epoch"}), Interval(Integral, 1, None, closed="left")],
+        "rank": [Interval(Integral, 2, None, closed="left")],
+        "covariance": [StrOptions({"lowrank", "diag"})],
+        "n_members": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(
+        self,
+        swa_epochs=20,
+        swa_learning_rate=0.01,
+        swa_schedule="constant",
+        collect_every="epoch",
+        rank=20,
+        covariance="lowrank",
+        n_members=1,
+        solver="auto",
+        learning_rate_init=1e-3,
+        learning_rate="constant",
+        momentum=0.9,
+        nesterovs_momentum=True,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-8,
+        batch_size="auto",
+        max_iter=None,
+        tol=1e-4,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+    ):
+        self.swa_epochs = swa_epochs
+        self.swa_learning_rate = swa_learning_rate
+        self.swa_schedule = swa_schedule
+        self.collect_every = collect_every
+        self.rank = rank
+        self.covariance = covariance
+        self.n_members = n_members
+        self.solver = solver
+        self.learning_rate_init = learning_rate_init
+        self.learning_rate = learning_rate
+        self.momentum = momentum
+        self.nesterovs_momentum = nesterovs_momentum
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+
+    def _steps_per_epoch(self, n_train: int, batch_size: int) -> int:
+        return -(-n_train // max(1, min(batch_size, n_train)))
+
+    def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
+        """Pre-train, collect and fit the Gaussian(s); see :meth:`BaseMethod.run`."""
+        self._validate_params()
+        lowrank = self.covariance == "lowrank"
+        rank = int(self.rank) if lowrank else 0
+        p = target.n_params
+
+        def start(target, rng):
+            return glorot_init(target, rng), None, None
+
+        def collect(target, theta, train, prior_mean, YT, rng, member):
+            s = self._settings(target.n_rows)
+            steps = self._steps_per_epoch(train.size, s.batch_size)
+            every = steps if self.collect_every == "epoch" else int(self.collect_every)
+            start_theta = theta.copy()
+            lr = float(self.swa_learning_rate)
+            for _ in range(MAX_RESTARTS + 1):
+                # SGD diverges where the curvature exceeds 2 / lr (a small noise makes the
+                # likelihood steep): restart the phase from the optimum with a smaller rate
+                theta[:] = start_theta
+                cfg = np.zeros(1, dtype=kopt.MOMENTS)
+                cfg[0]["collect_every"] = every
+                mom = kopt.Moments(cfg, np.zeros(p), np.zeros(p), np.zeros((rank, p)))
+                _minibatch_epochs(
+                    target, theta, train, None, s, prior_mean, YT, int(self.swa_epochs),
+                    rng=rng, lr_kind=self.swa_schedule, lr0=lr, moments=mom, sgd=True,
+                    member=member,
+                )  # fmt: skip
+                if math.isfinite(member.loss_curve[-1]):
+                    break
+                lr /= 10.0
+            member.swa_learning_rate = lr
+            n = int(cfg[0]["n"])
+            # the ring buffer's rows in the order they were written, oldest first
+            kept = min(n, rank)
+            order = [(n - kept + i) % rank for i in range(kept)] if rank else []
+            member.moments = (mom.mean.copy(), mom.sq_mean.copy(), mom.dev[order].copy(), n)
+
+        ss = seed_sequence(random_state)
+        members, diagnostics = self._train_members(
+            target, int(self.n_members), ss, n_jobs, verbose, start, after=collect,
+            epochs_per_member=self._settings(target.n_rows).max_iter,
+        )  # fmt: skip
+        means, variances, factors = [], [], []
+        for m in members:
+            mean, sq, dev, n = m.moments
+            need = 2 if lowrank else 1
+            if n < need:
+                raise ValueError(
+                    f"SWAG collected {n} snapshot(s), fewer than the {need} its covariance "
+                    f"needs: raise swa_epochs ({self.swa_epochs}) or lower collect_every "
+                    f"({self.collect_every})"
+                )
+            diag = np.maximum(sq - mean**2, 0.0)
+            means.append(mean)
+            if lowrank:
+                variances.append(0.5 * diag)
+                factors.append(dev / math.sqrt(2.0 * (dev.shape[0] - 1)))
+            else:
+                variances.append(diag)
+        k = min(f.shape[0] for f in factors) if lowrank else 0
+        factor = np.stack([f[-k:] for f in factors]) if lowrank else None
+        fixed = target.likelihood == "gaussian" and target.layout.n_noise == 0
+        posterior = GaussianPosterior(
+            np.stack(means),
+            np.stack(variances),
+            factor,
+            n_draws=n_samples,
+            random_state=ss.spawn(1)[0],
+            n_noise=target.layout.n_noise,
+            noise_precision=target.tau.copy() if fixed else None,
+        )
+        diagnostics["n_snapshots"] = np.array([m.moments[3] for m in members])
+        diagnostics["swa_learning_rate"] = np.array([m.swa_learning_rate for m in members])
+        return FitResult(posterior, diagnostics=diagnostics)
