@@ -219,6 +219,40 @@ class Target:
         knet.loglik_batch(thetas, self.kernel_target(), stats)
         return stats[:, 0].copy(), stats[:, 1].copy()
 
+    def logp_grad_batch(
+        self, thetas, beta: float = 1.0, n_jobs: int = 1
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``beta * loglik + logprior`` and its gradient at each row of ``thetas``.
+
+        The rows are split over ``n_jobs`` threads of the shared pool, each with its own
+        kernel target and workspace (:func:`skbnn.kernels.network.logp_grad_batch`); the
+        result does not depend on ``n_jobs``.
+
+        Returns
+        -------
+        logp : ndarray of shape (n_thetas,)
+        grads : ndarray of shape (n_thetas, n_params)
+        """
+        from .utils import thread_map
+
+        thetas = np.ascontiguousarray(thetas, dtype=np.float64)
+        m = thetas.shape[0]
+        logp = np.empty(m)
+        grads = np.empty((m, self.n_params))
+        stats = np.empty((m, 2 + int(self.layout.sizes[-1])))
+        cuts = np.linspace(0, m, max(1, min(int(n_jobs), m)) + 1).astype(int)
+
+        def part(bounds):
+            a, b = bounds
+            tgt = self.kernel_target(own=True)
+            tgt.cfg[0]["beta"] = beta
+            knet.logp_grad_batch(
+                thetas[a:b], tgt, self.workspace(), logp[a:b], grads[a:b], stats[a:b]
+            )
+
+        thread_map(part, list(zip(cuts[:-1], cuts[1:], strict=True)), int(n_jobs))
+        return logp, grads
+
     def sample_prior(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """Draws of ``theta`` from the prior, shape ``(size, n_params)``."""
         if self.prior_kind == 1:

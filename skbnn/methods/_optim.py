@@ -61,8 +61,9 @@ class Member:
     restarts: int = 0
     #: SWAG moments: (mean, sq_mean, deviations (rank, p), number of snapshots)
     moments: tuple | None = None
-    #: SWAG's collection learning rate after any restarts
+    #: SWAG's collection learning rate after any restarts, and whether it stayed stable
     swa_learning_rate: float = float("nan")
+    swag_stable: bool = True
 
 
 def glorot_init(target, rng: np.random.Generator) -> np.ndarray:
@@ -349,7 +350,7 @@ class _Trainer(BaseMethod):
                 _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, s.max_iter,
                                   rng=rng, bar=bar, member=member)  # fmt: skip
             if after is not None and math.isfinite(member.loss_curve[-1]):
-                after(target, theta, train, prior_mean, YT, rng, member)
+                after(target, theta, train, prior_mean, YT, rng, member, bar)
             if math.isfinite(member.loss_curve[-1]) and np.all(np.isfinite(member.theta)):
                 return member
             if restarts >= MAX_RESTARTS:
@@ -369,8 +370,8 @@ class _Trainer(BaseMethod):
         compile_time = _ensure_compiled()
         settings = self._settings(target.n_rows)
         per_member = settings.max_iter if epochs_per_member is None else epochs_per_member
-        bar = _ProgressBar(n_members * per_member, verbose, f"{type(self).__name__} "
-                           f"{n_members} members")  # fmt: skip
+        desc = f"{type(self).__name__}: {n_members} members x {per_member} epochs"
+        bar = _ProgressBar(n_members * per_member, verbose, desc)
         seeds = seed_sequence(random_state).spawn(n_members)
         try:
             # L-BFGS-B's vector operations are BLAS calls on tiny vectors: a threaded BLAS

@@ -21,6 +21,11 @@ class DeepEnsemble(_Trainer):
     each member also predicts the noise of every row, and the prediction is the Gaussian
     mixture over members, the configuration of the Deep Ensembles paper.
 
+    Every prior with a gradient works; a hierarchical prior's layer precisions are held at
+    their prior mean (the optimizer does not learn them). With ``noise_std=None`` each
+    member's noise precision is a MAP estimate, optimized with the weights under its
+    ``Gamma(1, 1e-3)`` prior.
+
     Five members are the default (``n_samples=None`` in the estimator): the paper's UCI
     figures use five, and the predictive log-likelihood gains little beyond five to ten
     members, while each member costs a full training run.

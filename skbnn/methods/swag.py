@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..kernels import optim as kopt
@@ -13,6 +15,10 @@ from ..posterior import GaussianPosterior
 from ..utils import seed_sequence
 from ._base import FitResult
 from ._optim import MAX_RESTARTS, _minibatch_epochs, _Trainer, glorot_init
+
+#: Nats per row by which the collection phase's loss may exceed the pre-trained optimum's
+#: before the phase counts as unstable (its iterates left the optimum's basin)
+UNSTABLE = 1.0
 
 
 class SWAG(_Trainer):
@@ -30,6 +36,10 @@ class SWAG(_Trainer):
     pooled. The estimator's ``n_samples`` draws (100 by default: predictions need many
     fewer than a sampler's draws, and each costs a pass of the network) are made once from
     ``random_state``; the moments stay in ``posterior_`` and drawing never changes them.
+
+    Every prior with a gradient works; a hierarchical prior's layer precisions are held at
+    their prior mean. With ``noise_std=None`` the log noise precision is a parameter like
+    the weights, so its draws come from the same Gaussian.
 
     Parameters
     ----------
@@ -128,27 +138,34 @@ n_iter_no_change
         def start(target, rng):
             return glorot_init(target, rng), None, None
 
-        def collect(target, theta, train, prior_mean, YT, rng, member):
+        def collect(target, theta, train, prior_mean, YT, rng, member, bar):
             s = self._settings(target.n_rows)
             steps = self._steps_per_epoch(train.size, s.batch_size)
             every = steps if self.collect_every == "epoch" else int(self.collect_every)
             start_theta = theta.copy()
+            start_loss = member.loss_curve[-1]
             lr = float(self.swa_learning_rate)
-            for _ in range(MAX_RESTARTS + 1):
-                # SGD diverges where the curvature exceeds 2 / lr (a small noise makes the
-                # likelihood steep): restart the phase from the optimum with a smaller rate
+            for attempt in range(MAX_RESTARTS + 1):
+                # SGD is unstable where the curvature exceeds 2 / lr, as a small noise makes
+                # the likelihood steep: its iterates then wander far from the optimum (or
+                # overflow) instead of sampling around it. Restart the phase from the
+                # optimum with a ten times smaller rate when it left the optimum's basin
                 theta[:] = start_theta
                 cfg = np.zeros(1, dtype=kopt.MOMENTS)
                 cfg[0]["collect_every"] = every
                 mom = kopt.Moments(cfg, np.zeros(p), np.zeros(p), np.zeros((rank, p)))
+                first = len(member.loss_curve)
                 _minibatch_epochs(
                     target, theta, train, None, s, prior_mean, YT, int(self.swa_epochs),
                     rng=rng, lr_kind=self.swa_schedule, lr0=lr, moments=mom, sgd=True,
-                    member=member,
+                    member=member, bar=bar,
                 )  # fmt: skip
-                if math.isfinite(member.loss_curve[-1]):
+                losses = np.asarray(member.loss_curve[first:])
+                stable = np.all(np.isfinite(losses)) and losses.max() <= start_loss + UNSTABLE
+                if stable or attempt == MAX_RESTARTS:
                     break
                 lr /= 10.0
+            member.swag_stable = bool(stable)
             member.swa_learning_rate = lr
             n = int(cfg[0]["n"])
             # the ring buffer's rows in the order they were written, oldest first
@@ -159,7 +176,7 @@ n_iter_no_change
         ss = seed_sequence(random_state)
         members, diagnostics = self._train_members(
             target, int(self.n_members), ss, n_jobs, verbose, start, after=collect,
-            epochs_per_member=self._settings(target.n_rows).max_iter,
+            epochs_per_member=self._settings(target.n_rows).max_iter + int(self.swa_epochs),
         )  # fmt: skip
         means, variances, factors = [], [], []
         for m in members:
@@ -192,4 +209,14 @@ n_iter_no_change
         )
         diagnostics["n_snapshots"] = np.array([m.moments[3] for m in members])
         diagnostics["swa_learning_rate"] = np.array([m.swa_learning_rate for m in members])
+        unstable = sum(not m.swag_stable for m in members)
+        if unstable:
+            warnings.warn(
+                f"SGD's iterates in SWAG's collection phase left the optimum (loss up by more "
+                f"than {UNSTABLE} nat per row, or non-finite) in {unstable} of "
+                f"{len(members)} runs even at swa_learning_rate="
+                f"{self.swa_learning_rate * 10.0**-MAX_RESTARTS:g}; lower swa_learning_rate.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
         return FitResult(posterior, diagnostics=diagnostics)
