@@ -193,9 +193,18 @@ class Target:
         n = self.n_rows if n_rows is None else n_rows
         return np.empty(knet.workspace_size(self.layout.sizes, n))
 
-    def evaluator(self, prior_mean=None) -> Evaluator:
-        """A reusable evaluator of the log density and its gradient (one per thread)."""
-        return Evaluator(self, prior_mean)
+    def evaluator(self, prior_mean=None, rows=None, YT=None) -> Evaluator:
+        """A reusable evaluator of the log density and its gradient (one per thread), on
+        all rows or on ``rows``; see :class:`Evaluator`."""
+        return Evaluator(self, prior_mean, rows, YT)
+
+    def rows_data(self, rows, YT=None) -> tuple[np.ndarray, np.ndarray]:
+        """Feature-major copies of the data of ``rows`` (of ``YT`` if given, a member's
+        perturbed targets), as :meth:`kernel_target` takes them."""
+        XT = np.ascontiguousarray(self.XT.reshape(self.n_features, self.n_rows)[:, rows])
+        YT = self.YT if YT is None else YT
+        YT = np.ascontiguousarray(YT.reshape(-1, self.n_rows)[:, rows])
+        return XT.ravel(), YT.ravel()
 
     def logp_and_grad(self, theta, beta: float = 1.0) -> tuple[float, np.ndarray]:
         """``beta * loglik + logprior`` at ``theta`` and its gradient."""
@@ -272,7 +281,7 @@ class Target:
 class Evaluator:
     """Log density and gradient of one :class:`Target`, reusing its buffers.
 
-    Holds a private kernel target, a workspace for all rows, a gradient and a stats
+    Holds a private kernel target, a workspace for its rows, a gradient and a stats
     buffer, so repeated calls (an optimizer's iterations) allocate nothing. Not
     thread-safe: one evaluator per thread.
 
@@ -281,6 +290,11 @@ class Evaluator:
     target : Target
     prior_mean : ndarray of shape (n_weights,), default=None
         The prior's centre; default zero.
+    rows : ndarray of int, default=None
+        Evaluate on these rows only (copied once); default all rows.
+    YT : ndarray, default=None
+        Feature-major targets of all rows to use instead of the target's (randomized MAP's
+        perturbed targets).
 
     Attributes
     ----------
@@ -290,9 +304,13 @@ class Evaluator:
         ``[loglik, logprior, ssr_0, ...]`` of the last call.
     """
 
-    def __init__(self, target: Target, prior_mean=None):
-        self.tgt = target.kernel_target(own=True, prior_mean=prior_mean)
-        self.ws = target.workspace()
+    def __init__(self, target: Target, prior_mean=None, rows=None, YT=None):
+        XT = None
+        if rows is not None:
+            XT, YT = target.rows_data(rows, YT)
+        self.n_rows = target.n_rows if rows is None else len(rows)
+        self.tgt = target.kernel_target(own=True, XT=XT, YT=YT, prior_mean=prior_mean)
+        self.ws = target.workspace(self.n_rows)
         self.grad = np.empty(target.n_params)
         self.stats = np.empty(2 + int(target.layout.sizes[-1]))
         self._no_grad = np.empty(0)

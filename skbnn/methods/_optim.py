@@ -131,15 +131,6 @@ def _schedule(kind: str, lr0: float, epoch: int, n_epochs: int, n_steps: int,
     return np.full(n_steps, float(lr0))
 
 
-def _subset(target, rows, YT=None):
-    """Feature-major copies of the data of ``rows`` (L-BFGS and validation targets)."""
-    n, d = target.n_rows, target.n_features
-    XT = np.ascontiguousarray(target.XT.reshape(d, n)[:, rows]).ravel()
-    YT = target.YT if YT is None else YT
-    YT = np.ascontiguousarray(YT.reshape(-1, n)[:, rows]).ravel()
-    return XT, YT
-
-
 def _no_improvement(curve, best, count, tol, higher_is_better=False):
     # scikit-learn MLP's rule: an epoch counts when it does not beat the best by tol
     value = curve[-1]
@@ -180,11 +171,7 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
     n_steps = -(-n_train // batch)
     cycle = int(moments.cfg[0]["collect_every"])
     collecting = cycle > 0
-    val_tgt = val_ws = None
-    if val is not None:
-        XT_v, YT_v = _subset(target, val, YT)
-        val_tgt = target.kernel_target(own=True, XT=XT_v, YT=YT_v, prior_mean=prior_mean)
-        val_ws = np.empty(knet.workspace_size(target.layout.sizes, val.size))
+    validation = None if val is None else target.evaluator(prior_mean, val, YT)
     lr_kind = s.learning_rate if lr_kind is None else lr_kind
     lr0 = s.learning_rate_init if lr0 is None else lr0
     best, best_theta, count = np.inf, None, 0
@@ -204,9 +191,9 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
         member.loss_curve.append(loss)
         if collecting:
             continue
-        if val_tgt is not None:
-            knet.logp_grad(theta, val_tgt, val_ws, np.empty(0), stats, False)
-            member.validation_curve.append(-stats[0] / val.size)
+        if validation is not None:
+            validation.value(theta)
+            member.validation_curve.append(-validation.stats[0] / val.size)
             member.n_grad_evals += 1
             count = _no_improvement(member.validation_curve, best, count, s.tol)
             if member.validation_curve[-1] < best:
@@ -225,15 +212,11 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
 def _lbfgs(target, theta, train, s, prior_mean, YT, member):
     """Full-batch L-BFGS on the rows ``train`` (scipy, analytic gradient), as scikit-learn's
     MLP: ``maxiter=max_iter``, ``gtol=tol``."""
-    XT, YT_t = _subset(target, train, YT)
-    tgt = target.kernel_target(own=True, XT=XT, YT=YT_t, prior_mean=prior_mean)
-    ws = np.empty(knet.workspace_size(target.layout.sizes, train.size))
-    grad = np.empty(theta.size)
-    stats = np.empty(2 + int(target.layout.sizes[-1]))
+    evaluate = target.evaluator(prior_mean, train, YT)
     n = float(train.size)
 
     def fun(th):
-        lp = knet.logp_grad(th, tgt, ws, grad, stats, True)
+        lp, grad = evaluate(th)
         if not (math.isfinite(lp) and np.all(np.isfinite(grad))):
             # the line search backs off from a non-finite point
             return np.inf, np.zeros_like(th)
