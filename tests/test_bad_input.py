@@ -1,7 +1,8 @@
 """Bad input to BayesianMLPRegressor and BayesianMLPClassifier fails early and clearly.
 
 Every test checks both the exception type and its message: an error that is raised for the
-wrong reason (say, a numba typing error deep in a kernel) must not pass. Fits are tiny MCMC
+wrong reason (say, a numba typing error deep in a kernel) must not pass. Every case runs for
+NUTS and for the three optimization methods (deep ensemble, randomized MAP, SWAG), with tiny
 runs; all random inputs use fixed seeds.
 """
 
@@ -14,21 +15,36 @@ import pytest
 from sklearn.exceptions import NotFittedError
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
-from skbnn.methods import HMC, NUTS
+from skbnn.methods import HMC, NUTS, SWAG, DeepEnsemble, RandomizedMAP
 from skbnn.priors import GaussianPrior
 
-# Tiny MCMC runs cannot converge and say so with a ConvergenceWarning on nearly every fit.
+# Tiny runs cannot converge and say so with a ConvergenceWarning on nearly every fit.
 # That warning is tested where convergence is (the method tests); here it is only noise.
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
 ESTIMATORS = [BayesianMLPRegressor, BayesianMLPClassifier]
 
+#: A fresh fast method object, and its number of draws, for each method the cases run for
+FAST_METHODS = {
+    "nuts": (lambda: NUTS(n_chains=2, n_warmup=30, max_tree_depth=5), 40),
+    "ensemble": (lambda: DeepEnsemble(max_iter=20), 3),
+    "rms": (lambda: RandomizedMAP(max_iter=20), 3),
+    "swag": (lambda: SWAG(max_iter=20, swa_epochs=3, rank=2), 20),
+}
 
-def _fast(cls, **params):
+
+@pytest.fixture(scope="module", params=list(FAST_METHODS))
+def method_name(request):
+    """Each bad-input case runs once per method."""
+    return request.param
+
+
+def _fast(cls, method_name="nuts", **params):
+    make, n_samples = FAST_METHODS[method_name]
     defaults = {
         "hidden_layer_sizes": (3,),
-        "method": NUTS(n_chains=2, n_warmup=30, max_tree_depth=5),
-        "n_samples": 40,
+        "method": make(),
+        "n_samples": n_samples,
         "random_state": 0,
     }
     return cls(**{**defaults, **params})
@@ -42,9 +58,9 @@ def _data(cls, n_rows=20):
 
 
 @pytest.fixture(scope="module")
-def fitted():
-    """One fitted estimator of each kind, shared by the prediction tests."""
-    return {cls: _fast(cls).fit(*_data(cls)) for cls in ESTIMATORS}
+def fitted(method_name):
+    """One fitted estimator of each kind per method, shared by the prediction tests."""
+    return {cls: _fast(cls, method_name).fit(*_data(cls)) for cls in ESTIMATORS}
 
 
 def _prediction_methods(cls):
@@ -65,11 +81,11 @@ NON_FINITE = [(np.nan, "Input X contains NaN"), (np.inf, "Input X contains infin
 
 @pytest.mark.parametrize("value, message", NON_FINITE, ids=["nan", "inf"])
 @pytest.mark.parametrize("cls", ESTIMATORS)
-def test_fit_rejects_non_finite_X(cls, value, message):
+def test_fit_rejects_non_finite_X(method_name, cls, value, message):
     X, y = _data(cls)
     X[3, 1] = value
     with pytest.raises(ValueError, match=message):
-        _fast(cls).fit(X, y)
+        _fast(cls, method_name).fit(X, y)
 
 
 @pytest.mark.parametrize("value, message", NON_FINITE, ids=["nan", "inf"])
@@ -81,19 +97,19 @@ def test_predict_rejects_non_finite_X(fitted, cls, name, value, message):
         getattr(fitted[cls], name)(X)
 
 
-def test_fit_rejects_nan_in_y():
+def test_fit_rejects_nan_in_y(method_name):
     X, y = _data(BayesianMLPRegressor)
     y[5] = np.nan
     with pytest.raises(ValueError, match="Input y contains NaN"):
-        _fast(BayesianMLPRegressor).fit(X, y)
+        _fast(BayesianMLPRegressor, method_name).fit(X, y)
 
 
-def test_classifier_rejects_nan_in_y():
+def test_classifier_rejects_nan_in_y(method_name):
     X, y = _data(BayesianMLPRegressor)  # float labels, so a NaN can be put in
     y = (y > 0).astype(float)
     y[5] = np.nan
     with pytest.raises(ValueError, match="Input y contains NaN"):
-        _fast(BayesianMLPClassifier).fit(X, y)
+        _fast(BayesianMLPClassifier, method_name).fit(X, y)
 
 
 # --------------------------------------------------------------------------------------
@@ -111,19 +127,19 @@ def test_predict_rejects_wrong_number_of_features(fitted, cls, name, n_features)
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
-def test_fit_rejects_a_single_row(cls):
+def test_fit_rejects_a_single_row(method_name, cls):
     X, y = _data(cls)
     message = rf"Found array with 1 sample\(s\).* a minimum of 2 is required by {cls.__name__}"
     with pytest.raises(ValueError, match=message):
-        _fast(cls).fit(X[:1], y[:1])
+        _fast(cls, method_name).fit(X[:1], y[:1])
 
 
 @pytest.mark.parametrize("label", [0, "only"], ids=["int", "str"])
-def test_classifier_rejects_a_single_class(label):
+def test_classifier_rejects_a_single_class(method_name, label):
     X, _ = _data(BayesianMLPClassifier)
     y = np.full(len(X), label, dtype=object if isinstance(label, str) else int)
     with pytest.raises(ValueError, match="at least 2 classes.* only one class"):
-        _fast(BayesianMLPClassifier).fit(X, y)
+        _fast(BayesianMLPClassifier, method_name).fit(X, y)
 
 
 @pytest.mark.parametrize(
@@ -134,10 +150,10 @@ def test_classifier_rejects_a_single_class(label):
         pytest.param(lambda n: np.array(["a", "b"] * (n // 2)), id="unicode-array"),
     ],
 )
-def test_regressor_rejects_string_y(make_y):
+def test_regressor_rejects_string_y(method_name, make_y):
     X, _ = _data(BayesianMLPRegressor)
     with pytest.raises(ValueError, match="could not convert string to float"):
-        _fast(BayesianMLPRegressor).fit(X, make_y(len(X)))
+        _fast(BayesianMLPRegressor, method_name).fit(X, make_y(len(X)))
 
 
 # --------------------------------------------------------------------------------------
@@ -151,23 +167,18 @@ def test_unknown_method_name_lists_the_valid_names(cls):
         _fast(cls, method="nutz").fit(*_data(cls))
     message = str(excinfo.value)
     assert "'nutz'" in message
-    for name in ("'nuts'", "'hmc'"):
+    for name in ("'nuts'", "'hmc'", "'ensemble'", "'rms'", "'swag'"):
         assert name in message
 
 
 INVALID_PARAMS = [
     ({"activation": "softplus"}, r"'activation' parameter.*Got 'softplus'"),
-    ({"n_samples": 0}, r"'n_samples' parameter.*\[1, inf\)\. Got 0"),
+    ({"n_samples": 0}, r"'n_samples' parameter.*\[1, inf\) or None\. Got 0"),
     ({"hidden_layer_sizes": (0,)}, r"hidden_layer_sizes must be a tuple of positive ints.*\(0,\)"),
     ({"hidden_layer_sizes": (-1,)}, r"hidden_layer_sizes must be a tuple of positive ints.*-1"),
     ({"hidden_layer_sizes": (4, 0)}, r"hidden_layer_sizes must be a tuple of positive ints"),
     ({"hidden_layer_sizes": "abc"}, r"'hidden_layer_sizes' parameter.*Got 'abc'"),
     ({"prior": "laplace"}, r"'prior' parameter.*'gaussian'.*Got 'laplace'"),
-    ({"method": NUTS(target_accept=1.5)}, r"'target_accept' parameter of NUTS.*Got 1\.5"),
-    ({"method": NUTS(n_chains=0)}, r"'n_chains' parameter of NUTS.*Got 0"),
-    ({"method": HMC(path_length=-1)}, r"'path_length' parameter of HMC.*Got -1"),
-    ({"method": NUTS(max_delta_energy=1.0)}, r"'max_delta_energy' parameter of NUTS.*Got 1\.0"),
-    ({"method": NUTS(metric="full")}, r"'metric' parameter of NUTS.*'dense'.*Got 'full'"),
     ({"prior": GaussianPrior(std=0)}, r"'std' parameter of GaussianPrior.*Got 0"),
 ]
 
@@ -176,16 +187,85 @@ INVALID_PARAMS = [
     "params, message", INVALID_PARAMS, ids=[repr(p)[1:-1] for p, _ in INVALID_PARAMS]
 )
 @pytest.mark.parametrize("cls", ESTIMATORS)
-def test_invalid_parameter_values(cls, params, message):
-    est = _fast(cls, **params)  # __init__ only stores, it never validates
+def test_invalid_parameter_values(method_name, cls, params, message):
+    est = _fast(cls, method_name, **params)  # __init__ only stores, it never validates
+    with pytest.raises(ValueError, match=message):
+        est.fit(*_data(cls))
+    assert not hasattr(est, "posterior_")
+
+
+# The method's own knobs: each case brings its method, so it runs once per estimator.
+_OPTIMIZERS = [DeepEnsemble, RandomizedMAP, SWAG]
+INVALID_METHOD_PARAMS = [
+    ({"method": NUTS(target_accept=1.5)}, r"'target_accept' parameter of NUTS.*Got 1\.5"),
+    ({"method": NUTS(n_chains=0)}, r"'n_chains' parameter of NUTS.*Got 0"),
+    ({"method": HMC(path_length=-1)}, r"'path_length' parameter of HMC.*Got -1"),
+    ({"method": NUTS(max_delta_energy=1.0)}, r"'max_delta_energy' parameter of NUTS.*Got 1\.0"),
+    ({"method": NUTS(metric="full")}, r"'metric' parameter of NUTS.*'dense'.*Got 'full'"),
+    ({"method": SWAG(rank=-1)}, r"'rank' parameter of SWAG.*\[2, inf\)\. Got -1 "),
+    ({"method": SWAG(rank=1)}, r"'rank' parameter of SWAG.*\[2, inf\)\. Got 1 "),
+    ({"method": SWAG(swa_learning_rate=0)}, r"'swa_learning_rate' parameter of SWAG.*Got 0 "),
+    ({"method": SWAG(swa_learning_rate=-1)}, r"'swa_learning_rate' parameter of SWAG.*Got -1 "),
+    ({"method": SWAG(covariance="full")}, r"'covariance' parameter of SWAG.*Got 'full'"),
+    ({"method": SWAG(n_members=0)}, r"'n_members' parameter of SWAG.*Got 0 "),
+    ({"method": SWAG(swa_epochs=0)}, r"'swa_epochs' parameter of SWAG.*Got 0 "),
+    ({"method": DeepEnsemble(data_fraction=0)},
+     r"'data_fraction' parameter of DeepEnsemble.*\(0\.0, 1\.0\]\. Got 0 "),
+    ({"method": DeepEnsemble(data_fraction=1.5)},
+     r"'data_fraction' parameter of DeepEnsemble.*\(0\.0, 1\.0\]\. Got 1\.5 "),
+    ({"method": DeepEnsemble(batch_size=0)}, r"'batch_size' parameter of DeepEnsemble.*Got 0 "),
+    ({"method": DeepEnsemble(validation_fraction=1.0)},
+     r"'validation_fraction' parameter of DeepEnsemble.*\(0\.0, 1\.0\)\. Got 1\.0 "),
+    ({"method": DeepEnsemble(solver="newton")},
+     r"'solver' parameter of DeepEnsemble.*'lbfgs'.*Got 'newton'"),
+    *[
+        ({"method": cls(learning_rate_init=lr)},
+         rf"'learning_rate_init' parameter of {cls.__name__}.*\(0\.0, inf\)\. Got {lr} ")
+        for cls in _OPTIMIZERS
+        for lr in (0, -1)
+    ],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    INVALID_METHOD_PARAMS,
+    ids=[repr(p)[1:-1] for p, _ in INVALID_METHOD_PARAMS],
+)
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_invalid_method_parameter_values(cls, params, message):
+    est = _fast(cls, **params)
+    with pytest.raises(ValueError, match=message):
+        est.fit(*_data(cls))
+    assert not hasattr(est, "posterior_")
+
+
+# Knobs valid on their own that these data cannot honour: the message names the knob.
+KNOBS_TOO_BIG_FOR_THE_DATA = [
+    # 20 rows x 0.01 rounds to no validation row
+    (DeepEnsemble(solver="adam", early_stopping=True, validation_fraction=0.01),
+     r"validation_fraction=0\.01 leaves no validation or no training rows out of 20"),
+    # one collection epoch is one snapshot, and a low-rank covariance needs two
+    (SWAG(swa_epochs=1, max_iter=5), r"SWAG collected 1 snapshot.*raise swa_epochs \(1\)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "method, message",
+    KNOBS_TOO_BIG_FOR_THE_DATA,
+    ids=[repr(m) for m, _ in KNOBS_TOO_BIG_FOR_THE_DATA],
+)
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_knobs_the_data_cannot_honour(cls, method, message):
+    est = _fast(cls, method=method)
     with pytest.raises(ValueError, match=message):
         est.fit(*_data(cls))
     assert not hasattr(est, "posterior_")
 
 
 @pytest.mark.parametrize("noise_std", [-1, 0.0], ids=["negative", "zero"])
-def test_regressor_rejects_non_positive_noise_std(noise_std):
-    est = _fast(BayesianMLPRegressor, noise_std=noise_std)
+def test_regressor_rejects_non_positive_noise_std(method_name, noise_std):
+    est = _fast(BayesianMLPRegressor, method_name, noise_std=noise_std)
     with pytest.raises(ValueError, match=rf"'noise_std' parameter.*Got {noise_std}"):
         est.fit(*_data(BayesianMLPRegressor))
 
@@ -226,14 +306,14 @@ _UNFITTED = [pytest.param(cls, name, id=f"{cls.__name__}.{name}") for cls, name 
 
 
 @pytest.mark.parametrize("cls, name", _UNFITTED)
-def test_predicting_before_fit_raises_not_fitted(cls, name):
+def test_predicting_before_fit_raises_not_fitted(method_name, cls, name):
     X, _ = _data(cls)
     with pytest.raises(NotFittedError, match=f"This {cls.__name__} instance is not fitted yet"):
-        getattr(_fast(cls), name)(X)
+        getattr(_fast(cls, method_name), name)(X)
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
-def test_score_before_fit_raises_not_fitted(cls):
+def test_score_before_fit_raises_not_fitted(method_name, cls):
     X, y = _data(cls)
     with pytest.raises(NotFittedError, match=f"This {cls.__name__} instance is not fitted yet"):
-        _fast(cls).score(X, y)
+        _fast(cls, method_name).score(X, y)

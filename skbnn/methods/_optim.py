@@ -61,6 +61,8 @@ class Member:
     restarts: int = 0
     #: SWAG moments: (mean, sq_mean, deviations (rank, p), number of snapshots)
     moments: tuple | None = None
+    #: whether the loss became non-finite or climbed far above its best
+    diverged: bool = False
     #: SWAG's collection learning rate after any restarts, and whether it stayed stable
     swa_learning_rate: float = float("nan")
     swag_stable: bool = True
@@ -187,10 +189,18 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
             bar.update(1)
         if not math.isfinite(loss):
             member.loss_curve.append(float("nan"))
+            member.diverged = True
             return member
         member.loss_curve.append(loss)
         if collecting:
             continue
+        lowest = min(member.loss_curve)
+        if loss > lowest + max(1.0, abs(lowest)):
+            # a loss that climbs over a nat per row (or 100 %) above its best is an
+            # optimizer diverging without overflowing yet, not a plateau: the stopping rule
+            # must not call it converged
+            member.diverged = True
+            return member
         if validation is not None:
             validation.value(theta)
             member.validation_curve.append(-validation.stats[0] / val.size)
@@ -332,9 +342,11 @@ class _Trainer(BaseMethod):
             else:
                 _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, s.max_iter,
                                   rng=rng, bar=bar, member=member)  # fmt: skip
-            if after is not None and math.isfinite(member.loss_curve[-1]):
+            if not math.isfinite(member.loss_curve[-1]) or not np.all(np.isfinite(theta)):
+                member.diverged = True
+            if after is not None and not member.diverged:
                 after(target, theta, train, prior_mean, YT, rng, member, bar)
-            if math.isfinite(member.loss_curve[-1]) and np.all(np.isfinite(member.theta)):
+            if not member.diverged:
                 return member
             if restarts >= MAX_RESTARTS:
                 return None
@@ -372,15 +384,26 @@ class _Trainer(BaseMethod):
         dropped = len(members) - len(kept)
         if not kept:
             raise ValueError(
-                f"the loss of every one of the {n_members} members became non-finite, also "
+                f"the loss of every one of the {n_members} members diverged, also "
                 f"after {MAX_RESTARTS} restarts with a 10x smaller learning rate each; lower "
                 f"learning_rate_init (now {settings.learning_rate_init:g}) or check the data"
             )
         if dropped:
             warnings.warn(
-                f"{dropped} of {n_members} members diverged (non-finite loss) even after "
+                f"{dropped} of {n_members} members diverged (non-finite loss, or far above its "
+                f"best) even after "
                 f"{MAX_RESTARTS} restarts and were dropped; {len(kept)} remain. Lower "
                 "learning_rate_init.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        restarted = sum(m.restarts > 0 for m in kept)
+        if restarted:
+            warnings.warn(
+                f"the loss of {restarted} of {len(kept)} members diverged (non-finite, or far "
+                "above its best); they were restarted from a fresh initialization with a 10x "
+                f"smaller learning rate (diagnostics_['n_restarts']). Lower learning_rate_init "
+                f"(now {settings.learning_rate_init:g}).",
                 ConvergenceWarning,
                 stacklevel=3,
             )

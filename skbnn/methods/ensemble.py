@@ -53,7 +53,9 @@ class DeepEnsemble(_Trainer):
         of tens of units need a few hundred to reach ``tol``.
     tol : float, default=1e-4
         A member stops when its loss (or validation loss) has not improved by ``tol`` for
-        more than ``n_iter_no_change`` epochs; L-BFGS's gradient tolerance.
+        more than ``n_iter_no_change`` epochs. For L-BFGS it is the gradient tolerance,
+        as in scikit-learn; scipy's relative reduction test (``ftol=2.2e-9``) may stop it
+        first.
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of each member's rows and stop on their
         log-likelihood, keeping the best parameters (Adam and SGD only, as in scikit-learn).

@@ -151,6 +151,7 @@ n_iter_no_change
                 # overflow) instead of sampling around it. Restart the phase from the
                 # optimum with a ten times smaller rate when it left the optimum's basin
                 theta[:] = start_theta
+                member.diverged = False
                 cfg = np.zeros(1, dtype=kopt.MOMENTS)
                 cfg[0]["collect_every"] = every
                 mom = kopt.Moments(cfg, np.zeros(p), np.zeros(p), np.zeros((rank, p)))
