@@ -115,7 +115,8 @@ def _fast(cls, method="nuts", **params):
     defaults = {
         "hidden_layer_sizes": (3,),
         "method": FAST_METHODS[method]() if isinstance(method, str) else method,
-        "n_samples": 40,
+        # ensemble and RMS members are training runs each: a few are enough for the API
+        "n_samples": 4 if method in ("ensemble", "rms") else 40,
         "random_state": 0,
     }
     return cls(**{**defaults, **params})
