@@ -194,13 +194,6 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
         member.loss_curve.append(loss)
         if collecting:
             continue
-        lowest = min(member.loss_curve)
-        if loss > lowest + max(1.0, abs(lowest)):
-            # a loss that climbs over a nat per row (or 100 %) above its best is an
-            # optimizer diverging without overflowing yet, not a plateau: the stopping rule
-            # must not call it converged
-            member.diverged = True
-            return member
         if validation is not None:
             validation.value(theta)
             member.validation_curve.append(-validation.stats[0] / val.size)
@@ -214,6 +207,14 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
         if count > s.n_iter_no_change:
             member.converged = True
             break
+    if not collecting and member.loss_curve:
+        lowest = min(member.loss_curve)
+        if member.loss_curve[-1] > lowest + max(1.0, abs(lowest)):
+            # the run ended with its loss over a nat per row (or 100 %) above its best: an
+            # optimizer diverging without overflowing yet, not a plateau (Adam's passing
+            # spikes recover before the end and do not count)
+            member.diverged = True
+            return member
     if best_theta is not None:
         theta[:] = best_theta
     return member
