@@ -8,7 +8,8 @@ import pytest
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.diagnostics import ess_bulk, rhat
-from skbnn.kernels import hmc as khmc
+from skbnn.kernels import chain as kchain
+from skbnn.kernels import transitions
 from skbnn.methods import HMC, MALA, NUTS, AdaptiveMetropolis
 from skbnn.priors import GaussianPrior
 from skbnn.target import Target
@@ -59,12 +60,12 @@ def test_e_bfmi_only_for_hamiltonian_methods():
 def test_adaptive_metropolis_never_computes_a_gradient(noise_update, monkeypatch):
     # The gradient array a chain carries starts at zero; any gradient evaluation (after the
     # Gibbs step of the noise, or at the start) would fill it.
-    real = khmc.run_am_block
+    real = kchain.run_am_block
     seen = []
 
-    def spy(*args):
-        out = real(*args)
-        seen.append(args[6].copy())  # the chain's gradient array g0
+    def spy(rng, chain, *args):
+        out = real(rng, chain, *args)
+        seen.append(chain.grad.copy())
         return out
 
     spy.signatures = real.signatures
@@ -88,16 +89,17 @@ def test_hmc_counts_only_the_leapfrog_steps_it_took():
     d = target.n_params
     q0 = target.sample_prior(rng, 1)[0]
     lp0, g0 = target.logp_and_grad(q0)
-    st0 = np.zeros(3)
-    ws, buf, _, st, _ = khmc._workspace(tgt, d, 0)
-    metric = (np.ones(d), np.zeros((1, 1)), np.zeros((1, 1)))
+    chain = kchain.make_chain(q0, n_stats=3)
+    chain.grad[:] = g0
     eps, n_planned = 1e6, 1000
-    _, planned, n_leap, acc, _, _ = khmc._hmc(
-        np.random.default_rng(1), q0, g0, st0, lp0, eps, metric, False, n_planned * eps, 0.0,
-        n_planned, 1000.0, tgt, ws, buf, st,
-    )  # fmt: skip
-    assert planned == n_planned
-    assert 1 <= n_leap < 20 and acc == 0.0
+    chain.state[0]["logp"], chain.state[0]["step_size"] = lp0, eps
+    settings = kchain.make_settings(
+        kind=kchain.HMC, path_length=n_planned * eps, max_steps=n_planned, max_delta_energy=1000.0
+    )
+    work = transitions.workspace(tgt, d, 0)
+    info = transitions.hmc(np.random.default_rng(1), chain, tgt, settings, work)
+    assert info.tree_depth == n_planned  # static HMC reports its planned steps there
+    assert 1 <= info.n_leapfrog < 20 and info.accept_stat == 0.0
 
 
 def _per_draw(est, X, rows):

@@ -16,7 +16,7 @@ from scipy.special import logsumexp
 
 from skbnn import BayesianMLPRegressor
 from skbnn.diagnostics import ess_mean
-from skbnn.kernels import hmc as khmc
+from skbnn.kernels import gibbs as kgibbs
 from skbnn.kernels import network as knet
 from skbnn.methods import NUTS, SMC
 from skbnn.network import NetworkLayout
@@ -41,7 +41,7 @@ def test_gibbs_update_carries_log_density_and_gradient(fan_in, noise):
     g, st = np.empty(target.n_params), np.empty(3)
     lp = knet.logp_grad(q, tgt, ws, g, st, True)
     old = tgt.prior_scale.copy()
-    dlp = khmc.gibbs_prior_precision(np.random.default_rng(1), q, g, tgt)
+    dlp = kgibbs.gibbs_prior_precision(np.random.default_rng(1), q, g, tgt)
     assert not np.array_equal(tgt.prior_scale, old)
     g_fresh, st_fresh = np.empty(target.n_params), np.empty(3)
     lp_fresh = knet.logp_grad(q, tgt, ws, g_fresh, st_fresh, True)
@@ -69,7 +69,7 @@ def test_gibbs_conditional_is_the_gamma_posterior(seed):
     draws = []
     r = np.random.default_rng(3 + seed)
     for _ in range(4000):
-        khmc.gibbs_prior_precision(r, q, g, tgt)
+        kgibbs.gibbs_prior_precision(r, q, g, tgt)
         draws.append(1.0 / tgt.prior_scale[[0, 16]] ** 2)  # first weight of each layer
     draws = np.array(draws)
     for col, (start, m) in enumerate([(0, 12), (16, 4)]):

@@ -277,7 +277,7 @@ def test_output_layer_gibbs_draws_from_exact_conditional(seed):
     # Gaussian conditional; draws must match its mean and covariance within Monte Carlo error
     # (independent draws, so the standard errors are exact): 8 means at 4 se, two-sided
     # normal 6.3e-5 each; 20 distinct covariance entries at >= 4.5 sd, 7e-6 each; 6.4e-4 in all.
-    from skbnn.kernels import hmc as khmc
+    from skbnn.kernels.gibbs import gibbs_output_layer
     from skbnn.network import NetworkLayout
     from skbnn.target import Target
 
@@ -296,7 +296,7 @@ def test_output_layer_gibbs_draws_from_exact_conditional(seed):
     draws = np.empty((n_draws, h + 1, 2))
     gen = np.random.default_rng(4 + seed)
     for s in range(n_draws):
-        khmc._gibbs_output_layer(gen, theta, tgt, ws)
+        gibbs_output_layer(gen, theta, tgt, ws)
         draws[s, :h] = theta[w_slice].reshape(h, 2)
         draws[s, h] = theta[b_slice]
     coefs, intercepts = layout.unpack(theta)
@@ -410,7 +410,7 @@ def test_rescale_move_keeps_the_function_and_the_prior(hidden, activation, n_out
     # errors are exact: at most 10 log-means per case at 4 se, 6.3e-5 each, 6.3e-4 per case.
     from scipy.special import digamma, polygamma
 
-    from skbnn.kernels.hmc import rescale_units
+    from skbnn.kernels.gibbs import rescale_units
 
     target, layout = _prior_target(hidden, activation, n_outputs, seed=0 + seed)
     tgt = target.kernel_target()
@@ -436,7 +436,7 @@ def test_rescale_move_keeps_the_function_and_the_prior(hidden, activation, n_out
 def test_rescale_move_carries_the_gradient_and_log_density(hidden, noise):
     # The move updates the gradient by scaling instead of a pass over the data, and returns
     # the change of the log density: both must match a fresh evaluation at the new point.
-    from skbnn.kernels.hmc import rescale_units
+    from skbnn.kernels.gibbs import rescale_units
 
     target, _ = _prior_target(hidden, "relu", n_outputs=2, noise=noise)
     tgt = target.kernel_target()
@@ -505,7 +505,8 @@ def test_gradient_balanced_metric_estimate(seed):
     # not negatively correlated), its square root half that, 0.7 %, so 4 % is 5.6 sd (two-sided
     # 2e-8 each, 4 comparisons). When S is diagonal the estimate is exact: each gradient is
     # its draw times a constant.
-    from skbnn.kernels.hmc import _welford
+    from skbnn.kernels.adaptation import welford
+    from skbnn.kernels.chain import make_chain
     from skbnn.methods._mcmc import _update_metric
 
     rng = np.random.default_rng(0 + seed)
@@ -514,21 +515,18 @@ def test_gradient_balanced_metric_estimate(seed):
     for cov in (np.diag([0.01, 1.0, 4.0, 100.0]), a @ a.T + 0.1 * np.eye(d)):
         prec = np.linalg.inv(cov)
         draws = rng.multivariate_normal(np.zeros(d), cov, size=n)
-        chain = {
-            "metric": (np.ones(d), np.zeros((1, 1)), np.zeros((1, 1))),
-            "sc": np.zeros(9),
-            "w_mean": np.zeros(d),
-            "w_m2": np.zeros((3, d)),
-            "grad_metric": True,
-        }
+        chain = make_chain(np.zeros(d), n_stats=3)
+        state = chain.state[0]
         for x in draws:
-            _welford(x, -prec @ x, chain["w_mean"], chain["w_m2"], chain["sc"], False)
-        _update_metric(chain, dense=False)
+            state["welford_count"] = welford(
+                x, -prec @ x, chain.w_mean, chain.w_m2, state["welford_count"], False
+            )
+        _update_metric(chain, dense=False, grad_metric=True)
         expected = np.sqrt(np.diag(cov) / np.diag(prec))
         # Stan's regularization: shrink towards 1e-3 with the weight of 5 draws
         expected = n / (n + 5.0) * expected + 1e-3 * 5.0 / (n + 5.0)
-        np.testing.assert_allclose(chain["metric"][0], expected, rtol=0.04)
-        assert not np.any(chain["w_m2"]) and chain["sc"][6] == 0
+        np.testing.assert_allclose(chain.metric.inv_m, expected, rtol=0.04)
+        assert not np.any(chain.w_m2) and state["welford_count"] == 0
 
 
 @pytest.mark.statistical

@@ -567,7 +567,11 @@ def _single_draw_predictions(est, X, predict):
     out = []
     for s in range(est.posterior_.n_draws):
         one = copy.deepcopy(est)
-        one.posterior_ = WeightedDraws(est.posterior_.thetas[s : s + 1])
+        tau = est.posterior_.noise_precision
+        one.posterior_ = WeightedDraws(
+            est.posterior_.thetas[s : s + 1],
+            noise_precision=None if tau is None else tau[s : s + 1],
+        )
         out.append(predict(one, X))
     return np.stack(out)
 

@@ -413,12 +413,13 @@ def test_hmc_moves_leave_a_non_gaussian_target_invariant(kind, seed):
     thetas = target.sample_prior(rng, n)
     grads, logps, st = np.zeros((n, d)), np.zeros(n), np.zeros((n, 3))
     inv_m = np.full(d, 2.0)
-    out = (np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int64))
+    out = ksmc.MoveStats(np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int64))
+    particles = ksmc.Particles(thetas, grads, logps, st, target.prior_scale[None, :])
     for _ in range(20):
         eps, n_leap = rng.uniform(0.05, 0.6, n), rng.integers(1, 20, n)
         z, u = rng.standard_normal((n, d)), rng.random(n)
-        ksmc.hmc_moves(thetas, grads, logps, st, eps, n_leap, inv_m, z, u, tgt,
-                       target.prior_scale[None, :], np.zeros((n, 0)), 0, n, True, *out)  # fmt: skip
+        proposals = ksmc.Proposals(eps, n_leap, z, u, np.zeros((n, 0)))
+        ksmc.hmc_moves(particles, proposals, inv_m, tgt, 0, n, True, out)
     law = stats.logistic if kind else stats.norm
     for j in range(d):
         assert stats.kstest(thetas[:, j], law.cdf).pvalue > 2.5e-4

@@ -14,6 +14,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from skbnn import BayesianMLPRegressor
+from skbnn.kernels.chain import make_chain
 from skbnn.methods import HMC, NUTS
 from skbnn.methods._mcmc import _ReplicaExchange
 from skbnn.priors import GaussianPrior, HierarchicalPrior
@@ -44,10 +45,7 @@ def _replica(target, theta, beta, tau=None):
     if tau is not None:
         tgt.tau[:] = tau
     chain = {
-        "q": np.array(theta, dtype=float),
-        "g": np.zeros(target.n_params),
-        "st": np.zeros(2 + target.n_outputs),
-        "sc": np.zeros(9),
+        "arrays": make_chain(np.array(theta, dtype=float), 2 + target.n_outputs),
         "tgt": tgt,
         "ws": target.workspace(),
     }
@@ -72,7 +70,7 @@ def test_swap_ratio_equals_the_kernels_tempered_densities(noise):
         tau1, tau2 = rng.gamma(2.0, 2.0, size=2)
 
         def logp(theta, tau, beta):
-            return _replica(target, theta, beta, [tau])["sc"][0]
+            return _replica(target, theta, beta, [tau])["arrays"].state[0]["logp"]
 
         expected = logp(t2, tau2, b1) + logp(t1, tau1, b2) - logp(t1, tau1, b1) - logp(t2, tau2, b2)
         x, y = _replica(target, t1, b1, [tau1]), _replica(target, t2, b2, [tau2])
@@ -93,18 +91,19 @@ def test_swap_moves_the_whole_state_and_refreshes_the_density():
     _ReplicaExchange._refresh(x)
     ex = _exchange(target, [[x, y]], [1.0, 0.4])
     ex._swap_states(x, y)
-    np.testing.assert_array_equal(x["q"], t2)
-    np.testing.assert_array_equal(y["q"], t1)
+    np.testing.assert_array_equal(x["arrays"].q, t2)
+    np.testing.assert_array_equal(y["arrays"].q, t1)
     assert x["tgt"].tau[0] == 0.5 and y["tgt"].tau[0] == 3.0
     np.testing.assert_array_equal(y["tgt"].prior_scale, 0.7)
     np.testing.assert_array_equal(x["tgt"].prior_scale, 1.0)
     assert x["tgt"].cfg[0]["beta"] == 1.0 and y["tgt"].cfg[0]["beta"] == 0.4  # temperatures stay
     for c in (x, y):
-        fresh = _replica(target, c["q"], c["tgt"].cfg[0]["beta"], c["tgt"].tau)
+        fresh = _replica(target, c["arrays"].q, c["tgt"].cfg[0]["beta"], c["tgt"].tau)
         fresh["tgt"].prior_scale[:] = c["tgt"].prior_scale
         _ReplicaExchange._refresh(fresh)
-        assert c["sc"][0] == pytest.approx(fresh["sc"][0], rel=1e-12)
-        np.testing.assert_allclose(c["g"], fresh["g"], rtol=1e-12)
+        logp, fresh_logp = c["arrays"].state[0]["logp"], fresh["arrays"].state[0]["logp"]
+        assert logp == pytest.approx(fresh_logp, rel=1e-12)
+        np.testing.assert_allclose(c["arrays"].grad, fresh["arrays"].grad, rtol=1e-12)
 
 
 def test_round_trips_count_cold_to_hot_and_back():
@@ -192,7 +191,7 @@ def test_swaps_keep_exact_tempered_draws_exact(noise, seed):
     fresh = [_exact_tempered_draws(X, z, b, noise, m, rng) for b in betas]
     phi = np.hstack([X, np.ones((len(X), 1))])
     for k in range(len(betas)):
-        ssr = np.array([ladder[k]["st"][2] for ladder in ladders])
+        ssr = np.array([ladder[k]["arrays"].stats[2] for ladder in ladders])
         ssr_ref = np.sum((phi @ fresh[k][0].T - z[:, None]) ** 2, axis=0)
         se = np.sqrt(ssr.var() / m + ssr_ref.var() / m)
         assert abs(ssr.mean() - ssr_ref.mean()) < 4 * se, (k, ssr.mean(), ssr_ref.mean())

@@ -1,4 +1,15 @@
-"""Numba kernels (arrays in, arrays out).
+"""Numba kernels (arrays in, arrays out), one module per role:
+
+* ``network``: forward pass, log-likelihoods, priors and their gradients; the
+  ``KernelTarget`` every kernel takes.
+* ``linalg``, ``integrators``: vector helpers and metrics; leapfrog, momenta, energy.
+* ``transitions``: one MCMC transition each (NUTS, static HMC, MALA, random walk).
+* ``gibbs``: exact conditional moves (noise, layer precisions, output layer, ReLU scales).
+* ``adaptation``: step-size dual averaging, Welford metric estimates.
+* ``chain``: a chain's named state and the warm-up/sampling blocks the chain driver runs.
+* ``smc``: the SMC particles' moves and evaluations.
+* ``optim``: the training engine's minibatch epoch (Adam, SGD, SWAG's moments).
+* ``predict``: mixture quantiles for predictive intervals.
 
 numba caches each compiled function beside its module and checks only that module's own
 source file for changes. A kernel that inlines a function from another module (every

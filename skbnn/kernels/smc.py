@@ -4,15 +4,34 @@ A particle's move needs only its own row of each array, so the Python driver spl
 particles into contiguous ranges and runs ranges on threads (the kernels release the GIL).
 The momenta and acceptance uniforms are drawn by the driver from the run's seed, which
 makes the result independent of how the particles are split.
+
+The moves take three named tuples, one row per particle in every array:
+
+* :data:`Particles` ``(thetas, grads, logps, stats, prior_stds)``: the particles, the
+  gradients and log densities at them, their log-density terms ``[loglik, logprior,
+  ssr...]``, and their prior scales (one row shared by all particles, or one row each
+  under a hierarchical prior);
+* :data:`Proposals` ``(eps, n_leap, z, u, gammas)``: each particle's step size and number
+  of leapfrog steps, and the driver's random draws: standard normal momenta, acceptance
+  uniforms and, under a hierarchical prior, Gamma(a + m_l / 2, 1) draws per layer (no
+  columns otherwise);
+* :data:`MoveStats` ``(esjd, accept, n_grad)``: what each particle's move reports.
 """
 
 import math
+from collections import namedtuple
 
 import numpy as np
 from numba import njit
 
-from .hmc import _copy, _energy, _leapfrog, _sharp, set_layer_precision
+from .gibbs import set_layer_precision
+from .integrators import energy, leapfrog
+from .linalg import Metric, copy, velocity
 from .network import KernelTarget, log_marginal, logp_grad, n_rows, workspace_size
+
+Particles = namedtuple("Particles", ["thetas", "grads", "logps", "stats", "prior_stds"])
+Proposals = namedtuple("Proposals", ["eps", "n_leap", "z", "u", "gammas"])
+MoveStats = namedtuple("MoveStats", ["esjd", "accept", "n_grad"])
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -33,27 +52,28 @@ def log_marginal_rows(stats, n, a, b, beta, out):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def hmc_moves(thetas, grads, logps, stats, eps, n_leap, inv_m, z, u, tgt, prior_stds, gammas,
-              start, stop, refresh, esjd, accept, n_grad):  # fmt: skip
+def hmc_moves(particles, proposals, inv_m, tgt, start, stop, refresh, out):
     """One static HMC transition for each particle ``i`` in ``[start, stop)``.
 
-    Particle ``i`` integrates ``n_leap[i]`` leapfrog steps of size ``eps[i]`` with the
-    diagonal inverse mass matrix ``inv_m``, from the momentum ``z[i] / sqrt(inv_m)``, and is
-    accepted when ``u[i] < exp(-dH)``. With ``refresh`` the log density and gradient at the
-    particle are computed first (the tempered target changed since they were stored).
+    Particle ``i`` integrates ``proposals.n_leap[i]`` leapfrog steps of size
+    ``proposals.eps[i]`` with the diagonal inverse mass matrix ``inv_m``, from the momentum
+    ``z[i] / sqrt(inv_m)``, and is accepted when ``u[i] < exp(-dH)``. With ``refresh`` the
+    log density and gradient at the particle are computed first (the tempered target
+    changed since they were stored).
 
-    ``esjd[i]`` receives the Rao-Blackwellized expected squared jumping distance of the
+    ``out.esjd[i]`` receives the Rao-Blackwellized expected squared jumping distance of the
     proposal, ``alpha * sum((q' - q)^2 / inv_m) / n_leap`` (Buchholz, Chopin & Jacob 2021),
-    ``accept[i]`` the acceptance probability ``alpha`` and ``n_grad[i]`` the gradient
-    evaluations spent. A proposal whose log density is not finite is rejected with
+    ``out.accept[i]`` the acceptance probability ``alpha`` and ``out.n_grad[i]`` the
+    gradient evaluations spent. A proposal whose log density is not finite is rejected with
     ``alpha = 0``.
 
-    ``prior_stds`` holds the prior scales: one row shared by all particles, or one row per
-    particle under a hierarchical prior. Then ``gammas[i, l]`` is a Gamma(a + m_l / 2, 1)
-    draw, and after its move particle ``i``'s layer precisions are drawn from their
-    conditionals (:func:`skbnn.kernels.hmc.set_layer_precision`); ``gammas`` has no
-    columns otherwise.
+    Under a hierarchical prior (``gammas`` has columns), after its move particle ``i``'s
+    layer precisions are drawn from their conditionals
+    (:func:`skbnn.kernels.gibbs.set_layer_precision`).
     """
+    thetas, grads, logps, stats, prior_stds = particles
+    eps, n_leap, z, u, gammas = proposals
+    esjd, accept, n_grad = out
     d = thetas.shape[1]
     ws = np.empty(workspace_size(tgt.sizes, n_rows(tgt)))
     k = stats.shape[1]
@@ -64,7 +84,7 @@ def hmc_moves(thetas, grads, logps, stats, eps, n_leap, inv_m, z, u, tgt, prior_
     tmp = np.empty(d)
     st = np.empty(k)
     dummy = np.empty((1, 1))
-    metric = (inv_m, dummy, dummy)
+    metric = Metric(inv_m, dummy, dummy)
     per_particle = prior_stds.shape[0] > 1
     for i in range(start, stop):
         own = KernelTarget(tgt.XT, tgt.YT, tgt.sizes, tgt.offsets, tgt.prior_mean,
@@ -76,13 +96,13 @@ def hmc_moves(thetas, grads, logps, stats, eps, n_leap, inv_m, z, u, tgt, prior_
         lp0 = logps[i]
         for j in range(d):
             p[j] = z[i, j] / math.sqrt(inv_m[j])
-        _sharp(p, inv_m, dummy, False, ps)
-        h0 = _energy(lp0, p, ps)
-        _copy(q, thetas[i])
-        _copy(g, grads[i])
+        velocity(p, metric, False, ps)
+        h0 = energy(lp0, p, ps)
+        copy(q, thetas[i])
+        copy(g, grads[i])
         lp = lp0
         for _ in range(n_leap[i]):
-            lp = _leapfrog(q, p, g, eps[i], metric, False, tmp, own, ws, st)
+            lp = leapfrog(q, p, g, eps[i], metric, False, tmp, own, ws, st)
             spent += 1
             if not math.isfinite(lp):
                 break
@@ -91,8 +111,8 @@ def hmc_moves(thetas, grads, logps, stats, eps, n_leap, inv_m, z, u, tgt, prior_
             esjd[i] = 0.0
             accept[i] = 0.0
         else:
-            _sharp(p, inv_m, dummy, False, ps)
-            dh = _energy(lp, p, ps) - h0
+            velocity(p, metric, False, ps)
+            dh = energy(lp, p, ps) - h0
             alpha = 1.0 if dh <= 0.0 else math.exp(-dh)
             jump = 0.0
             for j in range(d):
@@ -101,9 +121,9 @@ def hmc_moves(thetas, grads, logps, stats, eps, n_leap, inv_m, z, u, tgt, prior_
             esjd[i] = alpha * jump / n_leap[i]
             accept[i] = alpha
             if u[i] < alpha:
-                _copy(thetas[i], q)
-                _copy(grads[i], g)
-                _copy(stats[i], st)
+                copy(thetas[i], q)
+                copy(grads[i], g)
+                copy(stats[i], st)
                 logps[i] = lp
         for layer in range(gammas.shape[1]):
             dlp = set_layer_precision(thetas[i], grads[i], own, layer, gammas[i, layer])

@@ -7,7 +7,6 @@ import math
 import threading
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
 import numpy as np
@@ -18,10 +17,11 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..diagnostics import ess_bulk, ess_tail, rhat
-from ..kernels import hmc as khmc
+from ..kernels import chain as kchain
 from ..kernels import network as knet
+from ..kernels.linalg import Metric
 from ..posterior import WeightedDraws
-from ..utils import compile_once, seed_sequence
+from ..utils import compile_once, seed_sequence, thread_map
 from ._base import BaseMethod, FitResult
 
 #: R-hat above this raises a ConvergenceWarning (Vehtari et al. 2021 recommend 1.01 for
@@ -70,15 +70,14 @@ def _ensure_compiled(kernel) -> float:
         target = Target(x, x[:, 0], (1,), "tanh", "gaussian")
         tgt = target.kernel_target()
         d = target.n_params
-        cfg_f = np.array([0.8, 1.0, 0.1, 1000.0])
-        cfg_i = np.array([0, 2, 4, 1, 0, 1, 1, 1], dtype=np.int64)
-        sc = np.array([0.0, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
-        metric = (np.ones(d), np.eye(d), np.eye(d))
-        kernel(
-            rng, 0, 2, 1, np.zeros((1, 2), dtype=np.uint8), np.zeros(d), np.zeros(d),
-            np.zeros(3), metric, np.zeros(d), np.zeros((3, d)), sc, cfg_f, cfg_i, tgt,
-            np.zeros((1, d)), np.zeros((1, len(khmc.TRACE_FIELDS))), np.zeros((1, 1)),
+        # any valid two-iteration run: numba compiles every branch whatever the values
+        settings = kchain.make_settings(
+            max_tree_depth=2, max_steps=4, noise_update=kchain.NOISE_GIBBS,
+            gibbs_output_layer=1, rescale_units=1, t0=2, t_adapt=4, target_accept=0.8,
+            max_delta_energy=1000.0, path_length=1.0, step_jitter=0.1, gamma=1.0,
         )  # fmt: skip
+        chain = kchain.make_chain(np.zeros(d), n_stats=3, n_taus=1)
+        kernel(rng, chain, tgt, settings, np.zeros((1, 2), dtype=np.uint8), 0, 2)
         knet.forward_batch(
             np.zeros((1, d)), target.XT, target.layout.sizes, target.layout.offsets, 2, 3,
             np.zeros((1, 1, 3)),
@@ -105,10 +104,11 @@ def _init_step_size(chain, eps: float, dense: bool) -> float:
     Runs a handful of leapfrog steps, so it lives in Python around the compiled log density
     rather than in the chain kernel, which keeps the kernel's compile time down.
     """
-    metric, tgt, sc = chain["metric"], chain["tgt"], chain["sc"]
+    arrays, tgt = chain["arrays"], chain["tgt"]
+    metric, state = arrays.metric, arrays.state[0]
     inv_m, sigma, _ = metric
     ws = np.empty(chain["ws_size"])
-    st = np.empty_like(chain["st"])
+    st = np.empty_like(arrays.stats)
 
     def kinetic(p):
         return 0.5 * p @ (sigma @ p if dense else inv_m * p)
@@ -116,14 +116,14 @@ def _init_step_size(chain, eps: float, dense: bool) -> float:
     direction = 0
     for _ in range(100):
         p = _momentum(chain["rng"], metric, dense)
-        h0 = -sc[0] + kinetic(p)
-        q, g = chain["q"].copy(), chain["g"].copy()
+        h0 = -state["logp"] + kinetic(p)
+        q, g = arrays.q.copy(), arrays.grad.copy()
         # one leapfrog step, in numpy around the compiled log density
         p += 0.5 * eps * g
         q += eps * (sigma @ p if dense else inv_m * p)
         lp = knet.logp_grad(q, tgt, ws, g, st, True)
         p += 0.5 * eps * g
-        sc[7] += 1
+        state["n_grad_evals"] += 1
         h = -lp + kinetic(p)
         delta = h0 - (np.inf if np.isnan(h) else h)
         up = delta > np.log(0.8)
@@ -139,21 +139,24 @@ def _init_step_size(chain, eps: float, dense: bool) -> float:
 
 def _restart_step_size(chain, dense: bool) -> None:
     # new step size by the heuristic, then dual averaging restarted around 10x it (Stan)
-    sc = chain["sc"]
-    sc[1] = _init_step_size(chain, sc[1], dense)
-    sc[4] = np.log(10.0 * sc[1])
-    sc[2] = sc[3] = sc[5] = 0.0
+    state = chain["arrays"].state[0]
+    state["step_size"] = _init_step_size(chain, state["step_size"], dense)
+    state["mu"] = np.log(10.0 * state["step_size"])
+    state["log_step_size_bar"] = state["accept_gap_bar"] = 0.0
+    state["n_adapt"] = 0
 
 
-def _update_metric(chain, dense: bool) -> None:
+def _update_metric(arrays, dense: bool, grad_metric: bool) -> None:
     """End of a slow window: the regularized Welford estimate becomes the metric.
 
-    Stan's regularization shrinks the estimate towards 1e-3 I with the weight of five
-    draws, which keeps it positive definite after short windows.
+    ``arrays`` is a chain's :data:`skbnn.kernels.chain.Chain`; with ``grad_metric`` a
+    diagonal metric balances the draws' variance against the gradients'. Stan's
+    regularization shrinks the estimate towards 1e-3 I with the weight of five draws, which
+    keeps it positive definite after short windows.
     """
-    inv_m, sigma, chol = chain["metric"]
-    sc, w_m2 = chain["sc"], chain["w_m2"]
-    c = sc[6]
+    inv_m, sigma, chol = arrays.metric
+    state, w_m2 = arrays.state[0], arrays.w_m2
+    c = float(state["welford_count"])
     shrink, ridge = c / (c + 5.0), 1e-3 * 5.0 / (c + 5.0)
     if dense:
         cov = w_m2 / (c - 1.0) if c > 1 else np.eye(inv_m.size)
@@ -162,15 +165,15 @@ def _update_metric(chain, dense: bool) -> None:
         inv_m[:] = np.diag(sigma)
     else:
         var = w_m2[0] / (c - 1.0) if c > 1 else np.ones(inv_m.size)
-        if chain["grad_metric"] and c > 1:
+        if grad_metric and c > 1:
             # Nutpie's estimate: the geometric mean of the draws' variance and the inverse
             # of the gradients' variance (equal for a Gaussian with diagonal covariance)
             var_g = w_m2[2] / (c - 1.0)
             var = np.sqrt(var / np.maximum(var_g, 1e-300))
         inv_m[:] = shrink * var + ridge
     w_m2[:] = 0.0
-    chain["w_mean"][:] = 0.0
-    sc[6] = 0.0
+    arrays.w_mean[:] = 0.0
+    state["welford_count"] = 0
 
 
 class _ProgressBar:
@@ -232,10 +235,9 @@ def _run_interleaved(chains: list[dict], n_blocks: int, advance, n_workers: int)
                     busy.discard(i)
                     cond.notify_all()
 
-    with ThreadPoolExecutor(max_workers=n_workers) as pool:
-        futures = [pool.submit(worker) for _ in range(n_workers)]
-        for future in futures:
-            future.result()
+    # A worker waits only for chains that running workers hold, so workers that the shared
+    # pool has not started yet cannot block the others.
+    thread_map(lambda _: worker(), range(n_workers), n_workers)
 
 
 class _HMCFamily(BaseMethod):
@@ -263,7 +265,9 @@ class _HMCFamily(BaseMethod):
     #: averaging) and adapts the metric over Stan's windows; a random walk does neither.
     _uses_step_size = True
 
-    def _config(self) -> tuple[np.ndarray, np.ndarray]:
+    def _settings(self) -> dict:
+        """The kernel's fields of :data:`skbnn.kernels.chain.SETTINGS` (the driver sets the
+        noise, metric, Gibbs-move and thinning fields)."""
         raise NotImplementedError
 
     def _betas(self) -> np.ndarray:
@@ -292,18 +296,22 @@ class _HMCFamily(BaseMethod):
         n_keep = math.ceil(n_samples / n_chains)
         thin = getattr(self, "thin", 1)
         n_iter = n_warmup + n_keep * thin
-        cfg_f, cfg_i = self._config()
-        cfg_i[3] = {"gibbs": 1, "marginal": 2}.get(target.noise, 0)
         dense = self.metric == "dense"
-        cfg_i[4] = 1 if dense else 0
         # both exact moves use the conditionals of a Gaussian prior
         gaussian_prior = target.prior_kind == 0
         gaussian = target.likelihood == "gaussian" and target.noise != "theta"
-        cfg_i[5] = 1 if self.gibbs_output_layer and gaussian and gaussian_prior else 0
         # only ReLU and identity units have the scale symmetry; no hidden layer, no units
         symmetric = target.activation in ("identity", "relu") and target.layout.n_layers > 1
-        cfg_i[6] = 1 if self.rescale_units and symmetric and gaussian_prior else 0
-        cfg_i[7] = thin
+        settings = kchain.make_settings(
+            **self._settings(),
+            noise_update={"gibbs": kchain.NOISE_GIBBS, "marginal": kchain.NOISE_MARGINAL}.get(
+                target.noise, kchain.NOISE_FIXED
+            ),
+            dense=dense,
+            gibbs_output_layer=self.gibbs_output_layer and gaussian and gaussian_prior,
+            rescale_units=self.rescale_units and symmetric and gaussian_prior,
+            thin=thin,
+        )
         self._check_target(target)
         if self._uses_step_size:
             sched = stan_windows(n_warmup)
@@ -324,28 +332,19 @@ class _HMCFamily(BaseMethod):
             # the dense factors are (1, 1) placeholders for a diagonal metric, so both kinds
             # share one compiled kernel
             size = d if dense else 1
-            metric = (init_var, np.zeros((size, size)), np.zeros((size, size)))
+            metric = Metric(init_var, np.zeros((size, size)), np.zeros((size, size)))
             if dense:
-                metric[1][:] = np.diag(init_var)
-                metric[2][:] = np.diag(np.sqrt(init_var))
+                metric.sigma[:] = np.diag(init_var)
+                metric.chol[:] = np.diag(np.sqrt(init_var))
             tgt = target.kernel_target(own=True)
             # relative to the target's own beta (0 samples the prior, as tests do)
             tgt.cfg[0]["beta"] *= beta
+            q = _finite_start(target, rng)
             return {
                 "rng": rng,
-                "q": _finite_start(target, rng),
-                "g": np.zeros(d),
-                "st": np.zeros(2 + k),
-                "metric": metric,
-                "w_mean": np.zeros(d),
-                "w_m2": np.zeros((d, d) if dense else (3, d)),
-                "grad_metric": self.metric == "diagonal_grad",
-                # logp, step size (the heuristic starts from 0.1), dual averaging...
-                "sc": np.array([0.0, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
+                # the kernels' arrays; the step-size search starts from 0.1
+                "arrays": kchain.make_chain(q, 2 + k, metric, dense, n_rows, k + n_hyper),
                 "tgt": tgt,
-                "draws": np.empty((n_rows, d)),
-                "trace": np.empty((n_rows, len(khmc.TRACE_FIELDS))),
-                "taus": np.empty((n_rows, k + n_hyper)),
                 "ws_size": knet.workspace_size(target.layout.sizes, target.n_rows),
             }
 
@@ -381,37 +380,36 @@ class _HMCFamily(BaseMethod):
         # blocks end at every window end, where the metric is updated between kernel calls
         stops = sorted({*range(block, n_iter, block), *(np.flatnonzero(sched[:, 1]) + 1), n_iter})
         kernel = self._block_kernel
+        grad_metric = self.metric == "diagonal_grad"
 
         def advance(chain):
             """Run ``chain`` through its next block (starting it first if it is new)."""
             t0 = time.perf_counter()
-            sc = chain["sc"]
+            arrays = chain["arrays"]
+            state = arrays.state[0]
             if chain["pos"] == 0:
                 chain["ws"] = np.empty(chain["ws_size"])
                 # a random walk never reads the gradient
-                g = chain["g"] if self._uses_step_size else chain["g"][:0]
-                sc[0] = knet.logp_grad(
-                    chain["q"], chain["tgt"], chain["ws"], g, chain["st"], self._uses_step_size
+                g = arrays.grad if self._uses_step_size else arrays.grad[:0]
+                state["logp"] = knet.logp_grad(
+                    arrays.q, chain["tgt"], chain["ws"], g, arrays.stats, self._uses_step_size
                 )
-                sc[7] += 1
+                state["n_grad_evals"] += 1
                 if self._uses_step_size:
                     _restart_step_size(chain, dense)
             it, stop = (stops[chain["pos"] - 1] if chain["pos"] else 0), stops[chain["pos"]]
             first, last = it, stop
-            if len(chain["draws"]) < n_keep and it >= n_warmup:
+            if len(arrays.draws) < n_keep and it >= n_warmup:
                 # a hot replica (one iteration per block) records into its only row
                 first, last = n_warmup, n_warmup + 1
-            kernel(
-                chain["rng"], first, last, n_warmup, sched, chain["q"], chain["g"],
-                chain["st"], chain["metric"], chain["w_mean"], chain["w_m2"], sc,
-                cfg_f, cfg_i, chain["tgt"], chain["draws"], chain["trace"], chain["taus"],
-            )  # fmt: skip
+            kernel(chain["rng"], arrays, chain["tgt"], settings, sched, first, last)
             if stop <= n_warmup and sched[stop - 1, 1]:
-                _update_metric(chain, dense)
+                _update_metric(arrays, dense, grad_metric)
                 _restart_step_size(chain, dense)
             phase = "warmup" if stop <= n_warmup else "sampling"
+            step_size = state["step_size"]
             bar.update(
-                stop - it, f"{phase}, step size {sc[1]:.3g}" if self._uses_step_size else phase
+                stop - it, f"{phase}, step size {step_size:.3g}" if self._uses_step_size else phase
             )
             chain["pos"] += 1
             chain["last"] = time.perf_counter() - t0
@@ -450,8 +448,8 @@ class _HMCFamily(BaseMethod):
             for chain in replicas:
                 chain.pop("ws", None)
 
-        draws = np.concatenate([c["draws"] for c in chains])[:n_samples]
-        taus = np.concatenate([c["taus"] for c in chains])[:n_samples]
+        draws = np.concatenate([c["arrays"].draws for c in chains])[:n_samples]
+        taus = np.concatenate([c["arrays"].taus for c in chains])[:n_samples]
         posterior = WeightedDraws(
             draws,
             noise_precision=taus[:, :k] if target.likelihood == "gaussian" else None,
@@ -462,9 +460,9 @@ class _HMCFamily(BaseMethod):
         diagnostics = self._diagnostics(target, chains, n_keep)
         if exchange is not None:
             # the hot replicas' work is part of the cost of every kept draw
-            diagnostics["n_grad_evals"] = int(sum(c["sc"][7] for c in replicas))
+            diagnostics["n_grad_evals"] = int(sum(_grad_evals(c) for c in replicas))
             diagnostics["n_grad_evals_per_chain"] = np.array(
-                [int(sum(c["sc"][7] for c in ladder)) for ladder in ladders]
+                [int(sum(_grad_evals(c) for c in ladder)) for ladder in ladders]
             )
             diagnostics["chain_time"] = np.array([sum(c["time"] for c in ld) for ld in ladders])
             diagnostics["tempering"] = exchange.summary()
@@ -474,8 +472,9 @@ class _HMCFamily(BaseMethod):
         return FitResult(posterior=posterior, diagnostics=diagnostics)
 
     def _diagnostics(self, target, chains, n_keep) -> dict:
-        trace = np.stack([c["trace"] for c in chains])  # (chains, draws, fields)
-        field = {name: i for i, name in enumerate(khmc.TRACE_FIELDS)}
+        trace = np.stack([c["arrays"].trace for c in chains])  # (chains, draws, fields)
+        field = {name: i for i, name in enumerate(kchain.TRACE_FIELDS)}
+        states = [c["arrays"].state[0] for c in chains]
         loglik = trace[:, :, field["loglik"]]
         energy = trace[:, :, field["energy"]]
         out = {
@@ -486,19 +485,19 @@ class _HMCFamily(BaseMethod):
             "accept_rate": trace[:, :, field["accept_stat"]].mean(axis=1),
             "divergences": int(trace[:, :, field["divergent"]].sum()),
             "divergences_per_chain": trace[:, :, field["divergent"]].sum(axis=1).astype(int),
-            "warmup_divergences": int(sum(c["sc"][8] for c in chains)),
-            "n_grad_evals": int(sum(c["sc"][7] for c in chains)),
-            "n_grad_evals_per_chain": np.array([int(c["sc"][7]) for c in chains]),
+            "warmup_divergences": int(sum(s["warmup_divergences"] for s in states)),
+            "n_grad_evals": int(sum(s["n_grad_evals"] for s in states)),
+            "n_grad_evals_per_chain": np.array([int(s["n_grad_evals"]) for s in states]),
             "mean_n_leapfrog": trace[:, :, field["n_leapfrog"]].mean(axis=1),
             "chain_time": np.array([c["time"] for c in chains]),
-            "inverse_mass_matrix": np.stack([c["metric"][0] for c in chains]),
+            "inverse_mass_matrix": np.stack([c["arrays"].metric.inv_m for c in chains]),
             "loglik": loglik,
             "ess_bulk_loglik": ess_bulk(loglik),
             "ess_tail_loglik": ess_tail(loglik),
             "rhat_loglik": rhat(loglik),
         }
         if self._uses_step_size:
-            out["step_size"] = np.array([c["sc"][1] for c in chains])
+            out["step_size"] = np.array([s["step_size"] for s in states])
         if self.name in ("nuts", "hmc"):
             # E-BFMI needs the Hamiltonian at each resampled momentum; MALA's single step
             # and the random walk have none (their trace records NaN)
@@ -509,7 +508,7 @@ class _HMCFamily(BaseMethod):
             out["max_tree_depth_hits"] = (depth >= self.max_tree_depth).sum(axis=1)
         rows = np.unique(np.linspace(0, target.n_rows - 1, min(5, target.n_rows)).astype(int))
         xt = target.XT.reshape(target.n_features, target.n_rows)[:, rows]
-        thetas = np.concatenate([c["draws"] for c in chains])
+        thetas = np.concatenate([c["arrays"].draws for c in chains])
         outputs = np.empty((thetas.shape[0], target.n_outputs, rows.size))
         knet.forward_batch(
             thetas, np.ascontiguousarray(xt).ravel(), target.layout.sizes,
@@ -598,7 +597,7 @@ class _ReplicaExchange:
 
     def _tempered_loglik(self, chain, beta: float) -> float:
         """The tempered log-likelihood of ``chain``'s state at inverse temperature ``beta``."""
-        st = chain["st"]
+        st = chain["arrays"].stats
         if self.marginal:
             # log int p(y | theta, tau)^beta Gamma(tau | a, b) dtau, from the state's SSR
             return knet.log_marginal(self.n, self.k, st, *self.noise_prior, beta)
@@ -607,18 +606,20 @@ class _ReplicaExchange:
     @staticmethod
     def _refresh(chain) -> None:
         # log density and gradient at the chain's state under its (new) state or beta
-        chain["sc"][0] = knet.logp_grad(
-            chain["q"], chain["tgt"], chain["ws"], chain["g"], chain["st"], True
+        arrays = chain["arrays"]
+        state = arrays.state[0]
+        state["logp"] = knet.logp_grad(
+            arrays.q, chain["tgt"], chain["ws"], arrays.grad, arrays.stats, True
         )
-        chain["sc"][7] += 1
+        state["n_grad_evals"] += 1
 
     def _swap_states(self, x, y) -> None:
         # the state is the parameters, the noise precisions and a hierarchical prior's
         # scales; each replica keeps its temperature, step size and mass matrix
-        x["q"], y["q"] = y["q"], x["q"]
+        pairs = [(x["arrays"].q, y["arrays"].q)]
         parts = ("prior_scale", "tau") if self.hierarchical else ("tau",)
-        for name in parts:
-            a, b = getattr(x["tgt"], name), getattr(y["tgt"], name)
+        pairs += [(getattr(x["tgt"], name), getattr(y["tgt"], name)) for name in parts]
+        for a, b in pairs:
             tmp = a.copy()
             a[:] = b
             b[:] = tmp
@@ -689,27 +690,15 @@ class _ReplicaExchange:
         self._track_ends()
 
     def run(self, n_rounds: int, n_warmup_rounds: int, advance, n_workers: int) -> None:
-        """Advance every replica one block per round, then exchange."""
+        """Advance every replica one block per round on ``n_workers`` threads, then exchange."""
         replicas = [r for ladder in self.ladders for r in ladder]
-
-        def step(pool):
-            for round_ in range(n_rounds):
-                if round_ == n_warmup_rounds:
-                    self.end_warmup()
-                # the slowest replicas first, so the threads finish a round together
-                order = sorted(replicas, key=lambda r: -r.get("last", 0.0))
-                if pool is None:
-                    for r in order:
-                        advance(r)
-                else:
-                    list(pool.map(advance, order))
-                self.exchange(round_)
-
-        if n_workers == 1:
-            step(None)
-        else:
-            with ThreadPoolExecutor(max_workers=n_workers) as pool:
-                step(pool)
+        for round_ in range(n_rounds):
+            if round_ == n_warmup_rounds:
+                self.end_warmup()
+            # the slowest replicas first, so the threads finish a round together
+            order = sorted(replicas, key=lambda r: -r.get("last", 0.0))
+            thread_map(advance, order, n_workers)
+            self.exchange(round_)
 
     def summary(self) -> dict:
         """Ladders, swap acceptance per neighbouring pair and round trips, after warm-up."""
@@ -720,6 +709,11 @@ class _ReplicaExchange:
             "swap_accept": rate,
             "round_trips": self.round_trips.copy(),
         }
+
+
+def _grad_evals(chain) -> int:
+    """Gradient (log-density, for a random walk) evaluations of a driver's chain so far."""
+    return int(chain["arrays"].state[0]["n_grad_evals"])
 
 
 def _finite_start(target, rng, tries: int = 100) -> np.ndarray:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import warnings
 from numbers import Integral, Real
 
-import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ..kernels import hmc as khmc
+from ..kernels import chain as kchain
 from ._mcmc import _HMCFamily
 
 #: Above this many parameters a dense proposal covariance costs more than it is worth:
@@ -71,7 +70,7 @@ class AdaptiveMetropolis(_HMCFamily):
     """
 
     name = "amcmc"
-    _block_kernel = staticmethod(khmc.run_am_block)
+    _block_kernel = staticmethod(kchain.run_am_block)
     _uses_step_size = False
     _parameter_constraints: dict = {
         "n_chains": [Interval(Integral, 1, None, closed="left")],
@@ -126,7 +125,10 @@ class AdaptiveMetropolis(_HMCFamily):
                 stacklevel=4,
             )
 
-    def _config(self):
-        cfg_f = np.array([0.5, self.gamma, 0.0, 1000.0])
-        cfg_i = np.array([3, self.t0, self.t_adapt, 0, 0, 0, 0, 1], dtype=np.int64)
-        return cfg_f, cfg_i
+    def _settings(self):
+        return {
+            "kind": kchain.RANDOM_WALK,
+            "gamma": self.gamma,
+            "t0": self.t0,
+            "t_adapt": self.t_adapt,
+        }

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from numbers import Integral, Real
 
-import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from ..kernels import hmc as khmc
+from ..kernels import chain as kchain
 from ._mcmc import TEMPERING_CONSTRAINTS, _HMCFamily
 
 
@@ -64,7 +63,7 @@ class HMC(_HMCFamily):
     """
 
     name = "hmc"
-    _block_kernel = staticmethod(khmc.run_hmc_block)
+    _block_kernel = staticmethod(kchain.run_hmc_block)
     _parameter_constraints: dict = {
         **_HMCFamily._parameter_constraints,
         **TEMPERING_CONSTRAINTS,
@@ -103,9 +102,12 @@ class HMC(_HMCFamily):
         self.n_temperatures = n_temperatures
         self.max_temperature = max_temperature
 
-    def _config(self):
-        cfg_f = np.array(
-            [self.target_accept, self.path_length, self.step_jitter, self.max_delta_energy]
-        )
-        cfg_i = np.array([1, 0, self.max_steps, 0, 0, 0, 0, 1], dtype=np.int64)
-        return cfg_f, cfg_i
+    def _settings(self):
+        return {
+            "kind": kchain.HMC,
+            "target_accept": self.target_accept,
+            "path_length": self.path_length,
+            "step_jitter": self.step_jitter,
+            "max_steps": self.max_steps,
+            "max_delta_energy": self.max_delta_energy,
+        }

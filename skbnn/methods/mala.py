@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from numbers import Integral
 
-import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from ..kernels import hmc as khmc
+from ..kernels import chain as kchain
 from ._mcmc import _HMCFamily
 
 
@@ -59,7 +58,7 @@ class MALA(_HMCFamily):
     """
 
     name = "mala"
-    _block_kernel = staticmethod(khmc.run_mala_block)
+    _block_kernel = staticmethod(kchain.run_mala_block)
     _parameter_constraints: dict = {
         **_HMCFamily._parameter_constraints,
         "thin": [Interval(Integral, 1, None, closed="left")],
@@ -87,7 +86,9 @@ class MALA(_HMCFamily):
         self.thin = thin
         self.max_delta_energy = max_delta_energy
 
-    def _config(self):
-        cfg_f = np.array([self.target_accept, 0.0, 0.0, self.max_delta_energy])
-        cfg_i = np.array([2, 0, 0, 0, 0, 0, 0, 1], dtype=np.int64)
-        return cfg_f, cfg_i
+    def _settings(self):
+        return {
+            "kind": kchain.MALA,
+            "target_accept": self.target_accept,
+            "max_delta_energy": self.max_delta_energy,
+        }

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from numbers import Integral
 
-import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from ..kernels import hmc as khmc
+from ..kernels import chain as kchain
 from ._mcmc import TEMPERING_CONSTRAINTS, _HMCFamily
 
 
@@ -105,7 +104,7 @@ class NUTS(_HMCFamily):
     """
 
     name = "nuts"
-    _block_kernel = staticmethod(khmc.run_nuts_block)
+    _block_kernel = staticmethod(kchain.run_nuts_block)
     _parameter_constraints: dict = {
         **_HMCFamily._parameter_constraints,
         **TEMPERING_CONSTRAINTS,
@@ -138,7 +137,10 @@ class NUTS(_HMCFamily):
         self.n_temperatures = n_temperatures
         self.max_temperature = max_temperature
 
-    def _config(self):
-        cfg_f = np.array([self.target_accept, 0.0, 0.0, self.max_delta_energy])
-        cfg_i = np.array([0, self.max_tree_depth, 0, 0, 0, 0, 0, 1], dtype=np.int64)
-        return cfg_f, cfg_i
+    def _settings(self):
+        return {
+            "kind": kchain.NUTS,
+            "target_accept": self.target_accept,
+            "max_tree_depth": self.max_tree_depth,
+            "max_delta_energy": self.max_delta_energy,
+        }

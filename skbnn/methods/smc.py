@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
 import numpy as np
@@ -19,7 +18,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..kernels import network as knet
 from ..kernels import smc as ksmc
 from ..posterior import WeightedDraws
-from ..utils import compile_once, seed_sequence
+from ..utils import compile_once, seed_sequence, thread_map
 from ._base import BaseMethod, FitResult
 from ._mcmc import _ProgressBar
 
@@ -188,10 +187,10 @@ class SMC(BaseMethod):
         rec = {key: [] for key in _STAGE_KEYS}
         bar = _ProgressBar(1000, verbose, f"SMC {n} particles")
         forced, forced_from, shown = False, 0.0, 0
-        pool = _ParticlePool(n, effective_n_jobs(n_jobs))
+        ranges = _ParticleRanges(n, effective_n_jobs(n_jobs))
         try:
             tgt.cfg[0]["beta"] = 1.0
-            pool.map(lambda a, b: ksmc.evaluate(thetas, tgt, stats, a, b))
+            ranges.map(lambda a, b: ksmc.evaluate(thetas, tgt, stats, a, b))
             while lam < 1.0:
                 ll_prev = tempered(stats, lam)
                 new = self._next_lambda(tempered, stats, lam, ll_prev, logw)
@@ -218,8 +217,10 @@ class SMC(BaseMethod):
                     eps, n_leap = self._retune(eps, n_leap, esjd, move_w, rng)
                 lam = new
                 tgt.cfg[0]["beta"] = lam
-                particles = (thetas, grads, logps, stats, prior_stds, gamma_shapes)
-                esjd, acc, spent = self._move(pool, particles, eps, n_leap, inv_m, tgt, rng)
+                particles = ksmc.Particles(thetas, grads, logps, stats, prior_stds)
+                esjd, acc, spent = self._move(
+                    ranges, particles, gamma_shapes, eps, n_leap, inv_m, tgt, rng
+                )
                 n_grad += spent
                 move_w = np.exp(logw)
                 rec["lambda"].append(lam)
@@ -233,7 +234,6 @@ class SMC(BaseMethod):
                 bar.update(shown - before, f"lambda {lam:.3g}")
         finally:
             bar.close()
-            pool.close()
 
         w = np.exp(logw)
         taus = tempered.draw_noise(stats, rng)
@@ -283,14 +283,14 @@ class SMC(BaseMethod):
             )
         return FitResult(posterior=posterior, log_evidence=float(log_z), diagnostics=diagnostics)
 
-    def _move(self, pool, particles, eps, n_leap, inv_m, tgt, rng):
+    def _move(self, ranges, particles, gamma_shapes, eps, n_leap, inv_m, tgt, rng):
         """``n_mcmc_steps`` HMC transitions of every particle, in place.
 
-        Returns each particle's mean jumping distance and acceptance over the transitions,
-        and the gradient evaluations spent.
+        ``gamma_shapes`` are the shapes of the layers' Gamma draws (none without a
+        hierarchical prior). Returns each particle's mean jumping distance and acceptance
+        over the transitions, and the gradient evaluations spent.
         """
-        thetas, grads, logps, stats, prior_stds, gamma_shapes = particles
-        n, d = thetas.shape
+        n, d = particles.thetas.shape
         esjd, acc = np.zeros(n), np.zeros(n)
         spent = 0
         for step in range(self.n_mcmc_steps):
@@ -299,17 +299,16 @@ class SMC(BaseMethod):
             # Gamma(a + m_l / 2, 1) draws for the layers' precisions (none without a
             # hierarchical prior), drawn here so that threads do not change them
             gammas = rng.standard_gamma(gamma_shapes, size=(n, gamma_shapes.size))
-            out = (np.empty(n), np.empty(n), np.empty(n, dtype=np.int64))
+            proposals = ksmc.Proposals(eps, n_leap, z, u, gammas)
+            out = ksmc.MoveStats(np.empty(n), np.empty(n), np.empty(n, dtype=np.int64))
 
-            def kernel(a, b, z=z, u=u, gammas=gammas, refresh=step == 0, out=out):
-                ksmc.hmc_moves(thetas, grads, logps, stats, eps, n_leap, inv_m, z, u, tgt,
-                               prior_stds, gammas, a, b,
-                               refresh, *out)  # fmt: skip
+            def kernel(a, b, proposals=proposals, refresh=step == 0, out=out):
+                ksmc.hmc_moves(particles, proposals, inv_m, tgt, a, b, refresh, out)
 
-            pool.map(kernel, weights=n_leap)
-            esjd += out[0]
-            acc += out[1]
-            spent += int(out[2].sum())
+            ranges.map(kernel, weights=n_leap)
+            esjd += out.esjd
+            acc += out.accept
+            spent += int(out.n_grad.sum())
         return esjd / self.n_mcmc_steps, acc / self.n_mcmc_steps, spent
 
     def _next_lambda(self, tempered, stats, lam, ll_prev, logw) -> float:
@@ -432,8 +431,8 @@ class _TemperedLoglik:
         return rng.gamma(shape, 1.0 / (self.b + 0.5 * stats[:, 2:]))
 
 
-class _ParticlePool:
-    """Runs a kernel over ranges of particles on threads.
+class _ParticleRanges:
+    """Runs a kernel over ranges of particles on the shared thread pool.
 
     More ranges than threads, balanced by each particle's cost, so that particles with
     long trajectories do not leave a thread idle.
@@ -443,17 +442,9 @@ class _ParticlePool:
         self.n = n
         self.n_workers = max(1, min(int(n_jobs), n))
         self.n_ranges = 1 if self.n_workers == 1 else min(n, 4 * self.n_workers)
-        # one set of threads for the whole run, not a new one for each of the many maps
-        self._executor = None
-        if self.n_ranges > 1:
-            self._executor = ThreadPoolExecutor(max_workers=self.n_workers)
-
-    def close(self) -> None:
-        """Release the threads."""
-        if self._executor is not None:
-            self._executor.shutdown()
 
     def map(self, fn, weights=None) -> None:
+        """``fn(start, stop)`` for every range, up to ``n_workers`` at a time."""
         if self.n_ranges == 1:
             fn(0, self.n)
             return
@@ -465,9 +456,8 @@ class _ParticlePool:
             bounds[0], bounds[-1] = 0, self.n
             bounds = np.unique(bounds)
         pairs = zip(bounds[:-1], bounds[1:], strict=True)
-        futures = [self._executor.submit(fn, a, b) for a, b in pairs if b > a]
-        for future in futures:
-            future.result()
+        ranges = [(a, b) for a, b in pairs if b > a]
+        thread_map(lambda ab: fn(*ab), ranges, self.n_workers)
 
 
 def _finite(x: np.ndarray) -> np.ndarray:
@@ -522,12 +512,13 @@ def _warm() -> None:
     stats = np.zeros((2, 3))
     ksmc.evaluate(thetas, tgt, stats, 0, 2)
     ksmc.log_marginal_rows(stats, 3, 1.0, 1.0, 0.5, np.zeros(2))
-    ksmc.hmc_moves(
-        thetas, np.zeros((2, d)), np.zeros(2), stats, np.full(2, 0.1),
-        np.ones(2, dtype=np.int64), np.ones(d), np.zeros((2, d)), np.zeros(2), tgt,
-        np.ones((1, d)), np.zeros((2, 0)), 0, 2, True, np.zeros(2), np.zeros(2),
-        np.zeros(2, dtype=np.int64),
+    particles = ksmc.Particles(thetas, np.zeros((2, d)), np.zeros(2), stats, np.ones((1, d)))
+    proposals = ksmc.Proposals(
+        np.full(2, 0.1), np.ones(2, dtype=np.int64), np.zeros((2, d)), np.zeros(2),
+        np.zeros((2, 0)),
     )  # fmt: skip
+    out = ksmc.MoveStats(np.zeros(2), np.zeros(2), np.zeros(2, dtype=np.int64))
+    ksmc.hmc_moves(particles, proposals, np.ones(d), tgt, 0, 2, True, out)
     knet.forward_batch(
         np.zeros((1, d)), target.XT, target.layout.sizes, target.layout.offsets, 2, 3,
         np.zeros((1, 1, 3)),

@@ -1,0 +1,346 @@
+"""Chain kernels: a block of iterations of one chain (transition, Gibbs moves, warm-up
+adaptation, recording of the kept draws), for NUTS, static HMC, MALA and adaptive
+Metropolis.
+
+A chain's whole state lives in arrays so the Python driver can run it in blocks (for a
+progress bar, and to update the metric at the ends of Stan's windows) and threads can run
+chains side by side without the GIL. The arrays travel together as one :data:`Chain` named
+tuple:
+
+=============  ==========================================================================
+``q``          the current point (network parameters, then any log noise precisions)
+``grad``       the gradient of the log density at ``q`` (not kept by a random walk)
+``stats``      the log density's terms at ``q``: ``[loglik, logprior, ssr_0, ...]``
+``state``      one-element record of dtype :data:`CHAIN_STATE`: log density, step size,
+               adaptation and counters
+``metric``     :data:`skbnn.kernels.linalg.Metric` ``(inv_m, sigma, chol)``
+``w_mean``     Welford mean of the warm-up draws (adaptive Metropolis: of all iterations
+               from ``t0 / 2`` on)
+``w_m2``       Welford sums: (d, d) cross products for a dense metric, else three rows:
+               the draws' sums of squares, the gradients' mean, their sums of squares
+``draws``      kept draws, one row each
+``trace``      per kept draw, the fields :data:`TRACE_FIELDS`
+``taus``       per kept draw, the noise precisions, then a hierarchical prior's layer
+               precisions
+=============  ==========================================================================
+
+:data:`CHAIN_STATE` fields: ``logp`` (log density at ``q``), ``step_size``, the dual
+averaging's ``log_step_size_bar``, ``accept_gap_bar``, ``mu`` and ``n_adapt`` (see
+:func:`skbnn.kernels.adaptation.dual_averaging`), ``welford_count``, ``n_grad_evals``
+(log-density evaluations for adaptive Metropolis) and ``warmup_divergences``.
+
+The sampler's configuration, shared by all chains, is a one-element record of dtype
+:data:`SETTINGS`:
+
+======================  =================================================================
+``kind``                :data:`NUTS`, :data:`HMC`, :data:`MALA` or :data:`RANDOM_WALK`
+``max_tree_depth``      NUTS: at most ``2**max_tree_depth - 1`` leapfrog steps
+``max_steps``           static HMC: cap on the leapfrog steps of a transition
+``noise_update``        :data:`NOISE_FIXED`, :data:`NOISE_GIBBS` or :data:`NOISE_MARGINAL`
+``dense``               1: dense metric (``sigma``, ``chol``), 0: diagonal (``inv_m``)
+``gibbs_output_layer``  1: exact Gibbs draw of the output layer after every transition
+``rescale_units``       1: ReLU units' scale moves after every transition
+``thin``                keep every ``thin``-th state after warm-up
+``t0``                  adaptive Metropolis: first iteration with the chain's covariance
+``t_adapt``             adaptive Metropolis: iterations between proposal refreshes
+``target_accept``       dual averaging's target acceptance statistic
+``max_delta_energy``    energy error (MALA: minus log acceptance ratio) marking divergence
+``path_length``         static HMC: integration time
+``step_jitter``         static HMC: relative half-width of the step-size jitter
+``gamma``               adaptive Metropolis: multiplier of the optimal scaling 2.4^2 / d
+======================  =================================================================
+
+MALA and adaptive Metropolis resample no momentum, so they have no Hamiltonian and record
+NaN as the energy.
+"""
+
+import math
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from .adaptation import (
+    am_refresh,
+    dual_averaging,
+    finish_dual_averaging,
+    scale_metric,
+    welford,
+)
+from .gibbs import (
+    gibbs_noise,
+    gibbs_output_layer,
+    gibbs_prior_precision,
+    rescale_units,
+)
+from .integrators import logp_and_grad
+from .linalg import Metric, copy
+from .network import _LOG_2PI, n_rows
+from .transitions import hmc, mala, nuts, random_walk, workspace
+
+TRACE_FIELDS = (
+    "loglik",
+    "accept_stat",
+    "n_leapfrog",
+    "tree_depth",
+    "divergent",
+    "step_size",
+    "energy",
+)
+
+# kinds of transition
+NUTS, HMC, MALA, RANDOM_WALK = 0, 1, 2, 3
+# how an unknown Gaussian noise precision is sampled (fixed: none, or part of q)
+NOISE_FIXED, NOISE_GIBBS, NOISE_MARGINAL = 0, 1, 2
+
+Chain = namedtuple(
+    "Chain",
+    ["q", "grad", "stats", "state", "metric", "w_mean", "w_m2", "draws", "trace", "taus"],
+)
+
+CHAIN_STATE = np.dtype(
+    [
+        ("logp", np.float64),
+        ("step_size", np.float64),
+        ("log_step_size_bar", np.float64),
+        ("accept_gap_bar", np.float64),
+        ("mu", np.float64),
+        ("n_adapt", np.int64),
+        ("welford_count", np.int64),
+        ("n_grad_evals", np.int64),
+        ("warmup_divergences", np.int64),
+    ],
+    align=True,
+)
+
+SETTINGS = np.dtype(
+    [
+        ("kind", np.int64),
+        ("max_tree_depth", np.int64),
+        ("max_steps", np.int64),
+        ("noise_update", np.int64),
+        ("dense", np.int64),
+        ("gibbs_output_layer", np.int64),
+        ("rescale_units", np.int64),
+        ("thin", np.int64),
+        ("t0", np.int64),
+        ("t_adapt", np.int64),
+        ("target_accept", np.float64),
+        ("max_delta_energy", np.float64),
+        ("path_length", np.float64),
+        ("step_jitter", np.float64),
+        ("gamma", np.float64),
+    ],
+    align=True,
+)
+
+
+def make_settings(**fields) -> np.ndarray:
+    """A one-element :data:`SETTINGS` record; fields not given are 0 (``thin``: 1)."""
+    settings = np.zeros(1, dtype=SETTINGS)
+    settings[0]["thin"] = 1
+    for name, value in fields.items():
+        settings[0][name] = value
+    return settings
+
+
+def make_state(step_size: float = 0.1) -> np.ndarray:
+    """A fresh one-element :data:`CHAIN_STATE` record (the step-size search starts from
+    ``step_size``)."""
+    state = np.zeros(1, dtype=CHAIN_STATE)
+    state[0]["step_size"] = step_size
+    return state
+
+
+def make_chain(q, n_stats, metric=None, dense=False, n_draws=1, n_taus=0) -> Chain:
+    """A :data:`Chain` at ``q`` with room for ``n_draws`` kept draws.
+
+    ``n_stats`` is ``2 + n_outputs``; ``metric`` defaults to the unit diagonal one. The log
+    density, gradient and terms at ``q`` are left for the driver to evaluate.
+    """
+    d = q.shape[0]
+    if metric is None:
+        metric = Metric(np.ones(d), np.zeros((1, 1)), np.zeros((1, 1)))
+    return Chain(
+        q=q,
+        grad=np.zeros(d),
+        stats=np.zeros(n_stats),
+        state=make_state(),
+        metric=metric,
+        w_mean=np.zeros(d),
+        w_m2=np.zeros((d, d) if dense else (3, d)),
+        draws=np.zeros((n_draws, d)),
+        trace=np.zeros((n_draws, len(TRACE_FIELDS))),
+        taus=np.zeros((n_draws, n_taus)),
+    )
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _gaussian_loglik(tgt, st0):
+    # the Gaussian log-likelihood at the noise precisions tgt.tau, from the residual sums
+    # of squares in st0
+    tau = tgt.tau
+    n = n_rows(tgt)
+    ll = 0.0
+    for o in range(tau.shape[0]):
+        ll += 0.5 * n * (math.log(tau[o]) - _LOG_2PI) - 0.5 * tau[o] * st0[2 + o]
+    return ll
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def after_transition(rng, it, sched, chain, tgt, settings, ws, info, eps):
+    """What follows every transition: the Gibbs moves, then warm-up adaptation (dual
+    averaging, Welford sums) or recording of the kept draw made with step size ``eps``."""
+    q0, g0, st0 = chain.q, chain.grad, chain.stats
+    s = chain.state[0]
+    conf = settings[0]
+    n_warmup = sched.shape[0]
+    s.logp = info.logp
+    s.n_grad_evals += info.n_leapfrog
+    # a random walk (adaptive Metropolis) has no step size and never reads the gradient, so
+    # the log density after a Gibbs step is evaluated without it (an empty gradient array)
+    walk = conf.kind == RANDOM_WALK
+    g_new = g0[:0] if walk else g0
+    if conf.rescale_units != 0:
+        dlp = rescale_units(rng, q0, g0, tgt)
+        s.logp += dlp
+        st0[1] += dlp
+    if tgt.cfg[0].hierarchical != 0:
+        dlp = gibbs_prior_precision(rng, q0, g0, tgt)
+        s.logp += dlp
+        st0[1] += dlp
+    if conf.noise_update == NOISE_MARGINAL:
+        # marginalized noise: the density does not depend on tau, so drawing it from its
+        # conditional needs no new gradient; it completes the joint draw (and the output
+        # layer's conditional below needs it)
+        gibbs_noise(rng, tgt, st0)
+    if conf.gibbs_output_layer != 0:
+        gibbs_output_layer(rng, q0, tgt, ws)
+        s.logp = logp_and_grad(q0, tgt, ws, g_new, st0)
+        s.n_grad_evals += 1
+    if conf.noise_update == NOISE_GIBBS:
+        gibbs_noise(rng, tgt, st0)
+        s.logp = logp_and_grad(q0, tgt, ws, g_new, st0)
+        s.n_grad_evals += 1
+    elif conf.noise_update == NOISE_MARGINAL and conf.gibbs_output_layer != 0:
+        # the output layer moved, so the drawn tau is stale relative to the new residuals
+        gibbs_noise(rng, tgt, st0)
+    if it < n_warmup:
+        if info.divergent:
+            s.warmup_divergences += 1
+        if not walk:
+            dual_averaging(chain.state, conf.target_accept, info.accept_stat)
+        if sched[it, 0]:
+            s.welford_count = welford(
+                q0, g0, chain.w_mean, chain.w_m2, s.welford_count, conf.dense != 0
+            )
+        if it == n_warmup - 1:
+            finish_dual_averaging(chain.state)
+    else:
+        # every thin-th state is kept; acceptance, steps and divergences of the thin
+        # transitions that lead to it are summed into its row, so none goes uncounted
+        trace, taus = chain.trace, chain.taus
+        thin = conf.thin
+        k = it - n_warmup
+        j = k // thin
+        if k % thin == 0:
+            trace[j, 1] = 0.0
+            trace[j, 2] = 0.0
+            trace[j, 4] = 0.0
+        trace[j, 1] += info.accept_stat / thin
+        trace[j, 2] += info.n_leapfrog
+        trace[j, 4] += 1.0 if info.divergent else 0.0
+        if k % thin == thin - 1:
+            copy(chain.draws[j], q0)
+            trace[j, 0] = st0[0]
+            if conf.noise_update == NOISE_MARGINAL:
+                # the log-likelihood at the drawn noise, not at its conditional mean
+                trace[j, 0] = _gaussian_loglik(tgt, st0)
+            trace[j, 3] = info.tree_depth
+            trace[j, 5] = eps
+            trace[j, 6] = info.energy
+            k = tgt.tau.shape[0]
+            for o in range(k):
+                taus[j, o] = tgt.tau[o]
+            # a hierarchical prior's precisions follow the noise's, one per layer
+            sizes, offsets, prior_std = tgt.sizes, tgt.offsets, tgt.prior_scale
+            for layer in range(taus.shape[1] - k):
+                c = 1.0 / math.sqrt(sizes[layer]) if tgt.cfg[0].fan_in != 0.0 else 1.0
+                s_layer = prior_std[offsets[layer]]
+                taus[j, k + layer] = (c / s_layer) ** 2
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def run_nuts_block(rng, chain, tgt, settings, sched, it_start, it_stop):
+    """Run NUTS iterations ``[it_start, it_stop)`` of one chain.
+
+    ``chain.state[0].logp``, ``chain.grad`` and ``chain.stats`` must hold the log density,
+    gradient and terms at ``chain.q``. ``sched[it] = (in_window, end_window)`` for the
+    warm-up iterations (there are ``sched.shape[0]``); the driver updates the metric at
+    window ends between blocks. Kept draws go to row ``(it - n_warmup) // thin`` of
+    ``chain.draws``, ``chain.trace`` and ``chain.taus``.
+    """
+    work = workspace(tgt, chain.q.shape[0], settings[0].max_tree_depth)
+    for it in range(it_start, it_stop):
+        eps = chain.state[0].step_size
+        info = nuts(rng, chain, tgt, settings, work)
+        after_transition(rng, it, sched, chain, tgt, settings, work.net, info, eps)
+    return it_stop
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def run_hmc_block(rng, chain, tgt, settings, sched, it_start, it_stop):
+    """Run static-HMC iterations ``[it_start, it_stop)`` of one chain (see run_nuts_block)."""
+    work = workspace(tgt, chain.q.shape[0], 0)
+    for it in range(it_start, it_stop):
+        eps = chain.state[0].step_size
+        info = hmc(rng, chain, tgt, settings, work)
+        after_transition(rng, it, sched, chain, tgt, settings, work.net, info, eps)
+    return it_stop
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def run_mala_block(rng, chain, tgt, settings, sched, it_start, it_stop):
+    """Run MALA iterations ``[it_start, it_stop)`` of one chain (see run_nuts_block)."""
+    work = workspace(tgt, chain.q.shape[0], 0)
+    for it in range(it_start, it_stop):
+        eps = chain.state[0].step_size
+        info = mala(rng, chain, tgt, settings, work)
+        after_transition(rng, it, sched, chain, tgt, settings, work.net, info, eps)
+    return it_stop
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def run_am_block(rng, chain, tgt, settings, sched, it_start, it_stop):
+    """Run adaptive-Metropolis iterations ``[it_start, it_stop)`` of one chain (Haario et al.
+    2001; see run_nuts_block).
+
+    ``chain.w_mean`` / ``chain.w_m2`` hold the chain's running mean and covariance sums over
+    every iteration from ``t0 / 2`` on (Welford, O(d^2) per step when dense). From iteration
+    ``t0`` on, every ``t_adapt`` iterations the proposal becomes
+    ``(gamma 2.4^2 / d) (C_t + 1e-8 I)``. Before that it is the same scaling of the initial
+    ``chain.metric`` (the prior variances).
+    """
+    conf = settings[0]
+    dense = conf.dense != 0
+    d = chain.q.shape[0]
+    t0 = conf.t0
+    t_adapt = conf.t_adapt
+    scale = conf.gamma * 2.4 * 2.4 / d
+    work = workspace(tgt, d, 0)
+    s = chain.state[0]
+    if it_start == 0:
+        scale_metric(chain.metric, dense, scale)
+    for it in range(it_start, it_stop):
+        info = random_walk(rng, chain, tgt, settings, work)
+        after_transition(rng, it, sched, chain, tgt, settings, work.net, info, 0.0)
+        if it >= t0 // 2:
+            # the first t0 / 2 steps climb from the prior start; a covariance that kept them
+            # would be inflated by that transient for thousands of steps
+            s.welford_count = welford(
+                chain.q, chain.grad, chain.w_mean, chain.w_m2, s.welford_count, dense
+            )
+        done = it + 1
+        if done >= t0 and (done - t0) % t_adapt == 0 and s.welford_count > 1:
+            am_refresh(chain.metric, dense, chain.w_m2, s.welford_count, scale, 1e-8)
+    return it_stop

@@ -1,0 +1,93 @@
+"""The Hamiltonian pieces every gradient transition shares: the log density with its
+gradient, the leapfrog step, draws of momenta and Gaussian proposals under the metric, and
+the energy.
+
+The metric is a :data:`skbnn.kernels.linalg.Metric` ``(inv_m, sigma, chol)``; ``dense``
+says which of its parts hold it.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .linalg import dot, velocity
+from .network import logp_grad
+
+_FM = {"reassoc", "contract"}
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def logp_and_grad(q, tgt, ws, g, st):
+    """Log density at ``q``; its gradient goes to ``g`` unless ``g`` is empty."""
+    # A runtime flag, not the constant True: a literal argument would make numba compile
+    # a second specialization of the whole network kernel beside the one Python calls.
+    return logp_grad(q, tgt, ws, g, st, g.shape[0] > 0)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+def leapfrog(q, p, g, eps, metric, dense, tmp, tgt, ws, st):
+    """One leapfrog step of size ``eps`` from ``(q, p)`` with gradient ``g``, in place.
+
+    ``tmp`` is scratch for the velocity; ``st`` receives the log density's terms at the new
+    ``q`` (see :func:`skbnn.kernels.network.logp_grad`). Returns the new log density.
+    """
+    d = q.shape[0]
+    half = 0.5 * eps
+    for i in range(d):
+        p[i] += half * g[i]
+    velocity(p, metric, dense, tmp)
+    for i in range(d):
+        q[i] += eps * tmp[i]
+    lp = logp_and_grad(q, tgt, ws, g, st)
+    for i in range(d):
+        p[i] += half * g[i]
+    return lp
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def draw_momentum(rng, p, metric, dense):
+    """``p ~ N(0, M)`` with ``M = sigma^-1``, written into ``p``."""
+    # p = L^-T z for sigma = L L^T (back substitution)
+    d = p.shape[0]
+    if dense:
+        chol = metric.chol
+        for i in range(d):
+            p[i] = rng.standard_normal()
+        for i in range(d - 1, -1, -1):
+            acc = p[i]
+            for j in range(i + 1, d):
+                acc -= chol[j, i] * p[j]
+            p[i] = acc / chol[i, i]
+    else:
+        inv_m = metric.inv_m
+        for i in range(d):
+            p[i] = rng.standard_normal() / math.sqrt(inv_m[i])
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def metric_normal(rng, metric, dense, z, out):
+    """``out ~ N(0, sigma)`` from the standard normals it draws into ``z``."""
+    # L z with sigma = L L^T (dense), or sqrt(inv_m) z (diagonal)
+    d = z.shape[0]
+    for i in range(d):
+        z[i] = rng.standard_normal()
+    if dense:
+        chol = metric.chol
+        for i in range(d):
+            acc = 0.0
+            for j in range(i + 1):
+                acc += chol[i, j] * z[j]
+            out[i] = acc
+    else:
+        inv_m = metric.inv_m
+        for i in range(d):
+            out[i] = math.sqrt(inv_m[i]) * z[i]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def energy(lp, p, ps):
+    """The Hamiltonian ``-lp + p . ps / 2`` for momentum ``p`` and velocity ``ps``; NaN
+    counts as infinite."""
+    h = -lp + 0.5 * dot(p, ps)
+    return np.inf if h != h else h
