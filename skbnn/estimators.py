@@ -96,6 +96,40 @@ class _BaseBayesianMLP(BaseEstimator):
         "verbose": ["verbose"],
     }
 
+    #: Parameters that take a registry name or an object with its own parameters: nested
+    #: ``method__*`` and ``prior__*`` work on the named default object too.
+    _NESTED = {"method": METHODS, "prior": PRIORS}
+
+    def get_params(self, deep: bool = True) -> dict:
+        """Parameters of this estimator, as :meth:`sklearn.base.BaseEstimator.get_params`.
+
+        With ``deep=True`` a ``method`` or ``prior`` given by name also lists the knobs of
+        the object that name stands for (``method__target_accept``, ``prior__std``), so
+        ``GridSearchCV`` can tune them from the defaults.
+        """
+        params = super().get_params(deep=deep)
+        if deep:
+            for name, registry in self._NESTED.items():
+                value = params.get(name)
+                if isinstance(value, str) and value in registry:
+                    for key, sub in registry[value]().get_params(deep=True).items():
+                        params[f"{name}__{key}"] = sub
+        return params
+
+    def set_params(self, **params):
+        """Set parameters, as :meth:`sklearn.base.BaseEstimator.set_params`.
+
+        A nested ``method__<knob>`` or ``prior__<knob>`` on a ``method`` or ``prior`` given
+        by name first replaces the name by its default object (``"nuts"`` by ``NUTS()``),
+        then sets the knob on it.
+        """
+        for name, registry in self._NESTED.items():
+            nested = any(key.startswith(name + "__") for key in params)
+            value = params.get(name, getattr(self, name, None))
+            if nested and isinstance(value, str) and value in registry:
+                params[name] = registry[value]()
+        return super().set_params(**params)
+
     def _resolve_method(self) -> BaseMethod:
         return METHODS[self.method]() if isinstance(self.method, str) else self.method
 

@@ -253,6 +253,37 @@ def test_pipeline_passes_return_std_and_supports_interval(seed):
 # --------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_nested_parameters_work_from_the_string_defaults(cls):
+    # deterministic: "nuts" and "gaussian" stand for NUTS() and GaussianPrior(), whose knobs
+    # get_params lists and set_params reaches, turning the name into the object
+    est = cls()
+    params = est.get_params()
+    assert params["method"] == "nuts" and params["method__target_accept"] == 0.8
+    assert params["prior"] == "gaussian" and params["prior__std"] == 1.0
+    assert clone(est).get_params(deep=False) == est.get_params(deep=False)
+    est.set_params(method__target_accept=0.9, prior__std=2.0)
+    assert isinstance(est.method, NUTS) and est.method.target_accept == 0.9
+    assert isinstance(est.prior, GaussianPrior) and est.prior.std == 2.0
+    # a name and its knob in one call: the knob lands on the named method's object
+    est.set_params(method="smc", method__target_ess=0.7, prior="logistic", prior__scale=0.5)
+    assert isinstance(est.method, SMC) and est.method.target_ess == 0.7
+    assert est.prior.get_params() == {"scale": 0.5, "fan_in_scaling": False}
+    with pytest.raises(ValueError, match="Invalid parameter 'nonsense'"):
+        cls().set_params(method__nonsense=1)
+
+
+def test_grid_search_tunes_the_knob_of_a_named_method():
+    # GridSearchCV over method__target_ess with method="smc" given by name: each candidate
+    # fits an SMC with that knob (the fitted copies hold SMC objects carrying it)
+    X, y = _regression_data()
+    est = _fast(BayesianMLPRegressor).set_params(method="smc")
+    search = GridSearchCV(est, {"method__target_ess": [0.3, 0.9]}, cv=2, refit=True).fit(X, y)
+    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
+    assert isinstance(search.best_estimator_.method, SMC)
+    assert search.best_estimator_.method.target_ess == search.best_params_["method__target_ess"]
+
+
 @pytest.mark.parametrize(
     "name, values, extra",
     [
