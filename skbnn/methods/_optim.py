@@ -133,13 +133,15 @@ def _schedule(kind: str, lr0: float, epoch: int, n_epochs: int, n_steps: int,
     return np.full(n_steps, float(lr0))
 
 
-def _no_improvement(curve, best, count, tol, higher_is_better=False):
+def _no_improvement(curve, best, count, tol):
     # scikit-learn MLP's rule: an epoch counts when it does not beat the best by tol
-    value = curve[-1]
-    if higher_is_better:
-        value, best = -value, -best
-    count = count + 1 if value > best - tol else 0
-    return count
+    return count + 1 if curve[-1] > best - tol else 0
+
+
+def batches(n_train: int, batch_size: int) -> tuple[int, int]:
+    """The batch size an epoch over ``n_train`` rows uses, and its number of steps."""
+    batch = max(1, min(int(batch_size), n_train))
+    return batch, -(-n_train // batch)
 
 
 def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rng=None,
@@ -156,7 +158,7 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
     YT = target.YT if YT is None else YT
     tgt = target.kernel_target(own=True, YT=YT, prior_mean=prior_mean)
     n_train = train.size
-    batch = max(1, min(int(s.batch_size), n_train))
+    batch, n_steps = batches(n_train, s.batch_size)
     d, ky = target.n_features, YT.size // target.n_rows
     data = kopt.Batches(target.XT, YT, train, np.empty(d * batch), np.empty(ky * batch))
     ws = np.empty(knet.workspace_size(target.layout.sizes, batch))
@@ -170,7 +172,6 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
     if moments is None:
         mcfg = np.zeros(1, dtype=kopt.MOMENTS)
         moments = kopt.Moments(mcfg, np.empty(0), np.empty(0), np.empty((0, 0)))
-    n_steps = -(-n_train // batch)
     cycle = int(moments.cfg[0]["collect_every"])
     collecting = cycle > 0
     validation = None if val is None else target.evaluator(prior_mean, val, YT)

@@ -14,7 +14,7 @@ from ..kernels import optim as kopt
 from ..posterior import GaussianPosterior
 from ..utils import seed_sequence
 from ._base import FitResult
-from ._optim import MAX_RESTARTS, _minibatch_epochs, _Trainer, glorot_init
+from ._optim import MAX_RESTARTS, _minibatch_epochs, _Trainer, batches, glorot_init
 
 #: Nats per row by which the collection phase's loss may exceed the pre-trained optimum's
 #: before the phase counts as unstable (its iterates left the optimum's basin)
@@ -125,9 +125,6 @@ n_iter_no_change
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
 
-    def _steps_per_epoch(self, n_train: int, batch_size: int) -> int:
-        return -(-n_train // max(1, min(batch_size, n_train)))
-
     def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
         """Pre-train, collect and fit the Gaussian(s); see :meth:`BaseMethod.run`."""
         self._validate_params()
@@ -140,7 +137,7 @@ n_iter_no_change
 
         def collect(target, theta, train, prior_mean, YT, rng, member, bar):
             s = self._settings(target.n_rows)
-            steps = self._steps_per_epoch(train.size, s.batch_size)
+            _, steps = batches(train.size, s.batch_size)
             every = steps if self.collect_every == "epoch" else int(self.collect_every)
             start_theta = theta.copy()
             start_loss = member.loss_curve[-1]
