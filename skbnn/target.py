@@ -40,6 +40,10 @@ class Target:
         Initial or fixed noise precision per output.
     noise_shape, noise_rate : float
         The Gamma prior of each noise precision.
+    sample_weight : ndarray of shape (n_rows,), default=None
+        A non-negative weight per row that multiplies the row's log-likelihood; ``None`` is
+        ones. An integer weight is exactly a repeated row (every count of rows in the
+        likelihood, such as the noise precision's conditional, sums the weights).
 
     Attributes
     ----------
@@ -66,6 +70,7 @@ class Target:
         noise_precision=1.0,
         noise_shape=NOISE_PRECISION_SHAPE,
         noise_rate=NOISE_PRECISION_RATE,
+        sample_weight=None,
     ):
         X = np.asarray(X, dtype=np.float64)
         Y = np.asarray(Y, dtype=np.float64)
@@ -82,6 +87,11 @@ class Target:
         self.layout = NetworkLayout((self.n_features, *hidden_layer_sizes, n_net), n_noise=n_noise)
         self.XT = np.ascontiguousarray(X.T).ravel()
         self.YT = np.ascontiguousarray(Y.T).ravel()
+        self.W = (
+            np.ones(self.n_rows)
+            if sample_weight is None
+            else np.ascontiguousarray(sample_weight, dtype=np.float64)
+        )
         self.prior = GaussianPrior() if prior is None else prior
         self.prior_scale = np.ascontiguousarray(self.prior.stds(self.layout), dtype=np.float64)
         self.prior_mean = np.zeros(self.layout.n_weights)
@@ -157,12 +167,17 @@ class Target:
         return int(self._cfg("prior"))
 
     @property
+    def weight_sum(self) -> float:
+        """The number of rows counted by their weights."""
+        return float(self.W.sum())
+
+    @property
     def n_params(self) -> int:
         """Length of ``theta``."""
         return self.layout.n_params
 
     def kernel_target(
-        self, own: bool = True, XT=None, YT=None, prior_mean=None
+        self, own: bool = True, XT=None, YT=None, prior_mean=None, W=None
     ) -> knet.KernelTarget:
         """The named tuple the numba kernels take.
 
@@ -172,14 +187,16 @@ class Target:
             Give the tuple private copies of what kernels write: the noise precisions, the
             settings, and the prior scales (which a hierarchical prior updates). One chain,
             member or thread owns one such tuple.
-        XT, YT : ndarray, default=None
-            Feature-major data of other rows (a minibatch); default all rows.
+        XT, YT, W : ndarray, default=None
+            Feature-major data and row weights of other rows (a minibatch); default all
+            rows.
         prior_mean : ndarray of shape (n_weights,), default=None
             The prior's centre (randomized MAP's anchor); default zero.
         """
         return knet.KernelTarget(
             self.XT if XT is None else XT,
             self.YT if YT is None else YT,
+            self.W if W is None else W,
             self.layout.sizes,
             self.layout.offsets,
             self.prior_mean if prior_mean is None else np.ascontiguousarray(prior_mean),
@@ -198,13 +215,13 @@ class Target:
         all rows or on ``rows``; see :class:`Evaluator`."""
         return Evaluator(self, prior_mean, rows, YT)
 
-    def rows_data(self, rows, YT=None) -> tuple[np.ndarray, np.ndarray]:
-        """Feature-major copies of the data of ``rows`` (of ``YT`` if given, a member's
-        perturbed targets), as :meth:`kernel_target` takes them."""
+    def rows_data(self, rows, YT=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Feature-major copies of the data and weights of ``rows`` (of ``YT`` if given, a
+        member's perturbed targets), as :meth:`kernel_target` takes them."""
         XT = np.ascontiguousarray(self.XT.reshape(self.n_features, self.n_rows)[:, rows])
         YT = self.YT if YT is None else YT
         YT = np.ascontiguousarray(YT.reshape(-1, self.n_rows)[:, rows])
-        return XT.ravel(), YT.ravel()
+        return XT.ravel(), YT.ravel(), np.ascontiguousarray(self.W[rows])
 
     def logp_and_grad(self, theta, beta: float = 1.0) -> tuple[float, np.ndarray]:
         """``beta * loglik + logprior`` at ``theta`` and its gradient."""
@@ -305,11 +322,11 @@ class Evaluator:
     """
 
     def __init__(self, target: Target, prior_mean=None, rows=None, YT=None):
-        XT = None
+        XT = W = None
         if rows is not None:
-            XT, YT = target.rows_data(rows, YT)
+            XT, YT, W = target.rows_data(rows, YT)
         self.n_rows = target.n_rows if rows is None else len(rows)
-        self.tgt = target.kernel_target(own=True, XT=XT, YT=YT, prior_mean=prior_mean)
+        self.tgt = target.kernel_target(own=True, XT=XT, YT=YT, prior_mean=prior_mean, W=W)
         self.ws = target.workspace(self.n_rows)
         self.grad = np.empty(target.n_params)
         self.stats = np.empty(2 + int(target.layout.sizes[-1]))

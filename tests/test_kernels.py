@@ -277,7 +277,8 @@ def _loglik_delta(likelihood, F, Y):
     delta = np.full(k * n, -99.0)
     stats = np.empty(2 + k)
     cfg = np.ones(1, dtype=knet.CONFIG)[0]
-    ll = knet._loglik_delta(ws, 0, YT, np.ones(k), lik, k, n, delta, 0, stats, cfg, 0)
+    W = np.ones(n)
+    ll = knet._loglik_delta(ws, 0, YT, W, np.ones(k), lik, k, n, delta, 0, stats, cfg, 0)
     return ll, delta.reshape(k, n)
 
 

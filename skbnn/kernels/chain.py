@@ -75,7 +75,7 @@ from .gibbs import (
 )
 from .integrators import logp_and_grad
 from .linalg import Metric, copy
-from .network import _LOG_2PI, n_rows
+from .network import _LOG_2PI, weight_sum
 from .transitions import hmc, mala, nuts, random_walk, workspace
 
 TRACE_FIELDS = (
@@ -180,7 +180,7 @@ def _gaussian_loglik(tgt, st0):
     # the Gaussian log-likelihood at the noise precisions tgt.tau, from the residual sums
     # of squares in st0
     tau = tgt.tau
-    n = n_rows(tgt)
+    n = weight_sum(tgt)
     ll = 0.0
     for o in range(tau.shape[0]):
         ll += 0.5 * n * (math.log(tau[o]) - _LOG_2PI) - 0.5 * tau[o] * st0[2 + o]

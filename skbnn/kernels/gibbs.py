@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from .linalg import cholesky_inplace
-from .network import forward, n_rows
+from .network import forward, n_rows, weight_sum
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -24,10 +24,11 @@ def gibbs_noise(rng, tgt, st0):
     """Draw each output's noise precision into ``tgt.tau`` from its conjugate conditional.
 
     ``Gamma(a + beta n / 2, b + beta SSR / 2)`` with the residual sums of squares in
-    ``st0`` (Neal 1996), so the noise never enters the leapfrog integrator.
+    ``st0`` (Neal 1996), so the noise never enters the leapfrog integrator; ``n`` and the
+    SSR count rows by their weights.
     """
     tau = tgt.tau
-    n = n_rows(tgt)
+    n = weight_sum(tgt)
     cfg = tgt.cfg[0]
     a = cfg.noise_shape
     b = cfg.noise_rate
@@ -87,11 +88,12 @@ def gibbs_output_layer(rng, q0, tgt, ws):
     Given the hidden layers, a Gaussian likelihood is linear in the output layer, whose
     Gaussian prior makes the conditional of each output's weights and bias Gaussian:
     precision ``A = beta tau Phi^T Phi + diag(1 / s^2)`` and mean ``A^-1 beta tau Phi^T y``
-    with ``Phi = [H, 1]`` the last hidden layer's activations. Drawing it exactly between
+    with ``Phi = [H, 1]`` the last hidden layer's activations, each row's terms multiplied
+    by its weight. Drawing it exactly between
     trajectories removes the directions along which small noise makes the posterior
     narrowest (collinear hidden units), which the leapfrog integrator handles worst.
     """
-    XT, YT, sizes, offsets, prior_mean, prior_std, tau, cfgs = tgt
+    XT, YT, W, sizes, offsets, prior_mean, prior_std, tau, cfgs = tgt
     n = n_rows(tgt)
     n_layers = sizes.shape[0] - 1
     h = sizes[n_layers - 1]
@@ -110,7 +112,7 @@ def gibbs_output_layer(rng, q0, tgt, ws):
             for t in range(n):
                 fi = src[src_base + i * n + t] if i < h else 1.0
                 fj = src[src_base + j * n + t] if j < h else 1.0
-                acc += fi * fj
+                acc += W[t] * fi * fj
             gram[i, j] = acc
             gram[j, i] = acc
     chol = np.empty((m, m))
@@ -121,7 +123,7 @@ def gibbs_output_layer(rng, q0, tgt, ws):
             acc = 0.0
             for t in range(n):
                 fi = src[src_base + i * n + t] if i < h else 1.0
-                acc += fi * YT[o * n + t]
+                acc += W[t] * fi * YT[o * n + t]
             rhs[i] = prec * acc
             for j in range(m):
                 chol[i, j] = prec * gram[i, j]

@@ -4,12 +4,15 @@ All arrays are flat and feature-major: ``XT`` is ``X.T`` raveled (``d * n``), so
 loops run over rows with unit stride and vectorize. The kernels take the target as one
 :data:`KernelTarget` named tuple (built by :meth:`skbnn.target.Target.kernel_target`)::
 
-    KernelTarget(XT, YT, sizes, offsets, prior_mean, prior_scale, tau, cfg)
+    KernelTarget(XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfg)
 
 The number of rows is ``XT.shape[0] // sizes[0]``, so a target over a subset of rows is the
-same tuple with other ``XT`` and ``YT`` (the training engine's minibatches). ``YT`` is the
-standardized target (Gaussian), the 0/1 label (Bernoulli) or a one-hot matrix (categorical),
-feature-major like ``XT``. ``prior_mean`` and ``prior_scale`` are per network parameter
+same tuple with other ``XT``, ``YT`` and ``W`` (the training engine's minibatches). ``YT`` is
+the standardized target (Gaussian), the 0/1 label (Bernoulli) or a one-hot matrix
+(categorical), feature-major like ``XT``. ``W`` holds a weight per row that multiplies the
+row's log-likelihood (``sample_weight``; ones when none is given). Every count of rows in the
+likelihood is the sum of ``W`` (:func:`weight_sum`), so an integer weight is exactly a
+repeated row. ``prior_mean`` and ``prior_scale`` are per network parameter
 (``prior_scale`` holds standard deviations for the Gaussian prior, scales for the logistic).
 ``tau`` holds the noise precisions per output used when the noise is not part of ``theta``.
 ``cfg`` is a one-element record array of dtype :data:`CONFIG`, read by field name:
@@ -47,7 +50,8 @@ import numpy as np
 from numba import njit, prange
 
 KernelTarget = namedtuple(
-    "KernelTarget", ["XT", "YT", "sizes", "offsets", "prior_mean", "prior_scale", "tau", "cfg"]
+    "KernelTarget",
+    ["XT", "YT", "W", "sizes", "offsets", "prior_mean", "prior_scale", "tau", "cfg"],
 )
 
 CONFIG = np.dtype(
@@ -327,14 +331,19 @@ def forward(theta, XT, sizes, offsets, act, n, ws):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
-def _loglik_delta(ws, out_base, YT, tau, lik, k, n, delta, delta_base, stats, cfg, marg):
-    # Log-likelihood of the outputs and d loglik / d output into delta.
-    # For the Gaussian, stats[2 + o] receives the residual sum of squares of output o.
-    # With marg, tau[o] is replaced by the conditional mean of the precision given the
-    # residuals, (a + beta n / 2) / (b + beta ssr / 2): the gradient of the marginalized
-    # likelihood is the fixed-noise gradient at that precision.
+def _loglik_delta(ws, out_base, YT, W, tau, lik, k, n, delta, delta_base, stats, cfg, marg):
+    # Log-likelihood of the outputs and d loglik / d output into delta, each row's term
+    # multiplied by its weight W[t]. For the Gaussian, stats[2 + o] receives the weighted
+    # residual sum of squares of output o. With marg, tau[o] is replaced by the conditional
+    # mean of the precision given the residuals, (a + beta sw / 2) / (b + beta ssr / 2)
+    # with sw the sum of the weights: the gradient of the marginalized likelihood is the
+    # fixed-noise gradient at that precision.
     ll = 0.0
+    w = W[0:n]
     if lik == 0:
+        sw = 0.0
+        for t in range(n):
+            sw += w[t]
         for o in range(k):
             ssr = 0.0
             f = ws[out_base + o * n : out_base + (o + 1) * n]
@@ -342,15 +351,16 @@ def _loglik_delta(ws, out_base, YT, tau, lik, k, n, delta, delta_base, stats, cf
             d = delta[delta_base + o * n : delta_base + (o + 1) * n]
             for t in range(n):
                 r = y[t] - f[t]
-                d[t] = r
-                ssr += r * r
+                wr = w[t] * r
+                d[t] = wr
+                ssr += wr * r
             stats[2 + o] = ssr
             tau_o = tau[o]
             if marg != 0:
-                tau_o = (cfg.noise_shape + 0.5 * cfg.beta * n) / (
+                tau_o = (cfg.noise_shape + 0.5 * cfg.beta * sw) / (
                     cfg.noise_rate + 0.5 * cfg.beta * ssr
                 )
-            ll += 0.5 * n * (math.log(tau_o) - _LOG_2PI) - 0.5 * tau_o * ssr
+            ll += 0.5 * sw * (math.log(tau_o) - _LOG_2PI) - 0.5 * tau_o * ssr
             for t in range(n):
                 d[t] *= tau_o
     elif lik == 3:
@@ -372,12 +382,13 @@ def _loglik_delta(ws, out_base, YT, tau, lik, k, n, delta, delta_base, stats, cf
                 var = (f if f >= 0.0 else 0.0) + _log1p_unit(e) + HETERO_MIN_VAR
                 r = y[t] - mu[t]
                 inv = 1.0 / var
-                ssr += r * r
-                ll -= 0.5 * (_log(var) + _LOG_2PI + r * r * inv)
-                dm[t] = r * inv
+                wt = w[t]
+                ssr += wt * r * r
+                ll -= 0.5 * wt * (_log(var) + _LOG_2PI + r * r * inv)
+                dm[t] = wt * r * inv
                 # d ll / d var times softplus'(f) = sigmoid(f)
                 sig = 1.0 / (1.0 + e) if f >= 0.0 else e / (1.0 + e)
-                dv[t] = 0.5 * inv * (r * r * inv - 1.0) * sig
+                dv[t] = 0.5 * wt * inv * (r * r * inv - 1.0) * sig
             stats[2 + o] = ssr
     elif lik == 1:
         f = ws[out_base : out_base + n]
@@ -388,9 +399,9 @@ def _loglik_delta(ws, out_base, YT, tau, lik, k, n, delta, delta_base, stats, cf
         for t in range(n):
             d[t] = _exp_neg(-abs(f[t]))
         for t in range(n):
-            ll += _bernoulli_ll(f[t], y[t], d[t])
+            ll += w[t] * _bernoulli_ll(f[t], y[t], d[t])
         for t in range(n):
-            d[t] = _bernoulli_delta(f[t], y[t], d[t])
+            d[t] = w[t] * _bernoulli_delta(f[t], y[t], d[t])
     elif k == 1:
         # a single class: log-sum-exp is f itself, kept as f - f so non-finite f shows
         f = ws[out_base : out_base + n]
@@ -398,8 +409,8 @@ def _loglik_delta(ws, out_base, YT, tau, lik, k, n, delta, delta_base, stats, cf
         d = delta[delta_base : delta_base + n]
         for t in range(n):
             g = f[t] - f[t]
-            ll += y[t] * g
-            d[t] = y[t] - _exp_neg(g)
+            ll += w[t] * y[t] * g
+            d[t] = w[t] * (y[t] - _exp_neg(g))
     else:
         # Softmax in passes over rows (the vectorized direction), one class at a time. Delta
         # rows 0 and 1 are scratch for the row max (then the log-sum-exp) and the sum of
@@ -430,13 +441,13 @@ def _loglik_delta(ws, out_base, YT, tau, lik, k, n, delta, delta_base, stats, cf
                 d = delta[delta_base + o * n : delta_base + (o + 1) * n]
                 for t in range(n):
                     g = f[t] - lse[t]
-                    ll += y[t] * g
-                    d[t] = y[t] - _exp_neg(g)
+                    ll += w[t] * y[t] * g
+                    d[t] = w[t] * (y[t] - _exp_neg(g))
             else:
                 for t in range(n):
                     g = f[t] - lse[t]
-                    ll += y[t] * g
-                    lse[t] = y[t] - _exp_neg(g)
+                    ll += w[t] * y[t] * g
+                    lse[t] = w[t] * (y[t] - _exp_neg(g))
     return ll
 
 
@@ -554,6 +565,15 @@ def n_rows(tgt):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def weight_sum(tgt):
+    """Sum of the row weights of a kernel target: its number of rows, counted by weight."""
+    total = 0.0
+    for t in range(tgt.W.shape[0]):
+        total += tgt.W[t]
+    return total
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def workspace_size(sizes, n):
     """Length of the scratch buffer :func:`logp_grad` needs for ``n`` rows: every layer's
     activations and two delta buffers of the widest layer."""
@@ -589,7 +609,7 @@ def logp_grad(theta, tgt, ws, grad, stats, with_grad):
         ``beta * loglik + logprior`` (may be ``-inf`` or NaN for a diverging ``theta``). With
         the noise marginalized, ``log int p(y | theta, tau)^beta p(tau) dtau + logprior``.
     """
-    XT, YT, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
+    XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
     cfg = cfgs[0]
     n = XT.shape[0] // sizes[0]
     act = cfg.activation
@@ -607,7 +627,7 @@ def logp_grad(theta, tgt, ws, grad, stats, with_grad):
     out_base = forward(theta, XT, sizes, offsets, act, n, ws)
     total = out_base + k * n
     marg = cfg.noise_marginal if lik == 0 else 0
-    ll = _loglik_delta(ws, out_base, YT, tau, lik, k, n, ws, total, stats, cfg, marg)
+    ll = _loglik_delta(ws, out_base, YT, W, tau, lik, k, n, ws, total, stats, cfg, marg)
 
     logistic = cfg.prior == 1
     lp = lp_noise
@@ -638,11 +658,12 @@ def logp_grad(theta, tgt, ws, grad, stats, with_grad):
         if n_noise > 0:
             a = cfg.noise_shape
             b = cfg.noise_rate
+            sw = weight_sum(tgt)
             for o in range(k):
-                # d/d eta of [0.5 n eta - 0.5 e^eta ssr] and of the Gamma log prior
-                grad[n_w + o] = beta * (0.5 * n - 0.5 * tau[o] * stats[2 + o]) + a - b * tau[o]
+                # d/d eta of [0.5 sw eta - 0.5 e^eta ssr] and of the Gamma log prior
+                grad[n_w + o] = beta * (0.5 * sw - 0.5 * tau[o] * stats[2 + o]) + a - b * tau[o]
     if marg != 0:
-        return log_marginal(n, k, stats, cfg.noise_shape, cfg.noise_rate, beta) + lp
+        return log_marginal(weight_sum(tgt), k, stats, cfg.noise_shape, cfg.noise_rate, beta) + lp
     return beta * ll + lp
 
 
@@ -650,8 +671,9 @@ def logp_grad(theta, tgt, ws, grad, stats, with_grad):
 def log_marginal(n, k, stats, a, b, beta):
     """Log of ``int p(y | theta, tau)^beta Gamma(tau | a, b) dtau``, summed over outputs.
 
-    ``stats[2 + o]`` holds output ``o``'s residual sum of squares. The Gamma integral is
-    ``lgamma(a') - a' log b'`` with ``a' = a + beta n / 2`` and ``b' = b + beta ssr / 2``.
+    ``n`` is the (weighted) number of rows, a float; ``stats[2 + o]`` holds output ``o``'s
+    (weighted) residual sum of squares. The Gamma integral is ``lgamma(a') - a' log b'`` with
+    ``a' = a + beta n / 2`` and ``b' = b + beta ssr / 2``.
     """
     a_post = a + 0.5 * beta * n
     out = 0.0
@@ -675,7 +697,7 @@ def loglik_batch(thetas, tgt, out_stats):
     for s in prange(thetas.shape[0]):
         ws = np.empty(size)
         own = KernelTarget(
-            tgt.XT, tgt.YT, tgt.sizes, tgt.offsets, tgt.prior_mean, tgt.prior_scale,
+            tgt.XT, tgt.YT, tgt.W, tgt.sizes, tgt.offsets, tgt.prior_mean, tgt.prior_scale,
             tgt.tau.copy(), tgt.cfg,
         )  # fmt: skip
         logp_grad(thetas[s], own, ws, dummy, out_stats[s], False)

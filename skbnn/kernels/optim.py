@@ -5,13 +5,15 @@ Python driver, gathers each minibatch into small feature-major buffers (``O(batc
 features)``, never a copy of X), evaluates the log density of the batch with the
 likelihood scaled by ``n / batch`` (:func:`skbnn.kernels.network.logp_grad` with ``beta``
 set to that ratio) and takes one optimizer step on the per-row loss
-``-(n / B * loglik_batch + logprior) / n``. SWAG's moments are collected in the same loop.
+``-(n / B * loglik_batch + logprior) / n_w``, with ``n_w`` the sum of the training rows'
+weights (``n`` without weights), so a row of weight 2 counts as two rows. SWAG's moments
+are collected in the same loop.
 
 The state is held in named tuples so the kernels read fields by name:
 
-``Batches(XT, YT, rows, xb, yb)``
-    The full feature-major data, the permuted training rows of this epoch, and the two
-    minibatch buffers.
+``Batches(XT, YT, W, rows, xb, yb, wb)``
+    The full feature-major data and row weights, the permuted training rows of this epoch,
+    and the three minibatch buffers.
 ``Optimizer(cfg, m1, m2)``
     ``cfg`` is a one-element record of dtype :data:`OPTIMIZER` (``kind`` 0 Adam, 1 SGD
     with momentum; ``beta1``, ``beta2``, ``epsilon``, ``momentum``, ``nesterov``, and the
@@ -31,7 +33,7 @@ from numba import njit
 
 from .network import KernelTarget, logp_grad, n_rows
 
-Batches = namedtuple("Batches", ["XT", "YT", "rows", "xb", "yb"])
+Batches = namedtuple("Batches", ["XT", "YT", "W", "rows", "xb", "yb", "wb"])
 Optimizer = namedtuple("Optimizer", ["cfg", "m1", "m2"])
 Moments = namedtuple("Moments", ["cfg", "mean", "sq_mean", "dev"])
 
@@ -57,7 +59,7 @@ MOMENTS = np.dtype(
 @njit(cache=True, nogil=True, error_model="numpy")
 def _gather(data, i0, nb, d, ky, n_all):
     # rows[i0:i0 + nb] of the feature-major data into the batch buffers
-    XT, YT, rows, xb, yb = data
+    XT, YT, W, rows, xb, yb, wb = data
     for j in range(d):
         src = XT[j * n_all : (j + 1) * n_all]
         dst = xb[j * nb : (j + 1) * nb]
@@ -68,6 +70,8 @@ def _gather(data, i0, nb, d, ky, n_all):
         dst = yb[o * nb : (o + 1) * nb]
         for t in range(nb):
             dst[t] = src[rows[i0 + t]]
+    for t in range(nb):
+        wb[t] = W[rows[i0 + t]]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -141,7 +145,7 @@ def run_epoch(theta, tgt, data, batch_size, lrs, opt, mom, ws, grad, stats):
     Returns
     -------
     float
-        ``-(sum over batches of (n / B) loglik_B + logprior) / n`` averaged over the
+        ``-(sum over batches of (n / B) loglik_B + logprior) / n_w`` averaged over the
         epoch's batches (weighted by their rows); NaN as soon as a step meets a non-finite
         loss, which leaves ``theta`` at the last finite point.
     """
@@ -149,6 +153,9 @@ def run_epoch(theta, tgt, data, batch_size, lrs, opt, mom, ws, grad, stats):
     d = tgt.sizes[0]
     ky = tgt.YT.shape[0] // n_all
     n = data.rows.shape[0]
+    n_w = 0.0
+    for i in range(n):
+        n_w += data.W[data.rows[i]]
     cfg = tgt.cfg[0]
     total = 0.0
     b = 0
@@ -156,8 +163,8 @@ def run_epoch(theta, tgt, data, batch_size, lrs, opt, mom, ws, grad, stats):
         nb = min(batch_size, n - i0)
         _gather(data, i0, nb, d, ky, n_all)
         bt = KernelTarget(
-            data.xb[: d * nb], data.yb[: ky * nb], tgt.sizes, tgt.offsets, tgt.prior_mean,
-            tgt.prior_scale, tgt.tau, tgt.cfg,
+            data.xb[: d * nb], data.yb[: ky * nb], data.wb[:nb], tgt.sizes, tgt.offsets,
+            tgt.prior_mean, tgt.prior_scale, tgt.tau, tgt.cfg,
         )  # fmt: skip
         cfg.beta = n / nb
         lp = logp_grad(theta, bt, ws, grad, stats, True)
@@ -170,8 +177,8 @@ def run_epoch(theta, tgt, data, batch_size, lrs, opt, mom, ws, grad, stats):
         if not finite:
             return np.nan
         total += -lp * nb / n
-        _step(theta, grad, -1.0 / n, lrs[b], opt)
+        _step(theta, grad, -1.0 / n_w, lrs[b], opt)
         _collect(theta, mom)
         b += 1
     cfg.beta = 1.0
-    return total / n
+    return total / n_w

@@ -87,7 +87,7 @@ def hmc_moves(particles, proposals, inv_m, tgt, start, stop, refresh, out):
     metric = Metric(inv_m, dummy, dummy)
     per_particle = prior_stds.shape[0] > 1
     for i in range(start, stop):
-        own = KernelTarget(tgt.XT, tgt.YT, tgt.sizes, tgt.offsets, tgt.prior_mean,
+        own = KernelTarget(tgt.XT, tgt.YT, tgt.W, tgt.sizes, tgt.offsets, tgt.prior_mean,
                            prior_stds[i if per_particle else 0], tgt.tau, tgt.cfg)  # fmt: skip
         spent = 0
         if refresh:

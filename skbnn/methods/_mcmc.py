@@ -591,7 +591,7 @@ class _ReplicaExchange:
         self._track_ends()
         self.marginal = target.likelihood == "gaussian" and target.noise == "marginal"
         # the kernel's own marginal likelihood, evaluated at other betas than a replica's
-        self.n, self.k = target.n_rows, target.n_outputs
+        self.n, self.k = target.weight_sum, target.n_outputs
         self.noise_prior = target.noise_prior
         self.hierarchical = target.hierarchical
 

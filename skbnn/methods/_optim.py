@@ -160,7 +160,10 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
     n_train = train.size
     batch, n_steps = batches(n_train, s.batch_size)
     d, ky = target.n_features, YT.size // target.n_rows
-    data = kopt.Batches(target.XT, YT, train, np.empty(d * batch), np.empty(ky * batch))
+    data = kopt.Batches(
+        target.XT, YT, target.W, train, np.empty(d * batch), np.empty(ky * batch),
+        np.empty(batch),
+    )  # fmt: skip
     ws = np.empty(knet.workspace_size(target.layout.sizes, batch))
     grad = np.empty(theta.size)
     stats = np.empty(2 + int(target.layout.sizes[-1]))
@@ -175,6 +178,7 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
     cycle = int(moments.cfg[0]["collect_every"])
     collecting = cycle > 0
     validation = None if val is None else target.evaluator(prior_mean, val, YT)
+    val_weight = None if val is None else float(target.W[val].sum())
     lr_kind = s.learning_rate if lr_kind is None else lr_kind
     lr0 = s.learning_rate_init if lr0 is None else lr0
     best, best_theta, count = np.inf, None, 0
@@ -197,7 +201,7 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
             continue
         if validation is not None:
             validation.value(theta)
-            member.validation_curve.append(-validation.stats[0] / val.size)
+            member.validation_curve.append(-validation.stats[0] / val_weight)
             member.n_grad_evals += 1
             count = _no_improvement(member.validation_curve, best, count, s.tol)
             if member.validation_curve[-1] < best:
@@ -225,7 +229,7 @@ def _lbfgs(target, theta, train, s, prior_mean, YT, member):
     """Full-batch L-BFGS on the rows ``train`` (scipy, analytic gradient), as scikit-learn's
     MLP: ``maxiter=max_iter``, ``gtol=tol``."""
     evaluate = target.evaluator(prior_mean, train, YT)
-    n = float(train.size)
+    n = float(target.W[train].sum())
 
     def fun(th):
         lp, grad = evaluate(th)

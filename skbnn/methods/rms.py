@@ -81,8 +81,12 @@ epsilon, batch_size, max_iter, tol, early_stopping, validation_fraction, n_iter_
             theta[:n_w] = anchor
             YT = None
             if perturb:
-                noise_sd = np.repeat(1.0 / np.sqrt(target.tau), target.n_rows)
-                YT = target.YT + noise_sd * rng.standard_normal(target.YT.size)
+                # a row of weight w has noise precision w tau: it stands for w rows (a row
+                # of weight 0 is not in the likelihood, so its target need not move)
+                w = target.W
+                row_sd = np.divide(1.0, np.sqrt(w), out=np.zeros_like(w), where=w > 0)
+                noise_sd = np.outer(1.0 / np.sqrt(target.tau), row_sd)
+                YT = target.YT + noise_sd.ravel() * rng.standard_normal(target.YT.size)
             return theta, anchor, YT
 
         members, diagnostics = self._train_members(

@@ -407,7 +407,7 @@ class _TemperedLoglik:
 
     def __init__(self, target):
         self.marginal = target.likelihood == "gaussian" and target.noise == "marginal"
-        self.n = target.n_rows
+        self.n = target.weight_sum
         self.a, self.b = target.noise_prior
         self.likelihood = target.likelihood
         self.tau = target.tau.copy()
@@ -511,7 +511,7 @@ def _warm() -> None:
     thetas = np.zeros((2, d))
     stats = np.zeros((2, 3))
     ksmc.evaluate(thetas, tgt, stats, 0, 2)
-    ksmc.log_marginal_rows(stats, 3, 1.0, 1.0, 0.5, np.zeros(2))
+    ksmc.log_marginal_rows(stats, 3.0, 1.0, 1.0, 0.5, np.zeros(2))
     particles = ksmc.Particles(thetas, np.zeros((2, d)), np.zeros(2), stats, np.ones((1, d)))
     proposals = ksmc.Proposals(
         np.full(2, 0.1), np.ones(2, dtype=np.int64), np.zeros((2, d)), np.zeros(2),
