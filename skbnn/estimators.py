@@ -4,6 +4,7 @@ building the target, calling the method, and predicting from posterior draws."""
 from __future__ import annotations
 
 import time
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -14,8 +15,14 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_co
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    check_array,
+    check_is_fitted,
+    validate_data,
+)
 
+from .exceptions import DataScaleWarning
 from .kernels import network as knet
 from .kernels.predict import mixture_quantiles
 from .methods import METHODS, BaseMethod
@@ -26,6 +33,9 @@ from .utils import seed_sequence, thread_map
 
 # Bytes of network outputs held at once while predicting; bounds memory for large X.
 _CHUNK_BYTES = 64 * 2**20
+# A feature whose root mean square exceeds this is far from standardized: the priors assume
+# inputs of unit scale (StandardScaler gives 1; a 0/1 or one-hot feature stays below 1).
+_MAX_FEATURE_RMS = 10.0
 
 _SHARED_PARAMS_DOC = """
     hidden_layer_sizes : tuple of int, default=(10,)
@@ -79,6 +89,44 @@ def _check_hidden_layer_sizes(sizes) -> tuple[int, ...]:
     if not all(isinstance(s, Integral) and s >= 1 for s in sizes):
         raise ValueError(f"hidden_layer_sizes must be a tuple of positive ints, got {sizes!r}")
     return tuple(int(s) for s in sizes)
+
+
+def _weighted_rows(X, Y, sample_weight):
+    """The training rows as the likelihood sees them: ``(X, Y, weights)``.
+
+    Rows equal in ``X`` and ``Y`` are merged into one whose weight is the sum of theirs, rows
+    of weight zero are dropped, and the rows are put in a canonical order. The likelihood is
+    the same (a row of weight ``w`` counts ``w`` times), so integer weights give exactly the
+    fit of repeated rows, a permutation of the rows gives the same fit, and duplicated rows
+    cost one pass.
+    """
+    # refuses negative weights and all zeros
+    w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+    Z = np.ascontiguousarray(np.hstack([X, Y]), dtype=np.float64)
+    # bytes of each row as one opaque item: np.unique sorts and merges them in one pass
+    rows = Z.view(np.dtype((np.void, Z.dtype.itemsize * Z.shape[1]))).ravel()
+    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    weights = np.bincount(inverse.ravel(), weights=w, minlength=len(first))
+    keep = weights > 0
+    Z = Z[first[keep]]
+    return Z[:, : X.shape[1]], Z[:, X.shape[1] :], weights[keep]
+
+
+def _warn_unscaled(X, estimator):
+    """A DataScaleWarning when a feature is far from standardized."""
+    rms = np.sqrt(np.mean(X**2, axis=0)) if X.shape[0] else np.zeros(0)
+    if rms.size and rms.max() > _MAX_FEATURE_RMS:
+        j = int(np.argmax(rms))
+        warnings.warn(
+            f"X has {int(np.sum(rms > _MAX_FEATURE_RMS))} feature(s) far from standardized "
+            f"(the largest root mean square is {rms[j]:.3g}, in column {j}). The priors "
+            "assume inputs of unit scale: unscaled features make the posterior narrow in "
+            "some directions, which slows every method, and the prior a poor fit. Put a "
+            f"StandardScaler before the estimator: make_pipeline(StandardScaler(), "
+            f"{type(estimator).__name__}(...)).",
+            DataScaleWarning,
+            stacklevel=3,
+        )
 
 
 class _BaseBayesianMLP(BaseEstimator):
@@ -136,7 +184,7 @@ class _BaseBayesianMLP(BaseEstimator):
     def _resolve_prior(self):
         return PRIORS[self.prior]() if isinstance(self.prior, str) else self.prior
 
-    def _run(self, X, Y, likelihood, noise_precision=1.0, noise="fixed"):
+    def _run(self, X, Y, W, likelihood, noise_precision=1.0, noise="fixed"):
         start = time.perf_counter()
         hidden = _check_hidden_layer_sizes(self.hidden_layer_sizes)
         method = self._resolve_method()
@@ -159,6 +207,7 @@ class _BaseBayesianMLP(BaseEstimator):
             prior=self._resolve_prior(),
             noise=noise,
             noise_precision=noise_precision,
+            sample_weight=W,
         )
         n_samples = method.default_n_samples if self.n_samples is None else self.n_samples
         result = method.run(target, n_samples, self.random_state, self.n_jobs, self.verbose)
@@ -277,13 +326,17 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         self.verbose = verbose
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X: ArrayLike, y: ArrayLike) -> BayesianMLPRegressor:
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight=None) -> BayesianMLPRegressor:
         """Compute the posterior of the network's weights given ``(X, y)``.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each row's log-likelihood: a row of weight 2 counts as
+            two rows (integer weights give exactly the fit of repeated rows), weight 0
+            leaves it out. The target is standardized with the weighted mean and sd.
 
         Returns
         -------
@@ -300,23 +353,33 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         )
         # validate_data converts only object arrays for y_numeric; catch str arrays too
         y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
-        Y = y.reshape(len(y), -1)
-        self.n_outputs_ = Y.shape[1]
-        self._y_mean = Y.mean(axis=0)
-        scale = Y.std(axis=0)
+        self.n_outputs_ = 1 if y.ndim == 1 else y.shape[1]
+        _warn_unscaled(X, self)
+        X, Y, W = _weighted_rows(X, y.reshape(len(y), -1), sample_weight)
+        self._y_mean = np.average(Y, axis=0, weights=W)
+        scale = np.sqrt(np.average((Y - self._y_mean) ** 2, axis=0, weights=W))
+        if np.any(scale == 0):
+            warnings.warn(
+                f"y is constant (output(s) {np.flatnonzero(scale == 0).tolist()}): the "
+                "network can fit it exactly, so an inferred noise sd shrinks to what its "
+                "prior allows and sampling is slow. The prediction is the constant; a "
+                "DummyRegressor gives it at once, or set noise_std.",
+                DataScaleWarning,
+                stacklevel=2,
+            )
         # a constant output has no scale to standardize by; leave it in original units
         self._y_std = np.where(scale > 0, scale, 1.0)
         Y = (Y - self._y_mean) / self._y_std
         if self.noise_std is None:
-            result = self._run(X, Y, "gaussian", 1.0, noise="infer")
+            result = self._run(X, Y, W, "gaussian", 1.0, noise="infer")
         else:
-            result = self._run(X, Y, "gaussian", 1.0 / self.noise_std**2, noise="fixed")
+            result = self._run(X, Y, W, "gaussian", 1.0 / self.noise_std**2, noise="fixed")
         # posterior mean noise sd, averaged over the training rows when it varies by row
         w = self.posterior_.normalized_weights()
         if self.posterior_.heteroscedastic:
             noise = np.zeros(self.n_outputs_)
-            for _, _, sd in self._predictive(X, validate=False):
-                noise += np.einsum("s,skn->k", w, sd) / X.shape[0]
+            for rows, _, sd in self._predictive(X, validate=False):
+                noise += np.einsum("s,skn,n->k", w, sd, W[rows]) / W.sum()
         else:
             tau = np.broadcast_to(self.posterior_.noise_precision, (len(w), self.n_outputs_))
             noise = w @ (1.0 / np.sqrt(tau))
@@ -324,7 +387,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         self.noise_std_ = noise if self.n_outputs_ > 1 else float(noise[0])
         if result.log_evidence is not None:
             # the density of y in original units: the standardization's Jacobian
-            self.log_evidence_ -= len(Y) * float(np.sum(np.log(self._y_std)))
+            self.log_evidence_ -= W.sum() * float(np.sum(np.log(self._y_std)))
         return self
 
     def _squeeze(self, a):
@@ -548,7 +611,7 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         self.verbose = verbose
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X: ArrayLike, y: ArrayLike) -> BayesianMLPClassifier:
+    def fit(self, X: ArrayLike, y: ArrayLike, sample_weight=None) -> BayesianMLPClassifier:
         """Compute the posterior of the network's weights given ``(X, y)``.
 
         Parameters
@@ -556,6 +619,10 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
             Class labels of any type.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weight of each row's log-likelihood: a row of weight 2 counts as
+            two rows (integer weights give exactly the fit of repeated rows), weight 0
+            leaves it out.
 
         Returns
         -------
@@ -574,10 +641,13 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
                 f"{type(self).__name__} needs samples of at least 2 classes in the data, but "
                 f"the data contains only one class: {self.classes_[0]!r}"
             )
+        _warn_unscaled(X, self)
         if len(self.classes_) == 2:
-            self._run(X, codes[:, None].astype(np.float64), "bernoulli")
+            X, Y, W = _weighted_rows(X, codes[:, None].astype(np.float64), sample_weight)
+            self._run(X, Y, W, "bernoulli")
         else:
-            self._run(X, np.eye(len(self.classes_))[codes], "categorical")
+            X, Y, W = _weighted_rows(X, np.eye(len(self.classes_))[codes], sample_weight)
+            self._run(X, Y, W, "categorical")
         return self
 
     def _class_probabilities(self, X):

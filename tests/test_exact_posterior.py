@@ -53,17 +53,21 @@ def _data(seed=0):
     return X, y, X_test
 
 
-def _closed_form(X, y, X_test, noise_std):
-    """Posterior predictive of Bayesian linear regression on the standardized target."""
-    y_mean, y_std = y.mean(), y.std()
+def _closed_form(X, y, X_test, noise_std, w=None):
+    """Posterior predictive of Bayesian linear regression on the standardized target; with
+    row weights ``w`` each row's likelihood is raised to its weight (weighted least squares,
+    and the weighted mean and sd standardize the target)."""
+    w = np.ones(len(y)) if w is None else w
+    y_mean = np.average(y, weights=w)
+    y_std = np.sqrt(np.average((y - y_mean) ** 2, weights=w))
     z = (y - y_mean) / y_std
     phi = np.hstack([X, np.ones((len(X), 1))])
     # GaussianPrior(std=1, fan_in_scaling=True): weights N(0, 1/d), bias N(0, 1)
     prior_var = np.r_[np.full(X.shape[1], 1.0 / X.shape[1]), 1.0]
     tau = 1.0 / noise_std**2
-    precision = tau * phi.T @ phi + np.diag(1.0 / prior_var)
+    precision = tau * (phi.T * w) @ phi + np.diag(1.0 / prior_var)
     cov = np.linalg.inv(precision)
-    mean = cov @ (tau * phi.T @ z)
+    mean = cov @ (tau * (phi.T * w) @ z)
     phi_t = np.hstack([X_test, np.ones((len(X_test), 1))])
     f_mean = phi_t @ mean
     f_var = np.einsum("ij,jk,ik->i", phi_t, cov, phi_t)
@@ -154,13 +158,16 @@ def _exact_quantiles(X, y, X_test, probs, noise_std=None):
     return out
 
 
-def _draws(reg, X_test, y, output=0):
-    """Per draw, the network output f at ``X_test`` and the noise variance, original units.
+def _draws(reg, X_test, y, output=0, w=None):
+    """Per draw, the network output f at ``X_test`` and the noise variance, original units
+    (``w``: the row weights the fit was given).
 
     Returns f of shape (n_points, n_chains, n_draws) and sigma^2 of shape (n_chains, n_draws).
     """
     Y = y.reshape(len(y), -1)
-    y_mean, y_std = Y[:, output].mean(), Y[:, output].std()
+    w = np.ones(len(Y)) if w is None else w
+    y_mean = np.average(Y[:, output], weights=w)
+    y_std = np.sqrt(np.average((Y[:, output] - y_mean) ** 2, weights=w))
     k, d = Y.shape[1], X_test.shape[1]
     thetas = reg.posterior_.thetas
     w = thetas[:, : d * k].reshape(-1, d, k)[:, :, output]
@@ -182,11 +189,11 @@ def _column(a, output):
     return a if a.ndim == 1 else a[:, output]
 
 
-def _predictive_z(reg, X_test, y, exact_mean, exact_epi, exact_total, output=0):
+def _predictive_z(reg, X_test, y, exact_mean, exact_epi, exact_total, output=0, w=None):
     """z-scores of the predictive mean, epistemic and total variance at each point."""
     mean, total = (_column(a, output) for a in reg.predict(X_test, return_std=True))
     epi = _column(reg.predict_std(X_test, kind="epistemic"), output)
-    f, sigma2 = _draws(reg, X_test, y, output)
+    f, sigma2 = _draws(reg, X_test, y, output, w)
     z = []
     for i in range(len(X_test)):
         sq = (f[i] - f[i].mean()) ** 2
@@ -225,6 +232,35 @@ def _probs(coverages):
 # ---------------------------------------------------------------------------------------
 # fixed noise: the posterior is Gaussian
 # ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize(
+    "method",
+    [NUTS(n_chains=4, n_warmup=400), NUTS(n_chains=4, n_warmup=400, gibbs_output_layer=True)],
+    ids=["nuts", "nuts-gibbs-output"],
+)
+def test_weighted_rows_give_weighted_linear_regression(method, seed):
+    # sample_weight raises each row's likelihood to its weight: the posterior is weighted
+    # least squares under the prior (the Gibbs draws of the output layer weight the Gram
+    # matrix too). Fractional weights, 15 comparisons: false alarm < 1e-4.
+    X, y, X_test = _data(0 + seed)
+    w = np.random.default_rng(100 + seed).uniform(0.1, 4.0, len(y))
+    noise_std = 0.5
+    reg = BayesianMLPRegressor(
+        hidden_layer_sizes=(),
+        activation="identity",
+        method=method,
+        n_samples=4000,
+        noise_std=noise_std,
+        random_state=0 + seed,
+    ).fit(X, y, sample_weight=w)
+    exact = _closed_form(X, y, X_test, noise_std, w)
+    z = _predictive_z(reg, X_test, y, *exact, w=w)
+    assert np.all(np.abs(z) < Z), z
+    # the weights matter here: the unweighted posterior is far from the weighted one
+    z_unweighted = _predictive_z(reg, X_test, y, *_closed_form(X, y, X_test, noise_std), w=w)
+    assert np.max(np.abs(z_unweighted)) > 2 * Z
 
 
 @pytest.mark.statistical

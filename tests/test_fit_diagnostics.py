@@ -8,6 +8,7 @@ import pytest
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.diagnostics import ess_bulk, rhat
+from skbnn.estimators import _weighted_rows
 from skbnn.kernels import chain as kchain
 from skbnn.kernels import transitions
 from skbnn.methods import HMC, MALA, NUTS, AdaptiveMetropolis
@@ -120,6 +121,9 @@ def test_rhat_and_ess_watch_every_output_and_class(kind):
         y = (y > 0).astype(int) if kind == "binary" else np.digitize(y, [-0.5, 0.5])
         est = BayesianMLPClassifier((3,), method=NUTS(n_chains=2, n_warmup=30), n_samples=40)
     _quiet_fit(est.set_params(random_state=0), X, y)
+    # the fit watches five of its rows, which are in the canonical order the estimator puts
+    # them in (distinct rows: sorted by X alone)
+    X = _weighted_rows(X, np.zeros((len(X), 1)), None)[0]
     rows = np.unique(np.linspace(0, len(X) - 1, 5).astype(int))
     watched = _per_draw(est, X, rows).reshape(2, 20, len(rows), -1)
     n_watched = {"regression-2": 2, "binary": 1, "multiclass": 3}[kind]
