@@ -22,7 +22,7 @@ from .methods import METHODS, BaseMethod
 from .network import ACTIVATIONS
 from .priors import PRIORS, GaussianPrior, HierarchicalPrior, LogisticPrior
 from .target import Target
-from .utils import seed_sequence, thread_map
+from .utils import data_fingerprint, seed_sequence, thread_map
 
 # Bytes of network outputs held at once while predicting; bounds memory for large X.
 _CHUNK_BYTES = 64 * 2**20
@@ -238,6 +238,11 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         (shape rows x outputs) ...
     noise_std_ : float or ndarray of shape (n_outputs,)
         Posterior mean noise standard deviation, original units.
+    log_evidence_ : float
+        Only for a method that estimates it (SMC): ``log p(y | X, architecture)`` of the
+        training data, original units. It describes those rows only; see
+        :func:`skbnn.model_selection.evidence_scorer` and
+        :class:`skbnn.model_selection.BayesianModelAverage`.
 
     Examples
     --------
@@ -325,6 +330,8 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         if result.log_evidence is not None:
             # the density of y in original units: the standardization's Jacobian
             self.log_evidence_ -= len(Y) * float(np.sum(np.log(self._y_std)))
+            # the evidence is of these rows only: evidence_scorer refuses any others
+            self._evidence_data = data_fingerprint(X, y)
         return self
 
     def _squeeze(self, a):
@@ -515,6 +522,9 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
     posterior_ : skbnn.posterior.WeightedDraws
     diagnostics_ : dict
         See :class:`BayesianMLPRegressor`.
+    log_evidence_ : float
+        Only for a method that estimates it (SMC): ``log p(y | X, architecture)`` of the
+        training labels; see :class:`BayesianMLPRegressor`.
 
     Examples
     --------
@@ -578,6 +588,9 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
             self._run(X, codes[:, None].astype(np.float64), "bernoulli")
         else:
             self._run(X, np.eye(len(self.classes_))[codes], "categorical")
+        if hasattr(self, "log_evidence_"):
+            # the evidence is of these rows only: evidence_scorer refuses any others
+            self._evidence_data = data_fingerprint(X, y)
         return self
 
     def _class_probabilities(self, X):
