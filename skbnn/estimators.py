@@ -29,7 +29,7 @@ from .methods import METHODS, BaseMethod
 from .network import ACTIVATIONS
 from .priors import PRIORS, GaussianPrior, HierarchicalPrior, LogisticPrior
 from .target import Target
-from .utils import seed_sequence, thread_map
+from .utils import data_fingerprint, seed_sequence, thread_map
 
 # Bytes of network outputs held at once while predicting; bounds memory for large X.
 _CHUNK_BYTES = 64 * 2**20
@@ -287,6 +287,11 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         (shape rows x outputs) ...
     noise_std_ : float or ndarray of shape (n_outputs,)
         Posterior mean noise standard deviation, original units.
+    log_evidence_ : float
+        Only for a method that estimates it (SMC): ``log p(y | X, architecture)`` of the
+        training data, original units. It describes those rows only; see
+        :func:`skbnn.model_selection.evidence_scorer` and
+        :class:`skbnn.model_selection.BayesianModelAverage`.
 
     Examples
     --------
@@ -355,7 +360,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
         self.n_outputs_ = 1 if y.ndim == 1 else y.shape[1]
         _warn_unscaled(X, self)
-        X, Y, W = _weighted_rows(X, y.reshape(len(y), -1), sample_weight)
+        rows, Y, W = _weighted_rows(X, y.reshape(len(y), -1), sample_weight)
         self._y_mean = np.average(Y, axis=0, weights=W)
         scale = np.sqrt(np.average((Y - self._y_mean) ** 2, axis=0, weights=W))
         if np.any(scale == 0):
@@ -371,15 +376,15 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         self._y_std = np.where(scale > 0, scale, 1.0)
         Y = (Y - self._y_mean) / self._y_std
         if self.noise_std is None:
-            result = self._run(X, Y, W, "gaussian", 1.0, noise="infer")
+            result = self._run(rows, Y, W, "gaussian", 1.0, noise="infer")
         else:
-            result = self._run(X, Y, W, "gaussian", 1.0 / self.noise_std**2, noise="fixed")
+            result = self._run(rows, Y, W, "gaussian", 1.0 / self.noise_std**2, noise="fixed")
         # posterior mean noise sd, averaged over the training rows when it varies by row
         w = self.posterior_.normalized_weights()
         if self.posterior_.heteroscedastic:
             noise = np.zeros(self.n_outputs_)
-            for rows, _, sd in self._predictive(X, validate=False):
-                noise += np.einsum("s,skn,n->k", w, sd, W[rows]) / W.sum()
+            for part, _, sd in self._predictive(rows, validate=False):
+                noise += np.einsum("s,skn,n->k", w, sd, W[part]) / W.sum()
         else:
             tau = np.broadcast_to(self.posterior_.noise_precision, (len(w), self.n_outputs_))
             noise = w @ (1.0 / np.sqrt(tau))
@@ -388,6 +393,8 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         if result.log_evidence is not None:
             # the density of y in original units: the standardization's Jacobian
             self.log_evidence_ -= W.sum() * float(np.sum(np.log(self._y_std)))
+            # the evidence is of these rows only: evidence_scorer refuses any others
+            self._evidence_data = data_fingerprint(X, y)
         return self
 
     def _squeeze(self, a):
@@ -578,6 +585,9 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
     posterior_ : skbnn.posterior.WeightedDraws
     diagnostics_ : dict
         See :class:`BayesianMLPRegressor`.
+    log_evidence_ : float
+        Only for a method that estimates it (SMC): ``log p(y | X, architecture)`` of the
+        training labels; see :class:`BayesianMLPRegressor`.
 
     Examples
     --------
@@ -643,11 +653,14 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
             )
         _warn_unscaled(X, self)
         if len(self.classes_) == 2:
-            X, Y, W = _weighted_rows(X, codes[:, None].astype(np.float64), sample_weight)
-            self._run(X, Y, W, "bernoulli")
+            Y = codes[:, None].astype(np.float64)
+            self._run(*_weighted_rows(X, Y, sample_weight), "bernoulli")
         else:
-            X, Y, W = _weighted_rows(X, np.eye(len(self.classes_))[codes], sample_weight)
-            self._run(X, Y, W, "categorical")
+            Y = np.eye(len(self.classes_))[codes]
+            self._run(*_weighted_rows(X, Y, sample_weight), "categorical")
+        if hasattr(self, "log_evidence_"):
+            # the evidence is of these rows only: evidence_scorer refuses any others
+            self._evidence_data = data_fingerprint(X, y)
         return self
 
     def _class_probabilities(self, X):

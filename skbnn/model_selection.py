@@ -5,38 +5,89 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import logsumexp
+from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils._param_validation import HasMethods
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_array, check_is_fitted
+
+from .methods import METHODS
+from .utils import data_difference
+
+#: What to do instead, in every refusal of an evidence-based score.
+_EVIDENCE_USE = (
+    "To choose or average architectures by their evidence, use "
+    "skbnn.model_selection.BayesianModelAverage (it fits every candidate on all rows), or "
+    "GridSearchCV(..., scoring=evidence_scorer, cv=[(all_rows, all_rows)]) with "
+    "all_rows = np.arange(n_samples); to score held-out data, use log_predictive_scorer."
+)
 
 
 def evidence_scorer(estimator, X, y) -> float:
     """The fitted estimator's log model evidence, for ``GridSearchCV(scoring=...)``.
 
-    The evidence is a property of the training data, so ``X`` and ``y`` are ignored; use it
-    with a single "split" (e.g. ``cv=[(all_rows, all_rows)]``) to rank architectures by
-    posterior model probability.
+    The evidence ``log p(y | X, architecture)`` is a property of the data the estimator was
+    fitted on: it cannot score other rows. So ``X, y`` must be exactly those data, and the
+    scorer refuses anything else instead of returning the training evidence for them. The
+    ways to choose or average architectures by evidence are
+    :class:`BayesianModelAverage`, which fits every candidate on all rows, or a
+    ``GridSearchCV`` with a single split that trains and scores on all rows::
+
+        all_rows = np.arange(len(y))
+        GridSearchCV(est, grid, scoring=evidence_scorer, cv=[(all_rows, all_rows)])
+
+    ``GridSearchCV`` turns a scorer's exception into a NaN score and a ``UserWarning``
+    carrying the message (its ``error_score=np.nan``); pass ``error_score="raise"`` to get
+    the exception itself. ``search.score(X_test, y_test)`` raises it directly.
 
     Parameters
     ----------
     estimator : fitted BayesianMLPRegressor or BayesianMLPClassifier
         Or a Pipeline ending in one.
-    X, y : ignored
+    X : array-like of shape (n_samples, n_features)
+        The training inputs (for a Pipeline, before its transformers). Compared with the
+        inputs the estimator saw, up to the last bits a transformer's ``transform`` may
+        differ by from its ``fit_transform``.
+    y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+        The training targets, compared exactly.
 
     Returns
     -------
     float
-        ``estimator.log_evidence_``.
+        ``log_evidence_`` of the (final) estimator.
 
     Raises
     ------
     TypeError
         If the estimator's method does not estimate the evidence (e.g. NUTS, HMC).
+    ValueError
+        If ``X, y`` are not the data the estimator was fitted on: a test fold of a k-fold
+        ``cv``, or ``search.score(X_test, y_test)``.
     """
     final = _final_step(estimator)
+    log_evidence = _log_evidence(final)
+    fingerprint = getattr(final, "_evidence_data", None)
+    if fingerprint is None:
+        raise TypeError(
+            f"{type(final).__name__} does not record the data its log_evidence_ is of, so "
+            "evidence_scorer cannot check that it is scoring them. " + _EVIDENCE_USE
+        )
+    difference = data_difference(fingerprint, _transform(estimator, X), y)
+    if difference is not None:
+        raise ValueError(
+            f"evidence_scorer: these X, y are not the data {type(final).__name__} was "
+            f"fitted on ({difference}). The log evidence is a property of the training "
+            "data and cannot score other rows: on the test folds of a k-fold cv, or in "
+            "search.score(X_test, y_test), it would return the training evidence whatever "
+            "the data. " + _EVIDENCE_USE
+        )
+    return log_evidence
+
+
+def _log_evidence(final) -> float:
+    """``final.log_evidence_``, or the ``TypeError`` that names a method without one."""
     if not hasattr(final, "log_evidence_"):
         method = getattr(final, "method", None)
         name = method if isinstance(method, str) else type(method).__name__
@@ -48,9 +99,34 @@ def evidence_scorer(estimator, X, y) -> float:
     return float(final.log_evidence_)
 
 
+def _method_without_evidence(final) -> str | None:
+    """The name of ``final``'s method if it is known not to estimate the evidence.
+
+    ``None`` when it does, or when that is only known after fitting: an unknown method name
+    (the estimator's fit raises the error that lists the valid ones) or an estimator that
+    is not ours.
+    """
+    if not hasattr(final, "method"):
+        return None
+    method = final.method
+    cls = METHODS.get(method) if isinstance(method, str) else type(method)
+    if cls is None or getattr(cls, "provides_evidence", False):
+        return None
+    return method if isinstance(method, str) else cls.__name__
+
+
 def _final_step(estimator):
     """The estimator itself, or the last step of a Pipeline."""
     return estimator.steps[-1][1] if hasattr(estimator, "steps") else estimator
+
+
+def _transform(estimator, X):
+    """``X`` as the final step of a Pipeline sees it (``X`` itself for an estimator)."""
+    if hasattr(estimator, "steps"):
+        for _, step in estimator.steps[:-1]:
+            if step is not None and step != "passthrough":
+                X = step.transform(X)
+    return check_array(X, dtype=np.float64)
 
 
 def log_predictive_scorer(estimator, X, y) -> float:
@@ -82,19 +158,28 @@ def log_predictive_scorer(estimator, X, y) -> float:
 
 
 class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
-    """Average candidate architectures by their posterior model probabilities.
+    """Choose or average candidate architectures by their posterior model probabilities.
 
-    Every candidate of ``param_grid`` (``estimator`` with those parameters set) is fitted on
-    all the data. Its posterior probability is ``p(m | y) ~ p(y | m) p(m)`` from the log
-    evidences (``log_evidence_``, so the method must estimate it, e.g. ``method="smc"``)
-    and the prior over candidates. Predictions are the probability-weighted mixture of the
-    candidates' posterior predictive distributions: the Bayesian answer when the
-    architecture itself is uncertain.
+    This is the way to use the model evidence for model selection. Every candidate of
+    ``param_grid`` (``estimator`` with those parameters set) is fitted on all the rows, as
+    the evidence ``p(y | X, m)`` requires: it is a property of the data a model was fitted
+    on, not a held-out score. The posterior probability of a candidate is
+    ``p(m | y) ~ p(y | m) p(m)``, from the log evidences and the prior over candidates.
+    Predictions are the probability-weighted mixture of the candidates' posterior
+    predictive distributions: the Bayesian answer when the architecture itself is
+    uncertain. For selection alone, use ``best_params_`` and ``best_estimator_`` as those
+    of ``GridSearchCV``; ``cv_results_`` tabulates the candidates.
+
+    Every candidate's method must estimate the evidence (``method="smc"``). Each one's
+    method is resolved first (the template's ``method`` or ``param_grid``'s, a name or an
+    object, in a Pipeline too), and a method without an evidence (NUTS, HMC, ...) is a
+    ``TypeError`` before anything is fitted.
 
     Parameters
     ----------
     estimator : BayesianMLPRegressor or BayesianMLPClassifier
-        The template, with a method that estimates the evidence.
+        The template, with a method that estimates the evidence; or a Pipeline ending in
+        one.
     param_grid : dict or list of dicts
         Candidates, as for :class:`sklearn.model_selection.GridSearchCV` (for example
         ``{"hidden_layer_sizes": [(2,), (4,), (4, 4)], "activation": ["relu", "tanh"]}``).
@@ -113,10 +198,17 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         ``log p(y | candidate)`` in the units of ``y``.
     model_probabilities_ : ndarray of shape (n_candidates,)
         Posterior probabilities of the candidates.
+    best_index_ : int
+        The index of the most probable candidate.
     best_params_ : dict
         The parameters of the most probable candidate.
     best_estimator_ : estimator
         The most probable fitted candidate.
+    cv_results_ : dict of ndarray
+        One entry per candidate, in the form of ``GridSearchCV``'s (``pandas.DataFrame``
+        takes it): ``params``, ``param_<name>`` (masked arrays), ``log_evidence``,
+        ``model_probability`` and ``rank`` (1 for the most probable; by log evidence plus
+        log prior, ties sharing the lower rank).
     classes_ : ndarray
         Class labels (classifier only).
     n_features_in_ : int
@@ -152,6 +244,9 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
     def fit(self, X: ArrayLike, y: ArrayLike) -> BayesianModelAverage:
         """Fit every candidate on ``(X, y)`` and weigh them by their evidence.
 
+        Raises ``TypeError`` before fitting anything if a candidate's method does not
+        estimate the evidence.
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
@@ -176,12 +271,22 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
                 )
             with np.errstate(divide="ignore"):
                 log_prior = np.log(prior / prior.sum())
-        self.estimators_ = []
-        for params in self.candidate_params_:
-            est = clone(self.estimator).set_params(**params).fit(X, y)
-            # evidence_scorer unwraps a Pipeline, and its TypeError names a method without
-            self.estimators_.append(est)
-        self.log_evidences_ = np.array([evidence_scorer(est, X, y) for est in self.estimators_])
+        candidates = [clone(self.estimator).set_params(**p) for p in self.candidate_params_]
+        refused = [
+            f"candidate {i} {params!r} has method {name!r}"
+            for i, (params, est) in enumerate(zip(self.candidate_params_, candidates, strict=True))
+            if (name := _method_without_evidence(_final_step(est))) is not None
+        ]
+        if refused:
+            raise TypeError(
+                "BayesianModelAverage weighs candidates by their model evidence, which these "
+                f"methods do not estimate: {'; '.join(refused)}. Use a method that does "
+                "(method='smc'), or compare candidates by held-out log predictive density "
+                "with GridSearchCV(scoring=log_predictive_scorer). Nothing was fitted."
+            )
+        # the candidates are fitted on exactly (X, y), so their evidences need no data check
+        self.estimators_ = [est.fit(X, y) for est in candidates]
+        self.log_evidences_ = np.array([_log_evidence(_final_step(e)) for e in self.estimators_])
         log_post = self.log_evidences_ + log_prior
         if not np.any(np.isfinite(log_post)):
             raise ValueError(
@@ -190,7 +295,8 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
             )
         log_post = np.where(np.isnan(log_post), -np.inf, log_post)
         self.model_probabilities_ = np.exp(log_post - logsumexp(log_post))
-        best = int(np.argmax(self.model_probabilities_))
+        best = int(np.argmax(log_post))
+        self.best_index_ = best
         self.best_params_ = self.candidate_params_[best]
         self.best_estimator_ = self.estimators_[best]
         self.n_features_in_ = self.best_estimator_.n_features_in_
@@ -198,7 +304,24 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
             self.feature_names_in_ = self.best_estimator_.feature_names_in_
         if self._is_classifier():
             self.classes_ = self.best_estimator_.classes_
+        self.cv_results_ = self._results_table(log_post)
         return self
+
+    def _results_table(self, log_post) -> dict:
+        """``cv_results_``: the candidates in ``GridSearchCV``'s tabular form."""
+        n = len(self.candidate_params_)
+        table = {"params": self.candidate_params_}
+        for i, params in enumerate(self.candidate_params_):
+            for name, value in params.items():
+                # masked where a candidate of a list of grids lacks the parameter, as sklearn
+                column = table.setdefault(
+                    f"param_{name}", np.ma.MaskedArray(np.empty(n, dtype=object), mask=True)
+                )
+                column[i] = value
+        table["log_evidence"] = self.log_evidences_
+        table["model_probability"] = self.model_probabilities_
+        table["rank"] = rankdata(-log_post, method="min").astype(np.int32)
+        return table
 
     def _weighted(self):
         check_is_fitted(self)

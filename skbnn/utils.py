@@ -8,6 +8,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 
+import joblib
 import numpy as np
 
 
@@ -90,3 +91,57 @@ def compile_once(kernels, warm) -> float:
         start = time.perf_counter()
         warm()
         return time.perf_counter() - start
+
+
+#: How far a recorded projection of the training X may move and still count as the same
+#: data, relative to the sum of the absolute terms it adds up. A Pipeline's ``transform``
+#: can differ from the ``fit_transform`` the estimator saw in the last bits (PCA's does, by
+#: about 1e-14 of each value), which moves it by at most that fraction. Other data move it
+#: by about ``1 / sqrt(X.size)`` of that sum, far above this for any X that fits in memory;
+#: a single value must move by more than about 1e-9 of the sum of ``|X|`` to count.
+_SAME_X_RTOL = 1e-9
+
+
+def _canonical_y(y) -> np.ndarray:
+    """``y`` as one array whatever container or label type it came in."""
+    y = np.asarray(y)
+    y = y.astype(np.float64) if y.dtype.kind in "biuf" else y.astype(str)
+    return np.ascontiguousarray(y.reshape(len(y), -1))
+
+
+def _projections(shape) -> tuple[np.ndarray, np.ndarray]:
+    """Four fixed random row weightings and one column weighting for an X of ``shape``."""
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((4, shape[0])), rng.standard_normal(shape[1])
+
+
+def data_fingerprint(X, y) -> dict:
+    """A small record of validated training data ``(X, y)``, to recognize them later.
+
+    ``y`` is kept as the hash of its values and compared exactly. ``X`` is kept as its
+    shape and four random projections ``r_j @ X @ v``, compared with a tolerance (see
+    ``_SAME_X_RTOL``), so that a Pipeline's ``transform`` of the training rows is
+    recognized although it may differ in the last bits from its ``fit_transform``.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    r, v = _projections(X.shape)
+    return {
+        "shape": X.shape,
+        "projections": r @ (X @ v),
+        "scale": np.abs(r) @ (np.abs(X) @ np.abs(v)),
+        "y": joblib.hash(_canonical_y(y)),
+    }
+
+
+def data_difference(fingerprint: dict, X, y) -> str | None:
+    """``None`` if ``(X, y)`` are the data of ``fingerprint``, else what differs."""
+    X = np.asarray(X, dtype=np.float64)
+    if X.shape != fingerprint["shape"]:
+        return f"X has shape {X.shape}, the training data {fingerprint['shape']}"
+    r, v = _projections(X.shape)
+    moved = np.abs(r @ (X @ v) - fingerprint["projections"])
+    if np.any(~(moved <= _SAME_X_RTOL * fingerprint["scale"])):
+        return "X has the shape of the training data but other values"
+    if joblib.hash(_canonical_y(y)) != fingerprint["y"]:
+        return "X is the training data but y is not"
+    return None

@@ -1,7 +1,10 @@
 """Evidence-driven architecture selection: ranking, reproducibility, GridSearchCV and
-BayesianModelAverage."""
+BayesianModelAverage, and the refusals of every misuse of the evidence (a method without
+one, data other than the training rows)."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
@@ -11,8 +14,10 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.preprocessing import StandardScaler
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
-from skbnn.methods import NUTS, SMC
+from skbnn.estimators import _BaseBayesianMLP
+from skbnn.methods import MALA, METHODS, NUTS, SMC
 from skbnn.model_selection import BayesianModelAverage, evidence_scorer
+from skbnn.utils import data_difference, data_fingerprint
 
 
 def _network_data(n=100, seed=0):
@@ -143,16 +148,179 @@ def test_model_average_regressor_mixture_moments_and_prior():
     np.testing.assert_allclose(only.predict(X), only.estimators_[1].predict(X))
 
 
-@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # a tiny NUTS run
-def test_model_average_rejects_a_method_without_evidence_and_bad_priors():
+def test_model_average_refuses_methods_without_evidence_before_fitting(monkeypatch):
+    # Deterministic, no fit at all: 0.01 s.
+    from sklearn.pipeline import Pipeline
+
+    def no_fitting(*args, **kwargs):
+        raise AssertionError("BayesianModelAverage fitted a candidate before refusing")
+
+    monkeypatch.setattr(_BaseBayesianMLP, "_run", no_fitting)
     X, y = _network_data(n=30)
-    nuts = BayesianMLPRegressor((2,), method=NUTS(n_chains=2, n_warmup=20), n_samples=20)
-    with pytest.raises(TypeError, match="has no log_evidence_"):
-        BayesianModelAverage(nuts, {"activation": ["relu"]}).fit(X, y)
-    est = _smc_regressor((2,), n_samples=50)
+    smc = _smc_regressor((2,), n_samples=50)
+    nuts_name = "candidate 0 {'activation': 'relu'} has method 'nuts'"
+    refused = [
+        # the template's method, as a name and as an object
+        (BayesianMLPRegressor((2,), method="nuts"), {"activation": ["relu"]}, nuts_name),
+        (
+            BayesianMLPRegressor((2,), method=NUTS()),
+            {"activation": ["relu"]},
+            "candidate 0 {'activation': 'relu'} has method 'NUTS'",
+        ),
+        # param_grid overrides an SMC template, for the last candidate only
+        (smc, {"method": [SMC(), "smc", "hmc"]}, "candidate 2 {'method': 'hmc'} has method"),
+        # a Pipeline's final step
+        (
+            Pipeline([("bnn", smc)]),
+            {"bnn__method": ["smc", MALA()]},
+            "candidate 1 {'bnn__method': MALA()} has method 'MALA'.",
+        ),
+    ]
+    for template, grid, named in refused:
+        with pytest.raises(TypeError, match=f"do not estimate: {re.escape(named)}") as error:
+            BayesianModelAverage(template, grid).fit(X, y)
+        assert str(error.value).endswith("Nothing was fitted.")
     for prior in ([1.0], [-1.0, 2.0], [0.0, 0.0], [np.nan, 1.0], [np.inf, 1.0]):
         with pytest.raises(ValueError, match="prior must hold 2 finite non-negative"):
-            BayesianModelAverage(est, {"activation": ["relu", "tanh"]}, prior=prior).fit(X, y)
+            BayesianModelAverage(smc, {"activation": ["relu", "tanh"]}, prior=prior).fit(X, y)
+
+
+def test_only_smc_claims_the_evidence():
+    # provides_evidence is what BayesianModelAverage trusts before fitting; that SMC's fits
+    # do set log_evidence_ and the samplers' do not is tested in test_sklearn_api.py
+    assert {name for name, cls in METHODS.items() if cls.provides_evidence} == {"smc"}
+
+
+def test_data_fingerprint_tolerates_last_bits_only():
+    # Deterministic, no fit: 0.05 s.
+    from sklearn.decomposition import PCA
+
+    rng = np.random.default_rng(0)
+    X = np.repeat(rng.standard_normal((40, 30)), 10, axis=1)
+    y = np.array(["a", "b"] * 20)
+    # PCA's transform of its training rows differs from its fit_transform in the last bits
+    # on this X, which must still count as the training data
+    pca = PCA(5)
+    fitted, again = pca.fit_transform(X), pca.transform(X)
+    assert not np.array_equal(fitted, again)
+    fingerprint = data_fingerprint(fitted, y)
+    assert data_difference(fingerprint, again, y) is None
+    # labels in another container are the same labels
+    assert data_difference(fingerprint, again, list(y)) is None
+    assert data_difference(fingerprint, again, y.astype(object)) is None
+    assert data_difference(data_fingerprint(X, np.arange(40)), X, np.arange(40.0)) is None
+    # one value out of 200 moved by 1e-5 of itself (the tolerance is 1e-9 of the sum of
+    # |X|, here 2e-7 of a typical value), other rows, other labels
+    moved = fitted.copy()
+    moved[17, 3] *= 1 + 1e-5
+    assert "other values" in data_difference(fingerprint, moved, y)
+    assert "shape" in data_difference(fingerprint, fitted[:-1], y[:-1])
+    assert "other values" in data_difference(fingerprint, fitted[::-1], y)
+    assert "y is not" in data_difference(fingerprint, fitted, y[::-1])
+    assert "y is not" in data_difference(fingerprint, fitted, y[:-1])
+
+
+def _tiny_smc_classifier(seed=0):
+    return BayesianMLPClassifier((), method=SMC(n_mcmc_steps=1), n_samples=40, random_state=seed)
+
+
+def _scaled_iris():
+    X, y = load_iris(return_X_y=True)
+    return StandardScaler().fit_transform(X), y
+
+
+def test_evidence_scorer_refuses_data_it_was_not_fitted_on():
+    # 1 SMC fit of softmax regression on iris, 40 particles: 0.3 s.
+    X, y = _scaled_iris()
+    clf = _tiny_smc_classifier().fit(X, y)
+    assert evidence_scorer(clf, X, y) == clf.log_evidence_
+    for X_other, y_other, why in [
+        (X[:100], y[:100], "X has shape"),
+        (X + 1e-3, y, "other values"),
+        (X, np.roll(y, 1), "y is not"),
+    ]:
+        with pytest.raises(ValueError, match=f"not the data .*{why}.*BayesianModelAverage"):
+            evidence_scorer(clf, X_other, y_other)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # a tiny NUTS run
+@pytest.mark.filterwarnings("ignore:One or more of the test scores are non-finite")
+def test_grid_search_reports_a_method_without_evidence():
+    # 2 NUTS fits of 1 chain x 20 iterations on 30 rows: 0.2 s once compiled.
+    X, y = _network_data(n=30)
+    nuts = BayesianMLPRegressor((), method=NUTS(n_chains=1, n_warmup=10), n_samples=10)
+    every_row = [(np.arange(len(y)), np.arange(len(y)))]
+    grid = {"activation": ["tanh"]}
+    strict = GridSearchCV(nuts, grid, scoring=evidence_scorer, cv=every_row, error_score="raise")
+    with pytest.raises(TypeError, match="method 'NUTS' has no log_evidence_"):
+        strict.fit(X, y)
+    # with sklearn's default error_score=nan the search completes, and the warning says why
+    lax = GridSearchCV(nuts, grid, scoring=evidence_scorer, cv=every_row, refit=False)
+    with pytest.warns(UserWarning, match="method 'NUTS' has no log_evidence_"):
+        lax.fit(X, y)
+    assert np.isnan(lax.cv_results_["mean_test_score"]).all()
+
+
+@pytest.mark.filterwarnings("ignore:One or more of the test scores are non-finite")
+def test_grid_search_with_k_fold_cv_and_test_data_is_refused():
+    # 2 x 5 folds + 1 refit, softmax regression on iris with 40 particles: 1.5 s.
+    X, y = _scaled_iris()
+    X_train, X_test, y_train, y_test = X[::2], X[1::2], y[::2], y[1::2]
+    grid = {"activation": ["tanh"]}
+    strict = GridSearchCV(
+        _tiny_smc_classifier(), grid, scoring=evidence_scorer, error_score="raise"
+    )
+    with pytest.raises(ValueError, match="not the data .* was fitted on"):
+        strict.fit(X_train, y_train)
+    search = GridSearchCV(_tiny_smc_classifier(), grid, scoring=evidence_scorer)
+    with pytest.warns(UserWarning, match="evidence_scorer: these X, y are not the data"):
+        search.fit(X_train, y_train)
+    assert np.isnan(search.cv_results_["mean_test_score"]).all()
+    with pytest.raises(ValueError, match="not the data .*BayesianModelAverage"):
+        search.score(X_test, y_test)
+    # the refitted estimator's own training data are what it can score
+    assert search.score(X_train, y_train) == search.best_estimator_.log_evidence_
+
+
+def test_single_split_grid_search_agrees_with_model_average():
+    # 2 candidates, each fitted once by the search, once by its refit, once by the model
+    # average; linear and 2-unit softmax regression on iris with 40 particles: 1 s.
+    X, y = _scaled_iris()
+    grid = {"hidden_layer_sizes": [(), (2,)]}
+    every_row = [(np.arange(len(y)), np.arange(len(y)))]
+    search = GridSearchCV(
+        _tiny_smc_classifier(), grid, scoring=evidence_scorer, cv=every_row, error_score="raise"
+    ).fit(X, y)
+    bma = BayesianModelAverage(_tiny_smc_classifier(), grid).fit(X, y)
+    # same data, same seeds: the same fits, so the same evidences to the last bit
+    np.testing.assert_array_equal(search.cv_results_["mean_test_score"], bma.log_evidences_)
+    assert bma.best_index_ == search.best_index_
+    assert bma.best_params_ == search.best_params_
+    assert search.score(X, y) == bma.best_estimator_.log_evidence_
+    # the model average's table has GridSearchCV's form
+    results = bma.cv_results_
+    assert results["params"] == search.cv_results_["params"]
+    assert list(results["param_hidden_layer_sizes"]) == [(), (2,)]
+    np.testing.assert_array_equal(results["log_evidence"], bma.log_evidences_)
+    np.testing.assert_array_equal(results["model_probability"], bma.model_probabilities_)
+    np.testing.assert_array_equal(results["rank"], search.cv_results_["rank_test_score"])
+    assert results["rank"][bma.best_index_] == 1
+
+
+def test_model_average_table_of_a_list_of_grids_and_a_zero_prior():
+    # 3 fits of softmax regression on iris with 40 particles: 0.6 s.
+    X, y = _scaled_iris()
+    grids = [{"hidden_layer_sizes": [()]}, {"activation": ["tanh", "relu"]}]
+    est = _tiny_smc_classifier().set_params(hidden_layer_sizes=(2,))
+    bma = BayesianModelAverage(est, grids, prior=[1.0, 1.0, 0.0]).fit(X, y)
+    results = bma.cv_results_
+    # a parameter a candidate's grid lacks is masked, as in GridSearchCV
+    np.testing.assert_array_equal(results["param_hidden_layer_sizes"].mask, [False, True, True])
+    np.testing.assert_array_equal(results["param_activation"].mask, [True, False, False])
+    # a zero prior ranks last whatever its evidence; the others rank by their evidence
+    assert results["rank"][2] == 3 and results["model_probability"][2] == 0.0
+    first = int(np.argmax(bma.log_evidences_[:2]))
+    assert results["rank"][first] == 1 and bma.best_index_ == first
 
 
 def test_evidence_scorer_and_model_average_accept_a_pipeline():

@@ -43,6 +43,10 @@ class BaseMethod(BaseEstimator):
     #: Posterior draws kept when the estimator's ``n_samples`` is None: draws for the
     #: samplers and approximations, members for the ensembles.
     default_n_samples: int = 1000
+    #: Whether ``run`` estimates the model evidence (``FitResult.log_evidence``, the
+    #: estimators' ``log_evidence_``). ``BayesianModelAverage`` reads it to refuse, before
+    #: fitting anything, a candidate whose method cannot be weighed by its evidence.
+    provides_evidence: bool = False
 
     def likelihood(self, likelihood: str) -> str:
         """The likelihood the method fits in place of the estimator's ``likelihood``

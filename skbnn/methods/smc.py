@@ -114,6 +114,7 @@ class SMC(BaseMethod):
 
     name = "smc"
     noise_handling = "marginal"
+    provides_evidence = True
 
     _parameter_constraints: dict = {
         "target_ess": [Interval(Real, 0, 1, closed="neither")],
