@@ -241,7 +241,7 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
     def _is_classifier(self) -> bool:
         return is_classifier(self.estimator)
 
-    def fit(self, X: ArrayLike, y: ArrayLike) -> BayesianModelAverage:
+    def fit(self, X: ArrayLike, y: ArrayLike, **fit_params) -> BayesianModelAverage:
         """Fit every candidate on ``(X, y)`` and weigh them by their evidence.
 
         Raises ``TypeError`` before fitting anything if a candidate's method does not
@@ -251,6 +251,10 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         ----------
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+        **fit_params : dict
+            Passed to every candidate's ``fit``, such as ``sample_weight`` (for a
+            Pipeline, ``<step>__sample_weight``); the evidences are then of the weighted
+            rows.
 
         Returns
         -------
@@ -285,7 +289,7 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
                 "with GridSearchCV(scoring=log_predictive_scorer). Nothing was fitted."
             )
         # the candidates are fitted on exactly (X, y), so their evidences need no data check
-        self.estimators_ = [est.fit(X, y) for est in candidates]
+        self.estimators_ = [est.fit(X, y, **fit_params) for est in candidates]
         self.log_evidences_ = np.array([_log_evidence(_final_step(e)) for e in self.estimators_])
         log_post = self.log_evidences_ + log_prior
         if not np.any(np.isfinite(log_post)):

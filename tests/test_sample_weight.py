@@ -200,3 +200,17 @@ def test_the_evidence_counts_the_standardizations_jacobian_by_weight():
     base = est.fit(X, y, sample_weight=w).log_evidence_
     scaled = est.fit(X, 8.0 * y, sample_weight=w).log_evidence_
     np.testing.assert_allclose(scaled - base, -w.sum() * np.log(8.0), rtol=1e-9)
+
+
+def test_model_average_passes_sample_weight_to_every_candidate():
+    from skbnn.model_selection import BayesianModelAverage
+
+    rng = np.random.default_rng(6)
+    X = rng.standard_normal((20, 2))
+    y = X[:, 0] + 0.3 * rng.standard_normal(20)
+    w = rng.integers(1, 4, 20)
+    est = BayesianMLPRegressor(method=SMC(n_mcmc_steps=2), n_samples=50, random_state=0)
+    grid = {"hidden_layer_sizes": [(), (2,)]}
+    weighted = BayesianModelAverage(est, grid).fit(X, y, sample_weight=w)
+    repeated = BayesianModelAverage(est, grid).fit(X.repeat(w, axis=0), y.repeat(w))
+    np.testing.assert_array_equal(weighted.log_evidences_, repeated.log_evidences_)
