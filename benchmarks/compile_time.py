@@ -82,7 +82,10 @@ def _count_compile_cpu() -> None:
 
     from skbnn import utils
 
-    original = utils.compile_once
+    original = getattr(utils, "compile_once", None)
+    if original is None:  # an older or newer skbnn: no CPU figure, the rest still runs
+        _COMPILE_CPU[0] = float("nan")
+        return
 
     def timed(kernels, warm):
         t0 = time.thread_time()
@@ -95,6 +98,10 @@ def _count_compile_cpu() -> None:
         module = importlib.import_module(name)
         if getattr(module, "compile_once", None) is original:
             module.compile_once = timed
+
+
+def _rounded(x: float) -> float | None:
+    return None if x != x else round(x, 2)
 
 
 def _fit_in_this_process(method: str, estimator: str, t_start: float) -> dict:
@@ -151,7 +158,7 @@ def _fit_in_this_process(method: str, estimator: str, t_start: float) -> dict:
         "predict_s": round(predict_s, 2),
         "predict_cpu_s": round(predict_cpu_s, 2),
         "compile_time_s": round(float(d["compile_time"]), 2),
-        "compile_cpu_s": round(_COMPILE_CPU[0] - compile_cpu_before, 2),
+        "compile_cpu_s": _rounded(_COMPILE_CPU[0] - compile_cpu_before),
         "wall_time_s": round(float(d["wall_time"]), 2),
     }
 
