@@ -211,11 +211,11 @@ def _fit_process(method: str, estimator: str, cache: Path) -> dict:
     }
 
 
-def _commit() -> str | None:
+def _commit(*path: str) -> str | None:
+    """HEAD, or the last commit that changed ``path`` (which survives rebasing the docs)."""
+    cmd = ["git", "-C", str(ROOT), "log", "-1", "--format=%H", *(["--", *path] if path else [])]
     try:
-        return subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
-        ).stdout.strip()
+        return subprocess.run(cmd, capture_output=True, text=True).stdout.strip() or None
     except OSError:
         return None
 
@@ -238,6 +238,7 @@ def main() -> None:
     common = {
         "benchmark": "compile_time",
         "commit": _commit(),
+        "code_commit": _commit("skbnn"),
         "machine": machine(),
         "numba_cpu_name": os.environ.get("NUMBA_CPU_NAME"),
         "note": args.note,
