@@ -257,11 +257,12 @@ def test_pipeline_passes_return_std_and_supports_interval(seed):
 def test_nested_parameters_work_from_the_string_defaults(cls):
     # deterministic: "nuts" and "gaussian" stand for NUTS() and GaussianPrior(), whose knobs
     # get_params lists and set_params reaches, turning the name into the object
-    # (the classifier's default is "hierarchical"; "gaussian" is set here to test the name)
-    est = cls(prior="gaussian")
+    # ("gaussian" is GaussianPrior(std=3) for the classifier: its logits need the scale)
+    est = cls()
     params = est.get_params()
     assert params["method"] == "nuts" and params["method__target_accept"] == 0.8
-    assert params["prior"] == "gaussian" and params["prior__std"] == 1.0
+    std = 1.0 if cls is BayesianMLPRegressor else 3.0
+    assert params["prior"] == "gaussian" and params["prior__std"] == std
     assert clone(est).get_params(deep=False) == est.get_params(deep=False)
     est.set_params(method__target_accept=0.9, prior__std=2.0)
     assert isinstance(est.method, NUTS) and est.method.target_accept == 0.9
@@ -272,9 +273,8 @@ def test_nested_parameters_work_from_the_string_defaults(cls):
     assert est.prior.get_params() == {"scale": 0.5, "fan_in_scaling": False}
     with pytest.raises(ValueError, match="Invalid parameter 'nonsense'"):
         cls().set_params(method__nonsense=1)
-    default = cls().get_params()
-    assert default["prior"] == ("gaussian" if cls is BayesianMLPRegressor else "hierarchical")
-    assert f"prior__{'std' if cls is BayesianMLPRegressor else 'shape'}" in default
+    # the object "gaussian" stands for is the one a fit uses
+    assert cls()._resolve_prior().get_params() == {"std": std, "fan_in_scaling": True}
 
 
 def test_grid_search_tunes_the_knob_of_a_named_method():
