@@ -31,6 +31,7 @@ from skbnn.methods import SWAG, DeepEnsemble, RandomizedMAP
 from skbnn.methods._optim import _minibatch_epochs, _Settings, glorot_init
 from skbnn.model_selection import log_predictive_scorer
 from skbnn.posterior import GaussianPosterior
+from skbnn.priors import GaussianPrior
 from skbnn.target import Target
 
 #: scipy's L-BFGS-B stops when the last step lowered the loss by less than ``ftol`` relative
@@ -135,9 +136,11 @@ def test_engine_reaches_the_known_map(problem, solver):
         theta, loss, hess = _linear_map(X, y, 0.5)
     else:
         X, y = _logistic_data()
+        # GaussianPrior(): the N(0, 1) of _logistic_map (the classifier's default is std 3)
         est = BayesianMLPClassifier(
-            hidden_layer_sizes=(), method=method, n_samples=3, random_state=0
-        )
+            hidden_layer_sizes=(), method=method, prior=GaussianPrior(), n_samples=3,
+            random_state=0,
+        )  # fmt: skip
         theta, loss, hess = _logistic_map(X, y)
     _fit(est, X, y)  # Adam warns at max_iter by construction (see SOLVERS)
     thetas = est.posterior_.thetas

@@ -31,6 +31,7 @@ from sklearn.exceptions import ConvergenceWarning
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.methods import SMC
 from skbnn.methods.smc import _multinomial, _residual, _systematic
+from skbnn.priors import GaussianPrior, LogisticPrior
 
 N_ROWS, N_FEATURES = 60, 3
 
@@ -160,9 +161,12 @@ def test_logistic_regression_evidence_matches_grid(prior, seed):
     rng = np.random.default_rng(3 + seed)
     x = rng.standard_normal(80)
     labels = (rng.random(80) < expit(1.5 * x - 0.5)).astype(int)
+    # the objects, not the names: the classifier's "gaussian" is N(0, 3^2)
+    prior_obj = GaussianPrior() if prior == "gaussian" else LogisticPrior()
     clf = BayesianMLPClassifier(
-        hidden_layer_sizes=(), method=SMC(), prior=prior, n_samples=2000, random_state=3 + seed
-    ).fit(x[:, None], labels)
+        hidden_layer_sizes=(), method=SMC(), prior=prior_obj, n_samples=2000,
+        random_state=3 + seed,
+    ).fit(x[:, None], labels)  # fmt: skip
     # prior: weight and bias N(0, 1) (fan-in 1) or standard logistic; a grid over +-8
     # (+-20 for the heavier logistic tails) holds all the posterior mass
     half = 8.0 if prior == "gaussian" else 20.0
