@@ -278,7 +278,7 @@ def _loglik_delta(likelihood, F, Y):
     stats = np.empty(2 + k)
     cfg = np.ones(1, dtype=knet.CONFIG)[0]
     W = np.ones(n)
-    ll = knet._loglik_delta(ws, 0, YT, W, np.ones(k), lik, k, n, delta, 0, stats, cfg, 0)
+    ll = knet._loglik_delta(ws, 0, YT, W, float(n), np.ones(k), lik, k, n, delta, 0, stats, cfg, 0)
     return ll, delta.reshape(k, n)
 
 

@@ -331,9 +331,10 @@ def forward(theta, XT, sizes, offsets, act, n, ws):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
-def _loglik_delta(ws, out_base, YT, W, tau, lik, k, n, delta, delta_base, stats, cfg, marg):
+def _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, delta, delta_base, stats, cfg, marg):
     # Log-likelihood of the outputs and d loglik / d output into delta, each row's term
-    # multiplied by its weight W[t]. For the Gaussian, stats[2 + o] receives the weighted
+    # multiplied by its weight W[t]; sw is their sum (read by the Gaussian only, which the
+    # caller computes once). For the Gaussian, stats[2 + o] receives the weighted
     # residual sum of squares of output o. With marg, tau[o] is replaced by the conditional
     # mean of the precision given the residuals, (a + beta sw / 2) / (b + beta ssr / 2)
     # with sw the sum of the weights: the gradient of the marginalized likelihood is the
@@ -341,9 +342,6 @@ def _loglik_delta(ws, out_base, YT, W, tau, lik, k, n, delta, delta_base, stats,
     ll = 0.0
     w = W[0:n]
     if lik == 0:
-        sw = 0.0
-        for t in range(n):
-            sw += w[t]
         for o in range(k):
             ssr = 0.0
             f = ws[out_base + o * n : out_base + (o + 1) * n]
@@ -627,7 +625,9 @@ def logp_grad(theta, tgt, ws, grad, stats, with_grad):
     out_base = forward(theta, XT, sizes, offsets, act, n, ws)
     total = out_base + k * n
     marg = cfg.noise_marginal if lik == 0 else 0
-    ll = _loglik_delta(ws, out_base, YT, W, tau, lik, k, n, ws, total, stats, cfg, marg)
+    # the weighted row count, once per evaluation, for the Gaussian's normalization
+    sw = weight_sum(tgt) if lik == 0 else 0.0
+    ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, total, stats, cfg, marg)
 
     logistic = cfg.prior == 1
     lp = lp_noise
@@ -658,12 +658,11 @@ def logp_grad(theta, tgt, ws, grad, stats, with_grad):
         if n_noise > 0:
             a = cfg.noise_shape
             b = cfg.noise_rate
-            sw = weight_sum(tgt)
             for o in range(k):
                 # d/d eta of [0.5 sw eta - 0.5 e^eta ssr] and of the Gamma log prior
                 grad[n_w + o] = beta * (0.5 * sw - 0.5 * tau[o] * stats[2 + o]) + a - b * tau[o]
     if marg != 0:
-        return log_marginal(weight_sum(tgt), k, stats, cfg.noise_shape, cfg.noise_rate, beta) + lp
+        return log_marginal(sw, k, stats, cfg.noise_shape, cfg.noise_rate, beta) + lp
     return beta * ll + lp
 
 
