@@ -514,31 +514,116 @@ def _backward(theta, XT, sizes, offsets, act, n, ws, grad, beta):
             _wgrad(XT, n_in, delta, n_out, n, grad, w_start, b_start, beta)
             break
         _wgrad(ws[in_base:act_end], n_in, delta, n_out, n, grad, w_start, b_start, beta)
-        # delta of the layer below: (W delta) times the activation's derivative
-        for i in range(n_in):
-            nd = ws[nxt + i * n : nxt + (i + 1) * n]
-            for t in range(n):
-                nd[t] = 0.0
-            for j in range(n_out):
-                w = theta[w_start + i * n_out + j]
-                d = delta[j * n : (j + 1) * n]
-                for t in range(n):
-                    nd[t] += w * d[t]
-            a = ws[in_base + i * n : in_base + (i + 1) * n]
-            if act == 1:
-                # a multiply by a 0/1 mask, not a select of 0: LLVM turned the select into
-                # a branch per row, which mispredicts on every sign change of the units
-                # (half the cost of a gradient with fresh parameters)
-                for t in range(n):
-                    nd[t] *= 1.0 if a[t] > 0.0 else 0.0
-            elif act == 2:
-                for t in range(n):
-                    nd[t] *= 1.0 - a[t] * a[t]
-            elif act == 3:
-                for t in range(n):
-                    nd[t] *= a[t] * (1.0 - a[t])
+        _delta_below(theta, ws, delta, nxt, in_base, n_in, n_out, w_start, n, act)
         cur, nxt = nxt, cur
         act_end = in_base
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+def _delta_below(theta, ws, delta, nxt, in_base, n_in, n_out, w_start, n, act):
+    # delta of the layer below into ws[nxt:]: (W delta) times the activation's derivative,
+    # read back from the activations at ws[in_base:]
+    for i in range(n_in):
+        nd = ws[nxt + i * n : nxt + (i + 1) * n]
+        for t in range(n):
+            nd[t] = 0.0
+        for j in range(n_out):
+            w = theta[w_start + i * n_out + j]
+            d = delta[j * n : (j + 1) * n]
+            for t in range(n):
+                nd[t] += w * d[t]
+        a = ws[in_base + i * n : in_base + (i + 1) * n]
+        if act == 1:
+            # a multiply by a 0/1 mask, not a select of 0: LLVM turned the select into
+            # a branch per row, which mispredicts on every sign change of the units
+            # (half the cost of a gradient with fresh parameters)
+            for t in range(n):
+                nd[t] *= 1.0 if a[t] > 0.0 else 0.0
+        elif act == 2:
+            for t in range(n):
+                nd[t] *= 1.0 - a[t] * a[t]
+        elif act == 3:
+            for t in range(n):
+                nd[t] *= a[t] * (1.0 - a[t])
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+def _jacobian_rows(src, n_in, delta, n_out, n, J, w_start, b_start):
+    # Per-row gradients of one layer: J[w_ij, t] = src[i, t] delta[j, t], J[b_j, t] = delta[j, t]
+    for j in range(n_out):
+        d = delta[j * n : (j + 1) * n]
+        jb = J[b_start + j]
+        for t in range(n):
+            jb[t] = d[t]
+        for i in range(n_in):
+            x = src[i * n : (i + 1) * n]
+            row = J[w_start + i * n_out + j]
+            for t in range(n):
+                row[t] = x[t] * d[t]
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+def jacobian(theta, XT, sizes, offsets, act, n, first_layer, ws, out, J):
+    """Network outputs and their Jacobian in the parameters, row by row.
+
+    The Laplace approximation's generalized Gauss-Newton matrix and linearized predictive
+    are built from it. Only the parameters of layers ``first_layer`` and above are
+    differentiated (``first_layer = n_layers - 1`` is the last layer alone).
+
+    Parameters
+    ----------
+    theta : ndarray of shape (n_params,)
+    XT, sizes, offsets, act, n
+        Feature-major rows and the network, as :func:`forward` takes them.
+    first_layer : int
+    ws : ndarray
+        Workspace of at least ``workspace_size(sizes, n)``.
+    out : ndarray of shape (k, n)
+        Receives the network outputs.
+    J : ndarray of shape (k, q, n)
+        Receives ``d out[o, t] / d theta[offsets[first_layer] + i]`` at ``J[o, i, t]``, for
+        the ``q = n_weights - offsets[first_layer]`` parameters from that layer on. Rows
+        are the innermost axis, as everywhere in the kernels.
+    """
+    n_layers = sizes.shape[0] - 1
+    k = sizes[n_layers]
+    out_base = forward(theta, XT, sizes, offsets, act, n, ws)
+    for o in range(k):
+        for t in range(n):
+            out[o, t] = ws[out_base + o * n + t]
+    widest = 0
+    for layer in range(1, n_layers + 1):
+        widest = max(widest, sizes[layer])
+    total = out_base + k * n
+    base0 = offsets[first_layer]
+    for o in range(k):
+        cur = total
+        nxt = total + widest * n
+        # the output's derivative in itself: a one-hot delta over the outputs
+        for j in range(k):
+            d = ws[cur + j * n : cur + (j + 1) * n]
+            one = 1.0 if j == o else 0.0
+            for t in range(n):
+                d[t] = one
+        act_end = out_base
+        for layer in range(n_layers - 1, first_layer - 1, -1):
+            n_in = sizes[layer]
+            n_out = sizes[layer + 1]
+            w_start = offsets[layer]
+            b_start = w_start + n_in * n_out
+            in_base = act_end - n_in * n
+            delta = ws[cur : cur + n_out * n]
+            if layer == 0:
+                _jacobian_rows(XT, n_in, delta, n_out, n, J[o], w_start - base0,
+                               b_start - base0)  # fmt: skip
+                break
+            _jacobian_rows(ws[in_base:act_end], n_in, delta, n_out, n, J[o],
+                           w_start - base0, b_start - base0)  # fmt: skip
+            if layer == first_layer:
+                break
+            _delta_below(theta, ws, delta, nxt, in_base, n_in, n_out, w_start, n, act)
+            cur, nxt = nxt, cur
+            act_end = in_base
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
