@@ -11,7 +11,7 @@ from numbers import Integral, Real
 import numpy as np
 from joblib import effective_n_jobs
 from numpy.typing import ArrayLike
-from scipy.special import expit, logsumexp, softmax
+from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -24,16 +24,14 @@ from sklearn.utils.validation import (
 )
 
 from .exceptions import DataScaleWarning
-from .kernels import network as knet
 from .kernels.predict import mixture_quantiles
 from .methods import METHODS, BaseMethod
 from .network import ACTIVATIONS
+from .posterior import Network
 from .priors import PRIORS, GaussianPrior, HierarchicalPrior, LogisticPrior
 from .target import Target
 from .utils import data_fingerprint, seed_sequence, thread_map
 
-# Bytes of network outputs held at once while predicting; bounds memory for large X.
-_CHUNK_BYTES = 64 * 2**20
 # A feature whose root mean square exceeds this is far from standardized: the priors assume
 # inputs of unit scale (StandardScaler gives 1; a 0/1 or one-hot feature stays below 1).
 _MAX_FEATURE_RMS = 10.0
@@ -226,30 +224,9 @@ class _BaseBayesianMLP(BaseEstimator):
         self._act = target.activation_code
         return result
 
-    def _network_outputs(self, X, thetas):
-        """Generator over row chunks: ``(rows slice, outputs of shape (S, k, n_chunk))``.
-
-        Rows are chunked so at most ``_CHUNK_BYTES`` of outputs exist at once; within a
-        chunk the draws are split over ``n_jobs`` threads running the GIL-free kernel.
-        """
-        n, k = X.shape[0], int(self._layout.sizes[-1])
-        n_draws = thetas.shape[0]
-        chunk = max(1, _CHUNK_BYTES // (8 * k * max(1, n_draws)))
-        n_threads = max(1, min(effective_n_jobs(self.n_jobs), n_draws))
-        thetas = np.ascontiguousarray(thetas[:, : self._layout.n_weights])
-        bounds = np.linspace(0, n_draws, n_threads + 1).astype(int)
-        sizes, offsets = self._layout.sizes, self._layout.offsets
-        for lo in range(0, n, chunk):
-            hi = min(n, lo + chunk)
-            xt = np.array(X[lo:hi].T, dtype=np.float64, order="C").ravel()
-            out = np.empty((n_draws, k, hi - lo))
-
-            def part(ab, xt=xt, out=out, m=hi - lo):
-                a, b = ab
-                knet.forward_batch(thetas[a:b], xt, sizes, offsets, self._act, m, out[a:b])
-
-            thread_map(part, list(zip(bounds[:-1], bounds[1:], strict=True)), n_threads)
-            yield slice(lo, hi), out
+    def _network(self):
+        """The fitted network, run on ``n_jobs`` threads (read at prediction time)."""
+        return Network(self._layout, self._act, effective_n_jobs(self.n_jobs))
 
     def _validate_X(self, X):
         check_is_fitted(self)
@@ -387,8 +364,10 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         w = self.posterior_.normalized_weights()
         if self.posterior_.heteroscedastic:
             noise = np.zeros(self.n_outputs_)
-            for part, _, sd in self._predictive(rows, validate=False):
-                noise += np.einsum("s,skn,n->k", w, sd, W[part]) / W.sum()
+            for part, wc, _, _, sd in self.posterior_.components(
+                self._network(), rows, self.n_outputs_
+            ):
+                noise += np.einsum("s,skn,n->k", wc, sd, W[part]) / W.sum()
         else:
             tau = np.broadcast_to(self.posterior_.noise_precision, (len(w), self.n_outputs_))
             noise = w @ (1.0 / np.sqrt(tau))
@@ -396,7 +375,10 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         self.noise_std_ = noise if self.n_outputs_ > 1 else float(noise[0])
         if result.log_evidence is not None:
             # the density of y in original units: the standardization's Jacobian
-            self.log_evidence_ -= W.sum() * float(np.sum(np.log(self._y_std)))
+            jacobian = W.sum() * float(np.sum(np.log(self._y_std)))
+            self.log_evidence_ -= jacobian
+            if "evidence_trace" in self.diagnostics_:
+                self.diagnostics_["evidence_trace"] = self.diagnostics_["evidence_trace"] - jacobian
             # the evidence is of these rows only: evidence_scorer refuses any others
             self._evidence_data = data_fingerprint(X, y)
         return self
@@ -404,29 +386,24 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
     def _squeeze(self, a):
         return a[:, 0] if self.n_outputs_ == 1 else a
 
-    def _predictive(self, X, index=None, validate=True):
-        """Generator over row chunks of ``(rows, mean, noise_sd)``: each draw's predictive
-        mean ``(S, k, n_chunk)`` and noise sd (``(S, k, n_chunk)`` or ``(S, k, 1)``) on the
-        standardized scale, as the posterior defines them; ``index`` selects draws."""
-        if validate:
-            X = self._validate_X(X)
-        thetas = self.posterior_.thetas if index is None else self.posterior_.thetas[index]
-        for rows, out in self._network_outputs(X, thetas):
-            mean, sd = self.posterior_.predictive(out, self.n_outputs_, index)
-            yield rows, mean, sd
+    def _components(self, X):
+        """The posterior's predictive mixture over chunks of validated rows (see
+        :meth:`skbnn.posterior.WeightedDraws.components`)."""
+        return self.posterior_.components(self._network(), X, self.n_outputs_)
 
     def _moments(self, X):
         """Predictive mean, epistemic and aleatoric variance (standardized), each (n, k)."""
         X = self._validate_X(X)
-        w = self.posterior_.normalized_weights()
         mean = np.empty((X.shape[0], self.n_outputs_))
         var = np.empty_like(mean)
         alea = np.empty_like(mean)
-        for rows, f, sd in self._predictive(X, validate=False):
+        for rows, w, f, fvar, sd in self._components(X):
             m = np.einsum("s,skn->nk", w, f)
             mean[rows] = m
             # two passes: E[x^2] - m^2 cancels catastrophically where sd << |mean|
             var[rows] = np.einsum("s,skn->nk", w, (f - m.T[None]) ** 2)
+            if fvar is not None:
+                var[rows] += np.einsum("s,skn->nk", w, fvar)
             alea[rows] = np.einsum("s,skn->nk", w, np.broadcast_to(sd**2, f.shape))
         return mean, var, alea
 
@@ -495,12 +472,13 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         if not (isinstance(coverage, Real) and 0 < coverage < 1):
             raise ValueError(f"coverage must be a float in (0, 1), got {coverage!r}")
         X = self._validate_X(X)
-        w = self.posterior_.normalized_weights()
         probs = np.array([(1 - coverage) / 2, (1 + coverage) / 2])
         bounds = np.empty((2, X.shape[0], self.n_outputs_))
         q = np.empty((X.shape[0], 2))
         n_threads = max(1, effective_n_jobs(self.n_jobs))
-        for rows, f, sd in self._predictive(X, validate=False):
+        for rows, w, f, fvar, sd in self._components(X):
+            if fvar is not None:
+                sd = np.sqrt(sd**2 + fvar)
             for o in range(self.n_outputs_):
                 mu = np.ascontiguousarray(f[:, o, :].T)
                 sd_o = np.ascontiguousarray(sd[:, o, :].T)
@@ -508,7 +486,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
                 cuts = np.linspace(0, len(mu), n_threads + 1).astype(int)
                 parts = [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
 
-                def part(ab, mu=mu, sd_o=sd_o, dest=dest):
+                def part(ab, mu=mu, sd_o=sd_o, dest=dest, w=w):
                     a, b = ab
                     sd_part = sd_o if sd_o.shape[0] == 1 else sd_o[a:b]
                     mixture_quantiles(mu[a:b], sd_part, w, probs, dest[a:b])
@@ -539,9 +517,9 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
             raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
         X = self._validate_X(X)
         rng = np.random.default_rng(seed_sequence(random_state))
-        idx = self.posterior_.sample_indices(n_samples, rng)
         out = np.empty((X.shape[0], self.n_outputs_, n_samples))
-        for rows, f, sd in self._predictive(X, idx, validate=False):
+        draws = self.posterior_.function_draws(self._network(), X, self.n_outputs_, n_samples, rng)
+        for rows, f, sd in draws:
             noise = rng.standard_normal(f.shape) * sd
             out[rows] = np.transpose(f + noise, (2, 1, 0))
         out = out * self._y_std[None, :, None] + self._y_mean[None, :, None]
@@ -552,11 +530,13 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         X = self._validate_X(X)
         Y = np.asarray(y, dtype=np.float64).reshape(X.shape[0], -1)
         Z = (Y - self._y_mean) / self._y_std
-        with np.errstate(divide="ignore"):
-            # a particle whose weight underflowed to 0 simply drops out of the mixture
-            logw = np.log(self.posterior_.normalized_weights())
         out = np.empty(X.shape[0])
-        for rows, f, sd in self._predictive(X, validate=False):
+        for rows, w, f, fvar, sd in self._components(X):
+            with np.errstate(divide="ignore"):
+                # a particle whose weight underflowed to 0 simply drops out of the mixture
+                logw = np.log(w)
+            if fvar is not None:
+                sd = np.sqrt(sd**2 + fvar)
             r = (Z[rows].T[None, :, :] - f) / sd
             logp = -0.5 * r**2 - np.log(sd) - 0.5 * np.log(2 * np.pi)
             out[rows] = logsumexp(logw[:, None] + logp.sum(axis=1), axis=0)
@@ -703,15 +683,16 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         return self
 
     def _class_probabilities(self, X):
-        """Generator of ``(rows, probabilities of shape (S, n, n_classes))``."""
+        """``(mean, sd)`` of the class probabilities, each (n, n_classes)."""
         X = self._validate_X(X)
-        for rows, f in self._network_outputs(X, self.posterior_.thetas):
-            if len(self.classes_) == 2:
-                # expit never overflows, and p(class 0) = expit(-f) keeps its precision
-                # where p(class 1) rounds to 1
-                yield rows, np.stack([expit(-f[:, 0, :]), expit(f[:, 0, :])], axis=-1)
-            else:
-                yield rows, softmax(np.transpose(f, (0, 2, 1)), axis=-1)
+        mean = np.empty((X.shape[0], len(self.classes_)))
+        sd = np.empty_like(mean)
+        binary = len(self.classes_) == 2
+        for rows, m, s in self.posterior_.class_probabilities(self._network(), X, binary):
+            mean[rows] = m
+            sd[rows] = s
+        # a weighted sum of probabilities that are all 1 can round to 1 + 2e-16
+        return np.clip(mean, 0.0, 1.0, out=mean), sd
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Posterior-averaged class probabilities.
@@ -724,14 +705,7 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         -------
         ndarray of shape (n_samples, n_classes)
         """
-        check_is_fitted(self)
-        w = self.posterior_.normalized_weights()
-        parts = [(rows, np.einsum("s,snc->nc", w, p)) for rows, p in self._class_probabilities(X)]
-        out = np.empty((parts[-1][0].stop if parts else 0, len(self.classes_)))
-        for rows, p in parts:
-            out[rows] = p
-        # the weighted sum of probabilities that are all 1 can round to 1 + 2e-16
-        return np.clip(out, 0.0, 1.0, out=out)
+        return self._class_probabilities(X)[0]
 
     def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`."""
@@ -763,14 +737,7 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         -------
         ndarray of shape (n_samples, n_classes)
         """
-        check_is_fitted(self)
-        w = self.posterior_.normalized_weights()
-        chunks = []
-        for _, p in self._class_probabilities(X):
-            m = np.einsum("s,snc->nc", w, p)
-            # two passes: E[p^2] - m^2 cancels catastrophically for p near 0 or 1
-            chunks.append(np.sqrt(np.einsum("s,snc->nc", w, (p - m[None]) ** 2)))
-        return np.concatenate(chunks) if chunks else np.empty((0, len(self.classes_)))
+        return self._class_probabilities(X)[1]
 
     def _log_predictive_density(self, X, y):
         """Per-row log posterior predictive probability of the labels ``y``."""

@@ -1,10 +1,131 @@
-"""Posterior representations that prediction consumes."""
+"""Posterior representations, and how each one predicts.
+
+A posterior decides how it predicts; the estimators only summarize what it yields, chunk by
+chunk of rows (:class:`Network` runs the network):
+
+* :meth:`WeightedDraws.components` gives the predictive of ``y`` as a weighted mixture of
+  Gaussians in the network output: each component's mean, the variance of the function
+  within it (zero for a draw of the weights; the linearized network's ``J Sigma J^T`` for
+  Laplace's GLM predictive), and the observation noise. Means, the epistemic and aleatoric
+  variances, intervals and the log predictive density all follow from it.
+* :meth:`WeightedDraws.function_draws` gives joint draws of the network output over all
+  rows (``sample_y``).
+* :meth:`WeightedDraws.class_probabilities` gives the predictive class probabilities and
+  their spread.
+"""
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
+import numpy as np
+from scipy.special import expit, softmax
+from threadpoolctl import threadpool_limits
+
+from .kernels import network as knet
 from .kernels.network import HETERO_MIN_VAR
+
+# Bytes of network outputs held at once while predicting; bounds memory for large X.
+_CHUNK_BYTES = 64 * 2**20
+# Bytes of one chunk of per-row Jacobians (several chunks run at once on threads).
+_JACOBIAN_BYTES = 16 * 2**20
+
+
+class Network:
+    """A fitted network's architecture, run over many rows on threads.
+
+    Parameters
+    ----------
+    layout : skbnn.network.NetworkLayout
+    activation : int
+        Kernel code of the hidden-layer activation.
+    n_jobs : int
+        Threads; results never depend on it.
+    """
+
+    def __init__(self, layout, activation: int, n_jobs: int = 1):
+        self.layout = layout
+        self.activation = int(activation)
+        self.n_jobs = max(1, int(n_jobs))
+
+    @property
+    def n_outputs(self) -> int:
+        """Number of network outputs."""
+        return int(self.layout.sizes[-1])
+
+    def outputs(self, X, thetas):
+        """Generator over row chunks: ``(rows slice, outputs of shape (S, k, n_chunk))``.
+
+        Rows are chunked so at most 64 MB of outputs exist at once; within a chunk the draws
+        are split over the threads running the GIL-free kernel.
+        """
+        from .utils import thread_map
+
+        n, k = X.shape[0], self.n_outputs
+        n_draws = thetas.shape[0]
+        chunk = max(1, _CHUNK_BYTES // (8 * k * max(1, n_draws)))
+        n_threads = max(1, min(self.n_jobs, n_draws))
+        thetas = np.ascontiguousarray(thetas[:, : self.layout.n_weights])
+        bounds = np.linspace(0, n_draws, n_threads + 1).astype(int)
+        sizes, offsets = self.layout.sizes, self.layout.offsets
+        for lo in range(0, n, chunk):
+            hi = min(n, lo + chunk)
+            xt = np.array(X[lo:hi].T, dtype=np.float64, order="C").ravel()
+            out = np.empty((n_draws, k, hi - lo))
+
+            def part(ab, xt=xt, out=out, m=hi - lo):
+                a, b = ab
+                knet.forward_batch(thetas[a:b], xt, sizes, offsets, self.activation, m, out[a:b])
+
+            thread_map(part, list(zip(bounds[:-1], bounds[1:], strict=True)), n_threads)
+            yield slice(lo, hi), out
+
+    def map_jacobians(self, X, theta, first_layer: int, fn) -> list:
+        """``[fn(rows, f, J) for each chunk of rows]``, the chunks on threads.
+
+        ``f`` (shape ``(k, m)``) are the outputs at ``theta`` and ``J`` (``(k, q, m)``) their
+        Jacobian in the parameters of layers ``first_layer`` and above
+        (:func:`skbnn.kernels.network.jacobian`). The chunks do not depend on the number of
+        threads and BLAS runs single-threaded inside ``fn``, so a caller that combines the
+        results in order gets the same bits for any ``n_jobs``.
+        """
+        from .utils import thread_map
+
+        layout = self.layout
+        n, k = X.shape[0], self.n_outputs
+        q = layout.n_weights - int(layout.offsets[first_layer])
+        chunk = max(1, _JACOBIAN_BYTES // (8 * k * q))
+        theta = np.ascontiguousarray(theta[: layout.n_weights], dtype=np.float64)
+        sizes, offsets = layout.sizes, layout.offsets
+
+        def part(lo):
+            hi = min(n, lo + chunk)
+            m = hi - lo
+            xt = np.array(X[lo:hi].T, dtype=np.float64, order="C").ravel()
+            ws = np.empty(knet.workspace_size(sizes, m))
+            f = np.empty((k, m))
+            J = np.empty((k, q, m))
+            knet.jacobian(theta, xt, sizes, offsets, self.activation, m, first_layer, ws, f, J)
+            return fn(slice(lo, hi), f, J)
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            return thread_map(part, list(range(0, n, chunk)), self.n_jobs)
+
+
+def class_probabilities(f, binary: bool) -> np.ndarray:
+    """Class probabilities ``(S, n, n_classes)`` from network outputs ``(S, k, n)``."""
+    if binary:
+        # expit never overflows, and p(class 0) = expit(-f) keeps its precision where
+        # p(class 1) rounds to 1
+        return np.stack([expit(-f[:, 0, :]), expit(f[:, 0, :])], axis=-1)
+    return softmax(np.transpose(f, (0, 2, 1)), axis=-1)
+
+
+def _weighted_mean_sd(w, p):
+    """Weighted mean and sd over the first axis (two passes: ``E[p^2] - m^2`` cancels
+    catastrophically for p near 0 or 1)."""
+    m = np.einsum("s,s...->...", w, p)
+    return m, np.sqrt(np.einsum("s,s...->...", w, (p - m[None]) ** 2))
 
 
 class WeightedDraws:
@@ -82,6 +203,53 @@ class WeightedDraws:
         if index is not None:
             tau = tau[index]
         return outputs, (1.0 / np.sqrt(tau))[:, :, None]
+
+    def components(self, net: Network, X, n_targets: int):
+        """The predictive of ``y`` as a mixture of Gaussians in the network output.
+
+        Parameters
+        ----------
+        net : Network
+        X : ndarray of shape (n_rows, n_features)
+        n_targets : int
+
+        Yields
+        ------
+        rows : slice
+        weights : ndarray of shape (S,)
+            Normalized component weights.
+        mean : ndarray of shape (S, n_targets, n_chunk)
+            Each component's mean of the network output (standardized scale).
+        fvar : ndarray of shape (S, n_targets, n_chunk) or None
+            The variance of the network output within each component; None (zero) for
+            draws of the weights.
+        noise_sd : ndarray of shape (S, n_targets, n_chunk) or (S, n_targets, 1)
+            Each component's observation noise sd.
+        """
+        w = self.normalized_weights()
+        for rows, out in net.outputs(X, self.thetas):
+            mean, sd = self.predictive(out, n_targets)
+            yield rows, w, mean, None, sd
+
+    def function_draws(self, net: Network, X, n_targets: int, n: int, rng):
+        """``n`` joint draws of the network output over all rows of ``X``.
+
+        Yields ``(rows, f, noise_sd)`` per chunk: ``f`` of shape ``(n, n_targets, n_chunk)``
+        and each draw's noise sd as in :meth:`components`; draw ``s`` is the same function
+        in every chunk.
+        """
+        idx = self.sample_indices(n, rng)
+        for rows, out in net.outputs(X, self.thetas[idx]):
+            yield (rows, *self.predictive(out, n_targets, idx))
+
+    def class_probabilities(self, net: Network, X, binary: bool):
+        """Posterior-averaged class probabilities and their spread across draws.
+
+        Yields ``(rows, mean, sd)`` per chunk, both of shape ``(n_chunk, n_classes)``.
+        """
+        w = self.normalized_weights()
+        for rows, f in net.outputs(X, self.thetas):
+            yield (rows, *_weighted_mean_sd(w, class_probabilities(f, binary)))
 
     def __repr__(self) -> str:
         kind = "weighted" if self.weights is not None else "equally weighted"
@@ -164,4 +332,182 @@ class GaussianPosterior(WeightedDraws):
         return (
             f"GaussianPosterior({self.n_components} component(s), {kind} covariance over "
             f"{self.mean.shape[1]} parameters, {self.n_draws} stored draws)"
+        )
+
+
+class LaplacePosterior(GaussianPosterior):
+    """The Laplace approximation ``N(theta*, H^-1)``, predicting by the linearized network.
+
+    The Gaussian covers the parameters of the layers from ``first_layer`` on (all of them,
+    or the last layer alone); the others stay at the MAP. With ``predictive="glm"`` (the
+    default of :class:`skbnn.methods.Laplace`) the network is linearized at the MAP,
+    ``f(x; theta) ~ f(x; theta*) + J(x) (theta - theta*)``, so the function at ``x`` is
+    Gaussian with mean ``f(x; theta*)`` and covariance ``J(x) Sigma J(x)^T`` (Immer et al.
+    2021; MacKay 1992): closed form for regression, and for classification the probit
+    approximation of the averaged softmax (``link_approx="probit"``, Spiegelhalter and
+    Lauritzen; its multiclass form as in laplace-torch) or an average over draws of the
+    Gaussian logits (``"mc"``). With ``predictive="mc"`` it predicts like any
+    :class:`GaussianPosterior`: draws of ``theta`` pushed through the network.
+
+    Parameters
+    ----------
+    theta : ndarray of shape (n_params,)
+        The MAP.
+    precision : ndarray of shape (q, q), or (q,) for a diagonal
+        The posterior precision ``H`` of the ``q`` parameters of layers ``first_layer`` and
+        above (positive definite).
+    first_layer : int
+    layout : skbnn.network.NetworkLayout
+    predictive : {"glm", "mc"}, default="glm"
+    link_approx : {"probit", "mc"}, default="probit"
+    n_draws : int, default=100
+        Draws of ``theta`` stored (``predictive="mc"``, and :attr:`thetas`).
+    n_link_samples : int, default=100
+        Draws of the linearized function behind the classifier's spread of probabilities
+        (and its ``"mc"`` link).
+    random_state : int, Generator or SeedSequence, default=None
+    noise_precision : ndarray of shape (n_outputs,), default=None
+        The Gaussian likelihood's noise precision at the MAP (regression).
+    log_evidence : float, default=None
+        The Laplace evidence on the standardized scale.
+
+    Attributes
+    ----------
+    hessian : ndarray
+        ``precision`` as given.
+    start : int
+        Index in ``theta`` of the first parameter the Gaussian covers.
+    """
+
+    def __init__(
+        self,
+        theta,
+        precision,
+        first_layer: int,
+        layout,
+        predictive: str = "glm",
+        link_approx: str = "probit",
+        n_draws: int = 100,
+        n_link_samples: int = 100,
+        random_state=None,
+        noise_precision=None,
+        log_evidence=None,
+    ):
+        from scipy.linalg import cholesky, solve_triangular
+
+        from .utils import seed_sequence
+
+        theta = np.asarray(theta, dtype=np.float64)
+        self.hessian = np.asarray(precision, dtype=np.float64)
+        self.first_layer = int(first_layer)
+        self.start = int(layout.offsets[self.first_layer])
+        self.stop = int(layout.n_weights)
+        self.predictive_kind = predictive
+        self.link_approx = link_approx
+        self.log_evidence = log_evidence
+        q = self.stop - self.start
+        var = np.zeros((1, theta.size))
+        if self.hessian.ndim == 1:
+            self._scale = None
+            self._sd = 1.0 / np.sqrt(self.hessian)
+            var[0, self.start : self.stop] = self._sd**2
+            factor = None
+        else:
+            # Sigma = H^-1 = L^-T L^-1 with H = L L^T, so F = L^-1 has F^T F = Sigma
+            lower = cholesky(self.hessian, lower=True)
+            self._scale = solve_triangular(lower, np.eye(q), lower=True)
+            self._sd = None
+            factor = np.zeros((1, q, theta.size))
+            factor[0, :, self.start : self.stop] = self._scale
+        draws, links = seed_sequence(random_state).spawn(2)
+        self._n_link = int(n_link_samples)
+        self._link_seed = links
+        super().__init__(
+            theta[None], var, factor, n_draws=n_draws, random_state=draws,
+            noise_precision=noise_precision,
+        )  # fmt: skip
+
+    @property
+    def theta(self) -> np.ndarray:
+        """The MAP."""
+        return self.mean[0]
+
+    def deviations(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` draws of ``theta - theta*`` over the covered parameters, shape ``(n, q)``."""
+        z = rng.standard_normal((n, self.stop - self.start))
+        return z * self._sd if self._scale is None else z @ self._scale
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` fresh draws of ``theta``."""
+        out = np.repeat(self.mean[:1], n, axis=0)
+        out[:, self.start : self.stop] += self.deviations(n, rng)
+        return out
+
+    def _times_factor(self, J):
+        # J (k, q, m) -> G (k, q', m) with G^T G = J^T Sigma J per row
+        if self._scale is None:
+            return J * self._sd[None, :, None]
+        return np.matmul(self._scale, J)
+
+    def _tau(self, n_targets):
+        return np.broadcast_to(self.noise_precision, (self.n_draws, n_targets))[0]
+
+    def components(self, net: Network, X, n_targets: int):
+        """See :meth:`WeightedDraws.components`; one component under the GLM predictive,
+        with the linearized function's variance ``diag(J Sigma J^T)``."""
+        if self.predictive_kind != "glm":
+            yield from super().components(net, X, n_targets)
+            return
+        sd = (1.0 / np.sqrt(self._tau(n_targets)))[None, :, None]
+        w = np.ones(1)
+
+        def part(rows, f, J):
+            return rows, f[None], (self._times_factor(J) ** 2).sum(axis=1)[None]
+
+        for rows, mean, fvar in net.map_jacobians(X, self.theta, self.first_layer, part):
+            yield rows, w, mean, fvar, sd
+
+    def function_draws(self, net: Network, X, n_targets: int, n: int, rng):
+        """See :meth:`WeightedDraws.function_draws`; under the GLM predictive, draws of the
+        linearized network ``f(x; theta*) + J(x) delta`` with ``delta ~ N(0, Sigma)``."""
+        if self.predictive_kind != "glm":
+            yield from super().function_draws(net, X, n_targets, n, rng)
+            return
+        delta = self.deviations(n, rng)
+        sd = np.broadcast_to(
+            (1.0 / np.sqrt(self._tau(n_targets)))[None, :, None], (n, n_targets, 1)
+        )
+
+        def part(rows, f, J):
+            return rows, f[None] + np.einsum("sq,kqm->skm", delta, J)
+
+        for rows, f in net.map_jacobians(X, self.theta, self.first_layer, part):
+            yield rows, f, sd
+
+    def class_probabilities(self, net: Network, X, binary: bool):
+        """See :meth:`WeightedDraws.class_probabilities`. Under the GLM predictive the
+        mean is the probit approximation (or the average over draws of the Gaussian
+        logits, ``link_approx="mc"``) and the spread is over those draws."""
+        if self.predictive_kind != "glm":
+            yield from super().class_probabilities(net, X, binary)
+            return
+        delta = self.deviations(self._n_link, np.random.default_rng(self._link_seed))
+        w = np.full(self._n_link, 1.0 / self._n_link)
+
+        def part(rows, f, J):
+            draws = class_probabilities(f[None] + np.einsum("sq,kqm->skm", delta, J), binary)
+            mean, sd = _weighted_mean_sd(w, draws)
+            if self.link_approx == "probit":
+                var = (self._times_factor(J) ** 2).sum(axis=1)
+                kappa = 1.0 / np.sqrt(1.0 + (math.pi / 8.0) * var)
+                mean = class_probabilities((kappa * f)[None], binary)[0]
+            return rows, mean, sd
+
+        yield from net.map_jacobians(X, self.theta, self.first_layer, part)
+
+    def __repr__(self) -> str:
+        kind = "diagonal" if self._scale is None else "full"
+        return (
+            f"LaplacePosterior({kind} covariance over {self.stop - self.start} of "
+            f"{self.mean.shape[1]} parameters, {self.predictive_kind} predictive)"
         )

@@ -8,6 +8,7 @@ from ._base import BaseMethod, FitResult
 from .amcmc import AdaptiveMetropolis
 from .ensemble import DeepEnsemble
 from .hmc import HMC
+from .laplace import Laplace
 from .mala import MALA
 from .nuts import NUTS
 from .rms import RandomizedMAP
@@ -23,6 +24,7 @@ METHODS = {
     "ensemble": DeepEnsemble,
     "rms": RandomizedMAP,
     "swag": SWAG,
+    "laplace": Laplace,
 }
 
 __all__ = [
@@ -31,6 +33,7 @@ __all__ = [
     "DeepEnsemble",
     "FitResult",
     "HMC",
+    "Laplace",
     "MALA",
     "NUTS",
     "RandomizedMAP",

@@ -1,0 +1,574 @@
+"""The Laplace approximation, its model evidence, and empirical Bayes of the prior and noise."""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+from scipy.linalg import LinAlgError, cho_factor, cho_solve, eigh
+from scipy.optimize import minimize
+from scipy.special import expit, softmax
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ..kernels import network as knet
+from ..posterior import LaplacePosterior, Network
+from ..utils import compile_once, seed_sequence
+from ._base import FitResult
+from ._optim import _Trainer, glorot_init
+
+_LOG_2PI = math.log(2.0 * math.pi)
+#: Gauss-Newton steps that polish the trained MAP into a stationary point of the log
+#: posterior (one suffices for a quadratic log posterior; a few for a network near its mode).
+MAX_NEWTON_STEPS = 8
+#: Bounds of the prior and noise precisions empirical Bayes may choose.
+PRECISION_RANGE = (1e-8, 1e8)
+
+
+def _ensure_compiled() -> float:
+    def warm():
+        from ..network import NetworkLayout
+
+        layout = NetworkLayout((1, 2, 1))
+        x = np.linspace(-1.0, 1.0, 4)[:, None]
+        Network(layout, 2).map_jacobians(x, np.ones(layout.n_weights), 0, lambda *a: None)
+
+    return compile_once((knet.jacobian,), warm)
+
+
+class _State:
+    """The approximation at one MAP under one set of hyperparameters."""
+
+    def __init__(self, theta, precision, loglik, logprior, log_evidence, curvature, ssr):
+        self.theta = theta
+        self.precision = precision
+        self.loglik = loglik
+        self.logprior = logprior
+        self.log_evidence = log_evidence
+        self.curvature = curvature
+        self.ssr = ssr
+
+
+class Laplace(_Trainer):
+    """The Laplace approximation: a Gaussian at the MAP with the log posterior's curvature.
+
+    The MAP is trained by the shared training engine (``solver`` and its knobs, as for
+    :class:`DeepEnsemble`), then polished by Gauss-Newton steps into a stationary point of
+    the log posterior. The posterior is ``N(theta*, H^-1)`` with ``H`` the negative Hessian
+    of the log posterior at ``theta*``, and the model evidence is Laplace's::
+
+        log p(y) ~ log p(y | theta*) + log p(theta*) + (q/2) log 2 pi - (1/2) log det H
+
+    over the ``q`` parameters the Gaussian covers (MacKay 1992). The estimators report it as
+    ``log_evidence_`` (original units), so :func:`~skbnn.model_selection.evidence_scorer`
+    and :class:`~skbnn.model_selection.BayesianModelAverage` rank architectures with it.
+
+    Parameters
+    ----------
+    hessian : {"ggn", "full", "diag"}, default="ggn"
+        ``"ggn"``: the generalized Gauss-Newton matrix, ``sum_rows J^T Lambda J`` with ``J``
+        the Jacobian of the network output in the parameters and ``Lambda`` the
+        likelihood's Hessian in the output (the noise precision; ``p (1 - p)``;
+        ``diag(p) - p p^T``), plus the prior's precision: positive definite by
+        construction, and exact for a linear model. ``"full"``: the exact Hessian of the
+        negative log posterior, by central differences of the analytic gradient (``2 q``
+        gradient passes; about 8 significant digits, exact for a quadratic); where it is
+        not positive definite (a saddle or ridge, where no Laplace approximation exists)
+        the GGN stands in, with a warning. ``"diag"``:
+        the diagonal of the GGN (not of the empirical Fisher), for many parameters.
+    subset : {"all", "last_layer"}, default="all"
+        The parameters the Gaussian covers; with ``"last_layer"`` the others stay at the
+        MAP (as laplace-torch's last-layer Laplace), which keeps ``q`` small for wide
+        networks, and the evidence is that of the last layer given the features below it.
+    optimize_prior : bool, default=True
+        Empirical Bayes: alternate training the MAP with MacKay's fixed-point updates of one
+        prior precision per weight matrix and per bias vector (of the covered layers) and,
+        when the regressor infers the noise (``noise_std=None``), of the noise precision,
+        until the evidence stops improving by ``evidence_tol`` (Immer et al. 2021's online
+        marginal likelihood, with a full MAP fit per update). The reported MAP, Hessian and
+        evidence are those of the best update, all computed under its hyperparameters. With
+        ``False`` the prior stays as given, and an inferred noise is still chosen this way.
+    predictive : {"glm", "mc"}, default="glm"
+        ``"glm"``: the linearized network, ``f(x) ~ N(f(x; theta*), J(x) Sigma J(x)^T)``:
+        closed-form regression moments and intervals, and for the classifier the probit
+        approximation (see ``link_approx``). ``"mc"``: ``n_samples`` draws of ``theta``
+        pushed through the network. ``predict_std(kind=...)``, ``predict_interval`` and
+        ``sample_y`` follow it.
+    link_approx : {"probit", "mc"}, default="probit"
+        Classifier under the GLM predictive: the averaged probabilities by the probit
+        approximation ``softmax(f / sqrt(1 + pi/8 var(f)))``, or by averaging over 100
+        draws of the Gaussian logits. ``predict_std`` is over those draws either way.
+    max_prior_updates : int, default=50
+        Most empirical Bayes updates.
+    evidence_tol : float, default=1e-3
+        Stop the updates when one improves the evidence by less than this many nats.
+    solver, learning_rate_init, learning_rate, momentum, nesterovs_momentum, beta_1, \
+beta_2, epsilon, batch_size, max_iter, tol, early_stopping, validation_fraction, \
+n_iter_no_change
+        The training engine's knobs, with scikit-learn MLP's names; see
+        :class:`DeepEnsemble`.
+
+    Notes
+    -----
+    The noise precision of the regressor is a hyperparameter here (fixed by ``noise_std``,
+    or chosen by the fixed point ``tau = (n - gamma + 2 (a - 1)) / (ssr + 2 b)`` under its
+    ``Gamma(a, b)`` prior, ``gamma`` the effective number of parameters), not a covered
+    parameter. The evidence is ``p(y | prior, noise)`` at the chosen values: it does not
+    integrate over them. A hierarchical prior's layer precisions are held at their prior
+    mean, and empirical Bayes then replaces them like the Gaussian prior's. The logistic
+    prior works with ``optimize_prior=False`` (its Hessian at the MAP is used).
+
+    The estimators' ``diagnostics_`` gain ``prior_precision`` (one per parameter group,
+    named by ``prior_groups``: ``"W1"``, ``"b1"``, ...), ``noise_precision``,
+    ``evidence_trace`` (the evidence after each update, in the estimator's units),
+    ``effective_parameters`` (``gamma``), ``newton_steps`` and ``gradient_norm`` (the
+    largest absolute gradient of the log posterior at the reported MAP).
+
+    References
+    ----------
+    MacKay, D. J. C. (1992). A practical Bayesian framework for backpropagation networks.
+    Immer, A., Bauer, M., Fortuin, V., Raetsch, G., Khan, M. E. (2021). Scalable marginal
+    likelihood estimation for model selection in deep learning. Daxberger, E. et al.
+    (2021). Laplace redux: effortless Bayesian deep learning.
+    """
+
+    name = "laplace"
+    noise_handling = "gibbs"
+    provides_evidence = True
+    default_n_samples = 100
+
+    _parameter_constraints: dict = {
+        **_Trainer._parameter_constraints,
+        "hessian": [StrOptions({"ggn", "full", "diag"})],
+        "subset": [StrOptions({"all", "last_layer"})],
+        "optimize_prior": ["boolean"],
+        "predictive": [StrOptions({"glm", "mc"})],
+        "link_approx": [StrOptions({"probit", "mc"})],
+        "max_prior_updates": [Interval(Integral, 1, None, closed="left")],
+        "evidence_tol": [Interval(Real, 0, None, closed="left")],
+    }
+
+    def __init__(
+        self,
+        hessian="ggn",
+        subset="all",
+        optimize_prior=True,
+        predictive="glm",
+        link_approx="probit",
+        max_prior_updates=50,
+        evidence_tol=1e-3,
+        solver="auto",
+        learning_rate_init=1e-3,
+        learning_rate="constant",
+        momentum=0.9,
+        nesterovs_momentum=True,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-8,
+        batch_size="auto",
+        max_iter=None,
+        tol=1e-4,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+    ):
+        self.hessian = hessian
+        self.subset = subset
+        self.optimize_prior = optimize_prior
+        self.predictive = predictive
+        self.link_approx = link_approx
+        self.max_prior_updates = max_prior_updates
+        self.evidence_tol = evidence_tol
+        self.solver = solver
+        self.learning_rate_init = learning_rate_init
+        self.learning_rate = learning_rate
+        self.momentum = momentum
+        self.nesterovs_momentum = nesterovs_momentum
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+
+    # -- the pieces of one approximation ------------------------------------------------
+
+    def _curvature(self, target, net, theta, first_layer):
+        """The likelihood's GGN over the covered parameters: ``(k, q, q)`` per output of a
+        Gaussian likelihood (without its noise precision, which the updates change), else
+        ``(1, q, q)``; the diagonals alone (``(., q)``) for ``hessian="diag"``."""
+        n, d = target.n_rows, target.n_features
+        X = target.XT.reshape(d, n).T
+        Y = target.YT.reshape(-1, n)
+        W = target.W
+        lik = target.likelihood
+        diag = self.hessian == "diag"
+
+        def part(rows, f, J):
+            w = W[rows]
+            if lik == "gaussian":
+                M = J * np.sqrt(w)
+            elif lik == "bernoulli":
+                p = expit(f[0])
+                M = J * np.sqrt(w * p * (1.0 - p))
+            else:
+                # diag(p) - p p^T = A A^T with A[o, j] = (delta_oj - p_o) sqrt(p_j)
+                p = softmax(f, axis=0)
+                A = (np.eye(len(p))[:, :, None] - p[:, None, :]) * np.sqrt(p * w)[None]
+                M = np.einsum("ojm,oqm->jqm", A, J)
+            if lik != "gaussian":
+                # one matrix: the outputs' blocks do not separate
+                M = M.transpose(1, 0, 2).reshape(1, M.shape[1], -1)
+            if diag:
+                return np.einsum("kqm,kqm->kq", M, M)
+            return np.matmul(M, M.transpose(0, 2, 1))
+
+        del Y  # the GGN needs the outputs only
+        parts = net.map_jacobians(X, theta, first_layer, part)
+        # summed in chunk order: the same bits for any n_jobs
+        total = parts[0].copy()
+        for p in parts[1:]:
+            total += p
+        return total
+
+    @staticmethod
+    def _prior_terms(target, theta, sl):
+        """Log prior density and its negative Hessian's diagonal over ``theta[sl]``."""
+        s = target.prior_scale[sl]
+        z = (theta[sl] - target.prior_mean[sl]) / s
+        if target.prior_kind == 1:
+            a = np.abs(z)
+            logp = float(np.sum(-a - 2.0 * np.log1p(np.exp(-a)) - np.log(s)))
+            return logp, (1.0 - np.tanh(0.5 * z) ** 2) / (2.0 * s * s)
+        logp = float(np.sum(-0.5 * z * z - np.log(s)) - 0.5 * z.size * _LOG_2PI)
+        return logp, 1.0 / (s * s)
+
+    def _full_hessian(self, target, theta, sl, n_jobs):
+        """The negative Hessian of the log posterior over ``theta[sl]`` by central
+        differences of the analytic gradient, symmetrized."""
+        idx = np.arange(sl.start, sl.stop)
+        # the step that balances truncation (h^2) against rounding (eps / h)
+        h = 6e-6 * np.maximum(1.0, np.abs(theta[idx]))
+        q = idx.size
+        thetas = np.repeat(theta[None], 2 * q, axis=0)
+        thetas[np.arange(q), idx] += h
+        thetas[q + np.arange(q), idx] -= h
+        _, grads = target.logp_grad_batch(thetas, n_jobs=n_jobs)
+        H = -(grads[:q, sl] - grads[q:, sl]) / (2.0 * h[:, None])
+        return 0.5 * (H + H.T)
+
+    def _assemble(self, target, net, theta, first_layer, sl, n_jobs, evaluator):
+        """The approximation at ``theta`` under the target's current hyperparameters."""
+        curvature = self._curvature(target, net, theta, first_layer)
+        value = evaluator.value(theta)
+        loglik = float(evaluator.stats[0])
+        ssr = np.array(evaluator.stats[2 : 2 + target.n_outputs], dtype=np.float64)
+        logprior, prior_prec = self._prior_terms(target, theta, sl)
+        if not math.isfinite(value):
+            raise ValueError(
+                "the log posterior at the trained MAP is not finite; lower learning_rate_init "
+                "or check the data"
+            )
+        if target.likelihood == "gaussian":
+            lik = np.tensordot(target.tau, curvature, axes=1)
+        else:
+            lik = curvature[0]
+        fallback = False
+        if self.hessian == "full":
+            precision = self._full_hessian(target, theta, sl, n_jobs)
+            try:
+                cho_factor(precision, lower=True)
+            except LinAlgError:
+                # a saddle or a ridge (such as hidden units that collapsed into one): the
+                # Laplace approximation does not exist there; the GGN is its positive
+                # definite stand-in
+                precision = lik + np.diag(prior_prec)
+                fallback = True
+        elif self.hessian == "diag":
+            precision = lik + prior_prec
+        else:
+            precision = lik + np.diag(prior_prec)
+        precision, logdet = self._factorize(precision)
+        q = sl.stop - sl.start
+        evidence = loglik + logprior + 0.5 * q * _LOG_2PI - 0.5 * logdet
+        state = _State(theta, precision, loglik, logprior, evidence, curvature, ssr)
+        state.fallback = fallback
+        # Gauss-Newton's matrix, positive definite, for the polishing steps
+        state.ggn = precision if self.hessian == "ggn" else None
+        if self.hessian == "full":
+            state.ggn = lik + np.diag(prior_prec)
+        return state
+
+    def _factorize(self, precision):
+        """``(H, log det H)``, with ``H`` made positive definite (with a warning) when it
+        is not."""
+        if precision.ndim == 1:
+            if np.all(precision > 0) and np.all(np.isfinite(precision)):
+                return precision, float(np.sum(np.log(precision)))
+            raise ValueError(
+                "the diagonal Hessian has non-positive or non-finite entries; check the data"
+            )
+        if not np.all(np.isfinite(precision)):
+            raise ValueError(
+                "the Hessian at the MAP is not finite; lower learning_rate_init or check the data"
+            )
+        try:
+            c, _ = cho_factor(precision, lower=True)
+            return precision, 2.0 * float(np.sum(np.log(np.diag(c))))
+        except LinAlgError:
+            pass
+        vals, vecs = eigh(precision)
+        floor = max(vals.max(), 1.0) * 1e-8
+        low = int(np.sum(vals < floor))
+        warnings.warn(
+            f"the Hessian of the negative log posterior at the MAP is not positive definite "
+            f"({low} of {vals.size} eigenvalues below {floor:.3g}, the smallest "
+            f"{vals.min():.3g}): the MAP is not a strict mode, or the 'full' Hessian's "
+            "differences are too coarse. Those eigenvalues were raised to the floor, so the "
+            "covariance and evidence are finite but not a Laplace approximation there; "
+            "train longer (max_iter, tol) or use hessian='ggn', positive definite by "
+            "construction.",
+            ConvergenceWarning,
+            stacklevel=4,
+        )
+        vals = np.maximum(vals, floor)
+        return (vecs * vals) @ vecs.T, float(np.sum(np.log(vals)))
+
+    def _polish(self, target, net, theta, first_layer, sl, n_jobs, evaluator):
+        """The approximation at the MAP polished from the trained one, and the number of
+        Gauss-Newton steps taken.
+
+        The training engine stops where the loss per row improves by less than ``tol``; the
+        evidence and covariance need the mode itself. L-BFGS first runs on to a gradient
+        of 1e-9 per row; then Gauss-Newton steps ``G^-1 grad`` on the covered parameters
+        (``G`` the GGN plus the prior's precision, positive definite) make the gradient
+        vanish to rounding where the log posterior is quadratic (linear models), and
+        converge fast near a network's mode. A step is kept only if the log posterior does
+        not decrease."""
+        n = target.weight_sum
+
+        def fun(th):
+            lp, grad = evaluator(th)
+            if not (math.isfinite(lp) and np.all(np.isfinite(grad))):
+                return np.inf, np.zeros_like(th)
+            return -lp / n, grad * (-1.0 / n)
+
+        res = minimize(
+            fun, theta, jac=True, method="L-BFGS-B",
+            options={"maxiter": 2000, "maxfun": 4000, "gtol": 1e-9, "ftol": 0.0},
+        )  # fmt: skip
+        if np.isfinite(res.fun) and res.fun <= fun(theta)[0]:
+            theta = res.x
+        state = self._assemble(target, net, theta, first_layer, sl, n_jobs, evaluator)
+        if self.hessian == "diag":
+            return state, 0
+        steps = 0
+        for _ in range(MAX_NEWTON_STEPS):
+            current, grad = evaluator(state.theta)
+            g = grad[sl].copy()
+            if not np.all(np.isfinite(g)):
+                break
+            step = cho_solve(cho_factor(state.ggn, lower=True), g)
+            accepted = False
+            for _ in range(20):
+                trial = state.theta.copy()
+                trial[sl] += step
+                if evaluator.value(trial) >= current:
+                    accepted = True
+                    break
+                step = 0.5 * step
+            if not accepted:
+                break
+            small = np.max(np.abs(step)) <= 1e-12 * (1.0 + np.max(np.abs(state.theta[sl])))
+            state = self._assemble(target, net, trial, first_layer, sl, n_jobs, evaluator)
+            steps += 1
+            if small:
+                break
+        return state, steps
+
+    # -- empirical Bayes --------------------------------------------------------------
+
+    @staticmethod
+    def _groups(layout, first_layer):
+        """``[(name, slice)]`` of the weight matrices and bias vectors of every layer."""
+        groups = []
+        for layer in range(layout.n_layers):
+            w, b = layout.slices(layer)
+            groups += [(f"W{layer + 1}", w), (f"b{layer + 1}", b)]
+        return groups
+
+    def _update(self, target, state, sl, groups, first_layer, prior, noise):
+        """MacKay's fixed-point updates of the covered groups' prior precisions (``prior``)
+        and of the noise precisions (``noise``), written into ``target``; returns the
+        effective number of parameters ``gamma`` at ``state``."""
+        H = state.precision
+        if H.ndim == 1:
+            cov_diag = 1.0 / H
+            cov = None
+        else:
+            c = cho_factor(H, lower=True)
+            cov = cho_solve(c, np.eye(H.shape[0]))
+            cov_diag = np.diag(cov)
+        theta = state.theta
+        lam_all = 1.0 / target.prior_scale**2
+        gamma_total = 0.0
+        for layer in range(first_layer, target.layout.n_layers):
+            for _, g in groups[2 * layer : 2 * layer + 2]:
+                local = slice(g.start - sl.start, g.stop - sl.start)
+                lam = float(np.mean(lam_all[g]))
+                gamma = (g.stop - g.start) - lam * float(np.sum(cov_diag[local]))
+                gamma_total += gamma
+                if not prior:
+                    continue
+                ss = float(np.sum((theta[g] - target.prior_mean[g]) ** 2))
+                if ss <= 0.0 or gamma <= 0.0:
+                    # no parameter of the group moved from the prior: keep its precision
+                    continue
+                new = min(max(gamma / ss, PRECISION_RANGE[0]), PRECISION_RANGE[1])
+                target.prior_scale[g] = 1.0 / math.sqrt(new)
+        if noise:
+            a, b = target.noise_prior
+            n = target.weight_sum
+            k = target.n_outputs
+            for o in range(k):
+                # effective parameters the output o's likelihood determines
+                if k == 1:
+                    gamma_o = gamma_total
+                elif cov is None:
+                    gamma_o = float(np.sum(target.tau[o] * state.curvature[o] * cov_diag))
+                else:
+                    gamma_o = float(np.sum(target.tau[o] * state.curvature[o] * cov))
+                tau = (n - gamma_o + 2.0 * (a - 1.0)) / (state.ssr[o] + 2.0 * b)
+                target.tau[o] = min(max(tau, PRECISION_RANGE[0]), PRECISION_RANGE[1])
+        return gamma_total
+
+    # -- the run --------------------------------------------------------------------
+
+    def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
+        """Train the MAP, fit the Gaussian and its evidence, tuning the hyperparameters
+        when asked; see :meth:`BaseMethod.run`."""
+        from joblib import effective_n_jobs
+
+        self._validate_params()
+        if self.optimize_prior and target.prior_kind != 0:
+            raise ValueError(
+                "Laplace(optimize_prior=True) needs a Gaussian prior (MacKay's updates are "
+                "for Gaussian precisions); use optimize_prior=False with the logistic prior"
+            )
+        t0 = time.perf_counter()
+        compile_time = _ensure_compiled()
+        # a private copy: the updates write the prior scales and noise precisions
+        target = copy.copy(target)
+        target.prior_scale = target.prior_scale.copy()
+        target.tau = target.tau.copy()
+        layout = target.layout
+        first_layer = layout.n_layers - 1 if self.subset == "last_layer" else 0
+        sl = slice(int(layout.offsets[first_layer]), layout.n_weights)
+        groups = self._groups(layout, first_layer)
+        jobs = effective_n_jobs(n_jobs)
+        net = Network(layout, target.activation_code, jobs)
+        infer_noise = target.likelihood == "gaussian" and target.noise == "gibbs"
+        updating = self.optimize_prior or infer_noise
+        ss = seed_sequence(random_state)
+        train_seed, posterior_seed = ss.spawn(2)
+
+        theta = None
+
+        def start(target, rng):
+            return (glorot_init(target, rng) if theta is None else theta.copy()), None, None
+
+        best = None
+        trace, history = [], []
+        diagnostics = {}
+        steps_total = 0
+        n_updates = 0
+        for update in range(int(self.max_prior_updates) + 1):
+            hyper = (target.prior_scale.copy(), target.tau.copy())
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                members, train_diag = self._train_members(
+                    target, 1, train_seed, n_jobs, verbose, start
+                )
+            theta = members[0].theta.copy()
+            evaluator = target.evaluator()
+            state, steps = self._polish(target, net, theta, first_layer, sl, jobs, evaluator)
+            theta = state.theta.copy()
+            steps_total += steps
+            trace.append(state.log_evidence)
+            improved = best is None or state.log_evidence > best[0].log_evidence
+            if improved:
+                best = (state, hyper, caught, train_diag, steps)
+            gain = state.log_evidence - (trace[-2] if len(trace) > 1 else -np.inf)
+            if not updating or (update > 0 and gain < self.evidence_tol):
+                break
+            if update == int(self.max_prior_updates):
+                warnings.warn(
+                    f"the evidence still rose by {gain:.3g} nats in the last of "
+                    f"max_prior_updates={self.max_prior_updates} empirical Bayes updates; "
+                    "raise max_prior_updates",
+                    ConvergenceWarning,
+                    stacklevel=2,
+                )
+                break
+            gamma = self._update(
+                target, state, sl, groups, first_layer, self.optimize_prior, infer_noise
+            )
+            history.append(gamma)
+            n_updates += 1
+
+        state, (scales, tau), caught, train_diag, steps = best
+        target.prior_scale[:] = scales
+        target.tau[:] = tau
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        if state.fallback:
+            warnings.warn(
+                "the exact Hessian is not positive definite at the MAP: it is a saddle or a "
+                "ridge of the log posterior (hidden units that collapsed into one make "
+                "both), where the Laplace approximation does not exist. The GGN, positive "
+                "definite by construction, was used instead (diagnostics_['hessian'] says "
+                "which was used).",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        # the best state's effective number of parameters, under its own hyperparameters
+        gamma = self._update(target, state, sl, groups, first_layer, False, False)
+        fixed_noise = target.likelihood == "gaussian"
+        posterior = LaplacePosterior(
+            state.theta,
+            state.precision,
+            first_layer,
+            layout,
+            predictive=self.predictive,
+            link_approx=self.link_approx,
+            n_draws=n_samples,
+            random_state=posterior_seed,
+            noise_precision=target.tau.copy() if fixed_noise else None,
+            log_evidence=state.log_evidence,
+        )
+        grad = target.evaluator()(state.theta)[1]
+        diagnostics.update(train_diag)
+        diagnostics.update(
+            {
+                "compile_time": train_diag["compile_time"] + compile_time,
+                "hessian": "ggn" if state.fallback else self.hessian,
+                "prior_groups": [name for name, _ in groups],
+                "prior_precision": np.array([1.0 / np.mean(scales[g]) ** 2 for _, g in groups]),
+                "evidence_trace": np.array(trace),
+                "n_prior_updates": n_updates,
+                "effective_parameters": gamma,
+                "newton_steps": steps,
+                "gradient_norm": float(np.max(np.abs(grad[sl]))),
+                "laplace_time": time.perf_counter() - t0,
+            }
+        )
+        if fixed_noise:
+            diagnostics["noise_precision"] = target.tau.copy()
+        return FitResult(posterior, log_evidence=state.log_evidence, diagnostics=diagnostics)
