@@ -46,8 +46,8 @@ _SHARED_PARAMS_DOC = """
         gradient-based samplers: the kinks of ``relu`` cost energy errors and smaller steps.
     method : str or method object, default="nuts"
         How the posterior is computed: a name (``"nuts"``, ``"hmc"``, ``"mala"``,
-        ``"amcmc"``, ``"smc"``; ``"ensemble"``, ``"rms"``, ``"swag"`` for the optimization
-        methods, which scale to many rows) or an object from
+        ``"amcmc"``, ``"smc"``; ``"ensemble"``, ``"rms"``, ``"swag"``, ``"laplace"`` for
+        the optimization methods, which scale to many rows) or an object from
         :mod:`skbnn.methods` carrying its own knobs (``NUTS(target_accept=0.9)``), which
         ``GridSearchCV`` can tune as ``method__<knob>``. NUTS is the default because it
         needs no tuning of the path length.
@@ -63,7 +63,8 @@ _SHARED_PARAMS_DOC = """
         ensemble or randomized-MAP members, or draws from SWAG's Gaussian. ``None`` takes the
         method's own default: 1000 draws for the samplers (the Monte Carlo error of
         predictive means well below the posterior spread), 5 members for ``"ensemble"``, 10
-        for ``"rms"``, 100 draws for ``"swag"`` (see each method's docstring).
+        for ``"rms"``, 100 draws for ``"swag"`` and ``"laplace"`` (see each method's
+        docstring).
     random_state : int, RandomState instance or None, default=None
         Seeds everything random (chain starts, momenta, noise updates). With an int the fit
         is reproducible on the same hardware with the same library versions, and does not
@@ -269,8 +270,8 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
     noise_std_ : float or ndarray of shape (n_outputs,)
         Posterior mean noise standard deviation, original units.
     log_evidence_ : float
-        Only for a method that estimates it (SMC): ``log p(y | X, architecture)`` of the
-        training data, original units. It describes those rows only; see
+        Only for a method that estimates it (SMC, Laplace): ``log p(y | X, architecture)``
+        of the training data, original units. It describes those rows only; see
         :func:`skbnn.model_selection.evidence_scorer` and
         :class:`skbnn.model_selection.BayesianModelAverage`.
 
@@ -576,8 +577,8 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
     diagnostics_ : dict
         See :class:`BayesianMLPRegressor`.
     log_evidence_ : float
-        Only for a method that estimates it (SMC): ``log p(y | X, architecture)`` of the
-        training labels; see :class:`BayesianMLPRegressor`.
+        Only for a method that estimates it (SMC, Laplace): ``log p(y | X, architecture)``
+        of the training labels; see :class:`BayesianMLPRegressor`.
 
     Notes
     -----
