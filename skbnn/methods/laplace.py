@@ -31,13 +31,17 @@ PRECISION_RANGE = (1e-8, 1e8)
 
 def _ensure_compiled() -> float:
     def warm():
-        from ..network import NetworkLayout
+        from ..target import Target
 
-        layout = NetworkLayout((1, 2, 1))
         x = np.linspace(-1.0, 1.0, 4)[:, None]
-        Network(layout, 2).map_jacobians(x, np.ones(layout.n_weights), 0, lambda *a: None)
+        target = Target(x, x[:, 0], (2,), "tanh", "gaussian", noise="gibbs")
+        theta = np.ones(target.n_params)
+        Network(target.layout, 2).map_jacobians(x, theta, 0, lambda *a: None)
+        # the evaluations the polish and the exact Hessian make from Python
+        target.evaluator()(theta)
+        target.logp_grad_batch(theta[None])
 
-    return compile_once((knet.jacobian,), warm)
+    return compile_once((knet.jacobian, knet.logp_grad, knet.logp_grad_batch), warm)
 
 
 class _State:
