@@ -37,6 +37,7 @@ from skbnn.methods import (
     SWAG,
     AdaptiveMetropolis,
     DeepEnsemble,
+    Laplace,
     RandomizedMAP,
 )
 from skbnn.posterior import WeightedDraws
@@ -98,15 +99,20 @@ def _swag(**params):
     return SWAG(**{"swa_epochs": 10, "rank": 5, **params})
 
 
+def _laplace(**params):
+    return Laplace(**params)
+
+
 #: The optimization methods, with their own default numbers of members or draws
-OPTIM_METHODS = {"ensemble": _ensemble, "rms": _rms, "swag": _swag}
+OPTIM_METHODS = {"ensemble": _ensemble, "rms": _rms, "swag": _swag, "laplace": _laplace}
 FAST_METHODS = {**MCMC_METHODS, "smc": _smc, **OPTIM_METHODS}
 #: A knob of each method and a value other than its default, for the nested-parameter tests.
 OTHER_KNOB = {"nuts": ("target_accept", 0.99), "nuts_pt": ("max_temperature", 3.0),
               "hmc": ("target_accept", 0.99),
               "mala": ("target_accept", 0.99), "amcmc": ("gamma", 0.5),
               "smc": ("target_ess", 0.9), "ensemble": ("learning_rate_init", 0.01),
-              "rms": ("tol", 1e-3), "swag": ("rank", 3)}  # fmt: skip
+              "rms": ("tol", 1e-3), "swag": ("rank", 3),
+              "laplace": ("hessian", "full")}  # fmt: skip
 
 
 def _fast(cls, method="nuts", **params):
@@ -689,19 +695,22 @@ def test_n_samples_draws_are_kept_in_total(n_samples, n_chains):
 # --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("method", MCMC_METHODS)
+@pytest.mark.parametrize("method", [*MCMC_METHODS, "ensemble", "rms", "swag"])
 @pytest.mark.parametrize("cls", ESTIMATORS)
-def test_no_log_evidence_for_mcmc_methods(cls, method):
+def test_no_log_evidence_for_methods_without_one(cls, method):
     X, y = _data_for(cls)
     est = _fast(cls, method).fit(X, y)
+    assert not est._resolve_method().provides_evidence
     assert hasattr(est, "posterior_")  # fitted, so the absence below is meaningful
     assert not hasattr(est, "log_evidence_")
 
 
+@pytest.mark.parametrize("method", ["smc", "laplace"])
 @pytest.mark.parametrize("cls", ESTIMATORS)
-def test_smc_has_a_finite_log_evidence(cls):
+def test_evidence_methods_have_a_finite_log_evidence(cls, method):
     X, y = _data_for(cls)
-    est = _fast(cls, "smc").fit(X, y)
+    est = _fast(cls, method).fit(X, y)
+    assert est._resolve_method().provides_evidence
     assert np.ndim(est.log_evidence_) == 0 and np.isfinite(est.log_evidence_)
     # a density of n labels (each probability <= 1) or of n continuous values
     if cls is BayesianMLPClassifier:
