@@ -2,12 +2,14 @@
 ``compare_nuts.py``.
 
 UCI: per dataset and method, test RMSE and test log-likelihood (mean +- standard error over
-splits) with the fit time, beside the published figures of ``PUBLISHED.md``. NumPyro: the
-summary lines of each comparison case. With ``--out FILE`` the tables replace the text
-between ``<!-- report:start -->`` and ``<!-- report:end -->`` in FILE (created if missing),
-so the prose around them survives a rerun. Usage::
+splits) with the fit time, beside the published figures of ``PUBLISHED.md``. ``--methods``:
+the summary lines of several methods' files side by side, one row per dataset and one column
+per method. NumPyro: the summary lines of each comparison case. With ``--out FILE`` the
+tables replace the text between ``<!-- report:start -->`` and ``<!-- report:end -->`` in
+FILE (created if missing), so the prose around them survives a rerun. Usage::
 
     python benchmarks/report.py --uci benchmarks/results/uci_nuts.jsonl \\
+        --methods benchmarks/results/uci_{nuts,ensemble,rms,swag,laplace}.jsonl \\
         --compare benchmarks/results/compare_nuts.jsonl --out doc/benchmarks.md
 """
 
@@ -112,6 +114,62 @@ def uci_tables(records: list[dict], published: Path) -> str:
     return "\n".join(out)
 
 
+def method_tables(records: list[dict], published: Path) -> str:
+    """The UCI summaries of several methods side by side: per dataset, one column per
+    method with its test log-likelihood, then its RMSE and fit time per split, beside
+    the published figures."""
+    summaries = {}
+    for r in records:
+        if r.get("benchmark") == "uci" and r.get("summary"):
+            # a rerun of the same dataset and settings replaces the earlier line
+            summaries[(r["dataset"], method_label(r))] = r
+    if not summaries:
+        return ""
+    labels = list(dict.fromkeys(label for _, label in summaries))
+    names = [label.split("(", 1)[0] for label in labels]
+    heads = [n if names.count(n) == 1 else f"{n} {names[:i + 1].count(n)}"
+             for i, n in enumerate(names)]  # fmt: skip
+    datasets = sorted({d for d, _ in summaries})
+    pub_names, table = parse_published(published)
+    out = []
+    for metric, col in (("test_ll", 1), ("rmse", 0)):
+        title = ("Test log-likelihood, nats per point (higher is better)" if metric == "test_ll"
+                 else "Test RMSE (lower is better) / fit time per split")  # fmt: skip
+        out += [f"### UCI, methods side by side: {title}", ""]
+        out.append("| dataset | " + " | ".join(heads + pub_names) + " |")
+        out.append("|" + "---|" * (1 + len(heads) + len(pub_names)))
+        for dataset in datasets:
+            cells = [dataset]
+            for label in labels:
+                r = summaries.get((dataset, label))
+                if r is None:
+                    cells.append("")
+                    continue
+                cell = _pm(r[metric], r[metric + "_se"], 2)
+                if metric == "rmse":
+                    cell += f" / {r['fit_time']:.2f} s"
+                cells.append(cell)
+            pub = _published_row(dataset, table) or [("", "")] * len(pub_names)
+            out.append("| " + " | ".join(cells + [p[col] for p in pub]) + " |")
+        out.append("")
+    out.append("Columns (mean +- standard error over the splits; fits with a "
+               "`ConvergenceWarning` of any kind, over all datasets):")  # fmt: skip
+    out.append("")
+    for head, label in zip(heads, labels, strict=True):
+        rows = [r for (_, lab), r in summaries.items() if lab == label]
+        n_splits = sorted({len(r["splits"]) for r in rows})
+        warned = sum(r["n_convergence_warnings"] for r in rows)
+        total = sum(len(r["splits"]) for r in rows)
+        draws = sorted({r["n_samples"] for r in rows})
+        hidden = sorted({"-".join(map(str, r["hidden"])) or "none" for r in rows})
+        out.append(f"* {head}: `{label}`, hidden {', '.join(hidden)}, n_samples "
+                   f"{', '.join(map(str, draws))}, {' or '.join(map(str, n_splits))} splits "
+                   f"per dataset; {warned} of {total} fits warned.")  # fmt: skip
+    out.append("")
+    out += _provenance(summaries.values())
+    return "\n".join(out)
+
+
 def compare_tables(records: list[dict]) -> str:
     rows = [r for r in records if r.get("summary") and "case" in r]
     if not rows:
@@ -176,6 +234,9 @@ def _provenance(records) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--uci", nargs="*", default=[], help="uci.py JSON-lines files")
+    parser.add_argument(
+        "--methods", nargs="*", default=[], help="uci.py files to show side by side"
+    )
     parser.add_argument("--compare", nargs="*", default=[], help="compare_nuts.py files")
     parser.add_argument("--published", default=str(DEFAULT_DATA_DIR / "PUBLISHED.md"))
     parser.add_argument("--out", default=None, help="markdown file to update (default: print)")
@@ -184,6 +245,7 @@ def main() -> None:
         part
         for part in (
             uci_tables(read_lines(args.uci), Path(args.published)),
+            method_tables(read_lines(args.methods), Path(args.published)),
             compare_tables(read_lines(args.compare)),
         )
         if part

@@ -116,3 +116,39 @@ def test_smc_boston_runs_on_a_tiny_stand_in(uci_dir, monkeypatch, capsys, seed):
         # a smoke bound: predictions in the target's units (y ~ 100 +- 14). Over 60 seeds of
         # data and particles the RMSE was 3.7 +- 1.9, at most 10.3: 100 is 50 sd away
         assert np.isfinite(r["log_evidence"]) and 0 < r["test_rmse"] < 100
+
+
+def test_report_puts_methods_side_by_side(tmp_path, monkeypatch):
+    # summary lines as uci.py writes them, for two methods on one dataset and one on another
+    def summary(dataset, name, ll, rmse, time, warned):
+        return {"benchmark": "uci", "summary": True, "dataset": dataset, "hidden": [50],
+                "activation": "relu", "n_samples": 10, "method": {"name": name},
+                "prior": "default", "splits": [0, 1], "test_ll": ll, "test_ll_se": 0.01,
+                "rmse": rmse, "rmse_se": 0.02, "fit_time": time,
+                "n_convergence_warnings": warned, "command": f"run {name} {dataset}",
+                "cores": 2, "cpu": "cpu", "python": "3"}  # fmt: skip
+
+    results = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    results[0].write_text(json.dumps(summary("tiny", "rms", -1.5, 2.0, 0.25, 0)) + "\n")
+    results[1].write_text(
+        json.dumps(summary("tiny", "laplace", -1.25, 1.5, 3.0, 1))
+        + "\n"
+        + json.dumps(summary("other", "laplace", -2.0, 4.0, 1.0, 2))
+        + "\n"
+    )
+    published = tmp_path / "PUBLISHED.md"
+    published.write_text(
+        "| dataset | PBP RMSE / LL |\n|---|---|\n| Tiny | 1.0+-0.1 / -2.0+-0.1 |\n"
+    )
+    doc = tmp_path / "benchmarks.md"
+    argv = ["--methods", *map(str, results), "--published", str(published), "--out", str(doc)]
+    _main("report.py", argv, monkeypatch)
+    lines = doc.read_text().splitlines()
+    assert "| dataset | rms | laplace | PBP |" in lines
+    # the log-likelihood table, then the RMSE / time table; a method without the dataset
+    # leaves its cell empty, a dataset without published figures its published cells
+    assert "| tiny | -1.50 +- 0.01 | -1.25 +- 0.01 | -2.0+-0.1 |" in lines
+    assert "| tiny | 2.00 +- 0.02 / 0.25 s | 1.50 +- 0.02 / 3.00 s | 1.0+-0.1 |" in lines
+    assert "| other |  | -2.00 +- 0.01 |  |" in lines
+    assert any(line.startswith("* laplace: `laplace()`") and "3 of 4 fits warned" in line
+               for line in lines)  # fmt: skip
