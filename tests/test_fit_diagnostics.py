@@ -12,6 +12,7 @@ from skbnn.estimators import _weighted_rows
 from skbnn.kernels import chain as kchain
 from skbnn.kernels import transitions
 from skbnn.methods import HMC, MALA, NUTS, AdaptiveMetropolis
+from skbnn.posterior import class_probabilities
 from skbnn.priors import GaussianPrior
 from skbnn.target import Target
 
@@ -105,10 +106,10 @@ def test_hmc_counts_only_the_leapfrog_steps_it_took():
 
 def _per_draw(est, X, rows):
     """What the diagnostics should watch at ``rows``: (draws, rows, outputs)."""
-    (_, f), *_ = est._network_outputs(X[rows], est.posterior_.thetas)
+    (_, f), *_ = est._network().outputs(X[rows], est.posterior_.thetas)
     if isinstance(est, BayesianMLPRegressor):
         return np.transpose(f, (0, 2, 1))
-    (_, p), *_ = est._class_probabilities(X[rows])
+    p = class_probabilities(f, len(est.classes_) == 2)
     return p[:, :, 1:] if len(est.classes_) == 2 else p
 
 
@@ -145,7 +146,7 @@ def test_binary_probabilities_are_stable_for_huge_logits():
     y = (X[:, 0] > 0).astype(int)
     clf = _quiet_fit(_linear_classifier(), X, y)
     clf.posterior_.thetas = clf.posterior_.thetas * 1e4
-    (_, f), *_ = clf._network_outputs(X, clf.posterior_.thetas)
+    (_, f), *_ = clf._network().outputs(X, clf.posterior_.thetas)
     assert f.min() < -800 and f.max() > 800  # exp(800) overflows float64
     with warnings.catch_warnings():
         warnings.simplefilter("error")

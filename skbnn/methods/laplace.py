@@ -14,10 +14,9 @@ from scipy.optimize import minimize
 from scipy.special import expit, softmax
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
-from threadpoolctl import threadpool_limits
 
 from ..kernels import network as knet
-from ..posterior import LaplacePosterior, Network
+from ..posterior import LaplacePosterior, Network, single_threaded_blas
 from ..utils import compile_once, seed_sequence
 from ._base import FitResult
 from ._optim import _Trainer, glorot_init
@@ -26,6 +25,19 @@ _LOG_2PI = math.log(2.0 * math.pi)
 #: Gauss-Newton steps that polish the trained MAP into a stationary point of the log
 #: posterior (one suffices for a quadratic log posterior; a few for a network near its mode).
 MAX_NEWTON_STEPS = 8
+#: Newton steps with the exact Hessian after them, where they are affordable (``q^2 n`` up to
+#: the budget, about a second of gradient passes per step).
+EXACT_NEWTON_STEPS = 4
+EXACT_NEWTON_BUDGET = 5e8
+#: Iterations of the L-BFGS run that precedes them (bounded: at a ReLU kink no gradient
+#: tolerance is ever met).
+POLISH_LBFGS_ITER = 300
+#: Empirical Bayes updates without a new best evidence before it stops (the trace is not
+#: monotone: each update retrains the MAP).
+PATIENCE = 3
+#: Nats a Newton step would still gain at the reported MAP above which Laplace warns that
+#: the MAP is not a mode (its evidence is then off by about that much).
+MAX_DECREMENT = 0.1
 #: Bounds of the prior and noise precisions empirical Bayes may choose.
 PRECISION_RANGE = (1e-8, 1e8)
 
@@ -93,8 +105,10 @@ class Laplace(_Trainer):
         Empirical Bayes: alternate training the MAP with MacKay's fixed-point updates of one
         prior precision per weight matrix and per bias vector (of the covered layers) and,
         when the regressor infers the noise (``noise_std=None``), of the noise precision,
-        until the evidence stops improving by ``evidence_tol`` (Immer et al. 2021's online
-        marginal likelihood, with a full MAP fit per update). The reported MAP, Hessian and
+        until the evidence changes by less than ``evidence_tol`` or has not improved for 3
+        updates (Immer et al. 2021's online marginal likelihood, with a full MAP fit per
+        update). An update after which the evidence fell is halved, in log precision,
+        from the best one's hyperparameters. The reported MAP, Hessian and
         evidence are those of the best update, all computed under its hyperparameters. With
         ``False`` the prior stays as given, and an inferred noise is still chosen this way.
     predictive : {"glm", "mc"}, default="glm"
@@ -110,7 +124,7 @@ class Laplace(_Trainer):
     max_prior_updates : int, default=50
         Most empirical Bayes updates.
     evidence_tol : float, default=1e-3
-        Stop the updates when one improves the evidence by less than this many nats.
+        Stop the updates when one moves the best evidence by less than this many nats.
     solver, learning_rate_init, learning_rate, momentum, nesterovs_momentum, beta_1, \
 beta_2, epsilon, batch_size, max_iter, tol, early_stopping, validation_fraction, \
 n_iter_no_change
@@ -130,8 +144,10 @@ n_iter_no_change
     The estimators' ``diagnostics_`` gain ``prior_precision`` (one per parameter group,
     named by ``prior_groups``: ``"W1"``, ``"b1"``, ...), ``noise_precision``,
     ``evidence_trace`` (the evidence after each update, in the estimator's units),
-    ``effective_parameters`` (``gamma``), ``newton_steps`` and ``gradient_norm`` (the
-    largest absolute gradient of the log posterior at the reported MAP).
+    ``effective_parameters`` (``gamma``), ``newton_steps``, ``gradient_norm`` (the
+    largest absolute gradient of the log posterior at the reported MAP) and
+    ``newton_decrement`` (the nats a further Newton step would gain; above 0.1 a warning
+    says the MAP is not a mode, as at a ReLU kink).
 
     References
     ----------
@@ -300,15 +316,15 @@ n_iter_no_change
             precision = lik + prior_prec
         else:
             precision = lik + np.diag(prior_prec)
-        precision, logdet = self._factorize(precision)
+        precision, logdet, factor = self._factorize(precision)
         q = sl.stop - sl.start
         evidence = loglik + logprior + 0.5 * q * _LOG_2PI - 0.5 * logdet
         state = _State(theta, precision, loglik, logprior, evidence, curvature, ssr)
         state.fallback = fallback
         # Gauss-Newton's matrix, positive definite, for the polishing steps
-        state.ggn = precision if self.hessian == "ggn" else None
-        if self.hessian == "full":
-            state.ggn = lik + np.diag(prior_prec)
+        state.ggn_factor = factor if self.hessian == "ggn" or fallback else None
+        if self.hessian == "full" and not fallback:
+            state.ggn_factor = cho_factor(lik + np.diag(prior_prec), lower=True)
         return state
 
     def _factorize(self, precision):
@@ -316,7 +332,7 @@ n_iter_no_change
         is not."""
         if precision.ndim == 1:
             if np.all(precision > 0) and np.all(np.isfinite(precision)):
-                return precision, float(np.sum(np.log(precision)))
+                return precision, float(np.sum(np.log(precision))), None
             raise ValueError(
                 "the diagonal Hessian has non-positive or non-finite entries; check the data"
             )
@@ -325,8 +341,8 @@ n_iter_no_change
                 "the Hessian at the MAP is not finite; lower learning_rate_init or check the data"
             )
         try:
-            c, _ = cho_factor(precision, lower=True)
-            return precision, 2.0 * float(np.sum(np.log(np.diag(c))))
+            factor = cho_factor(precision, lower=True)
+            return precision, 2.0 * float(np.sum(np.log(np.diag(factor[0])))), factor
         except LinAlgError:
             pass
         vals, vecs = eigh(precision)
@@ -344,7 +360,8 @@ n_iter_no_change
             stacklevel=4,
         )
         vals = np.maximum(vals, floor)
-        return (vecs * vals) @ vecs.T, float(np.sum(np.log(vals)))
+        repaired = (vecs * vals) @ vecs.T
+        return repaired, float(np.sum(np.log(vals))), cho_factor(repaired, lower=True)
 
     def _polish(self, target, net, theta, first_layer, sl, n_jobs, evaluator):
         """The approximation at the MAP polished from the trained one, and the number of
@@ -368,23 +385,60 @@ n_iter_no_change
         # L-BFGS-B's vector operations are BLAS calls on vectors of q entries: a threaded
         # BLAS spends milliseconds per iteration waking its threads (as in _train_members),
         # which made this polish 10-25x slower than the gradients it evaluates
-        with threadpool_limits(limits=1, user_api="blas"):
+        with single_threaded_blas():
             res = minimize(
                 fun, theta, jac=True, method="L-BFGS-B",
-                options={"maxiter": 2000, "maxfun": 4000, "gtol": 1e-9, "ftol": 0.0},
+                options={"maxiter": POLISH_LBFGS_ITER, "gtol": 1e-9, "ftol": 0.0},
             )  # fmt: skip
         if np.isfinite(res.fun) and res.fun <= fun(theta)[0]:
             theta = res.x
         state = self._assemble(target, net, theta, first_layer, sl, n_jobs, evaluator)
+        state.decrement = 0.0
         if self.hessian == "diag":
             return state, 0
+
+        def ggn(state):
+            return state.ggn_factor
+
+        def exact(state):
+            try:
+                return cho_factor(self._full_hessian(target, state.theta, sl, n_jobs), lower=True)
+            except LinAlgError:
+                return None
+
+        state, steps = self._newton(state, ggn, MAX_NEWTON_STEPS, evaluator, target, net,
+                                    first_layer, sl, n_jobs)  # fmt: skip
+        q = sl.stop - sl.start
+        if state.decrement > 0.1 * MAX_DECREMENT and q * q * target.n_rows <= EXACT_NEWTON_BUDGET:
+            # Gauss-Newton converges slowly where the GGN misses much of the curvature
+            # (tanh units near saturation); Newton steps with the exact Hessian (2 q
+            # gradient passes each) finish the job where they are affordable
+            state, more = self._newton(state, exact, EXACT_NEWTON_STEPS, evaluator, target,
+                                       net, first_layer, sl, n_jobs)  # fmt: skip
+            steps += more
+            state, _ = self._newton(state, ggn, 0, evaluator, target, net, first_layer, sl,
+                                    n_jobs)  # fmt: skip
+        return state, steps
+
+    def _newton(self, state, factorize, max_steps, evaluator, target, net, first_layer, sl,
+                n_jobs):  # fmt: skip
+        """Up to ``max_steps`` damped Newton steps on the covered parameters with the
+        matrix ``factorize(state)`` gives (None stops); each keeps the log posterior from
+        decreasing. Sets ``state.decrement``, the gain a further step of the GGN predicts."""
         steps = 0
-        for _ in range(MAX_NEWTON_STEPS):
+        while True:
             current, grad = evaluator(state.theta)
             g = grad[sl].copy()
             if not np.all(np.isfinite(g)):
                 break
-            step = cho_solve(cho_factor(state.ggn, lower=True), g)
+            # the gain a Gauss-Newton step predicts: how far the MAP is from a mode
+            state.decrement = 0.5 * float(g @ cho_solve(state.ggn_factor, g))
+            if steps == max_steps:
+                break
+            factor = factorize(state)
+            if factor is None:
+                break
+            step = cho_solve(factor, g)
             accepted = False
             for _ in range(20):
                 trial = state.theta.copy()
@@ -397,6 +451,7 @@ n_iter_no_change
                 break
             small = np.max(np.abs(step)) <= 1e-12 * (1.0 + np.max(np.abs(state.theta[sl])))
             state = self._assemble(target, net, trial, first_layer, sl, n_jobs, evaluator)
+            state.decrement = 0.0
             steps += 1
             if small:
                 break
@@ -494,6 +549,7 @@ n_iter_no_change
             return (glorot_init(target, rng) if theta is None else theta.copy()), None, None
 
         best = None
+        stall = 0
         trace, history = [], []
         diagnostics = {}
         steps_total = 0
@@ -511,11 +567,16 @@ n_iter_no_change
             theta = state.theta.copy()
             steps_total += steps
             trace.append(state.log_evidence)
-            improved = best is None or state.log_evidence > best[0].log_evidence
-            if improved:
-                best = (state, hyper, caught, train_diag, steps)
-            gain = state.log_evidence - (trace[-2] if len(trace) > 1 else -np.inf)
-            if not updating or (update > 0 and gain < self.evidence_tol):
+            # a MAP that is not a mode (a saddle, a ridge, a kink) can show an inflated
+            # evidence there: modes rank first, then the evidence
+            mode = state.decrement <= MAX_DECREMENT
+            gain = state.log_evidence - (best[0].log_evidence if best else -np.inf)
+            if best is not None and mode != best[5]:
+                gain = np.inf if mode else -np.inf
+            if gain > 0:
+                best = (state, hyper, caught, train_diag, steps, mode)
+            stall = 0 if gain >= self.evidence_tol else stall + 1
+            if not updating or stall >= PATIENCE or (update > 0 and abs(gain) < self.evidence_tol):
                 break
             if update == int(self.max_prior_updates):
                 warnings.warn(
@@ -526,17 +587,38 @@ n_iter_no_change
                     stacklevel=2,
                 )
                 break
-            gamma = self._update(
-                target, state, sl, groups, first_layer, self.optimize_prior, infer_noise
-            )
-            history.append(gamma)
+            if gain > 0:
+                gamma = self._update(
+                    target, state, sl, groups, first_layer, self.optimize_prior, infer_noise
+                )
+                history.append(gamma)
+            else:
+                # The fixed point assumes the MAP stays put; retrained, it moved and the
+                # evidence fell (MacKay's updates can run off toward overfitting). Step back
+                # halfway, in log precision, to the best update's hyperparameters, and
+                # retrain from its MAP
+                best_scale, best_tau = best[1]
+                target.prior_scale[:] = np.sqrt(best_scale * target.prior_scale)
+                target.tau[:] = np.sqrt(best_tau * target.tau)
+                theta = best[0].theta.copy()
             n_updates += 1
 
-        state, (scales, tau), caught, train_diag, steps = best
+        state, (scales, tau), caught, train_diag, steps, _ = best
         target.prior_scale[:] = scales
         target.tau[:] = tau
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        if state.decrement > MAX_DECREMENT:
+            warnings.warn(
+                f"the MAP is not a mode of the log posterior: a Newton step from it would "
+                f"still gain {state.decrement:.3g} nats (largest gradient "
+                f"{np.max(np.abs(target.evaluator()(state.theta)[1][sl])):.3g}), so the "
+                "evidence and covariance are off by about that much. A ReLU network's "
+                "log posterior has kinks where no gradient vanishes; a smooth activation "
+                "(tanh) or a longer training (max_iter, tol) gives a true mode.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
         if state.fallback:
             warnings.warn(
                 "the exact Hessian is not positive definite at the MAP: it is a saddle or a "
@@ -574,6 +656,7 @@ n_iter_no_change
                 "n_prior_updates": n_updates,
                 "effective_parameters": gamma,
                 "newton_steps": steps,
+                "newton_decrement": state.decrement,
                 "gradient_norm": float(np.max(np.abs(grad[sl]))),
                 "laplace_time": time.perf_counter() - t0,
             }
