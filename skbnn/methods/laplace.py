@@ -368,12 +368,14 @@ n_iter_no_change
         Gauss-Newton steps taken.
 
         The training engine stops where the loss per row improves by less than ``tol``; the
-        evidence and covariance need the mode itself. L-BFGS first runs on to a gradient
-        of 1e-9 per row; then Gauss-Newton steps ``G^-1 grad`` on the covered parameters
+        evidence and covariance need the mode itself. L-BFGS first runs on (at most
+        ``POLISH_LBFGS_ITER`` iterations, toward a gradient of 1e-9 per row); then
+        Gauss-Newton steps ``G^-1 grad`` on the covered parameters
         (``G`` the GGN plus the prior's precision, positive definite) make the gradient
         vanish to rounding where the log posterior is quadratic (linear models), and
-        converge fast near a network's mode. A step is kept only if the log posterior does
-        not decrease."""
+        converge fast near a smooth network's mode; exact-Newton steps follow where
+        Gauss-Newton stalls and they are affordable. A step is kept only if the log
+        posterior does not decrease."""
         n = target.weight_sum
 
         def fun(th):
