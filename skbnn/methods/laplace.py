@@ -357,7 +357,7 @@ n_iter_no_change
             "train longer (max_iter, tol) or use hessian='ggn', positive definite by "
             "construction.",
             ConvergenceWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
         vals = np.maximum(vals, floor)
         repaired = (vecs * vals) @ vecs.T
@@ -384,14 +384,12 @@ n_iter_no_change
                 return np.inf, np.zeros_like(th)
             return -lp / n, grad * (-1.0 / n)
 
-        # L-BFGS-B's vector operations are BLAS calls on vectors of q entries: a threaded
-        # BLAS spends milliseconds per iteration waking its threads (as in _train_members),
-        # which made this polish 10-25x slower than the gradients it evaluates
-        with single_threaded_blas():
-            res = minimize(
-                fun, theta, jac=True, method="L-BFGS-B",
-                options={"maxiter": POLISH_LBFGS_ITER, "gtol": 1e-9, "ftol": 0.0},
-            )  # fmt: skip
+        # (run holds BLAS to one thread: L-BFGS-B's vector operations on q entries were
+        # 10-25x slower than the gradients they serve with a threaded BLAS)
+        res = minimize(
+            fun, theta, jac=True, method="L-BFGS-B",
+            options={"maxiter": POLISH_LBFGS_ITER, "gtol": 1e-9, "ftol": 0.0},
+        )  # fmt: skip
         if np.isfinite(res.fun) and res.fun <= fun(theta)[0]:
             theta = res.x
         state = self._assemble(target, net, theta, first_layer, sl, n_jobs, evaluator)
@@ -519,10 +517,23 @@ n_iter_no_change
 
     def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
         """Train the MAP, fit the Gaussian and its evidence, tuning the hyperparameters
-        when asked; see :meth:`BaseMethod.run`."""
+        when asked; see :meth:`BaseMethod.run`.
+
+        BLAS runs on one thread throughout; the parallelism is ``n_jobs`` threads over
+        chunks of rows. A threaded BLAS sums in an order that depends on its thread count,
+        and empirical Bayes compares evidences, so its path (and the reported fit) changed
+        with the BLAS threads of the machine: 11 updates with two threads and 5 with one on
+        Boston 13-10-1. It was also slower: waking BLAS threads for matrices of a few
+        hundred rows cost about 5 ms a call here, and the Boston fits took 3.0 s instead of
+        0.8 s (13-10-1) and 2.3 s (13-50-1).
+        """
+        self._validate_params()
+        with single_threaded_blas():
+            return self._run(target, n_samples, random_state, n_jobs, verbose)
+
+    def _run(self, target, n_samples, random_state, n_jobs, verbose):
         from joblib import effective_n_jobs
 
-        self._validate_params()
         if self.optimize_prior and target.prior_kind != 0:
             raise ValueError(
                 "Laplace(optimize_prior=True) needs a Gaussian prior (MacKay's updates are "
@@ -586,7 +597,7 @@ n_iter_no_change
                     f"max_prior_updates={self.max_prior_updates} empirical Bayes updates; "
                     "raise max_prior_updates",
                     ConvergenceWarning,
-                    stacklevel=2,
+                    stacklevel=3,
                 )
                 break
             if gain > 0:
@@ -619,7 +630,7 @@ n_iter_no_change
                 "log posterior has kinks where no gradient vanishes; a smooth activation "
                 "(tanh) or a longer training (max_iter, tol) gives a true mode.",
                 ConvergenceWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
         if state.fallback:
             warnings.warn(
@@ -629,7 +640,7 @@ n_iter_no_change
                 "definite by construction, was used instead (diagnostics_['hessian'] says "
                 "which was used).",
                 ConvergenceWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
         # the best state's effective number of parameters, under its own hyperparameters
         gamma = self._update(target, state, sl, groups, first_layer, False, False)
