@@ -468,6 +468,36 @@ class LaplacePosterior(GaussianPosterior):
     def _tau(self, n_targets):
         return np.broadcast_to(self.noise_precision, (self.n_draws, n_targets))[0]
 
+    def function_moments(self, net: Network, X) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and covariance of the linearized network output at each row of ``X``.
+
+        ``f(x; theta*)`` and ``J(x) Sigma J(x)^T``, the Gaussian of the GLM predictive
+        before any noise or link (laplace-torch's functional mean and variance), whatever
+        ``predictive`` is. On the standardized scale for a regressor; logits for a
+        classifier.
+
+        Parameters
+        ----------
+        net : Network
+        X : ndarray of shape (n_rows, n_features)
+
+        Returns
+        -------
+        mean : ndarray of shape (n_rows, n_outputs)
+        cov : ndarray of shape (n_rows, n_outputs, n_outputs)
+        """
+        k = net.n_outputs
+        mean = np.empty((X.shape[0], k))
+        cov = np.empty((X.shape[0], k, k))
+
+        def part(rows, f, J):
+            G = self._times_factor(J)
+            mean[rows] = f.T
+            cov[rows] = np.einsum("oqm,lqm->mol", G, G)
+
+        net.map_jacobians(X, self.theta, self.first_layer, part)
+        return mean, cov
+
     def components(self, net: Network, X, n_targets: int):
         """See :meth:`WeightedDraws.components`; one component under the GLM predictive,
         with the linearized function's variance ``diag(J Sigma J^T)``."""
