@@ -590,6 +590,25 @@ def test_probit_predictive_by_hand(problem, subset):
     assert np.max(np.abs(expected - plug_in)) > 1e-3
 
 
+@pytest.mark.parametrize("subset", ["all", "last_layer"])
+@pytest.mark.parametrize("problem", ["gaussian", "categorical"])
+def test_function_moments_are_j_sigma_j_by_hand(problem, subset):
+    # the full covariance between outputs, J Sigma J^T per row, from numpy's Jacobian and
+    # the inverse of the reported precision
+    est, X, *_ = _fit_problem(problem, subset)
+    X_test = np.vstack([X[:7], 3.0 * X[:3]])
+    mean, cov = est.posterior_.function_moments(est._network(), X_test)
+    f, J = _jacobian(est.posterior_.theta, X_test, _sizes(est), est.activation)
+    J = J[:, :, est.posterior_.start :]
+    expected = np.einsum("nkp,pq,nlq->nkl", J, np.linalg.inv(est.posterior_.hessian), J)
+    np.testing.assert_allclose(mean, f, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(cov, expected, rtol=1e-8, atol=1e-12 * np.abs(expected).max())
+    assert cov.shape == (len(X_test), f.shape[1], f.shape[1])
+    if problem == "categorical":
+        # the outputs' covariances are not zero: it is not the diagonal alone
+        assert np.max(np.abs(cov[:, 0, 1])) > 1e-3 * np.max(cov[:, 0, 0])
+
+
 @pytest.mark.statistical
 def test_mc_link_averages_the_gaussian_logits(seed):
     # link_approx="mc" averages expit over 100 draws of the linearized logit, whose exact
@@ -1001,6 +1020,30 @@ def test_same_bits_whatever_n_jobs(cls, subset, hessian, monkeypatch):
                  (_predictions(one, X), _predictions(two, X))]:  # fmt: skip
         np.testing.assert_array_equal(a, b)
     assert one.log_evidence_ == two.log_evidence_
+
+
+def test_same_bits_whatever_blas_threads():
+    # A threaded BLAS sums in an order that depends on its thread count; empirical Bayes
+    # compares evidences, so the fit must not depend on it. 161 parameters: OpenBLAS's
+    # threaded Cholesky factors (from about 150 rows) differ in their last bits here.
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((200, 8))
+    y = np.tanh(X @ rng.standard_normal(8)) + 0.3 * rng.standard_normal(200)
+
+    def fit(threads):
+        with threadpool_limits(limits=threads, user_api="blas"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            est = BayesianMLPRegressor((16,), method=Laplace(max_prior_updates=6),
+                                       random_state=0)  # fmt: skip
+            return est.fit(X, y)
+
+    one, two = fit(1), fit(2)
+    np.testing.assert_array_equal(one.posterior_.hessian, two.posterior_.hessian)
+    np.testing.assert_array_equal(one.diagnostics_["evidence_trace"],
+                                  two.diagnostics_["evidence_trace"])  # fmt: skip
+    np.testing.assert_array_equal(_predictions(one, X), _predictions(two, X))
 
 
 def _single_draw_predictions(est, X, predict):
