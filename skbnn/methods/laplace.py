@@ -16,7 +16,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..kernels import network as knet
-from ..posterior import LaplacePosterior, Network, single_threaded_blas
+from ..posterior import LaplacePosterior, Network, cholesky_inverse, single_threaded_blas
 from ..utils import compile_once, seed_sequence
 from ._base import FitResult
 from ._optim import _Trainer, glorot_init
@@ -321,6 +321,8 @@ n_iter_no_change
         evidence = loglik + logprior + 0.5 * q * _LOG_2PI - 0.5 * logdet
         state = _State(theta, precision, loglik, logprior, evidence, curvature, ssr)
         state.fallback = fallback
+        # the precision's Cholesky factor, for the covariance and the posterior
+        state.factor = factor
         # Gauss-Newton's matrix, positive definite, for the polishing steps
         state.ggn_factor = factor if self.hessian == "ggn" or fallback else None
         if self.hessian == "full" and not fallback:
@@ -477,8 +479,7 @@ n_iter_no_change
             cov_diag = 1.0 / H
             cov = None
         else:
-            c = cho_factor(H, lower=True)
-            cov = cho_solve(c, np.eye(H.shape[0]))
+            cov = cholesky_inverse(state.factor[0])
             cov_diag = np.diag(cov)
         theta = state.theta
         lam_all = 1.0 / target.prior_scale**2
@@ -650,6 +651,7 @@ n_iter_no_change
             state.precision,
             first_layer,
             layout,
+            precision_factor=None if state.factor is None else state.factor[0],
             predictive=self.predictive,
             link_approx=self.link_approx,
             n_draws=n_samples,
