@@ -47,6 +47,7 @@ import skbnn.posterior as posterior_module
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.kernels import network as knet
 from skbnn.methods import Laplace
+from skbnn.methods.laplace import log_symmetric_modes
 from skbnn.model_selection import log_predictive_scorer
 from skbnn.network import ACTIVATIONS, NetworkLayout
 from skbnn.posterior import WeightedDraws
@@ -536,14 +537,23 @@ def _laplace_evidence(loglik, logprior, hessian):
 def test_evidence_is_laplace_formula_at_a_stationary_map(problem, subset):
     # log p(y | theta*) + log p(theta*) + (q/2) log 2 pi - (1/2) log det H, from numpy, with
     # the log prior over the q covered parameters only (last layer: the evidence of that
-    # layer given the features below); the MAP is stationary in the covered parameters
+    # layer given the features below); the MAP is stationary in the covered parameters.
+    # Over all layers, plus the log number of symmetric copies of the mode (counted from
+    # numpy's inverse of the Hessian); none for the last layer alone (the features below
+    # it are fixed)
     est, X, Y, lik, w = _fit_problem(problem, subset)
     sizes = _sizes(est)
     start = est.posterior_.start
     loglik, logprior, grad = _log_posterior_terms(
         est, X, Y, lik, w, _prior_precision(sizes, 2.0), tau=4.0, start=start
     )
-    expected = _laplace_evidence(loglik, logprior, est.posterior_.hessian)
+    symmetric = 0.0
+    if subset == "all":
+        variance = np.diag(np.linalg.inv(est.posterior_.hessian))
+        symmetric = log_symmetric_modes(est._layout, est.posterior_.theta, variance, "tanh")
+        assert 0.0 < symmetric <= math.log(6 * 2**3)
+    assert est.diagnostics_["log_symmetric_modes"] == pytest.approx(symmetric, abs=1e-9)
+    expected = _laplace_evidence(loglik, logprior, est.posterior_.hessian) + symmetric
     assert abs(est.posterior_.log_evidence - expected) < 1e-8
     _assert_stationary(est, grad)
     if problem == "gaussian":
@@ -552,6 +562,108 @@ def test_evidence_is_laplace_formula_at_a_stationary_map(problem, subset):
         assert abs(est.log_evidence_ - (expected - w.sum() * math.log(y_std))) < 1e-8
     else:
         assert est.log_evidence_ == est.posterior_.log_evidence
+
+
+def _units(layout, theta, layer=0):
+    """Views (W_in columns, b, W_out rows) of one hidden layer's units, writable."""
+    sizes = layout.sizes
+    fan_in, h, fan_out = (int(v) for v in sizes[layer : layer + 3])
+    (w, b), (w2, _) = layout.slices(layer), layout.slices(layer + 1)
+    return theta[w].reshape(fan_in, h), theta[b], theta[w2].reshape(h, fan_out)
+
+
+def _set_unit(layout, theta, j, values, layer=0):
+    w_in, b, w_out = _units(layout, theta, layer)
+    fan_in = w_in.shape[0]
+    w_in[:, j], b[j], w_out[j] = values[:fan_in], values[fan_in], values[fan_in + 1 :]
+
+
+def _get_unit(layout, theta, j, layer=0):
+    w_in, b, w_out = _units(layout, theta, layer)
+    return np.concatenate([w_in[:, j], [b[j]], w_out[j]])
+
+
+@pytest.mark.parametrize(
+    "case, relu, tanh",
+    [
+        # four distinct units: 4! orderings, times 2^4 sign patterns for tanh
+        ("distinct", 24, 24 * 16),
+        # units 0 and 1 equal: the copies that swap them coincide
+        ("equal pair", 12, 24 * 16 // 2),
+        # unit 3 = -unit 2: distinct for ReLU; for tanh, swapping and flipping both is a
+        # copy that coincides
+        ("opposite pair", 24, 24 * 16 // 2),
+        # unit 3 at zero: a tanh flip maps it to itself
+        ("one at zero", 24, 24 * 16 // 2),
+        # units 2 and 3 at zero: interchangeable, and flips map each to itself
+        ("two at zero", 12, 24 * 16 // (2 * 4)),
+        # within one posterior sd in the sum of squares: the same unit
+        ("near pair", 12, 24 * 16 // 2),
+    ],
+)
+def test_log_symmetric_modes_counts_the_distinct_copies(case, relu, tanh):
+    layout = NetworkLayout((3, 4, 2))
+    rng = np.random.default_rng(0)
+    # units 10 posterior sds apart and from zero, but where the case says otherwise
+    theta = 10.0 * rng.choice([-1.0, 1.0], layout.n_weights) + rng.uniform(-1, 1, layout.n_weights)
+    variance = np.full(layout.n_weights, 1.0)
+    if case == "equal pair":
+        _set_unit(layout, theta, 1, _get_unit(layout, theta, 0))
+    elif case == "opposite pair":
+        _set_unit(layout, theta, 3, -_get_unit(layout, theta, 2))
+    elif case == "one at zero":
+        _set_unit(layout, theta, 3, np.zeros(6))
+    elif case == "two at zero":
+        _set_unit(layout, theta, 2, np.zeros(6))
+        _set_unit(layout, theta, 3, np.zeros(6))
+    elif case == "near pair":
+        # 6 parameters each 0.25 sd apart, both units' copies moved: 2 * 6 * 0.0625 = 0.75
+        _set_unit(layout, theta, 1, _get_unit(layout, theta, 0) + 0.25)
+    for activation, count in [("relu", relu), ("logistic", relu), ("tanh", tanh)]:
+        got = log_symmetric_modes(layout, theta, variance, activation)
+        assert got == pytest.approx(math.log(count), abs=1e-12), activation
+    assert log_symmetric_modes(layout, theta, variance, "identity") == 0.0
+
+
+def test_log_symmetric_modes_scales_by_the_posterior_sd_and_multiplies_over_layers():
+    layout = NetworkLayout((3, 4, 3, 2))
+    rng = np.random.default_rng(1)
+    theta = 10.0 * rng.choice([-1.0, 1.0], layout.n_weights) + rng.uniform(-1, 1, layout.n_weights)
+    # units 0 and 1 of the first hidden layer 1 apart in each of their 6 parameters
+    _set_unit(layout, theta, 1, _get_unit(layout, theta, 0) + 1.0)
+    narrow = np.full(layout.n_weights, 1.0)  # 2 * 6 * 1 = 12 > 1: distinct
+    wide = np.full(layout.n_weights, 16.0)  # sd 4: 2 * 6 / 16 = 0.75 < 1: the same
+    assert log_symmetric_modes(layout, theta, narrow, "relu") == pytest.approx(
+        math.log(24 * 6), abs=1e-12
+    )
+    assert log_symmetric_modes(layout, theta, wide, "relu") == pytest.approx(
+        math.log(12 * 6), abs=1e-12
+    )
+    # no hidden layer: no symmetry
+    assert log_symmetric_modes(NetworkLayout((3, 2)), np.ones(8), np.ones(8), "tanh") == 0.0
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_the_counted_copies_are_the_same_network(activation):
+    # What the count rests on: a unit is its column of W_l, its bias and its row of
+    # W_{l+1}; permuting units (and, for tanh, flipping a unit's signs) gives the same
+    # outputs, at the same prior density (exchangeable within a layer, symmetric)
+    layout = NetworkLayout((3, 3, 2, 2))
+    rng = np.random.default_rng(2)
+    theta = rng.standard_normal(layout.n_weights)
+    X = rng.standard_normal((20, 3))
+    sign = -1.0 if activation == "tanh" else 1.0
+    copy_ = theta.copy()
+    for layer, order in [(0, [(2, sign), (0, 1.0), (1, sign)]), (1, [(1, sign), (0, 1.0)])]:
+        # from the copy: relabelling layer 0 already moved the rows of W_2
+        units = [_get_unit(layout, copy_, j, layer) for j in range(len(order))]
+        for j, (src, s) in enumerate(order):
+            _set_unit(layout, copy_, j, s * units[src], layer)
+    assert not np.allclose(theta, copy_)
+    f, _ = _jacobian(theta, X, list(layout.sizes), activation)
+    g, _ = _jacobian(copy_, X, list(layout.sizes), activation)
+    np.testing.assert_allclose(f, g, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.sort(np.abs(theta)), np.sort(np.abs(copy_)), rtol=0, atol=0)
 
 
 # --------------------------------------------------------------------------------------
@@ -808,7 +920,10 @@ def test_empirical_bayes_map_hessian_and_evidence_use_the_final_hyperparameters(
     expected = (ggn + np.diag(lam))[start:, start:]
     assert _relative(est.posterior_.hessian, expected) < 1e-10
     loglik, logprior, grad = _log_posterior_terms(est, X, Y, problem, w, lam, tau, start)
-    assert abs(est.posterior_.log_evidence - _laplace_evidence(loglik, logprior, expected)) < 1e-8
+    symmetric = est.diagnostics_["log_symmetric_modes"]
+    assert (subset == "last_layer") == (symmetric == 0.0)
+    evidence = _laplace_evidence(loglik, logprior, expected) + symmetric
+    assert abs(est.posterior_.log_evidence - evidence) < 1e-8
     _assert_stationary(est, grad)
     assert est.log_evidence_ == diag["evidence_trace"].max()
     assert diag["n_prior_updates"] >= 1
