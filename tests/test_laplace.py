@@ -1141,7 +1141,8 @@ def test_same_bits_whatever_n_jobs(cls, subset, hessian, monkeypatch):
     X, y = _smooth_data() if cls is BayesianMLPRegressor else _iris()
 
     def fit(n_jobs):
-        method = Laplace(hessian=hessian, subset=subset, max_prior_updates=3)
+        # two initializations, trained on the threads at once
+        method = Laplace(hessian=hessian, subset=subset, max_prior_updates=3, n_init=2)
         return cls((3,), method=method, n_samples=20, random_state=0, n_jobs=n_jobs).fit(X, y)
 
     with warnings.catch_warnings():
