@@ -16,13 +16,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..kernels import network as knet
-from ..posterior import (
-    LaplacePosterior,
-    Network,
-    cholesky_inverse,
-    lower_inverse,
-    single_threaded_blas,
-)
+from ..posterior import LaplacePosterior, Network, cholesky_inverse, single_threaded_blas
 from ..utils import compile_once, seed_sequence
 from ._base import FitResult
 from ._optim import _Trainer, glorot_init
@@ -144,6 +138,8 @@ class _State:
         self.log_evidence = log_evidence
         self.curvature = curvature
         self.ssr = ssr
+        #: H^-1 once computed (see Laplace._covariance)
+        self.covariance = None
 
 
 class Laplace(_Trainer):
@@ -556,13 +552,21 @@ n_iter_no_change
         return state, steps
 
     @staticmethod
-    def _log_symmetric_modes(target, state, first_layer):
+    def _covariance(state):
+        """The posterior covariance ``H^-1`` of ``state`` (its diagonal for a diagonal
+        ``H``), computed once: empirical Bayes and the symmetry count both read it."""
+        if state.covariance is None:
+            H = state.precision
+            state.covariance = 1.0 / H if H.ndim == 1 else cholesky_inverse(state.factor[0])
+        return state.covariance
+
+    def _log_symmetric_modes(self, target, state, first_layer):
         """:func:`log_symmetric_modes` of ``state``'s mode; 0 for the last layer alone,
         whose evidence is conditional on the features below it."""
         if first_layer > 0 or target.layout.n_layers == 1:
             return 0.0
-        H = state.precision
-        var = 1.0 / H if H.ndim == 1 else np.sum(lower_inverse(state.factor[0]) ** 2, axis=0)
+        cov = self._covariance(state)
+        var = cov if cov.ndim == 1 else np.diag(cov)
         return log_symmetric_modes(target.layout, state.theta, var, target.activation)
 
     # -- empirical Bayes --------------------------------------------------------------
@@ -580,12 +584,10 @@ n_iter_no_change
         """MacKay's fixed-point updates of the covered groups' prior precisions (``prior``)
         and of the noise precisions (``noise``), written into ``target``; returns the
         effective number of parameters ``gamma`` at ``state``."""
-        H = state.precision
-        if H.ndim == 1:
-            cov_diag = 1.0 / H
-            cov = None
+        cov = self._covariance(state)
+        if cov.ndim == 1:
+            cov_diag, cov = cov, None
         else:
-            cov = cholesky_inverse(state.factor[0])
             cov_diag = np.diag(cov)
         theta = state.theta
         lam_all = 1.0 / target.prior_scale**2
