@@ -378,8 +378,9 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
             # the density of y in original units: the standardization's Jacobian
             jacobian = W.sum() * float(np.sum(np.log(self._y_std)))
             self.log_evidence_ -= jacobian
-            if "evidence_trace" in self.diagnostics_:
-                self.diagnostics_["evidence_trace"] = self.diagnostics_["evidence_trace"] - jacobian
+            for key in ("evidence_trace", "init_log_evidence"):
+                if key in self.diagnostics_:
+                    self.diagnostics_[key] = self.diagnostics_[key] - jacobian
             # the evidence is of these rows only: evidence_scorer refuses any others
             self._evidence_data = data_fingerprint(X, y)
         return self

@@ -556,6 +556,9 @@ def test_evidence_is_laplace_formula_at_a_stationary_map(problem, subset):
     expected = _laplace_evidence(loglik, logprior, est.posterior_.hessian) + symmetric
     assert abs(est.posterior_.log_evidence - expected) < 1e-8
     _assert_stationary(est, grad)
+    # one update under a fixed prior and noise: the first evidence is the reported one,
+    # in the same units
+    assert est.diagnostics_["init_log_evidence"].tolist() == [est.log_evidence_]
     if problem == "gaussian":
         # the density of y in original units: the weighted row count times log y_std
         y_std = est._y_std[0]

@@ -230,8 +230,8 @@ n_iter_no_change
     named by ``prior_groups``: ``"W1"``, ``"b1"``, ...), ``noise_precision``,
     ``evidence_trace`` (the evidence after each update, in the estimator's units),
     ``init_log_evidence`` (each of the ``n_init`` initializations' evidence after the short
-    polish that ranks them, on the standardized scale; with ``n_init=1`` the first
-    update's evidence), ``log_symmetric_modes``,
+    polish that ranks them, in the estimator's units; with ``n_init=1`` the first update's
+    evidence), ``log_symmetric_modes``,
     ``effective_parameters`` (``gamma``), ``newton_steps``, ``gradient_norm`` (the
     largest absolute gradient of the log posterior at the reported MAP) and
     ``newton_decrement`` (the nats a further Newton step would gain; above 0.1 a warning
