@@ -1129,6 +1129,8 @@ def test_logistic_prior_curvature_enters_the_hessian_and_evidence():
         ("predictive", "x"),
         ("link_approx", "x"),
         ("max_prior_updates", 0),
+        ("n_init", 0),
+        ("n_init", 1.5),
         ("evidence_tol", -1),
         ("optimize_prior", "yes"),
     ],
