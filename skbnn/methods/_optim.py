@@ -28,10 +28,10 @@ from joblib import effective_n_jobs
 from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
-from threadpoolctl import threadpool_limits
 
 from ..kernels import network as knet
 from ..kernels import optim as kopt
+from ..posterior import single_threaded_blas
 from ..utils import compile_once, thread_map
 from ._base import BaseMethod
 
@@ -378,7 +378,7 @@ class _Trainer(BaseMethod):
             # L-BFGS-B's vector operations are BLAS calls on tiny vectors: a threaded BLAS
             # spends ~0.3 ms per iteration waking its threads (7x the whole iteration here),
             # and members already run in parallel
-            with threadpool_limits(limits=1, user_api="blas"):
+            with single_threaded_blas():
                 members = thread_map(
                     lambda ss: self._train(target, settings, start, ss, data_fraction, bar, after),
                     seeds,
