@@ -28,7 +28,7 @@ from .kernels.predict import mixture_quantiles
 from .methods import METHODS, BaseMethod
 from .network import ACTIVATIONS
 from .posterior import Network
-from .priors import PRIORS, GaussianPrior, HierarchicalPrior, LogisticPrior
+from .priors import PRIORS, GaussianPrior, HierarchicalPrior, LogisticPrior, ScaleMixturePrior
 from .target import Target
 from .utils import data_fingerprint, seed_sequence, thread_map
 
@@ -51,13 +51,16 @@ _SHARED_PARAMS_DOC = """
         :mod:`skbnn.methods` carrying its own knobs (``NUTS(target_accept=0.9)``), which
         ``GridSearchCV`` can tune as ``method__<knob>``. NUTS is the default because it
         needs no tuning of the path length.
-    prior : {"gaussian", "logistic", "hierarchical"} or prior object, default="gaussian"
+    prior : {"gaussian", "logistic", "hierarchical", "scale_mixture"} or prior object, \
+default="gaussian"
         Prior over weights and biases; ``"gaussian"`` is ``GaussianPrior()``, N(0, 1) with
         fan-in scaling of the weights, for the regressor and ``GaussianPrior(std=3)`` for
         the classifier (its logits need the larger scale; see the classifier's Notes);
         ``"logistic"`` is ``LogisticPrior()``, a standard logistic on every weight and bias;
         ``"hierarchical"`` is ``HierarchicalPrior()``, Gaussian weights whose per-layer
-        precision is learned from the data.
+        precision is learned from the data; ``"scale_mixture"`` is
+        ``ScaleMixturePrior()``, Bayes by Backprop's mixture of a broad and a narrow
+        Gaussian.
     n_samples : int, default=None
         Posterior draws kept for prediction: draws summed over chains, SMC particles,
         ensemble or randomized-MAP members, or draws from SWAG's Gaussian. ``None`` takes the
@@ -139,7 +142,13 @@ class _BaseBayesianMLP(BaseEstimator):
         "activation": [StrOptions(set(ACTIVATIONS))],
         "method": [StrOptions(set(METHODS)), BaseMethod],
         # the public classes, so a wrong prior's error message names what is accepted
-        "prior": [StrOptions(set(PRIORS)), GaussianPrior, LogisticPrior, HierarchicalPrior],
+        "prior": [
+            StrOptions(set(PRIORS)),
+            GaussianPrior,
+            LogisticPrior,
+            HierarchicalPrior,
+            ScaleMixturePrior,
+        ],
         "n_samples": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state"],
         "n_jobs": [Integral, None],

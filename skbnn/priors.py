@@ -30,8 +30,13 @@ def _layer_scales(layout: NetworkLayout, weight: float, bias: float, fan_in_scal
 class _BasePrior(BaseEstimator):
     """What the estimators ask of a prior (not public)."""
 
-    #: Code of the prior's density in the numba kernels (0 Gaussian, 1 logistic).
+    #: Code of the prior's density in the numba kernels (0 Gaussian, 1 logistic, 2 scale
+    #: mixture).
     kernel_id = 0
+
+    def mixture(self) -> tuple[float, float]:
+        """``(pi, sigma2 / sigma1)`` of a scale-mixture prior; ``(1, 1)`` otherwise."""
+        return (1.0, 1.0)
 
     def hyperprior(self) -> tuple[float, float, bool] | None:
         """``(shape, rate, fan_in_scaling)`` of sampled layer precisions, or None."""
@@ -191,4 +196,72 @@ class HierarchicalPrior(_BasePrior):
         return 1.0 / np.sqrt(self.shape / self.rate), self.bias_std, self.fan_in_scaling
 
 
-PRIORS = {"gaussian": GaussianPrior, "logistic": LogisticPrior, "hierarchical": HierarchicalPrior}
+class ScaleMixturePrior(_BasePrior):
+    """A mixture of two zero-mean Gaussians on every weight and bias.
+
+    ``p(w) = pi N(w | 0, sigma1^2) + (1 - pi) N(w | 0, sigma2^2)``, the scale-mixture prior
+    of Bayes by Backprop (Blundell et al. 2015): with ``sigma2`` much smaller than
+    ``sigma1`` it puts mass ``1 - pi`` in a narrow spike at zero and ``pi`` in a broad
+    slab, so that many weights are pulled to zero while a few are free to be large.
+    Usable by every method that uses the log density and its gradient (the samplers,
+    SMC, the training engine's methods, and Laplace with ``optimize_prior=False``); the
+    exact Gibbs moves that need a Gaussian prior are switched off under it.
+
+    Parameters
+    ----------
+    pi : float, default=0.5
+        Weight of the ``sigma1`` component, in (0, 1).
+    sigma1 : float, default=1.0
+        Standard deviation of the first component (before fan-in scaling).
+    sigma2 : float, default=exp(-6)
+        Standard deviation of the second component (before fan-in scaling). Blundell et
+        al. searched ``-log sigma1`` in {0, 1, 2}, ``-log sigma2`` in {6, 7, 8} and ``pi``
+        in {1/4, 1/2, 3/4}; the defaults are the first of each but ``pi``.
+    fan_in_scaling : bool, default=False
+        If True, both sds of a weight of a layer with ``m`` inputs are divided by
+        ``sqrt(m)`` (biases keep theirs), as :class:`GaussianPrior` does. Off by default,
+        as in Blundell et al.
+
+    Examples
+    --------
+    >>> from skbnn.priors import ScaleMixturePrior
+    >>> ScaleMixturePrior(pi=0.25).get_params()["pi"]
+    0.25
+    """
+
+    kernel_id = 2
+
+    _parameter_constraints: dict = {
+        "pi": [Interval(Real, 0, 1, closed="neither")],
+        "sigma1": [Interval(Real, 0, None, closed="neither")],
+        "sigma2": [Interval(Real, 0, None, closed="neither")],
+        "fan_in_scaling": ["boolean"],
+    }
+
+    def __init__(
+        self,
+        pi: float = 0.5,
+        sigma1: float = 1.0,
+        sigma2: float = float(np.exp(-6.0)),
+        fan_in_scaling: bool = False,
+    ):
+        self.pi = pi
+        self.sigma1 = sigma1
+        self.sigma2 = sigma2
+        self.fan_in_scaling = fan_in_scaling
+
+    def mixture(self) -> tuple[float, float]:
+        """``(pi, sigma2 / sigma1)``."""
+        self._validate_params()
+        return (float(self.pi), float(self.sigma2) / float(self.sigma1))
+
+    def _layer_args(self):
+        return self.sigma1, self.sigma1, self.fan_in_scaling
+
+
+PRIORS = {
+    "gaussian": GaussianPrior,
+    "logistic": LogisticPrior,
+    "hierarchical": HierarchicalPrior,
+    "scale_mixture": ScaleMixturePrior,
+}

@@ -114,6 +114,7 @@ class Target:
             shape,
             rate,
             1.0 if fan_in else 0.0,
+            *self.prior.mixture(),
         )
 
     def _cfg(self, name):
@@ -152,9 +153,21 @@ class Target:
     @property
     def prior_var(self) -> np.ndarray:
         """Prior variance of each network parameter: ``s^2`` for the Gaussian prior,
-        ``(pi s)^2 / 3`` for the logistic."""
-        factor = np.pi**2 / 3.0 if self.prior_kind == 1 else 1.0
+        ``(pi s)^2 / 3`` for the logistic, ``w s^2 + (1 - w) (r s)^2`` for the scale
+        mixture (weight ``w``, sd ratio ``r``)."""
+        if self.prior_kind == 1:
+            factor = np.pi**2 / 3.0
+        elif self.prior_kind == 2:
+            w, r = self.mixture
+            factor = w + (1.0 - w) * r * r
+        else:
+            factor = 1.0
         return factor * self.prior_scale**2
+
+    @property
+    def mixture(self) -> tuple[float, float]:
+        """``(weight of the first component, sd ratio)`` of a scale-mixture prior."""
+        return float(self._cfg("mix_weight")), float(self._cfg("mix_ratio"))
 
     @property
     def hierarchical(self) -> bool:
@@ -163,7 +176,7 @@ class Target:
 
     @property
     def prior_kind(self) -> int:
-        """Density code of the prior: 0 Gaussian, 1 logistic."""
+        """Density code of the prior: 0 Gaussian, 1 logistic, 2 scale mixture."""
         return int(self._cfg("prior"))
 
     @property
@@ -285,6 +298,11 @@ class Target:
             out = rng.logistic(size=(size, self.n_params))
         else:
             out = rng.standard_normal((size, self.n_params))
+        if self.prior_kind == 2:
+            # the second component's draws, scaled by its sd over the first's
+            w, r = self.mixture
+            second = rng.random((size, self.layout.n_weights)) >= w
+            out[:, : self.layout.n_weights][second] *= r
         out[:, : self.layout.n_weights] *= self.prior_scale
         out[:, : self.layout.n_weights] += self.prior_mean
         if self.layout.n_noise:

@@ -13,7 +13,8 @@ the standardized target (Gaussian), the 0/1 label (Bernoulli) or a one-hot matri
 row's log-likelihood (``sample_weight``; ones when none is given). Every count of rows in the
 likelihood is the sum of ``W`` (:func:`weight_sum`), so an integer weight is exactly a
 repeated row. ``prior_mean`` and ``prior_scale`` are per network parameter
-(``prior_scale`` holds standard deviations for the Gaussian prior, scales for the logistic).
+(``prior_scale`` holds standard deviations for the Gaussian prior, scales for the logistic,
+the first component's standard deviations for the scale mixture).
 ``tau`` holds the noise precisions per output used when the noise is not part of ``theta``.
 ``cfg`` is a one-element record array of dtype :data:`CONFIG`, read by field name:
 
@@ -23,7 +24,7 @@ repeated row. ``prior_mean`` and ``prior_scale`` are per network parameter
 ``n_noise``         number of trailing log noise precisions in ``theta``
 ``noise_marginal``  1: the Gaussian noise precisions are integrated out against their
                     Gamma(a, b) prior (see :func:`logp_grad`) and ``tau`` is ignored
-``prior``           0 Gaussian, 1 logistic
+``prior``           0 Gaussian, 1 logistic, 2 scale mixture
 ``hierarchical``    1: each layer's weight precision is a Gamma(hyper_shape, hyper_rate)
                     variable updated by the method (``prior_scale`` holds its current value)
 ``noise_shape``     a of the Gamma(a, b) prior of each noise precision
@@ -33,6 +34,8 @@ repeated row. ``prior_mean`` and ``prior_scale`` are per network parameter
 ``hyper_shape``     shape of a hierarchical prior's Gamma
 ``hyper_rate``      rate of a hierarchical prior's Gamma
 ``fan_in``          1.0 when a hierarchical prior scales weights by ``1 / sqrt(fan_in)``
+``mix_weight``      the scale mixture's weight ``pi`` of its first component
+``mix_ratio``       its second component's sd over its first's
 ==================  =====================================================================
 
 The heteroscedastic Gaussian likelihood reads ``2 m`` network outputs for ``m`` targets: the
@@ -68,6 +71,8 @@ CONFIG = np.dtype(
         ("hyper_shape", np.float64),
         ("hyper_rate", np.float64),
         ("fan_in", np.float64),
+        ("mix_weight", np.float64),
+        ("mix_ratio", np.float64),
     ],
     align=True,
 )
@@ -241,6 +246,25 @@ def _logistic_logpdf(z):
     # -|z| - 2 log1p(e^-|z|) so neither term overflows; NaN stays NaN, +-inf gives -inf
     a = abs(z)
     return -a - 2.0 * _log1p_unit(_exp_neg(-a))
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+def _mixture_logpdf(d, s1, s2, log_w1, log_w2):
+    """``log(w1 N(d | 0, s1^2) + w2 N(d | 0, s2^2)) + log(2 pi) / 2`` and its derivative in
+    ``d``, by log-sum-exp: each component's weight in the derivative is its posterior
+    responsibility. NaN stays NaN; +-inf gives -inf."""
+    z1 = d / s1
+    z2 = d / s2
+    l1 = log_w1 - 0.5 * z1 * z1 - math.log(s1)
+    l2 = log_w2 - 0.5 * z2 * z2 - math.log(s2)
+    top = l1 if l1 > l2 else l2
+    if not top > -math.inf:
+        # both components underflow (|d| infinite), or NaN
+        return top, -d / (max(s1, s2) ** 2)
+    e1 = math.exp(l1 - top)
+    e2 = math.exp(l2 - top)
+    total = e1 + e2
+    return top + math.log(total), -d * (e1 / (s1 * s1) + e2 / (s2 * s2)) / total
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
@@ -715,11 +739,23 @@ def logp_grad(theta, tgt, ws, grad, stats, with_grad):
     ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, total, stats, cfg, marg)
 
     logistic = cfg.prior == 1
+    mixture = cfg.prior == 2
     lp = lp_noise
     if logistic:
         for i in range(n_w):
             s = prior_scale[i]
             lp += _logistic_logpdf((theta[i] - prior_mean[i]) / s) - math.log(s)
+    elif mixture:
+        lp -= 0.5 * n_w * _LOG_2PI
+        log_w1 = math.log(cfg.mix_weight)
+        log_w2 = math.log1p(-cfg.mix_weight)
+        for i in range(n_w):
+            s = prior_scale[i]
+            lpi, dlpi = _mixture_logpdf(theta[i] - prior_mean[i], s, cfg.mix_ratio * s,
+                                        log_w1, log_w2)  # fmt: skip
+            lp += lpi
+            if with_grad:
+                grad[i] = dlpi
     else:
         lp -= 0.5 * n_w * _LOG_2PI
         for i in range(n_w):
@@ -735,6 +771,8 @@ def logp_grad(theta, tgt, ws, grad, stats, with_grad):
                 # d/dw log p(w) = -tanh((w - mu) / 2s) / s
                 s = prior_scale[i]
                 grad[i] = -_tanh(0.5 * (theta[i] - prior_mean[i]) / s) / s
+        elif mixture:
+            pass  # written with the density above
         else:
             for i in range(n_w):
                 s = prior_scale[i]

@@ -359,6 +359,23 @@ n_iter_no_change
             a = np.abs(z)
             logp = float(np.sum(-a - 2.0 * np.log1p(np.exp(-a)) - np.log(s)))
             return logp, (1.0 - np.tanh(0.5 * z) ** 2) / (2.0 * s * s)
+        if target.prior_kind == 2:
+            # w1 N(0, s1^2) + w2 N(0, s2^2): with responsibilities r_k, the negative second
+            # derivative is A - d^2 V, A and V the mean and variance of 1/s_k^2 under r
+            w, ratio = target.mixture
+            d = theta[sl] - target.prior_mean[sl]
+            inv = np.stack([1.0 / s**2, 1.0 / (ratio * s) ** 2])
+            log_comp = np.stack([
+                math.log(w) - 0.5 * d * d * inv[0] - np.log(s),
+                math.log1p(-w) - 0.5 * d * d * inv[1] - np.log(ratio * s),
+            ])  # fmt: skip
+            top = np.max(log_comp, axis=0)
+            log_total = top + np.log(np.sum(np.exp(log_comp - top), axis=0))
+            r = np.exp(log_comp - log_total)
+            mean = np.sum(r * inv, axis=0)
+            var = np.sum(r * inv * inv, axis=0) - mean * mean
+            logp = float(np.sum(log_total) - 0.5 * d.size * _LOG_2PI)
+            return logp, mean - d * d * var
         logp = float(np.sum(-0.5 * z * z - np.log(s)) - 0.5 * z.size * _LOG_2PI)
         return logp, 1.0 / (s * s)
 
@@ -646,7 +663,8 @@ n_iter_no_change
         if self.optimize_prior and target.prior_kind != 0:
             raise ValueError(
                 "Laplace(optimize_prior=True) needs a Gaussian prior (MacKay's updates are "
-                "for Gaussian precisions); use optimize_prior=False with the logistic prior"
+                "for Gaussian precisions); use optimize_prior=False with the logistic or "
+                "scale-mixture prior"
             )
         t0 = time.perf_counter()
         compile_time = _ensure_compiled()
