@@ -693,6 +693,46 @@ def workspace_size(sizes, n):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+def log_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad):
+    """The prior's log density of ``theta[:n_w]`` (the network parameters), and with
+    ``with_grad`` its gradient written over ``grad[:n_w]``: Gaussian (sds
+    ``prior_scale``), logistic (scales) or the scale mixture (first sds), each centred at
+    ``prior_mean``."""
+    lp = 0.0
+    if cfg.prior == 1:
+        for i in range(n_w):
+            s = prior_scale[i]
+            lp += _logistic_logpdf((theta[i] - prior_mean[i]) / s) - math.log(s)
+        if with_grad:
+            for i in range(n_w):
+                # d/dw log p(w) = -tanh((w - mu) / 2s) / s
+                s = prior_scale[i]
+                grad[i] = -_tanh(0.5 * (theta[i] - prior_mean[i]) / s) / s
+    elif cfg.prior == 2:
+        lp -= 0.5 * n_w * _LOG_2PI
+        log_w1 = math.log(cfg.mix_weight)
+        log_w2 = math.log1p(-cfg.mix_weight)
+        for i in range(n_w):
+            s = prior_scale[i]
+            lpi, dlpi = _mixture_logpdf(theta[i] - prior_mean[i], s, cfg.mix_ratio * s,
+                                        log_w1, log_w2)  # fmt: skip
+            lp += lpi
+            if with_grad:
+                grad[i] = dlpi
+    else:
+        lp -= 0.5 * n_w * _LOG_2PI
+        for i in range(n_w):
+            s = prior_scale[i]
+            z = (theta[i] - prior_mean[i]) / s
+            lp -= 0.5 * z * z + math.log(s)
+        if with_grad:
+            for i in range(n_w):
+                s = prior_scale[i]
+                grad[i] = -(theta[i] - prior_mean[i]) / (s * s)
+    return lp
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def logp_grad(theta, tgt, ws, grad, stats, with_grad):
     """Tempered log-density ``beta * loglik + logprior`` and, optionally, its gradient.
 
@@ -738,45 +778,11 @@ def logp_grad(theta, tgt, ws, grad, stats, with_grad):
     sw = weight_sum(tgt) if lik == 0 else 0.0
     ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, total, stats, cfg, marg)
 
-    logistic = cfg.prior == 1
-    mixture = cfg.prior == 2
-    lp = lp_noise
-    if logistic:
-        for i in range(n_w):
-            s = prior_scale[i]
-            lp += _logistic_logpdf((theta[i] - prior_mean[i]) / s) - math.log(s)
-    elif mixture:
-        lp -= 0.5 * n_w * _LOG_2PI
-        log_w1 = math.log(cfg.mix_weight)
-        log_w2 = math.log1p(-cfg.mix_weight)
-        for i in range(n_w):
-            s = prior_scale[i]
-            lpi, dlpi = _mixture_logpdf(theta[i] - prior_mean[i], s, cfg.mix_ratio * s,
-                                        log_w1, log_w2)  # fmt: skip
-            lp += lpi
-            if with_grad:
-                grad[i] = dlpi
-    else:
-        lp -= 0.5 * n_w * _LOG_2PI
-        for i in range(n_w):
-            s = prior_scale[i]
-            z = (theta[i] - prior_mean[i]) / s
-            lp -= 0.5 * z * z + math.log(s)
+    lp = lp_noise + log_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad)
     stats[0] = ll
     stats[1] = lp
 
     if with_grad:
-        if logistic:
-            for i in range(n_w):
-                # d/dw log p(w) = -tanh((w - mu) / 2s) / s
-                s = prior_scale[i]
-                grad[i] = -_tanh(0.5 * (theta[i] - prior_mean[i]) / s) / s
-        elif mixture:
-            pass  # written with the density above
-        else:
-            for i in range(n_w):
-                s = prior_scale[i]
-                grad[i] = -(theta[i] - prior_mean[i]) / (s * s)
         _backward(theta, XT, sizes, offsets, act, n, ws, grad, beta)
         if n_noise > 0:
             a = cfg.noise_shape
