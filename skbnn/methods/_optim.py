@@ -325,6 +325,29 @@ class _Trainer(BaseMethod):
         perm = rng.permutation(rows)
         return np.sort(perm[n_val:]), np.sort(perm[:n_val])
 
+    def _optimize(self, target, theta, train, val, s, prior_mean, YT, rng, bar, member):
+        """Optimize ``theta`` in place on the rows ``train`` with the solver of ``s``,
+        recording into ``member``; variational inference optimizes its own objective."""
+        if s.solver == "lbfgs":
+            _lbfgs(target, theta, train, s, prior_mean, YT, member)
+            if bar is not None:
+                bar.update(s.max_iter)
+        else:
+            _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, s.max_iter,
+                              rng=rng, bar=bar, member=member)  # fmt: skip
+
+    def _not_converged(self, settings, slow: int, kept: list) -> str:
+        """The warning for ``slow`` of the ``kept`` members that did not converge."""
+        what = (
+            "L-BFGS reached max_iter" if settings.solver == "lbfgs"
+            else "the optimizer reached max_iter"
+        )  # fmt: skip
+        return (
+            f"{slow} of {len(kept)} members did not converge: {what}={settings.max_iter} "
+            f"before the loss improved by less than tol={settings.tol:g} for "
+            f"n_iter_no_change={settings.n_iter_no_change} epochs. Increase max_iter."
+        )
+
     def _train(self, target, settings, start, ss, data_fraction=1.0, bar=None, after=None):
         """One member: optimize from ``start(rng)``, restarting on divergence.
 
@@ -341,13 +364,7 @@ class _Trainer(BaseMethod):
             theta, prior_mean, YT = start(target, rng)
             member = Member(theta)
             member.restarts = restarts
-            if s.solver == "lbfgs":
-                _lbfgs(target, theta, train, s, prior_mean, YT, member)
-                if bar is not None:
-                    bar.update(s.max_iter)
-            else:
-                _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, s.max_iter,
-                                  rng=rng, bar=bar, member=member)  # fmt: skip
+            self._optimize(target, theta, train, val, s, prior_mean, YT, rng, bar, member)
             if not math.isfinite(member.loss_curve[-1]) or not np.all(np.isfinite(theta)):
                 member.diverged = True
             if after is not None and not member.diverged:
@@ -415,16 +432,8 @@ class _Trainer(BaseMethod):
             )
         slow = sum(not m.converged for m in kept)
         if slow:
-            what = (
-                "L-BFGS reached max_iter" if settings.solver == "lbfgs"
-                else "the optimizer reached max_iter"
-            )  # fmt: skip
             warnings.warn(
-                f"{slow} of {len(kept)} members did not converge: {what}={settings.max_iter} "
-                f"before the loss improved by less than tol={settings.tol:g} for "
-                f"n_iter_no_change={settings.n_iter_no_change} epochs. Increase max_iter.",
-                ConvergenceWarning,
-                stacklevel=3,
+                self._not_converged(settings, slow, kept), ConvergenceWarning, stacklevel=3
             )
         diagnostics = {
             "solver": settings.solver,
