@@ -46,8 +46,8 @@ _SHARED_PARAMS_DOC = """
         gradient-based samplers: the kinks of ``relu`` cost energy errors and smaller steps.
     method : str or method object, default="nuts"
         How the posterior is computed: a name (``"nuts"``, ``"hmc"``, ``"mala"``,
-        ``"amcmc"``, ``"smc"``; ``"ensemble"``, ``"rms"``, ``"swag"``, ``"laplace"`` for
-        the optimization methods, which scale to many rows) or an object from
+        ``"amcmc"``, ``"smc"``; ``"ensemble"``, ``"rms"``, ``"swag"``, ``"laplace"``,
+        ``"vi"`` for the optimization methods, which scale to many rows) or an object from
         :mod:`skbnn.methods` carrying its own knobs (``NUTS(target_accept=0.9)``), which
         ``GridSearchCV`` can tune as ``method__<knob>``. NUTS is the default because it
         needs no tuning of the path length.
@@ -66,7 +66,7 @@ default="gaussian"
         ensemble or randomized-MAP members, or draws from SWAG's Gaussian. ``None`` takes the
         method's own default: 1000 draws for the samplers (the Monte Carlo error of
         predictive means well below the posterior spread), 5 members for ``"ensemble"``, 10
-        for ``"rms"``, 100 draws for ``"swag"`` and ``"laplace"`` (see each method's
+        for ``"rms"``, 100 draws for ``"swag"``, ``"laplace"`` and ``"vi"`` (see each method's
         docstring).
     random_state : int, RandomState instance or None, default=None
         Seeds everything random (chain starts, momenta, noise updates). With an int the fit
@@ -226,8 +226,11 @@ class _BaseBayesianMLP(BaseEstimator):
         self.posterior_ = result.posterior
         # a refit with a method that has no evidence must not keep the previous fit's
         self.__dict__.pop("log_evidence_", None)
+        self.__dict__.pop("elbo_", None)
         if result.log_evidence is not None:
             self.log_evidence_ = float(result.log_evidence)
+        if result.elbo is not None:
+            self.elbo_ = float(result.elbo)
         self.diagnostics_ = dict(result.diagnostics)
         self.diagnostics_["wall_time"] = time.perf_counter() - start
         self._layout = target.layout
@@ -283,6 +286,13 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         of the training data, original units. It describes those rows only; see
         :func:`skbnn.model_selection.evidence_scorer` and
         :class:`skbnn.model_selection.BayesianModelAverage`.
+    elbo_ : float
+        Only for variational inference (``"vi"``): the evidence lower bound of the
+        training data, original units, estimated after training
+        (``diagnostics_["elbo_se"]`` is its Monte Carlo standard error). A lower bound on
+        ``log p(y | X, architecture)``, short of it by the KL divergence from the
+        approximation to the posterior: never the evidence itself. See
+        :func:`skbnn.model_selection.elbo_scorer`.
 
     Examples
     --------
@@ -383,10 +393,13 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
             noise = w @ (1.0 / np.sqrt(tau))
         noise = noise * self._y_std
         self.noise_std_ = noise if self.n_outputs_ > 1 else float(noise[0])
-        if result.log_evidence is not None:
+        if result.log_evidence is not None or result.elbo is not None:
             # the density of y in original units: the standardization's Jacobian
             jacobian = W.sum() * float(np.sum(np.log(self._y_std)))
-            self.log_evidence_ -= jacobian
+            if result.log_evidence is not None:
+                self.log_evidence_ -= jacobian
+            else:
+                self.elbo_ -= jacobian
             for key in ("evidence_trace", "init_log_evidence"):
                 if key in self.diagnostics_:
                     self.diagnostics_[key] = self.diagnostics_[key] - jacobian
@@ -589,6 +602,10 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
     log_evidence_ : float
         Only for a method that estimates it (SMC, Laplace): ``log p(y | X, architecture)``
         of the training labels; see :class:`BayesianMLPRegressor`.
+    elbo_ : float
+        Only for variational inference (``"vi"``): the evidence lower bound of the
+        training labels, a lower bound on their log evidence; see
+        :class:`BayesianMLPRegressor`.
 
     Notes
     -----
@@ -688,7 +705,7 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         else:
             Y = np.eye(len(self.classes_))[codes]
             self._run(*_weighted_rows(X, Y, sample_weight), "categorical")
-        if hasattr(self, "log_evidence_"):
+        if hasattr(self, "log_evidence_") or hasattr(self, "elbo_"):
             # the evidence is of these rows only: evidence_scorer refuses any others
             self._evidence_data = data_fingerprint(X, y)
         return self

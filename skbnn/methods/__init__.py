@@ -14,6 +14,7 @@ from .nuts import NUTS
 from .rms import RandomizedMAP
 from .smc import SMC
 from .swag import SWAG
+from .vi import VariationalInference
 
 METHODS = {
     "nuts": NUTS,
@@ -25,6 +26,7 @@ METHODS = {
     "rms": RandomizedMAP,
     "swag": SWAG,
     "laplace": Laplace,
+    "vi": VariationalInference,
 }
 
 __all__ = [
@@ -39,5 +41,6 @@ __all__ = [
     "RandomizedMAP",
     "SMC",
     "SWAG",
+    "VariationalInference",
     "METHODS",
 ]

@@ -19,12 +19,15 @@ class FitResult:
         The posterior the estimator predicts from.
     log_evidence : float or None
         Log marginal likelihood of the (standardized) data, for methods that estimate it.
+    elbo : float or None
+        The evidence lower bound of the (standardized) data, for variational methods.
     diagnostics : dict
         Figures of the run (see ``BayesianMLPRegressor.diagnostics_``).
     """
 
     posterior: WeightedDraws
     log_evidence: float | None = None
+    elbo: float | None = None
     diagnostics: dict = field(default_factory=dict)
 
 

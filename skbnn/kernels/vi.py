@@ -1,0 +1,527 @@
+"""Numba kernels of variational inference (Bayes by Backprop, Blundell et al. 2015).
+
+The variational family is a Gaussian over ``theta`` (weights, biases and any trailing log
+noise precisions), stored flat as ``lam = [mu, rho, V]``: the mean ``mu``, the diagonal
+sds ``sigma = softplus(rho)`` and, for the low-rank family, ``rank`` rows ``V`` (row-major,
+``rank x n_params``) so that ``q = N(mu, diag(sigma^2) + V' V)``.
+
+The ELBO is ``E_q[loglik] + E_q[log p(theta)] + H[q]``. The entropy ``H`` is exact (with
+the matrix determinant lemma for the low-rank part), and so is ``E_q[log p]`` of the
+weights under a Gaussian prior (the closed-form KL); other priors, and the Gamma prior of
+the log noise precisions, are Monte Carlo terms at a draw of ``theta``. The expected
+log-likelihood is estimated by the reparameterization trick, either at a draw of all
+weights (shared by the rows of a minibatch) or, for the mean-field family, by the local
+reparameterization trick (Kingma et al. 2015): each dense layer's pre-activations are
+drawn per row from their Gaussian, ``N(a mu_W + mu_b, a^2 sigma_W^2 + sigma_b^2)``, which
+is the same as an independent draw of the weights for every row, so the estimate is
+unbiased for every layer and its variance falls with the batch size.
+
+A step ascends ``(n / B) loglik_B + E_q[log p] + H`` (the minibatch's likelihood scaled to
+the training rows, the prior and entropy once), whose average over an epoch's batches,
+weighted by their rows, is exactly an unbiased estimate of the ELBO: the per-epoch
+objective is the ELBO, with no ad-hoc KL weights.
+
+Where the weights are drawn (no local reparameterization), the entropy's gradient is the
+path derivative at the draw, ``Sigma^-1 (theta - mu)`` chained through the draw ("sticking
+the landing", Roeder et al. 2017): it drops a term of expectation zero, so the gradient
+stays unbiased, and its variance shrinks as ``q`` approaches the posterior (to zero for
+the Monte Carlo terms), so the optimizer settles instead of jittering around the optimum.
+
+``VI_CONFIG`` holds ``n_mc`` (draws per step), ``local`` (1: local reparameterization),
+``closed_kl`` (1: the weights' Gaussian prior term in closed form), ``rank`` and ``stl``
+(1: the path-derivative entropy gradient; 0: the analytic one, for gradient checks).
+"""
+
+import math
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from .network import (
+    _FM,
+    _LOG_2PI,
+    KernelTarget,
+    _activate,
+    _backward,
+    _dense,
+    _loglik_delta,
+    _wgrad,
+    forward,
+    log_prior,
+    n_rows,
+    weight_sum,
+)
+from .optim import _gather, _step
+
+VI_CONFIG = np.dtype(
+    [
+        ("n_mc", np.int64),
+        ("local", np.int64),
+        ("closed_kl", np.int64),
+        ("rank", np.int64),
+        ("stl", np.int64),
+    ],
+    align=True,
+)
+
+#: Scratch arrays of one member: ``sigma`` and ``dsigma`` (softplus and its derivative at
+#: rho), ``eps`` (a draw's standard normals), ``w`` (a draw of theta), ``grad`` and
+#: ``gvar`` (gradients in theta and in the weights' variances), ``glam`` (the gradient in
+#: lam), ``z`` (the low-rank normals), ``dvz`` and ``minv`` (the low-rank entropy's
+#: ``M^-1 U`` and ``M^-1``).
+Work = namedtuple(
+    "Work", ["sigma", "dsigma", "eps", "w", "grad", "gvar", "glam", "z", "dvz", "minv"]
+)
+
+
+def new_work(n_params: int, rank: int) -> Work:
+    """Scratch arrays for a member with ``n_params`` parameters and ``rank`` factors."""
+    p, r = int(n_params), int(rank)
+    return Work(
+        np.empty(p), np.empty(p), np.empty(p), np.empty(p), np.empty(p), np.empty(p),
+        np.empty((2 + r) * p), np.empty(r), np.empty((r, p)), np.empty((r, r)),
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def softplus(x):
+    """``log(1 + e^x)`` without overflow."""
+    if x > 0.0:
+        return x + math.log1p(math.exp(-x))
+    return math.log1p(math.exp(x))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _sigmoid(x):
+    if x >= 0.0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def lrt_workspace_size(sizes, n):
+    """Length of the scratch buffer the local-reparameterization pass needs for ``n``
+    rows: the squared inputs of every layer, every layer's activations and noise terms,
+    a variance buffer and three delta buffers of the widest layer."""
+    total = 0
+    widest = 0
+    for layer in range(sizes.shape[0] - 1):
+        total += sizes[layer] + 2 * sizes[layer + 1]
+        widest = max(widest, sizes[layer + 1])
+    return (total + 4 * widest) * n
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _bases(sizes, n):
+    # starts in ws of: the squared input of each layer, each layer's output (activations),
+    # each layer's xi / (2 sd), then the variance buffer and the three delta buffers
+    n_layers = sizes.shape[0] - 1
+    sq = np.empty(n_layers, np.int64)
+    out = np.empty(n_layers, np.int64)
+    kb = np.empty(n_layers, np.int64)
+    pos = 0
+    widest = 0
+    for layer in range(n_layers):
+        sq[layer] = pos
+        pos += sizes[layer] * n
+    for layer in range(n_layers):
+        out[layer] = pos
+        pos += sizes[layer + 1] * n
+        widest = max(widest, sizes[layer + 1])
+    for layer in range(n_layers):
+        kb[layer] = pos
+        pos += sizes[layer + 1] * n
+    return sq, out, kb, pos, widest * n
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+def lrt_forward(mu, var, XT, sizes, offsets, act, n, ws, rng):
+    """The network on ``n`` feature-major rows with every layer's pre-activations drawn
+    per row from ``N(a mu_W + mu_b, a^2 var_W + var_b)``; returns the output's offset in
+    ``ws``. Keeps what :func:`lrt_backward` needs."""
+    n_layers = sizes.shape[0] - 1
+    sq, out, kb, vbuf, _ = _bases(sizes, n)
+    d = sizes[0]
+    x2 = ws[sq[0] : sq[0] + d * n]
+    for t in range(d * n):
+        x2[t] = XT[t] * XT[t]
+    for layer in range(n_layers):
+        n_in = sizes[layer]
+        n_out = sizes[layer + 1]
+        w_start = offsets[layer]
+        b_start = w_start + n_in * n_out
+        if layer == 0:
+            _dense(XT, 0, n_in, mu, w_start, b_start, ws, out[0], n_out, n)
+        else:
+            _dense(ws, out[layer - 1], n_in, mu, w_start, b_start, ws, out[layer], n_out, n)
+        _dense(ws, sq[layer], n_in, var, w_start, b_start, ws, vbuf, n_out, n)
+        m = ws[out[layer] : out[layer] + n_out * n]
+        v = ws[vbuf : vbuf + n_out * n]
+        k = ws[kb[layer] : kb[layer] + n_out * n]
+        for t in range(n_out * n):
+            xi = rng.standard_normal()
+            sd = math.sqrt(v[t])
+            m[t] += sd * xi
+            # d z / d v = xi / (2 sd); a variance that underflowed to 0 stays there
+            k[t] = 0.5 * xi / sd if sd > 0.0 else 0.0
+        if layer < n_layers - 1:
+            _activate(ws, out[layer], n_out * n, act)
+            a2 = ws[sq[layer + 1] : sq[layer + 1] + n_out * n]
+            for t in range(n_out * n):
+                a2[t] = m[t] * m[t]
+    return out[n_layers - 1]
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+def lrt_backward(mu, var, XT, sizes, offsets, act, n, ws, gmu, gvar, beta):
+    """Backpropagate the output delta (in the first delta buffer) of :func:`lrt_forward`
+    into ``gmu`` (the means) and ``gvar`` (the variances), scaled by ``beta``."""
+    n_layers = sizes.shape[0] - 1
+    sq, out, kb, vbuf, wn = _bases(sizes, n)
+    cur = vbuf + wn
+    nxt = cur + wn
+    dvb = nxt + wn
+    for layer in range(n_layers - 1, -1, -1):
+        n_in = sizes[layer]
+        n_out = sizes[layer + 1]
+        w_start = offsets[layer]
+        b_start = w_start + n_in * n_out
+        delta = ws[cur : cur + n_out * n]
+        dv = ws[dvb : dvb + n_out * n]
+        k = ws[kb[layer] : kb[layer] + n_out * n]
+        for t in range(n_out * n):
+            dv[t] = delta[t] * k[t]
+        x2 = ws[sq[layer] : sq[layer] + n_in * n]
+        if layer == 0:
+            _wgrad(XT, n_in, delta, n_out, n, gmu, w_start, b_start, beta)
+            _wgrad(x2, n_in, dv, n_out, n, gvar, w_start, b_start, beta)
+            break
+        a_all = ws[out[layer - 1] : out[layer - 1] + n_in * n]
+        _wgrad(a_all, n_in, delta, n_out, n, gmu, w_start, b_start, beta)
+        _wgrad(x2, n_in, dv, n_out, n, gvar, w_start, b_start, beta)
+        # d z_j / d a_i = mu_W[i, j] + 2 a_i var_W[i, j] (d z_j / d v_j)
+        for i in range(n_in):
+            nd = ws[nxt + i * n : nxt + (i + 1) * n]
+            a = a_all[i * n : (i + 1) * n]
+            for t in range(n):
+                nd[t] = 0.0
+            for j in range(n_out):
+                wm = mu[w_start + i * n_out + j]
+                w2 = 2.0 * var[w_start + i * n_out + j]
+                d = delta[j * n : (j + 1) * n]
+                e = dv[j * n : (j + 1) * n]
+                for t in range(n):
+                    nd[t] += wm * d[t] + w2 * a[t] * e[t]
+            if act == 1:
+                for t in range(n):
+                    nd[t] *= 1.0 if a[t] > 0.0 else 0.0
+            elif act == 2:
+                for t in range(n):
+                    nd[t] *= 1.0 - a[t] * a[t]
+            elif act == 3:
+                for t in range(n):
+                    nd[t] *= a[t] * (1.0 - a[t])
+        cur, nxt = nxt, cur
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def set_sigmas(lam, p, work):
+    """``sigma = softplus(rho)`` and its derivative ``sigmoid(rho)`` into ``work``."""
+    for i in range(p):
+        work.sigma[i] = softplus(lam[p + i])
+        work.dsigma[i] = _sigmoid(lam[p + i])
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def analytic_terms(lam, p, n_w, rank, closed_kl, prior_mean, prior_scale, work, with_grad,
+                   entropy_grad):  # fmt: skip
+    """``H[q]`` plus, with ``closed_kl``, the exact ``E_q[log p]`` of the weights under
+    their Gaussian prior; adds its gradient in ``lam`` to ``work.glam`` when asked (the
+    entropy's only with ``entropy_grad``). Leaves ``M^-1`` of the low-rank family in
+    ``work.minv``. ``work.sigma`` must be current (:func:`set_sigmas`)."""
+    sigma = work.sigma
+    glam = work.glam
+    value = 0.5 * p * (1.0 + _LOG_2PI)
+    for i in range(p):
+        value += math.log(sigma[i])
+    if rank > 0:
+        # H = sum log sigma + log det(M) / 2 with M = I + V D^-1 V' (determinant lemma);
+        # d H / d V = M^-1 U and d H / d sigma_i = 1 / sigma_i - sigma_i (U' M^-1 U)_ii for
+        # U = V D^-1
+        m = np.eye(rank)
+        for a in range(rank):
+            va = lam[(2 + a) * p : (3 + a) * p]
+            for b in range(a, rank):
+                vb = lam[(2 + b) * p : (3 + b) * p]
+                acc = 0.0
+                for i in range(p):
+                    acc += va[i] * vb[i] / (sigma[i] * sigma[i])
+                m[a, b] += acc
+                m[b, a] = m[a, b]
+        chol = np.linalg.cholesky(m)
+        for a in range(rank):
+            value += math.log(chol[a, a])
+        minv = np.linalg.inv(m)
+        work.minv[:, :] = minv
+        if with_grad and entropy_grad:
+            dvz = work.dvz
+            for a in range(rank):
+                for i in range(p):
+                    dvz[a, i] = 0.0
+            for a in range(rank):
+                for b in range(rank):
+                    c = minv[a, b]
+                    vb = lam[(2 + b) * p : (3 + b) * p]
+                    for i in range(p):
+                        dvz[a, i] += c * vb[i] / (sigma[i] * sigma[i])
+            for a in range(rank):
+                va = lam[(2 + a) * p : (3 + a) * p]
+                for i in range(p):
+                    glam[(2 + a) * p + i] += dvz[a, i]
+                    # (U' M^-1 U)_ii = sum_a U_ai (M^-1 U)_ai
+                    glam[p + i] -= (
+                        sigma[i] * (va[i] / (sigma[i] * sigma[i])) * dvz[a, i] * (work.dsigma[i])
+                    )
+    if with_grad and entropy_grad:
+        for i in range(p):
+            glam[p + i] += work.dsigma[i] / sigma[i]
+    if closed_kl:
+        value -= 0.5 * n_w * _LOG_2PI
+        for i in range(n_w):
+            s2 = prior_scale[i] * prior_scale[i]
+            dm = lam[i] - prior_mean[i]
+            v = sigma[i] * sigma[i]
+            for a in range(rank):
+                v += lam[(2 + a) * p + i] ** 2
+            value -= 0.5 * (dm * dm + v) / s2 + math.log(prior_scale[i])
+            if with_grad:
+                glam[i] -= dm / s2
+                glam[p + i] -= sigma[i] / s2 * work.dsigma[i]
+                for a in range(rank):
+                    glam[(2 + a) * p + i] -= lam[(2 + a) * p + i] / s2
+    return value
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _draw_theta(lam, p, rank, work, rng, first, last):
+    # theta[first:last] = mu + sigma eps (+ V' z), the normals kept in work.eps and work.z
+    w = work.w
+    for i in range(first, last):
+        e = rng.standard_normal()
+        work.eps[i] = e
+        w[i] = lam[i] + work.sigma[i] * e
+    for a in range(rank):
+        za = rng.standard_normal()
+        work.z[a] = za
+        va = lam[(2 + a) * p : (3 + a) * p]
+        for i in range(first, last):
+            w[i] += va[i] * za
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _noise_draw(lam, p, n_w, k, tau, cfg, work, rng):
+    # the log noise precisions eta ~ q, tau = e^eta, and the MC log prior of eta
+    a = cfg.noise_shape
+    b = cfg.noise_rate
+    lp = 0.0
+    for o in range(p - n_w):
+        e = rng.standard_normal()
+        work.eps[n_w + o] = e
+        eta = lam[n_w + o] + work.sigma[n_w + o] * e
+        tau[o] = math.exp(eta)
+        lp += a * eta - b * tau[o] + a * math.log(b) - math.lgamma(a)
+    return lp
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _accumulate(p, rank, work, first, last, scale):
+    # chain rule from d/d theta (work.grad) to d/d lam for theta = mu + sigma eps + V' z
+    g = work.grad
+    glam = work.glam
+    for i in range(first, last):
+        glam[i] += scale * g[i]
+        glam[p + i] += scale * g[i] * work.eps[i] * work.dsigma[i]
+    for a in range(rank):
+        za = scale * work.z[a]
+        for i in range(first, last):
+            glam[(2 + a) * p + i] += za * g[i]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def mc_term(lam, p, tgt, vcfg, work, ws, stats, rng, with_grad, scale):
+    """One Monte Carlo draw of ``beta loglik + log p`` on the rows of ``tgt`` (without the
+    weights' Gaussian prior under ``closed_kl``), its gradient in ``lam`` times ``scale``
+    added to ``work.glam``."""
+    XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
+    cfg = cfgs[0]
+    vc = vcfg[0]
+    n = XT.shape[0] // sizes[0]
+    n_layers = sizes.shape[0] - 1
+    k = sizes[n_layers]
+    n_w = p - cfg.n_noise
+    rank = vc.rank
+    beta = cfg.beta
+    lik = cfg.likelihood
+    sw = weight_sum(tgt) if lik == 0 else 0.0
+    g = work.grad
+    if vc.local:
+        lp = _noise_draw(lam, p, n_w, k, tau, cfg, work, rng)
+        mu = lam[:p]
+        var = work.gvar  # holds the variances until the backward pass
+        for i in range(n_w):
+            var[i] = work.sigma[i] * work.sigma[i]
+        out_base = lrt_forward(mu, var, XT, sizes, offsets, cfg.activation, n, ws, rng)
+        _, _, _, vbuf, wn = _bases(sizes, n)
+        ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, vbuf + wn, stats,
+                           cfg, 0)  # fmt: skip
+        if with_grad:
+            for i in range(p):
+                g[i] = 0.0
+            gv = work.w  # free until the prior's draw below
+            for i in range(n_w):
+                gv[i] = 0.0
+            lrt_backward(mu, var, XT, sizes, offsets, cfg.activation, n, ws, g, gv, beta)
+            for i in range(n_w):
+                work.glam[i] += scale * g[i]
+                work.glam[p + i] += scale * gv[i] * 2.0 * work.sigma[i] * work.dsigma[i]
+            _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale)
+        if not vc.closed_kl:
+            _draw_theta(lam, p, 0, work, rng, 0, n_w)
+            lp += log_prior(work.w, prior_mean, prior_scale, cfg, n_w, g, with_grad)
+            if with_grad:
+                _accumulate(p, 0, work, 0, n_w, scale)
+        return beta * ll + lp
+    _draw_theta(lam, p, rank, work, rng, 0, p)
+    w = work.w
+    lp = 0.0
+    for o in range(p - n_w):
+        tau[o] = math.exp(w[n_w + o])
+        lp += cfg.noise_shape * w[n_w + o] - cfg.noise_rate * tau[o]
+        lp += cfg.noise_shape * math.log(cfg.noise_rate) - math.lgamma(cfg.noise_shape)
+    out_base = forward(w, XT, sizes, offsets, cfg.activation, n, ws)
+    ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, out_base + k * n, stats,
+                       cfg, 0)  # fmt: skip
+    if vc.closed_kl:
+        if with_grad:
+            for i in range(n_w):
+                g[i] = 0.0
+    else:
+        lp += log_prior(w, prior_mean, prior_scale, cfg, n_w, g, with_grad)
+    if with_grad:
+        _backward(w, XT, sizes, offsets, cfg.activation, n, ws, g, beta)
+        a = cfg.noise_shape
+        b = cfg.noise_rate
+        for o in range(p - n_w):
+            g[n_w + o] = beta * (0.5 * sw - 0.5 * tau[o] * stats[2 + o]) + a - b * tau[o]
+        if vc.stl:
+            _entropy_path(lam, p, rank, work)
+        _accumulate(p, rank, work, 0, p, scale)
+    return beta * ll + lp
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _entropy_path(lam, p, rank, work):
+    # adds - d log q(theta) / d theta = Sigma^-1 (theta - mu) to work.grad, by Woodbury:
+    # Sigma^-1 = D^-1 - D^-1 V' M^-1 V D^-1
+    g = work.grad
+    sigma = work.sigma
+    if rank == 0:
+        for i in range(p):
+            g[i] += work.eps[i] / sigma[i]
+        return
+    t = np.zeros(rank)
+    for i in range(p):
+        ui = (work.w[i] - lam[i]) / (sigma[i] * sigma[i])
+        g[i] += ui
+        for a in range(rank):
+            t[a] += lam[(2 + a) * p + i] * ui
+    sol = work.minv @ t
+    for a in range(rank):
+        va = lam[(2 + a) * p : (3 + a) * p]
+        for i in range(p):
+            g[i] -= va[i] * sol[a] / (sigma[i] * sigma[i])
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale):
+    # d/d eta of beta [sw eta / 2 - e^eta ssr / 2] and of eta's Gamma log prior, to lam
+    a = cfg.noise_shape
+    b = cfg.noise_rate
+    for o in range(p - n_w):
+        ge = beta * (0.5 * sw - 0.5 * tau[o] * stats[2 + o]) + a - b * tau[o]
+        work.glam[n_w + o] += scale * ge
+        work.glam[p + n_w + o] += scale * ge * work.eps[n_w + o] * work.dsigma[n_w + o]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def run_vi_epoch(lam, tgt, data, batch_size, lrs, opt, vcfg, work, ws, stats, rng):
+    """One pass over ``data.rows`` in minibatches, one optimizer step on the negative
+    ELBO per batch; returns minus the epoch's ELBO estimate per unit of row weight.
+
+    Parameters
+    ----------
+    lam : ndarray of shape ((2 + rank) * n_params,)
+        ``[mu, rho, V]``, updated in place.
+    tgt : KernelTarget
+        The member's own target over all rows (its ``cfg.beta`` and ``tau`` are written).
+    data : skbnn.kernels.optim.Batches
+    batch_size : int
+    lrs : ndarray of shape (n_batches,)
+    opt : skbnn.kernels.optim.Optimizer
+    vcfg : ndarray of dtype :data:`VI_CONFIG`, shape (1,)
+    work : Work
+    ws : ndarray
+        Workspace for ``batch_size`` rows (the larger of the two passes').
+    stats : ndarray of shape (2 + n_outputs,)
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    float
+        ``-(sum over batches of (B / n) ELBO_B) / n_w``, with ``ELBO_B`` the step's
+        estimate ``(n / B) loglik_B + E_q[log p] + H``: an unbiased estimate of ``-ELBO /
+        n_w``. NaN as soon as a step meets a non-finite objective.
+    """
+    n_all = n_rows(tgt)
+    d = tgt.sizes[0]
+    ky = tgt.YT.shape[0] // n_all
+    n = data.rows.shape[0]
+    p = work.sigma.shape[0]
+    vc = vcfg[0]
+    n_w = 0.0
+    for i in range(n):
+        n_w += data.W[data.rows[i]]
+    cfg = tgt.cfg[0]
+    total = 0.0
+    b = 0
+    inv_mc = 1.0 / vc.n_mc
+    for i0 in range(0, n, batch_size):
+        nb = min(batch_size, n - i0)
+        _gather(data, i0, nb, d, ky, n_all)
+        bt = KernelTarget(
+            data.xb[: d * nb], data.yb[: ky * nb], data.wb[:nb], tgt.sizes, tgt.offsets,
+            tgt.prior_mean, tgt.prior_scale, tgt.tau, tgt.cfg,
+        )  # fmt: skip
+        cfg.beta = n / nb
+        set_sigmas(lam, p, work)
+        glam = work.glam
+        for i in range(glam.shape[0]):
+            glam[i] = 0.0
+        value = analytic_terms(lam, p, p - cfg.n_noise, vc.rank, vc.closed_kl, tgt.prior_mean,
+                               tgt.prior_scale, work, True, vc.local or not vc.stl)  # fmt: skip
+        for _ in range(vc.n_mc):
+            value += inv_mc * mc_term(lam, p, bt, vcfg, work, ws, stats, rng, True, inv_mc)
+        if not math.isfinite(value):
+            cfg.beta = 1.0
+            return np.nan
+        for i in range(glam.shape[0]):
+            if not math.isfinite(glam[i]):
+                cfg.beta = 1.0
+                return np.nan
+        total += -value * nb / n
+        _step(lam, glam, -1.0 / n_w, lrs[b], opt)
+        b += 1
+    cfg.beta = 1.0
+    return total / n_w
