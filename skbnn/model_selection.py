@@ -68,22 +68,75 @@ def evidence_scorer(estimator, X, y) -> float:
     """
     final = _final_step(estimator)
     log_evidence = _log_evidence(final)
+    _check_training_data(estimator, final, X, y, "evidence_scorer", "log_evidence_")
+    return log_evidence
+
+
+def elbo_scorer(estimator, X, y) -> float:
+    """The fitted estimator's evidence lower bound ``elbo_``, for
+    ``GridSearchCV(scoring=...)`` over variational fits (``method="vi"``).
+
+    The ELBO is ``log p(y | X, architecture) - KL(q || posterior)``: a lower bound on the
+    log evidence, short of it by how badly the variational family fits the posterior.
+    That gap grows with the number of weights and with the posterior's correlations and
+    modes, which mean-field ``q`` cannot represent, so ranking architectures by the ELBO
+    is biased toward simpler models (smaller or narrower networks than the evidence would
+    pick). Use it to compare variational fits with one another, not with
+    ``log_evidence_`` of SMC or Laplace; to score held-out data, use
+    :func:`log_predictive_scorer`. Like :func:`evidence_scorer`, it scores only the
+    training data, so use it with ``cv=[(all_rows, all_rows)]``.
+
+    Parameters
+    ----------
+    estimator : fitted BayesianMLPRegressor or BayesianMLPClassifier
+        Fitted with variational inference, or a Pipeline ending in one.
+    X : array-like of shape (n_samples, n_features)
+        The training inputs (for a Pipeline, before its transformers).
+    y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+        The training targets.
+
+    Returns
+    -------
+    float
+        ``elbo_`` of the (final) estimator.
+
+    Raises
+    ------
+    TypeError
+        If the estimator was not fitted by variational inference.
+    ValueError
+        If ``X, y`` are not the data the estimator was fitted on.
+    """
+    final = _final_step(estimator)
+    if not hasattr(final, "elbo_"):
+        method = getattr(final, "method", None)
+        name = method if isinstance(method, str) else type(method).__name__
+        raise TypeError(
+            f"{type(final).__name__} fitted with method {name!r} has no elbo_; elbo_scorer "
+            "scores variational fits (method='vi'). Use evidence_scorer for a method that "
+            "estimates the evidence, or log_predictive_scorer."
+        )
+    _check_training_data(estimator, final, X, y, "elbo_scorer", "elbo_")
+    return float(final.elbo_)
+
+
+def _check_training_data(estimator, final, X, y, scorer: str, attribute: str) -> None:
+    """Refuse ``X, y`` unless they are the data ``final``'s ``attribute`` is of."""
     fingerprint = getattr(final, "_evidence_data", None)
     if fingerprint is None:
         raise TypeError(
-            f"{type(final).__name__} does not record the data its log_evidence_ is of, so "
-            "evidence_scorer cannot check that it is scoring them. " + _EVIDENCE_USE
+            f"{type(final).__name__} does not record the data its {attribute} is of, so "
+            f"{scorer} cannot check that it is scoring them. " + _EVIDENCE_USE
         )
     difference = data_difference(fingerprint, _transform(estimator, X), y)
     if difference is not None:
         raise ValueError(
-            f"evidence_scorer: these X, y are not the data {type(final).__name__} was "
-            f"fitted on ({difference}). The log evidence is a property of the training "
+            f"{scorer}: these X, y are not the data {type(final).__name__} was "
+            f"fitted on ({difference}). The {attribute} is a property of the training "
             "data and cannot score other rows: on the test folds of a k-fold cv, or in "
-            "search.score(X_test, y_test), it would return the training evidence whatever "
+            "search.score(X_test, y_test), it would return the training value whatever "
             "the data. " + _EVIDENCE_USE
         )
-    return log_evidence
 
 
 def _log_evidence(final) -> float:
@@ -91,6 +144,14 @@ def _log_evidence(final) -> float:
     if not hasattr(final, "log_evidence_"):
         method = getattr(final, "method", None)
         name = method if isinstance(method, str) else type(method).__name__
+        if hasattr(final, "elbo_"):
+            raise TypeError(
+                f"{type(final).__name__} fitted with method {name!r} (variational "
+                "inference) has no log_evidence_: its elbo_ is a lower bound on the log "
+                "evidence, short of it by KL(q || posterior), not the evidence. Score "
+                "variational fits with elbo_scorer (biased toward simpler models), or use "
+                "a method that estimates the evidence (SMC, Laplace)."
+            )
         raise TypeError(
             f"{type(final).__name__} fitted with method {name!r} has no log_evidence_; "
             "use a method that estimates the model evidence (such as SMC), or score with "
