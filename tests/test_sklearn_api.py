@@ -39,6 +39,7 @@ from skbnn.methods import (
     DeepEnsemble,
     Laplace,
     RandomizedMAP,
+    VariationalInference,
 )
 from skbnn.posterior import WeightedDraws
 from skbnn.priors import GaussianPrior
@@ -103,8 +104,13 @@ def _laplace(**params):
     return Laplace(**params)
 
 
+def _vi(**params):
+    return VariationalInference(**{"max_iter": 50, **params})
+
+
 #: The optimization methods, with their own default numbers of members or draws
-OPTIM_METHODS = {"ensemble": _ensemble, "rms": _rms, "swag": _swag, "laplace": _laplace}
+OPTIM_METHODS = {"ensemble": _ensemble, "rms": _rms, "swag": _swag, "laplace": _laplace,
+                 "vi": _vi}  # fmt: skip
 FAST_METHODS = {**MCMC_METHODS, "smc": _smc, **OPTIM_METHODS}
 #: A knob of each method and a value other than its default, for the nested-parameter tests.
 OTHER_KNOB = {"nuts": ("target_accept", 0.99), "nuts_pt": ("max_temperature", 3.0),
@@ -112,7 +118,7 @@ OTHER_KNOB = {"nuts": ("target_accept", 0.99), "nuts_pt": ("max_temperature", 3.
               "mala": ("target_accept", 0.99), "amcmc": ("gamma", 0.5),
               "smc": ("target_ess", 0.9), "ensemble": ("learning_rate_init", 0.01),
               "rms": ("tol", 1e-3), "swag": ("rank", 3),
-              "laplace": ("hessian", "full")}  # fmt: skip
+              "laplace": ("hessian", "full"), "vi": ("n_mc", 2)}  # fmt: skip
 
 
 def _fast(cls, method="nuts", **params):
@@ -695,7 +701,7 @@ def test_n_samples_draws_are_kept_in_total(n_samples, n_chains):
 # --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("method", [*MCMC_METHODS, "ensemble", "rms", "swag"])
+@pytest.mark.parametrize("method", [*MCMC_METHODS, "ensemble", "rms", "swag", "vi"])
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_no_log_evidence_for_methods_without_one(cls, method):
     X, y = _data_for(cls)
