@@ -5,8 +5,9 @@ centred), fit ``BayesianMLPRegressor`` (ReLU units, as in the protocol, unless
 ``--activation`` says otherwise) on the training split, and report test RMSE and test
 log-likelihood (mean over test points of the log posterior predictive density, the mixture
 over posterior draws with the noise included), both in the target's original units, with the
-fit time and the method's scalar diagnostics. Prints one JSON line per split, then a summary
-line with mean +- standard error over the splits; ``--out`` appends the same lines to a file.
+fit time, the coverage of the 90 % predictive interval and the method's scalar diagnostics.
+Prints one JSON line per split, then a summary line with mean +- standard error over the
+splits; ``--out`` appends the same lines to a file.
 Uses only skbnn's public API. Usage::
 
     python benchmarks/uci.py --dataset yacht --method nuts --splits 0-4 \\
@@ -137,6 +138,7 @@ def run(args) -> list[dict]:
                 reg.fit(X_train, y_train)
                 fit_time = time.perf_counter() - start
             rmse = float(np.sqrt(np.mean((reg.predict(X_test) - y_test) ** 2)))
+            low, high = reg.predict_interval(X_test, coverage=0.9)
             record = {
                 **common,
                 **settings,
@@ -145,6 +147,8 @@ def run(args) -> list[dict]:
                 "n_test": len(y_test),
                 "rmse": rmse,
                 "test_ll": log_predictive_scorer(reg, X_test, y_test),
+                # calibration: the share of test targets inside the 90 % predictive interval
+                "coverage_90": float(np.mean((y_test >= low) & (y_test <= high))),
                 "fit_time": fit_time,
                 "noise_std": float(np.ravel(reg.noise_std_)[0]),
                 "convergence_warning": any(
@@ -155,7 +159,7 @@ def run(args) -> list[dict]:
             records.append(record)
             _emit(record, out)
         summary = {**common, **settings, "summary": True, "splits": splits}
-        for key in ("rmse", "test_ll", "fit_time"):
+        for key in ("rmse", "test_ll", "fit_time", "coverage_90"):
             summary[key], summary[key + "_se"] = _mean_se([r[key] for r in records])
         summary["compile_time"] = sum(r["diagnostics"].get("compile_time", 0.0) for r in records)
         summary["n_convergence_warnings"] = sum(r["convergence_warning"] for r in records)
