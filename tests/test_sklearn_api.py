@@ -105,7 +105,7 @@ def _laplace(**params):
 
 
 def _vi(**params):
-    return VariationalInference(**{"max_iter": 50, **params})
+    return VariationalInference(**{"max_iter": 300, "learning_rate_init": 0.01, **params})
 
 
 #: The optimization methods, with their own default numbers of members or draws
