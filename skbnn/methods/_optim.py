@@ -138,6 +138,40 @@ def _no_improvement(curve, best, count, tol):
     return count + 1 if curve[-1] > best - tol else 0
 
 
+def _record_epoch(member, loss: float, n_evals: int, bar) -> bool:
+    """Count an epoch and its loss into ``member``; False (and ``diverged``) when the loss
+    is not finite."""
+    member.n_grad_evals += n_evals
+    member.n_iter += 1
+    if bar is not None:
+        bar.update(1)
+    if not math.isfinite(loss):
+        member.loss_curve.append(float("nan"))
+        member.diverged = True
+        return False
+    member.loss_curve.append(loss)
+    return True
+
+
+def _validation_epoch(validation, val_weight, params, member, best, count, tol):
+    """Record the validation loss at ``params``; returns whether it is the best so far,
+    the best, and the count of epochs without improvement (scikit-learn's rule)."""
+    validation.value(params)
+    member.validation_curve.append(-validation.stats[0] / val_weight)
+    member.n_grad_evals += 1
+    count = _no_improvement(member.validation_curve, best, count, tol)
+    improved = member.validation_curve[-1] < best
+    return improved, min(best, member.validation_curve[-1]), count
+
+
+def _ended_far_above_best(curve) -> bool:
+    """Whether a run ended with its loss over a nat per row (or 100 %) above its best: an
+    optimizer diverging without overflowing yet, not a plateau (Adam's passing spikes
+    recover before the end and do not count)."""
+    lowest = min(curve)
+    return curve[-1] > lowest + max(1.0, abs(lowest))
+
+
 def batches(n_train: int, batch_size: int) -> tuple[int, int]:
     """The batch size an epoch over ``n_train`` rows uses, and its number of steps."""
     batch = max(1, min(int(batch_size), n_train))
@@ -188,38 +222,24 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
         data = data._replace(rows=rng.permutation(train))
         lrs = _schedule(lr_kind, lr0, epoch, n_epochs, n_steps, max(1, cycle))
         loss = kopt.run_epoch(theta, tgt, data, batch, lrs, opt, moments, ws, grad, stats)
-        member.n_grad_evals += n_steps
-        member.n_iter += 1
-        if bar is not None:
-            bar.update(1)
-        if not math.isfinite(loss):
-            member.loss_curve.append(float("nan"))
-            member.diverged = True
+        if not _record_epoch(member, loss, n_steps, bar):
             return member
-        member.loss_curve.append(loss)
         if collecting:
             continue
         if validation is not None:
-            validation.value(theta)
-            member.validation_curve.append(-validation.stats[0] / val_weight)
-            member.n_grad_evals += 1
-            count = _no_improvement(member.validation_curve, best, count, s.tol)
-            if member.validation_curve[-1] < best:
-                best, best_theta = member.validation_curve[-1], theta.copy()
+            improved, best, count = _validation_epoch(validation, val_weight, theta, member,
+                                                      best, count, s.tol)  # fmt: skip
+            if improved:
+                best_theta = theta.copy()
         else:
             count = _no_improvement(member.loss_curve, best, count, s.tol)
             best = min(best, loss)
         if count > s.n_iter_no_change:
             member.converged = True
             break
-    if not collecting and member.loss_curve:
-        lowest = min(member.loss_curve)
-        if member.loss_curve[-1] > lowest + max(1.0, abs(lowest)):
-            # the run ended with its loss over a nat per row (or 100 %) above its best: an
-            # optimizer diverging without overflowing yet, not a plateau (Adam's passing
-            # spikes recover before the end and do not count)
-            member.diverged = True
-            return member
+    if not collecting and member.loss_curve and _ended_far_above_best(member.loss_curve):
+        member.diverged = True
+        return member
     if best_theta is not None:
         theta[:] = best_theta
     return member
@@ -266,6 +286,8 @@ class _Trainer(BaseMethod):
     """
 
     noise_handling = "theta"
+    #: Compiles (or loads) the kernels the members run; returns the seconds it took.
+    _compile = staticmethod(_ensure_compiled)
     _parameter_constraints: dict = {
         "solver": [StrOptions({"auto", "lbfgs", "adam", "sgd"})],
         "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
@@ -385,7 +407,7 @@ class _Trainer(BaseMethod):
 
         self._validate_params()
         t0 = time.perf_counter()
-        compile_time = _ensure_compiled()
+        compile_time = self._compile()
         settings = self._settings(target.n_rows)
         per_member = settings.max_iter if epochs_per_member is None else epochs_per_member
         desc = f"{type(self).__name__}: {n_members} members x {per_member} epochs"

@@ -14,7 +14,17 @@ from ..kernels import vi as kvi
 from ..posterior import GaussianPosterior
 from ..utils import compile_once, seed_sequence
 from ._base import FitResult
-from ._optim import _no_improvement, _schedule, _Settings, _Trainer, batches, glorot_init
+from ._optim import (
+    Member,
+    _ended_far_above_best,
+    _record_epoch,
+    _schedule,
+    _Settings,
+    _Trainer,
+    _validation_epoch,
+    batches,
+    glorot_init,
+)
 
 #: Optimizer steps that ``max_iter=None`` aims for: the epochs are this many steps'
 #: worth (at least 20), since the variances converge in steps, not in epochs.
@@ -37,15 +47,14 @@ def elbo_trend(curve, window: int) -> tuple[float, float]:
 
 def _ensure_compiled() -> float:
     def warm():
+        from ..priors import ScaleMixturePrior
         from ..target import Target
 
         x = np.linspace(-1.0, 1.0, 6)[:, None]
         rng = np.random.default_rng(0)
-        for prior in (None, "mix"):
-            from ..priors import ScaleMixturePrior
-
-            pr = ScaleMixturePrior() if prior else None
-            target = Target(x, x[:, 0], (2,), "tanh", "gaussian", prior=pr, noise="theta")
+        # the Gaussian prior's closed-form KL and a Monte Carlo prior term compile apart
+        for prior in (None, ScaleMixturePrior()):
+            target = Target(x, x[:, 0], (2,), "tanh", "gaussian", prior=prior, noise="theta")
             for local, rank in ((True, 0), (False, 1)):
                 method = VariationalInference(
                     family="lowrank" if rank else "meanfield", rank=max(rank, 1),
@@ -53,20 +62,11 @@ def _ensure_compiled() -> float:
                 )  # fmt: skip
                 vcfg = method._vcfg(target)
                 lam = method._start(target, rng, vcfg)
-                member = _Member(lam)
+                member = Member(lam)
                 method._epochs(target, lam, np.arange(6), None, _Settings(max_iter=1), None,
                                rng, None, member, vcfg)  # fmt: skip
 
     return compile_once((kvi.run_vi_epoch,), warm)
-
-
-class _Member:
-    # what _epochs records when called outside the engine (compilation)
-    def __init__(self, theta):
-        self.theta = theta
-        self.loss_curve, self.validation_curve = [], []
-        self.n_iter = self.n_grad_evals = 0
-        self.converged, self.diverged = True, False
 
 
 class VariationalInference(_Trainer):
@@ -149,6 +149,7 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
 
     name = "vi"
     default_n_samples = 100
+    _compile = staticmethod(_ensure_compiled)
 
     _parameter_constraints: dict = {
         **_Trainer._parameter_constraints,
@@ -269,21 +270,14 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
             data = data._replace(rows=rng.permutation(train))
             lrs = _schedule(s.learning_rate, s.learning_rate_init, epoch, s.max_iter, n_steps)
             loss = kvi.run_vi_epoch(lam, tgt, data, batch, lrs, opt, vcfg, work, ws, stats, rng)
-            member.n_grad_evals += n_steps * int(vcfg[0]["n_mc"])
-            member.n_iter += 1
-            if bar is not None:
-                bar.update(1)
-            if not math.isfinite(loss):
-                member.loss_curve.append(float("nan"))
-                member.diverged = True
+            if not _record_epoch(member, loss, n_steps * int(vcfg[0]["n_mc"]), bar):
                 return member
-            member.loss_curve.append(loss)
             if validation is not None:
-                validation.value(lam[:p])
-                member.validation_curve.append(-validation.stats[0] / val_weight)
-                count = _no_improvement(member.validation_curve, best, count, s.tol)
-                if member.validation_curve[-1] < best:
-                    best, best_lam = member.validation_curve[-1], lam.copy()
+                # the mean network's validation loss, as the engine's early stopping
+                improved, best, count = _validation_epoch(validation, val_weight, lam[:p],
+                                                          member, best, count, s.tol)  # fmt: skip
+                if improved:
+                    best_lam = lam.copy()
                 if count > s.n_iter_no_change:
                     member.converged = True
                     break
@@ -303,8 +297,7 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
                 member.trend = (gain, se, w)
             else:
                 member.trend = (float("nan"), float("nan"), w)
-        lowest = min(curve)
-        if curve[-1] > lowest + max(1.0, abs(lowest)):
+        if _ended_far_above_best(curve):
             member.diverged = True
             return member
         if best_lam is not None:
@@ -353,7 +346,6 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
     def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
         """Fit ``q``, estimate the ELBO and draw from ``q``; see :meth:`BaseMethod.run`."""
         self._validate_params()
-        compile_time = _ensure_compiled()
         vcfg = self._vcfg(target)
         ss = seed_sequence(random_state)
         fit_seed, elbo_seed, draw_seed = ss.spawn(3)
@@ -362,7 +354,6 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
             return self._start(target, rng, vcfg), None, None
 
         members, diagnostics = self._train_members(target, 1, fit_seed, n_jobs, verbose, start)
-        diagnostics["compile_time"] += compile_time
         lam = members[0].theta
         p = target.n_params
         rank = int(vcfg[0]["rank"])
