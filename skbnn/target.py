@@ -251,11 +251,27 @@ class Target:
         value = ev.value(theta, beta)
         return ev.stats[0], ev.stats[1], value
 
-    def loglik_batch(self, thetas) -> tuple[np.ndarray, np.ndarray]:
-        """Log-likelihood and log-prior of each row of ``thetas`` (threads over rows)."""
+    def loglik_batch(self, thetas, n_jobs: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """Log-likelihood and log-prior of each row of ``thetas``.
+
+        The rows are split over ``n_jobs`` threads of the shared pool, as in
+        :meth:`logp_grad_batch` (without the gradient); the result does not depend on
+        ``n_jobs``.
+        """
+        from .utils import thread_map
+
         thetas = np.ascontiguousarray(thetas, dtype=np.float64)
-        stats = np.empty((thetas.shape[0], 2 + self.layout.sizes[-1]))
-        knet.loglik_batch(thetas, self.kernel_target(), stats)
+        m = thetas.shape[0]
+        logp = np.empty(m)
+        stats = np.empty((m, 2 + int(self.layout.sizes[-1])))
+        cuts = np.linspace(0, m, max(1, min(int(n_jobs), m)) + 1).astype(int)
+
+        def part(bounds):
+            a, b = bounds
+            knet.logp_grad_batch(thetas[a:b], self.kernel_target(own=True), self.workspace(),
+                                 logp[a:b], np.empty((0, 0)), stats[a:b])  # fmt: skip
+
+        thread_map(part, list(zip(cuts[:-1], cuts[1:], strict=True)), int(n_jobs))
         return stats[:, 0].copy(), stats[:, 1].copy()
 
     def logp_grad_batch(

@@ -50,7 +50,7 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 KernelTarget = namedtuple(
     "KernelTarget",
@@ -811,24 +811,6 @@ def log_marginal(n, k, stats, a, b, beta):
             - a_post * math.log(b + 0.5 * beta * stats[2 + o]) - 0.5 * beta * n * _LOG_2PI
         )  # fmt: skip
     return out
-
-
-@njit(cache=True, nogil=True, error_model="numpy", parallel=True)
-def loglik_batch(thetas, tgt, out_stats):
-    """Log-likelihood and log-prior of many parameter vectors in parallel (``prange``).
-
-    ``out_stats[s]`` receives ``[loglik, logprior, ssr...]`` of ``thetas[s]``. Each draw gets
-    a private copy of the noise precisions so the draws never share mutable state.
-    """
-    size = workspace_size(tgt.sizes, n_rows(tgt))
-    dummy = np.empty(0)
-    for s in prange(thetas.shape[0]):
-        ws = np.empty(size)
-        own = KernelTarget(
-            tgt.XT, tgt.YT, tgt.W, tgt.sizes, tgt.offsets, tgt.prior_mean, tgt.prior_scale,
-            tgt.tau.copy(), tgt.cfg,
-        )  # fmt: skip
-        logp_grad(thetas[s], own, ws, dummy, out_stats[s], False)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

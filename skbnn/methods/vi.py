@@ -6,6 +6,7 @@ import math
 from numbers import Integral, Real
 
 import numpy as np
+from joblib import effective_n_jobs
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..kernels import network as knet
@@ -65,8 +66,9 @@ def _ensure_compiled() -> float:
                 member = Member(lam)
                 method._epochs(target, lam, np.arange(6), None, _Settings(max_iter=1), None,
                                rng, None, member, vcfg)  # fmt: skip
+                method._elbo(target, lam, vcfg, rng, 2)
 
-    return compile_once((kvi.run_vi_epoch,), warm)
+    return compile_once((kvi.run_vi_epoch, knet.logp_grad_batch), warm)
 
 
 class VariationalInference(_Trainer):
@@ -316,7 +318,7 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
             "learning_rate_init."
         )
 
-    def _elbo(self, target, lam, vcfg, rng, n_draws: int) -> np.ndarray:
+    def _elbo(self, target, lam, vcfg, rng, n_draws: int, n_jobs: int = 1) -> np.ndarray:
         """``n_draws`` independent estimates of the ELBO over all rows: ``log p(y, theta)
         - log q(theta)`` at draws of ``theta`` from ``q``. Near the optimum the two terms
         move together, so this has a smaller variance than the expected log-likelihood
@@ -340,7 +342,7 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
         else:
             quad = np.sum(eps**2, axis=1)
         log_q = -0.5 * (p * np.log(2.0 * np.pi) + logdet + quad)
-        loglik, logprior = target.loglik_batch(theta)
+        loglik, logprior = target.loglik_batch(theta, n_jobs)
         return loglik + logprior - log_q
 
     def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
@@ -360,7 +362,7 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
         sigma = np.logaddexp(0.0, lam[p : 2 * p])
         factor = lam[2 * p :].reshape(1, rank, p) if rank else None
         draws = self._elbo(target, lam, vcfg, np.random.default_rng(elbo_seed),
-                           int(self.elbo_samples))  # fmt: skip
+                           int(self.elbo_samples), effective_n_jobs(n_jobs))  # fmt: skip
         elbo = float(draws.mean())
         diagnostics["elbo_se"] = float(draws.std(ddof=1) / math.sqrt(draws.size))
         diagnostics["local_reparameterization"] = bool(vcfg[0]["local"])
