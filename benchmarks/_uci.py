@@ -9,7 +9,10 @@ A dataset folder holds ``data.txt`` (whitespace-separated floats, one row per ex
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -75,3 +78,23 @@ def machine() -> dict:
     except (OSError, StopIteration):
         pass
     return {"cores": os.cpu_count(), "cpu": cpu, "python": platform.python_version()}
+
+
+def fresh_numba_cache(prefix: str = "skbnn-compare-") -> None:
+    """Point numba's cache at a new empty folder, so the first fit compiles as on a new
+    install (set before skbnn is imported)."""
+    os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix=prefix)
+
+
+def emitter(path: str | None = None):
+    """A function that prints a record as one JSON line and, with ``path``, appends the line
+    to that file; keys that start with ``_`` are working data and stay out."""
+
+    def emit(record: dict) -> None:
+        line = json.dumps({k: v for k, v in record.items() if not k.startswith("_")})
+        print(line, flush=True)
+        if path:
+            with open(path, "a") as f:
+                f.write(line + "\n")
+
+    return emit

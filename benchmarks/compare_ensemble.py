@@ -36,10 +36,7 @@ Needs torch (CPU build)::
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -49,7 +46,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE / "peers"))
-from _uci import load_split, machine, standardize  # noqa: E402
+from _uci import emitter, fresh_numba_cache, load_split, machine, standardize  # noqa: E402
 
 SIDES = ("skbnn", "torch", "sklearn")
 
@@ -257,16 +254,9 @@ def main() -> None:
     if args.reps < 2:
         parser.error("--reps must be at least 2: rep 0 is left out of the warm medians")
     if not args.keep_cache:
-        os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="skbnn-compare-")
+        fresh_numba_cache()
 
-    out = open(args.out, "a") if args.out else None  # noqa: SIM115
-
-    def emit(record: dict) -> None:
-        line = json.dumps(record)
-        print(line, flush=True)
-        if out:
-            out.write(line + "\n")
-            out.flush()
+    emit = emitter(args.out)
 
     sides = [s for s in SIDES if s in args.sides]
     versions = {}
@@ -331,8 +321,6 @@ def main() -> None:
             "sklearn_time / skbnn_time": _ratio(summaries, "sklearn", "fit_time"),
             "test_ll skbnn - torch": ll_diff, "its se (test rows)": ll_diff_se,
         })  # fmt: skip
-    if out:
-        out.close()
 
 
 if __name__ == "__main__":

@@ -23,10 +23,7 @@ samples it jointly with the weights; skbnn integrates it out). Needs the ``bench
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -148,10 +145,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.reps < 2:
         parser.error("--reps must be at least 2: one cold and one warm repetition")
-    if not args.keep_cache:
-        os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="skbnn-compare-")
+    from _uci import emitter, fresh_numba_cache, load_split, machine, standardize
 
-    from _uci import load_split, machine, standardize
+    if not args.keep_cache:
+        fresh_numba_cache()
 
     cases = {}
     for name in args.case:
@@ -172,15 +169,9 @@ def main() -> None:
 
     versions = {"skbnn": skbnn.__version__, "numpyro": numpyro.__version__,
                 "jax": jax.__version__}  # fmt: skip
-    out = open(args.out, "a") if args.out else None  # noqa: SIM115
     command = "python benchmarks/compare_nuts.py " + " ".join(sys.argv[1:])
 
-    def emit(record: dict) -> None:
-        line = json.dumps(record)
-        print(line, flush=True)
-        if out:
-            out.write(line + "\n")
-            out.flush()
+    emit = emitter(args.out)
 
     for name, case in cases.items():
         X_train, y_train, X_test, y_test = load_split(case["dataset"], 0, args.data_dir)
@@ -212,8 +203,6 @@ def main() -> None:
             "warm_wall_time": ratio("warm_wall_time"), "cold_wall_time": ratio("cold_wall_time"),
             "grad_evals_per_s": ratio("grad_evals_per_s"),
         })  # fmt: skip
-    if out:
-        out.close()
 
 
 if __name__ == "__main__":
