@@ -231,6 +231,11 @@ class _BaseBayesianMLP(BaseEstimator):
             self.log_evidence_ = float(result.log_evidence)
         if result.elbo is not None:
             self.elbo_ = float(result.elbo)
+        for name in getattr(self, "_method_attributes", ()):
+            self.__dict__.pop(name, None)
+        for name, value in result.attributes.items():
+            setattr(self, name, value)
+        self._method_attributes = tuple(result.attributes)
         self.diagnostics_ = dict(result.diagnostics)
         self.diagnostics_["wall_time"] = time.perf_counter() - start
         self._layout = target.layout

@@ -587,3 +587,63 @@ class LaplacePosterior(GaussianPosterior):
             f"LaplacePosterior({kind} covariance over {self.stop - self.start} of "
             f"{self.mean.shape[1]} parameters, {self.predictive_kind} predictive)"
         )
+
+
+class SpikeSlabPosterior(WeightedDraws):
+    """A spike-and-slab mean-field ``q`` over ``theta`` (latent binary BNNs) that draws on
+    demand.
+
+    Parameter ``i`` is ``gamma_i * beta_i`` with ``gamma_i ~ Bernoulli(alpha[i])`` and
+    ``beta_i ~ N(mean[i], var[i])``, all independent; ``alpha`` is 1 for the parameters that
+    are always in (biases, log noise precisions). ``model="average"`` draws ``gamma`` too,
+    so predictions average over the sparse networks (Bayesian model averaging);
+    ``model="median"`` keeps the median probability model, ``gamma_i = [alpha_i > 0.5]``
+    (Barbieri and Berger 2004), and draws only ``beta``. ``n_draws`` draws are made once,
+    from ``random_state``, so predictions are deterministic.
+
+    Parameters
+    ----------
+    mean, var, alpha : ndarray of shape (n_params,)
+    n_draws : int, default=100
+    random_state : int, Generator or SeedSequence, default=None
+    n_noise : int, default=0
+        Trailing parameters that are log noise precisions.
+    noise_precision : ndarray, default=None
+        The fixed noise precision when ``n_noise == 0`` (regression), else None.
+    model : {"average", "median"}, default="average"
+    """
+
+    def __init__(self, mean, var, alpha, n_draws: int = 100, random_state=None,
+                 n_noise: int = 0, noise_precision=None, model: str = "average"):  # fmt: skip
+        from .utils import seed_sequence
+
+        self.mean = np.asarray(mean, dtype=np.float64)
+        self.var = np.asarray(var, dtype=np.float64)
+        self.alpha = np.asarray(alpha, dtype=np.float64)
+        self.model = model
+        self.n_noise = int(n_noise)
+        rng = np.random.default_rng(seed_sequence(random_state))
+        thetas = self.sample(n_draws, rng)
+        if self.n_noise:
+            noise_precision = np.exp(thetas[:, -self.n_noise :])
+        super().__init__(thetas, noise_precision=noise_precision)
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` fresh draws of ``theta`` (with the indicators of :attr:`model`)."""
+        return spike_slab_draws(self.mean, self.var, self.alpha, n, rng, self.model == "median")
+
+    def __repr__(self) -> str:
+        return (
+            f"SpikeSlabPosterior({self.mean.size} parameters, {self.model} model, "
+            f"{self.n_draws} stored draws)"
+        )
+
+
+def spike_slab_draws(mean, var, alpha, n: int, rng: np.random.Generator,
+                     median: bool = False) -> np.ndarray:  # fmt: skip
+    """``n`` draws of independent ``gamma_i * beta_i``, ``beta_i ~ N(mean_i, var_i)`` and
+    ``gamma_i ~ Bernoulli(alpha_i)`` (``gamma_i = [alpha_i > 0.5]`` with ``median``)."""
+    beta = mean + np.sqrt(var) * rng.standard_normal((n, np.size(mean)))
+    if median:
+        return beta * (alpha > 0.5)
+    return beta * (rng.random((n, np.size(mean))) < alpha)

@@ -61,6 +61,8 @@ VI_CONFIG = np.dtype(
         ("closed_kl", np.int64),
         ("rank", np.int64),
         ("stl", np.int64),
+        ("lbbnn", np.int64),
+        ("temperature", np.float64),
     ],
     align=True,
 )
@@ -69,18 +71,29 @@ VI_CONFIG = np.dtype(
 #: rho), ``eps`` (a draw's standard normals), ``w`` (a draw of theta), ``grad`` and
 #: ``gvar`` (gradients in theta and in the weights' variances), ``glam`` (the gradient in
 #: lam), ``z`` (the low-rank normals), ``dvz`` and ``minv`` (the low-rank entropy's
-#: ``M^-1 U`` and ``M^-1``).
+#: ``M^-1 U`` and ``M^-1``); for the spike-and-slab family, ``alpha`` (inclusion
+#: probabilities), ``meff`` (the effective means, or a draw's relaxed indicators) and the
+#: prior's constants ``psi`` (prior inclusion probability per parameter, 1 for those
+#: always in) and ``slab`` (the slab's sd per network parameter).
 Work = namedtuple(
-    "Work", ["sigma", "dsigma", "eps", "w", "grad", "gvar", "glam", "z", "dvz", "minv"]
-)
+    "Work",
+    ["sigma", "dsigma", "eps", "w", "grad", "gvar", "glam", "z", "dvz", "minv", "alpha",
+     "meff", "psi", "slab"],
+)  # fmt: skip
 
 
-def new_work(n_params: int, rank: int) -> Work:
-    """Scratch arrays for a member with ``n_params`` parameters and ``rank`` factors."""
+def new_work(n_params: int, rank: int, psi=None, slab=None) -> Work:
+    """Scratch arrays for a member with ``n_params`` parameters and ``rank`` factors; with
+    ``psi`` and ``slab``, for the spike-and-slab family (``lam`` has ``3 n_params``
+    entries)."""
     p, r = int(n_params), int(rank)
+    width = 3 if psi is not None else 2 + r
+    psi = np.ones(p) if psi is None else np.ascontiguousarray(psi, dtype=np.float64)
+    slab = np.ones(p) if slab is None else np.ascontiguousarray(slab, dtype=np.float64)
     return Work(
         np.empty(p), np.empty(p), np.empty(p), np.empty(p), np.empty(p), np.empty(p),
-        np.empty((2 + r) * p), np.empty(r), np.empty((r, p)), np.empty((r, r)),
+        np.empty(width * p), np.empty(r), np.empty((r, p)), np.empty((r, r)), np.ones(p),
+        np.empty(p), psi, slab,
     )  # fmt: skip
 
 
@@ -354,9 +367,14 @@ def mc_term(lam, p, tgt, vcfg, work, ws, stats, rng, with_grad, scale):
     """One Monte Carlo draw of ``beta loglik + log p`` on the rows of ``tgt`` (without the
     weights' Gaussian prior under ``closed_kl``), its gradient in ``lam`` times ``scale``
     added to ``work.glam``."""
+    vc = vcfg[0]
+    if vc.lbbnn == 1:
+        return lbbnn_lrt_term(lam, p, tgt, work, ws, stats, rng, with_grad, scale)
+    if vc.lbbnn == 2:
+        return lbbnn_concrete_term(lam, p, tgt, vc.temperature, work, ws, stats, rng,
+                                   with_grad, scale)  # fmt: skip
     XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
     cfg = cfgs[0]
-    vc = vcfg[0]
     n = XT.shape[0] // sizes[0]
     n_layers = sizes.shape[0] - 1
     k = sizes[n_layers]
@@ -509,8 +527,13 @@ def run_vi_epoch(lam, tgt, data, batch_size, lrs, opt, vcfg, work, ws, stats, rn
         glam = work.glam
         for i in range(glam.shape[0]):
             glam[i] = 0.0
-        value = analytic_terms(lam, p, p - cfg.n_noise, vc.rank, vc.closed_kl, tgt.prior_mean,
-                               tgt.prior_scale, work, True, vc.local or not vc.stl)  # fmt: skip
+        if vc.lbbnn:
+            set_alphas(lam, p, work)
+            value = spike_slab_terms(lam, p, p - cfg.n_noise, work, True)
+        else:
+            value = analytic_terms(lam, p, p - cfg.n_noise, vc.rank, vc.closed_kl,
+                                   tgt.prior_mean, tgt.prior_scale, work, True,
+                                   vc.local or not vc.stl)  # fmt: skip
         for _ in range(vc.n_mc):
             value += inv_mc * mc_term(lam, p, bt, vcfg, work, ws, stats, rng, True, inv_mc)
         if not math.isfinite(value):
@@ -525,3 +548,171 @@ def run_vi_epoch(lam, tgt, data, batch_size, lrs, opt, vcfg, work, ws, stats, rn
         b += 1
     cfg.beta = 1.0
     return total / n_w
+
+
+# --- the spike-and-slab family of latent binary BNNs (LBBNN; Hubin and Storvik 2019,
+# Skaaret-Lund et al. 2024). lam = [kappa, rho, lambda]: a weight is
+# gamma * beta with gamma ~ Bernoulli(alpha = sigmoid(lambda)) and beta ~ N(kappa,
+# softplus(rho)^2), under the prior gamma ~ Bernoulli(psi), beta ~ N(0, slab^2). Parameters
+# whose psi is 1 (biases, the log noise precisions, or every weight when psi = 1) are
+# always in: alpha = 1 and their lambda is never moved, so the family is mean-field VI's.
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def set_alphas(lam, p, work):
+    """``alpha = sigmoid(lambda)`` where the prior has an indicator (``psi < 1``), 1
+    elsewhere, into ``work.alpha``."""
+    for i in range(p):
+        work.alpha[i] = _sigmoid(lam[2 * p + i]) if work.psi[i] < 1.0 else 1.0
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def spike_slab_terms(lam, p, n_w, work, with_grad):
+    """``-KL(q || prior)`` of the network parameters in closed form, plus the entropy of
+    the log noise precisions (whose Gamma prior is a Monte Carlo term); adds its gradient
+    in ``lam`` to ``work.glam`` when asked. ``work.sigma`` and ``work.alpha`` must be
+    current.
+
+    Per weight with an indicator, ``KL = alpha (log(alpha / psi) + KL_N) + (1 - alpha)
+    log((1 - alpha) / (1 - psi))`` with ``KL_N = KL(N(kappa, sigma^2) || N(0, slab^2))``;
+    ``KL_N`` alone for the parameters that are always in."""
+    glam = work.glam
+    value = 0.0
+    for i in range(p):
+        s = work.sigma[i]
+        ds = work.dsigma[i]
+        if i >= n_w:
+            value += math.log(s) + 0.5 * (1.0 + _LOG_2PI)
+            if with_grad:
+                glam[p + i] += ds / s
+            continue
+        k = lam[i]
+        s0 = work.slab[i]
+        s02 = s0 * s0
+        kln = math.log(s0 / s) + 0.5 * (s * s + k * k) / s02 - 0.5
+        psi = work.psi[i]
+        if psi >= 1.0:
+            value -= kln
+            if with_grad:
+                glam[i] -= k / s02
+                glam[p + i] -= (s / s02 - 1.0 / s) * ds
+            continue
+        a = work.alpha[i]
+        li = lam[2 * p + i]
+        # log(alpha) and log(1 - alpha) without cancellation at either end
+        log_a = -softplus(-li)
+        log_1a = -softplus(li)
+        d_in = log_a - math.log(psi) + kln
+        d_out = log_1a - math.log1p(-psi)
+        value -= a * d_in + (1.0 - a) * d_out
+        if with_grad:
+            glam[i] -= a * k / s02
+            glam[p + i] -= a * (s / s02 - 1.0 / s) * ds
+            # d KL / d alpha = d_in - d_out (the derivatives of the logs cancel)
+            glam[2 * p + i] -= (d_in - d_out) * a * (1.0 - a)
+    return value
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def lbbnn_lrt_term(lam, p, tgt, work, ws, stats, rng, with_grad, scale):
+    """One Monte Carlo draw of ``beta loglik + log p(eta)`` by the local reparameterization
+    trick for spike-and-slab weights: each pre-activation drawn per row from the Gaussian
+    with the mean ``sum_k x_k alpha_k kappa_k`` and the variance ``sum_k x_k^2 alpha_k
+    (sigma_k^2 + (1 - alpha_k) kappa_k^2)`` of the weights' moments; its gradient in
+    ``lam`` times ``scale`` added to ``work.glam``."""
+    XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
+    cfg = cfgs[0]
+    n = XT.shape[0] // sizes[0]
+    n_layers = sizes.shape[0] - 1
+    k = sizes[n_layers]
+    n_w = p - cfg.n_noise
+    beta = cfg.beta
+    sw = weight_sum(tgt) if cfg.likelihood == 0 else 0.0
+    lp = _noise_draw(lam, p, n_w, k, tau, cfg, work, rng)
+    meff = work.meff
+    var = work.gvar
+    for i in range(n_w):
+        a = work.alpha[i]
+        kk = lam[i]
+        s = work.sigma[i]
+        meff[i] = a * kk
+        var[i] = a * (s * s + (1.0 - a) * kk * kk)
+    out_base = lrt_forward(meff, var, XT, sizes, offsets, cfg.activation, n, ws, rng)
+    _, _, _, vbuf, wn = _bases(sizes, n)
+    ll = _loglik_delta(ws, out_base, YT, W, sw, tau, cfg.likelihood, k, n, ws, vbuf + wn, stats,
+                       cfg, 0)  # fmt: skip
+    if with_grad:
+        g = work.grad
+        gv = work.w
+        for i in range(p):
+            g[i] = 0.0
+            gv[i] = 0.0
+        lrt_backward(meff, var, XT, sizes, offsets, cfg.activation, n, ws, g, gv, beta)
+        glam = work.glam
+        for i in range(n_w):
+            a = work.alpha[i]
+            kk = lam[i]
+            s = work.sigma[i]
+            glam[i] += scale * (g[i] * a + gv[i] * 2.0 * a * (1.0 - a) * kk)
+            glam[p + i] += scale * gv[i] * 2.0 * a * s * work.dsigma[i]
+            glam[2 * p + i] += (scale * (g[i] * kk + gv[i] * (s * s + (1.0 - 2.0 * a) * kk * kk))
+                                * a * (1.0 - a))  # fmt: skip
+        _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale)
+    return beta * ll + lp
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def lbbnn_concrete_term(lam, p, tgt, temperature, work, ws, stats, rng, with_grad, scale):
+    """One Monte Carlo draw of ``beta loglik + log p(eta)`` at a draw of the weights with
+    the indicators relaxed to the concrete (binary Gumbel-softmax) distribution of
+    ``temperature`` (Maddison et al. 2017), ``gamma = sigmoid((lambda + logit(u)) / t)``,
+    and ``beta`` reparameterized; its gradient in ``lam`` times ``scale`` added to
+    ``work.glam``."""
+    XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
+    cfg = cfgs[0]
+    n = XT.shape[0] // sizes[0]
+    n_layers = sizes.shape[0] - 1
+    k = sizes[n_layers]
+    n_w = p - cfg.n_noise
+    beta = cfg.beta
+    sw = weight_sum(tgt) if cfg.likelihood == 0 else 0.0
+    w = work.w
+    gam = work.meff
+    for i in range(p):
+        e = rng.standard_normal()
+        work.eps[i] = e
+        b = lam[i] + work.sigma[i] * e
+        if work.psi[i] < 1.0:
+            u = rng.random()
+            gg = _sigmoid((lam[2 * p + i] + math.log(u) - math.log1p(-u)) / temperature)
+            gam[i] = gg
+            w[i] = gg * b
+        else:
+            gam[i] = 1.0
+            w[i] = b
+    lp = 0.0
+    a0 = cfg.noise_shape
+    b0 = cfg.noise_rate
+    for o in range(p - n_w):
+        tau[o] = math.exp(w[n_w + o])
+        lp += a0 * w[n_w + o] - b0 * tau[o] + a0 * math.log(b0) - math.lgamma(a0)
+    out_base = forward(w, XT, sizes, offsets, cfg.activation, n, ws)
+    ll = _loglik_delta(ws, out_base, YT, W, sw, tau, cfg.likelihood, k, n, ws, out_base + k * n,
+                       stats, cfg, 0)  # fmt: skip
+    if with_grad:
+        g = work.grad
+        for i in range(n_w):
+            g[i] = 0.0
+        _backward(w, XT, sizes, offsets, cfg.activation, n, ws, g, beta)
+        for o in range(p - n_w):
+            g[n_w + o] = beta * (0.5 * sw - 0.5 * tau[o] * stats[2 + o]) + a0 - b0 * tau[o]
+        glam = work.glam
+        for i in range(p):
+            gi = scale * g[i]
+            gg = gam[i]
+            glam[i] += gi * gg
+            glam[p + i] += gi * gg * work.eps[i] * work.dsigma[i]
+            if work.psi[i] < 1.0:
+                b = lam[i] + work.sigma[i] * work.eps[i]
+                glam[2 * p + i] += gi * b * gg * (1.0 - gg) / temperature
+    return beta * ll + lp

@@ -23,12 +23,16 @@ class FitResult:
         The evidence lower bound of the (standardized) data, for variational methods.
     diagnostics : dict
         Figures of the run (see ``BayesianMLPRegressor.diagnostics_``).
+    attributes : dict
+        Further fitted attributes the estimator takes as they are (LBBNN's
+        ``inclusion_probabilities_``, ...), by name.
     """
 
     posterior: WeightedDraws
     log_evidence: float | None = None
     elbo: float | None = None
     diagnostics: dict = field(default_factory=dict)
+    attributes: dict = field(default_factory=dict)
 
 
 class BaseMethod(BaseEstimator):

@@ -232,6 +232,8 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
             1 if target.prior_kind == 0 else 0,
             int(self.rank) if lowrank else 0,
             1,
+            0,
+            1.0,
         )
         return vcfg
 
@@ -243,6 +245,14 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
         lam[p : 2 * p] = _inverse_softplus(float(self.init_std))
         lam[2 * p :] = rng.standard_normal(rank * p) * (self.init_std / math.sqrt(max(rank, 1)))
         return lam
+
+    def _work(self, target, vcfg):
+        """The kernel's scratch arrays (and the family's prior constants) for one run."""
+        return kvi.new_work(target.n_params, int(vcfg[0]["rank"]))
+
+    def _mean_params(self, lam: np.ndarray, p: int, work) -> np.ndarray:
+        """The mean network of ``q``, whose validation loss early stopping reads."""
+        return lam[:p]
 
     def _epochs(self, target, lam, train, val, s, YT, rng, bar, member, vcfg):
         """Up to ``s.max_iter`` epochs of VI on the rows ``train``."""
@@ -257,7 +267,7 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
         )  # fmt: skip
         sizes = target.layout.sizes
         ws = np.empty(max(kvi.lrt_workspace_size(sizes, batch), knet.workspace_size(sizes, batch)))
-        work = kvi.new_work(p, int(vcfg[0]["rank"]))
+        work = self._work(target, vcfg)
         stats = np.empty(2 + int(sizes[-1]))
         cfg = np.zeros(1, dtype=kopt.OPTIMIZER)
         cfg[0] = (1 if s.solver == "sgd" else 0, 0, int(s.nesterovs_momentum), s.beta_1,
@@ -276,8 +286,10 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
                 return member
             if validation is not None:
                 # the mean network's validation loss, as the engine's early stopping
-                improved, best, count = _validation_epoch(validation, val_weight, lam[:p],
-                                                          member, best, count, s.tol)  # fmt: skip
+                improved, best, count = _validation_epoch(validation, val_weight,
+                                                          self._mean_params(lam, p, work),
+                                                          member,
+                                                          best, count, s.tol)  # fmt: skip
                 if improved:
                     best_lam = lam.copy()
                 if count > s.n_iter_no_change:
