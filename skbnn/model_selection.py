@@ -113,8 +113,8 @@ def elbo_scorer(estimator, X, y) -> float:
         name = method if isinstance(method, str) else type(method).__name__
         raise TypeError(
             f"{type(final).__name__} fitted with method {name!r} has no elbo_; elbo_scorer "
-            "scores variational fits (method='vi'). Use evidence_scorer for a method that "
-            "estimates the evidence, or log_predictive_scorer."
+            "scores variational fits (method='vi' or 'lbbnn'). Use evidence_scorer for a method "
+            "that estimates the evidence, or log_predictive_scorer."
         )
     _check_training_data(estimator, final, X, y, "elbo_scorer", "elbo_")
     return float(final.elbo_)

@@ -31,6 +31,7 @@ from sklearn.utils.validation import check_is_fitted
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.methods import (
     HMC,
+    LBBNN,
     MALA,
     NUTS,
     SMC,
@@ -108,9 +109,13 @@ def _vi(**params):
     return VariationalInference(**{"max_iter": 300, "learning_rate_init": 0.01, **params})
 
 
+def _lbbnn(**params):
+    return LBBNN(**{"max_iter": 300, "learning_rate_init": 0.01, **params})
+
+
 #: The optimization methods, with their own default numbers of members or draws
 OPTIM_METHODS = {"ensemble": _ensemble, "rms": _rms, "swag": _swag, "laplace": _laplace,
-                 "vi": _vi}  # fmt: skip
+                 "vi": _vi, "lbbnn": _lbbnn}  # fmt: skip
 FAST_METHODS = {**MCMC_METHODS, "smc": _smc, **OPTIM_METHODS}
 #: A knob of each method and a value other than its default, for the nested-parameter tests.
 OTHER_KNOB = {"nuts": ("target_accept", 0.99), "nuts_pt": ("max_temperature", 3.0),
@@ -118,7 +123,8 @@ OTHER_KNOB = {"nuts": ("target_accept", 0.99), "nuts_pt": ("max_temperature", 3.
               "mala": ("target_accept", 0.99), "amcmc": ("gamma", 0.5),
               "smc": ("target_ess", 0.9), "ensemble": ("learning_rate_init", 0.01),
               "rms": ("tol", 1e-3), "swag": ("rank", 3),
-              "laplace": ("hessian", "full"), "vi": ("n_mc", 2)}  # fmt: skip
+              "laplace": ("hessian", "full"), "vi": ("n_mc", 2),
+              "lbbnn": ("temperature", 0.3)}  # fmt: skip
 
 
 def _fast(cls, method="nuts", **params):
@@ -701,7 +707,7 @@ def test_n_samples_draws_are_kept_in_total(n_samples, n_chains):
 # --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("method", [*MCMC_METHODS, "ensemble", "rms", "swag", "vi"])
+@pytest.mark.parametrize("method", [*MCMC_METHODS, "ensemble", "rms", "swag", "vi", "lbbnn"])
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_no_log_evidence_for_methods_without_one(cls, method):
     X, y = _data_for(cls)

@@ -9,6 +9,7 @@ from .amcmc import AdaptiveMetropolis
 from .ensemble import DeepEnsemble
 from .hmc import HMC
 from .laplace import Laplace
+from .lbbnn import LBBNN
 from .mala import MALA
 from .nuts import NUTS
 from .rms import RandomizedMAP
@@ -27,6 +28,7 @@ METHODS = {
     "swag": SWAG,
     "laplace": Laplace,
     "vi": VariationalInference,
+    "lbbnn": LBBNN,
 }
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "FitResult",
     "HMC",
     "Laplace",
+    "LBBNN",
     "MALA",
     "NUTS",
     "RandomizedMAP",

@@ -1,0 +1,342 @@
+"""Latent binary Bayesian neural networks (LBBNN): which weights the network needs.
+
+Hubin and Storvik (2019) put an inclusion indicator on every weight; Skaaret-Lund, Hubin
+and Storvik (2024) train it by the local reparameterization trick. Variational inference
+on the training engine, as :class:`~skbnn.methods.VariationalInference`, with the
+spike-and-slab family of :mod:`skbnn.kernels.vi`.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+from joblib import effective_n_jobs
+from scipy.special import expit, logit
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ..kernels import network as knet
+from ..kernels import vi as kvi
+from ..posterior import SpikeSlabPosterior, spike_slab_draws
+from ..utils import compile_once, seed_sequence
+from ._base import FitResult
+from ._optim import Member, _Settings, _Trainer, glorot_init
+from .vi import VariationalInference, _inverse_softplus
+
+#: Draws of the indicators behind ``feature_inclusion_`` of a network with two or more
+#: hidden layers (with fewer it is exact): a standard error of at most 0.005.
+PATH_DRAWS = 10_000
+
+
+def _ensure_compiled() -> float:
+    def warm():
+        from ..target import Target
+
+        x = np.linspace(-1.0, 1.0, 6)[:, None]
+        rng = np.random.default_rng(0)
+        target = Target(x, x[:, 0], (2,), "tanh", "gaussian", noise="theta")
+        for local in (True, False):
+            method = LBBNN(local_reparameterization=local, max_iter=1)
+            vcfg = method._vcfg(target)
+            lam = method._start(target, rng, vcfg)
+            method._epochs(target, lam, np.arange(6), None, _Settings(max_iter=1), None, rng,
+                           None, Member(lam), vcfg)  # fmt: skip
+            method._elbo(target, lam, rng, 2, 1)
+
+    return compile_once((kvi.run_vi_epoch, kvi.spike_slab_terms, knet.logp_grad_batch), warm)
+
+
+def path_probabilities(alphas: list, rng: np.random.Generator | None = None) -> np.ndarray:
+    """The probability under independent indicators that each input has a path of included
+    weights to some output.
+
+    Parameters
+    ----------
+    alphas : list of ndarray
+        Inclusion probabilities per layer, shaped ``(fan_in, fan_out)``.
+    rng : numpy.random.Generator, default=None
+        Draws the indicators for networks with two or more hidden layers.
+
+    Returns
+    -------
+    ndarray of shape (n_inputs,)
+
+    Notes
+    -----
+    With at most one hidden layer the paths of one input share no indicator downstream of
+    their first, so ``P(no path from k) = prod_j (1 - alpha_kj r_j)`` with ``r_j`` the
+    probability that unit ``j`` reaches an output: exact. Deeper networks' paths share
+    indicators, so the probability is a Monte Carlo estimate from :data:`PATH_DRAWS`
+    draws.
+    """
+    last = np.asarray(alphas[-1], dtype=np.float64)
+    if len(alphas) <= 2:
+        reach = 1.0 - np.prod(1.0 - last, axis=1)
+        if len(alphas) == 1:
+            return reach
+        return 1.0 - np.prod(1.0 - np.asarray(alphas[0]) * reach, axis=1)
+    rng = np.random.default_rng(0) if rng is None else rng
+    hits = np.zeros(np.asarray(alphas[0]).shape[0])
+    for _ in range(0, PATH_DRAWS, 500):
+        # reach[s, j]: in draw s, unit j of the current layer has a path to an output
+        reach = (rng.random((500, *last.shape)) < last).any(axis=2)
+        for a in alphas[-2::-1]:
+            g = rng.random((500, *np.shape(a))) < a
+            reach = np.einsum("sij,sj->si", g, reach) > 0
+        hits += reach.sum(axis=0)
+    return hits / (-(-PATH_DRAWS // 500) * 500)
+
+
+class LBBNN(VariationalInference):
+    """Latent binary Bayesian neural network: variational inference over which weights are
+    in the network and what they are.
+
+    Every weight of layer ``l`` is ``gamma * beta``: an inclusion indicator ``gamma ~
+    Bernoulli(psi_l)`` (``inclusion_prior``) and a slab ``beta ~ N(0, s^2)``, so the prior
+    is ``psi_l N(0, s^2) + (1 - psi_l) delta_0``. Biases (and, with ``noise_std=None``, the
+    log noise precision) are always in, under the estimator's prior. ``q`` is mean-field:
+    ``q(beta | gamma = 1) = N(kappa, sigma^2)`` with ``sigma = softplus(rho)`` and ``q(gamma)
+    = Bernoulli(alpha)``; the biases and the noise get VI's Gaussian factors. The
+    hyperparameters ``psi_l`` and ``s`` are fixed (no Beta or Gamma hyperpriors): set them,
+    or choose them by ``elbo_scorer`` or cross-validation.
+
+    Training maximizes the ELBO on the training engine (its Adam or SGD, minibatches,
+    restarts and seeding), with the KL of the spike-and-slab pair in closed form. The
+    expected log-likelihood's gradient comes from the local reparameterization trick
+    (``local_reparameterization=True``, Skaaret-Lund et al. 2024): every pre-activation is
+    drawn per row from the Gaussian with the mean ``sum_k x_k alpha_k kappa_k`` and the
+    variance ``sum_k x_k^2 alpha_k (sigma_k^2 + (1 - alpha_k) kappa_k^2)`` of its weights'
+    moments, a central-limit approximation that is exact in expectation of the mean and
+    variance. With ``False``, the weights are drawn and each indicator relaxed to the
+    concrete distribution of ``temperature`` (Hubin and Storvik 2019; Maddison et al.
+    2017): biased for any positive temperature, less so as it falls.
+
+    After training, ``elbo_`` is the ELBO of the spike-and-slab ``q`` (the exact
+    KL plus ``elbo_samples`` Monte Carlo draws of the log-likelihood with the indicators
+    drawn, not relaxed), a lower bound on the evidence, with its standard error in
+    ``diagnostics_["elbo_se"]``. The estimator's ``n_samples`` draws predict: draws of
+    the indicators and the weights (``model="average"``: Bayesian model averaging over
+    sparse networks) or of the weights of the median probability model (``"median"``:
+    the weights with ``alpha > 0.5``, a sparse network).
+
+    The fit adds ``inclusion_probabilities_`` (``alpha`` per layer, shaped as MLP's
+    ``coefs_``), ``density_`` (the share of weights with ``alpha > 0.5``) and
+    ``feature_inclusion_`` (per input, the probability under ``q`` of a path of included
+    weights to an output; for ``SelectFromModel(importance_getter="feature_inclusion_",
+    threshold=0.5)``) to the estimator.
+
+    Parameters
+    ----------
+    inclusion_prior : float or sequence of float, default=0.1
+        ``psi``: the prior probability that a weight is in, in (0, 1], for every layer or
+        one per layer. 1 keeps every weight of that layer in: with ``psi = 1`` everywhere
+        and the slab equal to the prior, LBBNN is mean-field VI.
+    slab_std : float or None, default=None
+        The slab's sd ``s`` for every weight; None takes the estimator's (Gaussian or
+        hierarchical) prior's sds, fan-in scaling included.
+    temperature : float, default=0.5
+        The concrete relaxation's temperature ``delta`` (``local_reparameterization=False``
+        only).
+    local_reparameterization : bool, default=True
+    init_inclusion : float, default=0.9
+        The initial ``alpha`` of every weight: starting nearly dense lets the network fit
+        before it prunes.
+    model : {"average", "median"}, default="average"
+        How the posterior predicts (see above).
+    n_mc, init_std, elbo_samples, solver, learning_rate_init, learning_rate, momentum, \
+nesterovs_momentum, beta_1, beta_2, epsilon, batch_size, max_iter, tol, early_stopping, \
+validation_fraction, n_iter_no_change
+        As in :class:`VariationalInference`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skbnn import BayesianMLPRegressor
+    >>> from skbnn.methods import LBBNN
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 5))
+    >>> y = 2.0 * X[:, 0] - X[:, 1] + 0.1 * rng.normal(size=300)
+    >>> model = BayesianMLPRegressor((), method=LBBNN(learning_rate_init=0.01, max_iter=300),
+    ...                              random_state=0).fit(X, y)
+    >>> model.feature_inclusion_.round(1)
+    array([1., 1., 0., 0., 0.])
+    """
+
+    name = "lbbnn"
+    _compile = staticmethod(_ensure_compiled)
+
+    _parameter_constraints: dict = {
+        **_Trainer._parameter_constraints,
+        "inclusion_prior": [Interval(Real, 0, 1, closed="right"), "array-like"],
+        "slab_std": [Interval(Real, 0, None, closed="neither"), None],
+        "temperature": [Interval(Real, 0, None, closed="neither")],
+        "local_reparameterization": ["boolean"],
+        "init_inclusion": [Interval(Real, 0, 1, closed="neither")],
+        "model": [StrOptions({"average", "median"})],
+        "n_mc": [Interval(Integral, 1, None, closed="left")],
+        "init_std": [Interval(Real, 0, None, closed="neither")],
+        "elbo_samples": [Interval(Integral, 2, None, closed="left")],
+        "solver": [StrOptions({"auto", "adam", "sgd"})],
+    }
+
+    def __init__(
+        self,
+        inclusion_prior=0.1,
+        slab_std=None,
+        temperature=0.5,
+        local_reparameterization=True,
+        init_inclusion=0.9,
+        model="average",
+        n_mc=1,
+        init_std=0.01,
+        elbo_samples=100,
+        solver="auto",
+        learning_rate_init=1e-3,
+        learning_rate="constant",
+        momentum=0.9,
+        nesterovs_momentum=True,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-8,
+        batch_size="auto",
+        max_iter=None,
+        tol=1e-4,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+    ):
+        self.inclusion_prior = inclusion_prior
+        self.slab_std = slab_std
+        self.temperature = temperature
+        self.local_reparameterization = local_reparameterization
+        self.init_inclusion = init_inclusion
+        self.model = model
+        self.n_mc = n_mc
+        self.init_std = init_std
+        self.elbo_samples = elbo_samples
+        self.solver = solver
+        self.learning_rate_init = learning_rate_init
+        self.learning_rate = learning_rate
+        self.momentum = momentum
+        self.nesterovs_momentum = nesterovs_momentum
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.tol = tol
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+
+    def _psi(self, target) -> np.ndarray:
+        """The prior inclusion probability of every parameter (1: always in)."""
+        layout = target.layout
+        psi = np.asarray(self.inclusion_prior, dtype=np.float64)
+        if psi.ndim == 0:
+            psi = np.full(layout.n_layers, float(psi))
+        if psi.ndim != 1 or psi.size != layout.n_layers or not np.all((psi > 0) & (psi <= 1)):
+            raise ValueError(
+                "inclusion_prior must be a probability in (0, 1] or one per weight layer "
+                f"({layout.n_layers} here), got {self.inclusion_prior!r}"
+            )
+        out = np.ones(layout.n_params)
+        for layer in range(layout.n_layers):
+            out[layout.slices(layer)[0]] = psi[layer]
+        return out
+
+    def _slab(self, target) -> np.ndarray:
+        """The slab's sd of every network parameter (the prior's for biases), 1 beyond."""
+        out = np.ones(target.n_params)
+        out[: target.layout.n_weights] = target.prior_scale
+        if self.slab_std is not None:
+            for layer in range(target.layout.n_layers):
+                out[target.layout.slices(layer)[0]] = float(self.slab_std)
+        return out
+
+    def _vcfg(self, target) -> np.ndarray:
+        if target.prior_kind != 0:
+            raise ValueError(
+                "LBBNN's slab is Gaussian: use prior='gaussian' or 'hierarchical' (its "
+                "precisions held at their prior mean), and slab_std for its scale"
+            )
+        vcfg = np.zeros(1, dtype=kvi.VI_CONFIG)
+        local = bool(self.local_reparameterization)
+        vcfg[0] = (int(self.n_mc), int(local), 0, 0, 0, 1 if local else 2,
+                   float(self.temperature))  # fmt: skip
+        return vcfg
+
+    def _start(self, target, rng, vcfg) -> np.ndarray:
+        p = target.n_params
+        lam = np.empty(3 * p)
+        lam[:p] = glorot_init(target, rng)
+        lam[p : 2 * p] = _inverse_softplus(float(self.init_std))
+        lam[2 * p :] = logit(float(self.init_inclusion))
+        return lam
+
+    def _work(self, target, vcfg):
+        return kvi.new_work(target.n_params, 0, psi=self._psi(target), slab=self._slab(target))
+
+    def _alpha(self, lam: np.ndarray, p: int, psi: np.ndarray) -> np.ndarray:
+        return np.where(psi < 1.0, expit(lam[2 * p :]), 1.0)
+
+    def _mean_params(self, lam: np.ndarray, p: int, work) -> np.ndarray:
+        return self._alpha(lam, p, work.psi) * lam[:p]
+
+    def _elbo(self, target, lam, rng, n_draws: int, n_jobs: int = 1):
+        """``n_draws`` independent estimates of the ELBO over all rows: the closed-form
+        ``-KL`` of the network parameters and entropy of the log noise precisions, plus
+        the log-likelihood and the noise's log prior at draws of ``q`` with the indicators
+        drawn. Returns the draws and the inclusion probabilities."""
+        p = target.n_params
+        work = self._work(target, None)
+        kvi.set_sigmas(lam, p, work)
+        kvi.set_alphas(lam, p, work)
+        exact = kvi.spike_slab_terms(lam, p, target.layout.n_weights, work, False)
+        alpha = work.alpha.copy()
+        theta = spike_slab_draws(lam[:p], work.sigma**2, alpha, n_draws, rng)
+        loglik, _ = target.loglik_batch(theta, n_jobs)
+        eta = theta[:, target.layout.n_weights :]
+        shape, rate = target.noise_prior
+        log_p_eta = np.sum(shape * eta - rate * np.exp(eta), axis=1)
+        log_p_eta += eta.shape[1] * (shape * math.log(rate) - math.lgamma(shape))
+        return loglik + log_p_eta + exact, alpha, work.sigma.copy()
+
+    def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
+        """Fit ``q``, estimate the ELBO and draw from ``q``; see :meth:`BaseMethod.run`."""
+        self._validate_params()
+        vcfg = self._vcfg(target)
+        self._psi(target)  # refuse a bad inclusion_prior before training
+        ss = seed_sequence(random_state)
+        fit_seed, elbo_seed, draw_seed, path_seed = ss.spawn(4)
+
+        def start(target, rng):
+            return self._start(target, rng, vcfg), None, None
+
+        members, diagnostics = self._train_members(target, 1, fit_seed, n_jobs, verbose, start)
+        lam = members[0].theta
+        p = target.n_params
+        rng = np.random.default_rng(elbo_seed)
+        n_draws, threads = int(self.elbo_samples), effective_n_jobs(n_jobs)
+        draws, alpha, sigma = self._elbo(target, lam, rng, n_draws, threads)
+        diagnostics["elbo_se"] = float(draws.std(ddof=1) / math.sqrt(draws.size))
+        diagnostics["local_reparameterization"] = bool(self.local_reparameterization)
+        layout = target.layout
+        alphas = [c.copy() for c in layout.unpack(alpha)[0]]
+        n_weights = sum(a.size for a in alphas)
+        density = sum(int((a > 0.5).sum()) for a in alphas) / n_weights
+        diagnostics["expected_density"] = sum(float(a.sum()) for a in alphas) / n_weights
+        fixed = target.likelihood == "gaussian" and layout.n_noise == 0
+        posterior = SpikeSlabPosterior(
+            lam[:p], sigma**2, alpha, n_draws=n_samples, random_state=draw_seed,
+            n_noise=layout.n_noise, noise_precision=target.tau.copy() if fixed else None,
+            model=self.model,
+        )  # fmt: skip
+        attributes = {
+            "inclusion_probabilities_": alphas,
+            "density_": float(density),
+            "feature_inclusion_": path_probabilities(alphas, np.random.default_rng(path_seed)),
+        }
+        return FitResult(posterior, diagnostics=diagnostics, elbo=float(draws.mean()),
+                         attributes=attributes)  # fmt: skip

@@ -1,0 +1,260 @@
+"""Latent binary BNNs: the spike-and-slab kernels, the exact cases, and the fitted answers.
+
+Exact checks: the kernels' gradients against central differences (both training paths,
+every likelihood); the closed-form KL against its definition; ``feature_inclusion_``
+against enumeration of every indicator configuration. Statistical checks state their
+false-alarm probability where it is one; the sparse-truth test's margins come from the
+spike-and-slab posterior, whose inclusion probabilities on that much data are within 1e-3
+of 0 and 1 (see the test).
+"""
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_iris
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.feature_selection import SelectFromModel
+from sklearn.preprocessing import StandardScaler
+
+from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
+from skbnn.kernels import network as knet
+from skbnn.kernels import vi as kvi
+from skbnn.methods import LBBNN, VariationalInference
+from skbnn.methods.lbbnn import path_probabilities
+from skbnn.target import Target
+
+Z = 4.5  # two-sided normal tail 6.8e-6
+
+
+def _case(likelihood, local, seed=1):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((7, 2))
+    y = X[:, 0] - X[:, 1] ** 2
+    Y = {"gaussian": y, "bernoulli": (y > 0) * 1.0,
+         "categorical": np.eye(3)[np.digitize(y, [-1.0, 0.0])]}[likelihood]  # fmt: skip
+    target = Target(X, Y, (3,), "tanh", likelihood, noise="theta")
+    # the first layer has indicators, the second is always in (psi = 1)
+    method = LBBNN(inclusion_prior=[0.2, 1.0], local_reparameterization=local, init_std=0.3,
+                   temperature=0.7)  # fmt: skip
+    vcfg = method._vcfg(target)
+    lam = method._start(target, np.random.default_rng(0), vcfg)
+    p = target.n_params
+    lam[p : 2 * p] += 0.3 * rng.standard_normal(p)
+    lam[2 * p :] = rng.standard_normal(p)  # inclusion probabilities spread over (0, 1)
+    return target, method, vcfg, lam
+
+
+@pytest.mark.parametrize("likelihood", ["gaussian", "bernoulli", "categorical"])
+@pytest.mark.parametrize("local", [True, False], ids=["lrt", "concrete"])
+def test_gradient_of_the_elbo_estimate_is_exact(likelihood, local):
+    # With the draws fixed (the same seed), a step's ELBO estimate is a smooth function of
+    # lam = [kappa, rho, lambda]; the kernel's gradient must match central differences
+    target, method, vcfg, lam = _case(likelihood, local)
+    p = target.n_params
+    tgt = target.kernel_target(own=True)
+    tgt.cfg[0]["beta"] = 1.7  # a minibatch's n / B
+    work = method._work(target, vcfg)
+    sizes = target.layout.sizes
+    ws = np.empty(max(kvi.lrt_workspace_size(sizes, 7), knet.workspace_size(sizes, 7)))
+    stats_ = np.empty(2 + int(sizes[-1]))
+
+    def estimate(lam_, with_grad=False):
+        kvi.set_sigmas(lam_, p, work)
+        kvi.set_alphas(lam_, p, work)
+        work.glam[:] = 0.0
+        value = kvi.spike_slab_terms(lam_, p, target.layout.n_weights, work, with_grad)
+        value += kvi.mc_term(lam_, p, tgt, vcfg, work, ws, stats_, np.random.default_rng(5),
+                             with_grad, 1.0)  # fmt: skip
+        return value, work.glam.copy()
+
+    _, grad = estimate(lam, True)
+    h = 1e-6
+    numeric = np.array(
+        [(estimate(lam + e)[0] - estimate(lam - e)[0]) / (2 * h) for e in np.eye(lam.size) * h]
+    )
+    np.testing.assert_allclose(grad, numeric, rtol=0, atol=1e-7 * np.max(np.abs(grad)))
+    # the always-in parameters' lambda never moves
+    psi = work.psi
+    assert np.all(grad[2 * p :][psi >= 1] == 0) and np.any(grad[2 * p :][psi < 1] != 0)
+
+
+def test_closed_form_kl_of_the_spike_and_slab_pair():
+    target, method, vcfg, lam = _case("gaussian", True)
+    p, n_w = target.n_params, target.layout.n_weights
+    work = method._work(target, vcfg)
+    kvi.set_sigmas(lam, p, work)
+    kvi.set_alphas(lam, p, work)
+    value = kvi.spike_slab_terms(lam, p, n_w, work, False)
+    k, s, s0 = lam[:n_w], work.sigma[:n_w], work.slab[:n_w]
+    a, psi = work.alpha[:n_w], work.psi[:n_w]
+    kl_n = np.log(s0 / s) + (s**2 + k**2) / (2 * s0**2) - 0.5
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spike = np.where(psi < 1, a * np.log(a / psi) + (1 - a) * np.log((1 - a) / (1 - psi)), 0)
+    entropy_noise = np.sum(np.log(work.sigma[n_w:]) + 0.5 * (1 + np.log(2 * np.pi)))
+    assert value == pytest.approx(-np.sum(a * kl_n + spike) + entropy_noise, rel=1e-12)
+
+
+def _enumerate_paths(alphas):
+    """P(input k has a path to an output), summing over every indicator configuration."""
+    flat = np.concatenate([a.ravel() for a in alphas])
+    out = np.zeros(alphas[0].shape[0])
+    for bits in itertools.product([0, 1], repeat=flat.size):
+        g = np.array(bits, dtype=bool)
+        prob = np.prod(np.where(g, flat, 1 - flat))
+        mats, pos = [], 0
+        for a in alphas:
+            mats.append(g[pos : pos + a.size].reshape(a.shape))
+            pos += a.size
+        reach = mats[-1].any(axis=1)
+        for m in mats[-2::-1]:
+            reach = (m.astype(int) @ reach.astype(int)) > 0
+        out += prob * reach
+    return out
+
+
+@pytest.mark.parametrize("hidden", [(), (3,), (2, 2)])
+def test_feature_inclusion_is_the_path_probability(hidden):
+    rng = np.random.default_rng(4)
+    sizes = (3, *hidden, 2) if hidden else (3, 2)
+    alphas = [rng.uniform(0, 1, (a, b)) for a, b in zip(sizes[:-1], sizes[1:], strict=True)]
+    got = path_probabilities(alphas, np.random.default_rng(0))
+    exact = _enumerate_paths(alphas)
+    if len(hidden) < 2:
+        np.testing.assert_allclose(got, exact, rtol=1e-12)
+    else:
+        # Monte Carlo over 10,000 draws: within 4.5 binomial standard errors
+        se = np.sqrt(exact * (1 - exact) / 10_000)
+        np.testing.assert_array_less(np.abs(got - exact), Z * se + 1e-12)
+
+
+def _sparse_linear(seed, n=2000):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 8))
+    y = 1.5 * X[:, 0] - 1.0 * X[:, 3] + 0.7 * X[:, 5] + 0.5 * rng.standard_normal(n)
+    return X, y
+
+
+@pytest.mark.statistical
+def test_inclusion_recovers_a_sparse_linear_truth(seed):
+    # 2000 rows, noise sd 0.5: the exact spike-and-slab posterior puts the true inputs' t
+    # statistics (over 20) far beyond any doubt, and each null input's inclusion at most
+    # psi / (1 - psi) / sqrt(1 + n s0^2 / sigma^2) (its Bayes factor at t = 0, times
+    # exp(t^2 / 2) at the null's t): below 0.05 unless |t| > 3.4, probability 7e-4 per
+    # input. The variational alphas follow the exact ones closely on a linear model.
+    X, y = _sparse_linear(seed)
+    reg = BayesianMLPRegressor((), method=LBBNN(learning_rate_init=0.01, max_iter=500),
+                               random_state=seed).fit(X, y)  # fmt: skip
+    alpha = reg.inclusion_probabilities_[0][:, 0]
+    truth = np.isin(np.arange(8), [0, 3, 5])
+    assert np.all(alpha[truth] > 0.99), alpha
+    assert np.all(alpha[~truth] < 0.1), alpha
+    np.testing.assert_allclose(reg.feature_inclusion_, alpha, rtol=1e-12)
+    assert reg.density_ == pytest.approx(3 / 8)
+    # SelectFromModel keeps the true inputs
+    keep = SelectFromModel(reg, prefit=True, importance_getter="feature_inclusion_",
+                           threshold=0.5).get_support()  # fmt: skip
+    np.testing.assert_array_equal(keep, truth)
+
+
+@pytest.mark.statistical
+def test_psi_one_is_mean_field_vi(seed):
+    # every weight always in and the slab equal to the prior: the model and the family are
+    # VI's, trained by the same kernel path from the same seed; the ELBOs (estimated
+    # differently: exact KL + MC log-likelihood vs MC log p - log q) agree within 4.5
+    # combined standard errors, plus the optimizer's difference from rounding (1e-3 nats)
+    X, y = _sparse_linear(seed, n=200)
+    common = dict(learning_rate_init=0.01, max_iter=300, elbo_samples=2000)
+    fits = []
+    for method in (LBBNN(inclusion_prior=1.0, **common), VariationalInference(**common)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fits.append(BayesianMLPRegressor((4,), method=method, random_state=seed).fit(X, y))
+    lb, vi = fits
+    se = np.hypot(lb.diagnostics_["elbo_se"], vi.diagnostics_["elbo_se"])
+    assert abs(lb.elbo_ - vi.elbo_) <= Z * se + 1e-3
+    np.testing.assert_allclose(lb.posterior_.mean, vi.posterior_.mean[0], atol=1e-6)
+    assert lb.density_ == 1.0 and np.all(lb.feature_inclusion_ == 1.0)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("local", [True, False])
+def test_result_does_not_depend_on_n_jobs(local):
+    X, y = _sparse_linear(0, n=300)
+    fits = [
+        BayesianMLPRegressor(
+            (4,), method=LBBNN(max_iter=30, local_reparameterization=local), random_state=3,
+            n_jobs=n_jobs,
+        ).fit(X, y)
+        for n_jobs in (1, 2)
+    ]  # fmt: skip
+    np.testing.assert_array_equal(fits[0].posterior_.thetas, fits[1].posterior_.thetas)
+    assert fits[0].elbo_ == fits[1].elbo_
+    for a, b in zip(fits[0].inclusion_probabilities_, fits[1].inclusion_probabilities_,
+                    strict=True):  # fmt: skip
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_classifier_attributes_and_the_median_model():
+    X, y = load_iris(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    clf = BayesianMLPClassifier((5,), method=LBBNN(max_iter=100, learning_rate_init=0.01),
+                                random_state=0, n_samples=30).fit(X, y)  # fmt: skip
+    shapes = [a.shape for a in clf.inclusion_probabilities_]
+    assert shapes == [(4, 5), (5, 3)]
+    alpha = np.concatenate([a.ravel() for a in clf.inclusion_probabilities_])
+    assert clf.density_ == pytest.approx(np.mean(alpha > 0.5))
+    assert clf.feature_inclusion_.shape == (4,)
+    proba = clf.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert np.mean(clf.predict(X) == y) > 0.8
+    # the median probability model: every draw has exactly the weights with alpha > 0.5
+    clf.set_params(method__model="median").fit(X, y)
+    layout = clf._layout
+    weights = np.zeros(layout.n_params, dtype=bool)
+    for layer in range(layout.n_layers):
+        weights[layout.slices(layer)[0]] = True
+    alpha_flat = np.ones(layout.n_params)
+    alpha_flat[weights] = np.concatenate([a.ravel() for a in clf.inclusion_probabilities_])
+    zero = clf.posterior_.thetas == 0.0
+    np.testing.assert_array_equal(zero.all(axis=0), alpha_flat <= 0.5)
+    # a refit with another method leaves no LBBNN attributes behind
+    clf.set_params(method=VariationalInference(max_iter=5)).fit(X, y)
+    assert not hasattr(clf, "inclusion_probabilities_") and not hasattr(clf, "density_")
+
+
+@pytest.mark.parametrize(
+    "params,name",
+    [({"inclusion_prior": 0.0}, "inclusion_prior"), ({"inclusion_prior": 1.5}, "inclusion_prior"),
+     ({"inclusion_prior": [0.1, 0.2, 0.3]}, "inclusion_prior"),
+     ({"temperature": 0.0}, "temperature"), ({"slab_std": -1.0}, "slab_std"),
+     ({"init_inclusion": 1.0}, "init_inclusion"), ({"model": "mode"}, "model"),
+     ({"n_mc": 0}, "n_mc"), ({"local_reparameterization": "auto"}, "local_reparameterization")],
+)  # fmt: skip
+def test_bad_knobs_are_refused_by_name(params, name):
+    X, y = _sparse_linear(0, n=50)
+    with pytest.raises(ValueError, match=name):
+        BayesianMLPRegressor((3,), method=LBBNN(max_iter=2, **params)).fit(X, y)
+
+
+def test_non_gaussian_slab_is_refused():
+    X, y = _sparse_linear(0, n=50)
+    with pytest.raises(ValueError, match="prior='gaussian'"):
+        BayesianMLPRegressor((3,), prior="logistic", method=LBBNN(max_iter=2)).fit(X, y)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_slab_std_sets_every_weights_slab():
+    X, y = _sparse_linear(0, n=50)
+    method = LBBNN(max_iter=2, slab_std=0.7)
+    reg = BayesianMLPRegressor((3,), method=method).fit(X, y)
+    target = Target(X, y, (3,), "tanh", "gaussian", noise="theta")
+    slab = method._slab(target)
+    weights = np.zeros(target.n_params, dtype=bool)
+    for layer in range(target.layout.n_layers):
+        weights[target.layout.slices(layer)[0]] = True
+    assert np.all(slab[weights] == 0.7)
+    np.testing.assert_array_equal(slab[~weights][:-1], target.prior_scale[~weights[:-1]])
+    assert np.isfinite(reg.elbo_)
