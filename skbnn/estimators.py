@@ -292,12 +292,23 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         :func:`skbnn.model_selection.evidence_scorer` and
         :class:`skbnn.model_selection.BayesianModelAverage`.
     elbo_ : float
-        Only for variational inference (``"vi"``): the evidence lower bound of the
-        training data, original units, estimated after training
+        Only for variational inference (``"vi"``, ``"lbbnn"``): the evidence lower bound of
+        the training data, original units, estimated after training
         (``diagnostics_["elbo_se"]`` is its Monte Carlo standard error). A lower bound on
         ``log p(y | X, architecture)``, short of it by the KL divergence from the
         approximation to the posterior: never the evidence itself. See
         :func:`skbnn.model_selection.elbo_scorer`.
+    inclusion_probabilities_ : list of ndarray
+        Only for ``"lbbnn"``: the probability under the variational posterior that each
+        weight is in the network, per layer, shaped as ``MLPRegressor.coefs_``.
+    density_ : float
+        Only for ``"lbbnn"``: the share of weights whose inclusion probability exceeds 0.5
+        (the median probability model's).
+    feature_inclusion_ : ndarray of shape (n_features_in_,)
+        Only for ``"lbbnn"``: per input, the probability that it has a path to an output
+        through the median probability model's weights (see
+        :class:`skbnn.methods.LBBNN`); for
+        ``SelectFromModel(importance_getter="feature_inclusion_")``.
 
     Examples
     --------
@@ -608,9 +619,11 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         Only for a method that estimates it (SMC, Laplace): ``log p(y | X, architecture)``
         of the training labels; see :class:`BayesianMLPRegressor`.
     elbo_ : float
-        Only for variational inference (``"vi"``): the evidence lower bound of the
-        training labels, a lower bound on their log evidence; see
+        Only for variational inference (``"vi"``, ``"lbbnn"``): the evidence lower bound of
+        the training labels, a lower bound on their log evidence; see
         :class:`BayesianMLPRegressor`.
+    inclusion_probabilities_, density_, feature_inclusion_
+        Only for ``"lbbnn"``: see :class:`BayesianMLPRegressor`.
 
     Notes
     -----

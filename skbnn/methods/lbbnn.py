@@ -122,9 +122,13 @@ class LBBNN(VariationalInference):
 
     The fit adds ``inclusion_probabilities_`` (``alpha`` per layer, shaped as MLP's
     ``coefs_``), ``density_`` (the share of weights with ``alpha > 0.5``) and
-    ``feature_inclusion_`` (per input, the probability under ``q`` of a path of included
-    weights to an output; for ``SelectFromModel(importance_getter="feature_inclusion_",
-    threshold=0.5)``) to the estimator.
+    ``feature_inclusion_`` to the estimator. ``feature_inclusion_`` is, per input, the
+    probability under ``q`` that the input has a path to an output through weights of the
+    median probability model, each present with its ``alpha``: 0 for an input with no
+    such path, ``alpha`` itself in a linear model. (Through every weight instead, a wide
+    network's uninformative weights, which keep ``alpha`` near ``psi``, open so many paths
+    that every input has one almost surely, a priori as much as a posteriori.) It serves
+    ``SelectFromModel(importance_getter="feature_inclusion_", threshold=0.5)``.
 
     Parameters
     ----------
@@ -336,7 +340,12 @@ validation_fraction, n_iter_no_change
         attributes = {
             "inclusion_probabilities_": alphas,
             "density_": float(density),
-            "feature_inclusion_": path_probabilities(alphas, np.random.default_rng(path_seed)),
+            # paths through the median probability model's weights only: a wide network's
+            # uninformative weights keep alpha near psi, and through that many of them every
+            # input has some path almost surely (a priori as much as a posteriori)
+            "feature_inclusion_": path_probabilities(
+                [a * (a > 0.5) for a in alphas], np.random.default_rng(path_seed)
+            ),
         }
         return FitResult(posterior, diagnostics=diagnostics, elbo=float(draws.mean()),
                          attributes=attributes)  # fmt: skip
