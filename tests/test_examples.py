@@ -29,3 +29,21 @@ def test_iris_architecture_selection_runs(monkeypatch, capsys):
     assert "Spearman rank correlation of the evidences: " in out
     assert "most probable architecture: SMC " in out
     assert "of SMC's" in out
+
+
+def test_lbbnn_inclusion_runs(monkeypatch, capsys, tmp_path):
+    script = EXAMPLES / "lbbnn_inclusion.py"
+    argv = [str(script), "--max-iter", "3", "--hidden", "8", "--out", str(tmp_path / "f.png")]
+    monkeypatch.setattr(sys, "argv", argv)
+    runpy.run_path(str(script), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "test accuracy (model average): " in out
+    assert "layer 1 (64, 8)" in out and "layer 2 (8, 10)" in out
+    assert "pixels SelectFromModel keeps (feature_inclusion_ > 0.5): " in out
+    # matplotlib is an optional extra: the figure is there exactly when it is installed
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert "no figure" in out
+    else:
+        assert (tmp_path / "f.png").stat().st_size > 0
