@@ -54,7 +54,19 @@ sys.path.insert(0, str(HERE))
 
 from _uci import machine  # noqa: E402
 
-METHOD_NAMES = ("nuts", "hmc", "mala", "amcmc", "smc", "ensemble", "rms", "swag")
+METHOD_NAMES = (
+    "nuts",
+    "hmc",
+    "mala",
+    "amcmc",
+    "smc",
+    "ensemble",
+    "rms",
+    "swag",
+    "laplace",
+    "vi",
+    "lbbnn",
+)
 ESTIMATORS = ("regressor", "classifier")
 OUT = HERE / "results" / "compile_time.jsonl"
 
@@ -69,6 +81,9 @@ SETTINGS = {
     "ensemble": ({}, None),
     "rms": ({}, None),
     "swag": ({"swa_epochs": 5}, 20),
+    "laplace": ({}, None),
+    "vi": ({"max_iter": 20}, None),
+    "lbbnn": ({"max_iter": 20}, None),
 }
 
 
