@@ -526,23 +526,85 @@ class _HMCFamily(BaseMethod):
         )  # fmt: skip
         return out
 
-    @staticmethod
-    def _warn(diag: dict) -> None:
+    def _warn(self, diag: dict) -> None:
+        message = self._convergence_message(diag)
+        if message is not None:
+            warnings.warn(message, ConvergenceWarning, stacklevel=4)
+
+    def _convergence_message(self, diag: dict) -> str | None:
+        """The ConvergenceWarning's text for a run's diagnostics, or None when nothing is
+        wrong: the figures, then what went wrong and the knob that addresses it, by its
+        full path (``method=NUTS(...)``: the method's knobs live on the method object)."""
         rhats = np.append(diag["rhat_outputs"], diag["rhat_loglik"])
-        # NaN means too few draws to judge convergence, which is no evidence of it
-        worst = np.inf if np.isnan(rhats).any() else rhats.max()
-        if worst > RHAT_WARN or diag["divergences"] > 0:
-            warnings.warn(
-                f"{diag['method'].upper()} may not have converged: R-hat of the "
-                f"log-likelihood {diag['rhat_loglik']:.3f}, max R-hat of training "
-                f"predictions {np.max(diag['rhat_outputs']):.3f} (warn above {RHAT_WARN}; "
-                "nan: too few draws to compute), "
-                f"{diag['divergences']} divergent transitions after warm-up, bulk ESS of the "
-                f"log-likelihood {diag['ess_bulk_loglik']:.0f}. Increase n_warmup or "
-                "n_samples, raise target_accept, or simplify the network.",
-                ConvergenceWarning,
-                stacklevel=4,
+        too_short = bool(np.isnan(rhats).any())
+        worst = float(np.nanmax(rhats)) if not np.all(np.isnan(rhats)) else float("nan")
+        divergent = self._uses_step_size and diag["divergences"] > 0
+        n_kept = diag["n_chains"] * diag["n_draws_per_chain"]
+        depth_share = 0.0
+        if "max_tree_depth_hits" in diag and n_kept:
+            depth_share = float(np.sum(diag["max_tree_depth_hits"])) / n_kept
+        capped = depth_share > 0.05
+        disagree = worst > RHAT_WARN
+        if not (too_short or divergent or disagree):
+            return None
+        cls = type(self).__name__
+        figures = [f"R-hat of the log-likelihood {diag['rhat_loglik']:.3f}"]
+        if np.isfinite(np.nanmax(diag["rhat_outputs"], initial=-np.inf)):
+            figures.append(
+                f"max R-hat of training predictions {np.nanmax(diag['rhat_outputs']):.3f}"
             )
+        figures.append(f"bulk ESS of the log-likelihood {diag['ess_bulk_loglik']:.0f}")
+        if self._uses_step_size:
+            figures.append(f"{diag['divergences']} divergent transitions after warm-up")
+        if "mean_tree_depth" in diag:
+            figures.append(
+                f"mean tree depth {np.mean(diag['mean_tree_depth']):.1f} of "
+                f"max_tree_depth={self.max_tree_depth}"
+            )
+        advice = []
+        if too_short:
+            advice.append(
+                f"too few draws to judge: {diag['n_draws_per_chain']} per chain, and split "
+                "R-hat needs at least 4 (nan above); raise the estimator's n_samples (now "
+                f"{n_kept} over {diag['n_chains']} chains)"
+            )
+        if capped:
+            advice.append(
+                f"{depth_share:.0%} of the trajectories stopped at the depth cap: the "
+                "posterior needs longer paths than the cap allows. Raise it, "
+                f"method=NUTS(max_tree_depth={self.max_tree_depth + 2}) (each level doubles "
+                "the cost of a draw), or simplify the network"
+            )
+        if divergent:
+            advice.append(
+                "divergent transitions: the step size is too large for parts of the "
+                f"posterior; raise method={cls}(target_accept=...) (now "
+                f"{self.target_accept}; e.g. {min(0.99, 1 - (1 - self.target_accept) / 2):.3g})"
+            )
+        if disagree:
+            text = (
+                f"the chains disagree (R-hat up to {worst:.3f}, warn above {RHAT_WARN}): "
+                "they sit in different regions of the posterior"
+            )
+            if self.name in ("mala", "amcmc"):
+                text += (
+                    f"; {cls} mixes slowly on network posteriors, and method='nuts' is "
+                    "usually far faster per effective draw (doc/samplers.md); or run longer: "
+                    f"method={cls}(n_warmup={2 * self.n_warmup}) and n_samples={2 * n_kept}"
+                )
+            else:
+                text += (
+                    f". Run longer (method={cls}(n_warmup={2 * self.n_warmup}) and "
+                    f"n_samples={2 * n_kept}) if the chains are still approaching; if they "
+                    "sit in separate modes, more of the same rarely joins them: try "
+                    f"method={cls}(n_temperatures=4) (parallel tempering), method='smc' "
+                    "(on up to a few thousand rows; it also returns the evidence), or fewer "
+                    "hidden units"
+                )
+            advice.append(text)
+        name = {"amcmc": "ADAPTIVE METROPOLIS"}.get(self.name, self.name.upper())
+        sentences = " ".join(a[0].upper() + a[1:] + "." for a in advice)
+        return f"{name} may not have converged: {', '.join(figures)}. {sentences}"
 
 
 #: Constraints of the parallel-tempering parameters (NUTS and HMC).

@@ -1,0 +1,80 @@
+"""The ConvergenceWarning says what went wrong, for the method that ran, and names the knob
+by its full path. Built from constructed diagnostics: which figures trigger which advice is
+a property of the message, not of any one run."""
+
+import numpy as np
+import pytest
+
+from skbnn.methods import HMC, MALA, NUTS, AdaptiveMetropolis
+
+
+def _diag(rhat=1.0, outputs=1.0, divergences=0, draws=250, chains=4, depth_hits=0, depth=3.0):
+    return {
+        "n_chains": chains,
+        "n_draws_per_chain": draws,
+        "rhat_loglik": rhat,
+        "rhat_outputs": np.full((5, 1), outputs),
+        "ess_bulk_loglik": 321.0,
+        "divergences": divergences,
+        "mean_tree_depth": np.full(chains, depth),
+        "max_tree_depth_hits": np.full(chains, depth_hits),
+    }
+
+
+def test_no_message_when_nothing_is_wrong():
+    assert NUTS()._convergence_message(_diag()) is None
+    # a depth cap alone, with agreeing chains and no divergences, is a cost, not a failure
+    assert NUTS()._convergence_message(_diag(depth_hits=250, depth=10.0)) is None
+
+
+def test_disagreeing_chains_name_the_full_knob_paths_and_alternatives():
+    msg = NUTS(n_warmup=1000)._convergence_message(_diag(rhat=1.2, outputs=1.4))
+    assert msg.startswith("NUTS may not have converged: R-hat of the log-likelihood 1.200")
+    assert "max R-hat of training predictions 1.400" in msg
+    assert "method=NUTS(n_warmup=2000)" in msg and "n_samples=2000" in msg
+    assert "method=NUTS(n_temperatures=4)" in msg and "method='smc'" in msg
+    # nothing about figures that are fine or absent
+    assert "nan" not in msg and "too few draws" not in msg
+    assert "target_accept" not in msg and "max_tree_depth=" in msg  # the depth figure only
+    assert "depth cap" not in msg
+
+
+def test_depth_cap_is_named_with_the_next_setting():
+    msg = NUTS(max_tree_depth=10)._convergence_message(_diag(rhat=1.3, depth_hits=240, depth=9.7))
+    assert "mean tree depth 9.7 of max_tree_depth=10" in msg
+    assert "96% of the trajectories stopped at the depth cap" in msg
+    assert "method=NUTS(max_tree_depth=12)" in msg
+
+
+def test_divergences_point_at_target_accept_of_that_method():
+    diag = _diag(divergences=7)
+    del diag["mean_tree_depth"], diag["max_tree_depth_hits"]  # NUTS's alone
+    msg = HMC(target_accept=0.8)._convergence_message(diag)
+    assert msg.startswith("HMC may not have converged")
+    assert "7 divergent transitions after warm-up" in msg
+    assert "method=HMC(target_accept=...) (now 0.8; e.g. 0.9)" in msg
+    assert "chains disagree" not in msg
+
+
+def test_too_few_draws_says_so_and_only_then_mentions_nan():
+    msg = NUTS(n_chains=3)._convergence_message(
+        _diag(rhat=np.nan, outputs=np.nan, draws=2, chains=3)
+    )
+    assert "Too few draws to judge: 2 per chain" in msg and "nan" in msg
+    assert "n_samples (now 6 over 3 chains)" in msg
+
+
+@pytest.mark.parametrize("method", [MALA(), AdaptiveMetropolis()])
+def test_slow_samplers_suggest_nuts(method):
+    diag = _diag(rhat=2.4, divergences=3)
+    del diag["mean_tree_depth"], diag["max_tree_depth_hits"]
+    msg = method._convergence_message(diag)
+    assert "method='nuts'" in msg
+    assert f"method={type(method).__name__}(n_warmup={2 * method.n_warmup})" in msg
+    assert "n_temperatures" not in msg and "tree depth" not in msg
+    if isinstance(method, AdaptiveMetropolis):
+        # a random walk has no step size, no divergences and no target_accept
+        assert msg.startswith("ADAPTIVE METROPOLIS may not have converged")
+        assert "divergent" not in msg and "target_accept" not in msg
+    else:
+        assert "method=MALA(target_accept=...)" in msg
