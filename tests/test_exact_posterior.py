@@ -280,6 +280,11 @@ def test_weighted_rows_give_weighted_linear_regression(method, seed):
         MALA(metric="diagonal_grad"),
         AdaptiveMetropolis(variant="dense"),
         AdaptiveMetropolis(variant="diagonal"),
+        # chains started at their MAPs: the start must not bias the draws after warm-up
+        NUTS(n_chains=4, n_warmup=400, init="map"),
+        HMC(n_chains=4, n_warmup=400, init="map"),
+        MALA(init="map"),
+        AdaptiveMetropolis(init="map"),
     ],
     ids=[
         "nuts",
@@ -295,6 +300,10 @@ def test_weighted_rows_give_weighted_linear_regression(method, seed):
         "mala-diagonal-grad",
         "amcmc-dense",
         "amcmc-diagonal",
+        "nuts-map",
+        "hmc-map",
+        "mala-map",
+        "amcmc-map",
     ],  # fmt: skip
 )
 def test_linear_regression_posterior_predictive(method, seed):
@@ -468,6 +477,9 @@ def _check_noise(reg, y, sigma_mean, sigma_sd, output=0):
         MALA(noise_update="gibbs"),
         AdaptiveMetropolis(),
         AdaptiveMetropolis(noise_update="gibbs"),
+        NUTS(n_chains=4, n_warmup=300, init="map"),
+        NUTS(n_chains=4, n_warmup=300, noise_update="gibbs", init="map"),
+        MALA(init="map"),
     ],
     ids=[
         "nuts",
@@ -482,6 +494,9 @@ def _check_noise(reg, y, sigma_mean, sigma_sd, output=0):
         "mala-gibbs-noise",
         "amcmc",
         "amcmc-gibbs-noise",
+        "nuts-map",
+        "nuts-gibbs-noise-map",
+        "mala-map",
     ],  # fmt: skip
 )
 def test_inferred_noise_matches_quadrature(method, seed):

@@ -635,3 +635,41 @@ def test_logistic_prior_end_to_end_and_tunable(seed):
     scores = search.cv_results_["mean_test_score"]
     assert np.all(np.isfinite(scores)) and scores[1] - scores[0] > 10.0, scores
     assert search.best_params_ == {"prior__scale": 3.0}
+
+
+def test_map_starts_are_maps_and_their_own():
+    # init="map": each chain's start is the engine's MAP from its own initialization. On
+    # a linear model the posterior is log-concave, so every start is the one mode: the
+    # gradient there vanishes (L-BFGS to gtol 1e-4 per row) and the starts agree.
+    from skbnn.methods._mcmc import map_starts
+    from skbnn.target import Target
+
+    X, y = _data()
+    target = Target(X, (y - y.mean()) / y.std(), (), "identity", "gaussian", noise="marginal")
+    seeds = np.random.SeedSequence(0).spawn(3)
+    starts, n_evals = map_starts(target, seeds, 2)
+    assert n_evals > 0 and len(starts) == 3
+    for theta in starts:
+        _, grad = target.logp_and_grad(theta)
+        assert np.max(np.abs(grad)) / target.n_rows < 1e-3
+    np.testing.assert_allclose(starts[0], starts[1], atol=1e-4)
+    again, _ = map_starts(target, seeds, 1)
+    for a, b in zip(starts, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # short runs
+def test_map_init_does_not_depend_on_n_jobs():
+    X, y = _data()
+    fits = [
+        BayesianMLPRegressor((3,), method=NUTS(n_chains=3, n_warmup=30, init="map"),
+                             n_samples=30, random_state=4, n_jobs=n_jobs).fit(X, y)
+        for n_jobs in (1, 2)
+    ]  # fmt: skip
+    np.testing.assert_array_equal(fits[0].posterior_.thetas, fits[1].posterior_.thetas)
+    d = fits[0].diagnostics_
+    assert d["init"] == "map" and d["init_grad_evals"] > 0
+    # and the default start is unchanged by the option's existence
+    prior = BayesianMLPRegressor((3,), method=NUTS(n_chains=3, n_warmup=30), n_samples=30,
+                                 random_state=4).fit(X, y)  # fmt: skip
+    assert prior.diagnostics_["init"] == "prior" and prior.diagnostics_["init_grad_evals"] == 0

@@ -254,6 +254,7 @@ class _HMCFamily(BaseMethod):
         # a small threshold would flag ordinary leaves as divergent, and cutting trajectories
         # at them depends on where the trajectory started, which breaks reversibility
         "max_delta_energy": [Interval(Real, 100, None, closed="left")],
+        "init": [StrOptions({"prior", "map"})],
     }
 
     @property
@@ -324,7 +325,17 @@ class _HMCFamily(BaseMethod):
         n_temps = getattr(self, "n_temperatures", 1)
         betas = self._betas()
 
-        def new_chain(rng, beta, keep):
+        root = seed_sequence(random_state)
+        chain_seeds = root.spawn(n_chains)
+        init_grad_evals, init_time = 0, 0.0
+        starts = None
+        if self.init == "map":
+            # seeds of their own, spawned after the chains', so init="prior" is unchanged
+            t0 = time.perf_counter()
+            starts, init_grad_evals = map_starts(target, root.spawn(n_chains), n_jobs)
+            init_time = time.perf_counter() - t0
+
+        def new_chain(rng, beta, keep, start=None):
             # a hot replica's draws are never kept: it records each one over the last
             n_rows = n_keep if keep else 1
             init_var = np.ones(d)
@@ -339,7 +350,7 @@ class _HMCFamily(BaseMethod):
             tgt = target.kernel_target(own=True)
             # relative to the target's own beta (0 samples the prior, as tests do)
             tgt.cfg[0]["beta"] *= beta
-            q = _finite_start(target, rng)
+            q = _finite_start(target, rng) if start is None else start.copy()
             return {
                 "rng": rng,
                 # the kernels' arrays; the step-size search starts from 0.1
@@ -352,8 +363,9 @@ class _HMCFamily(BaseMethod):
         # first. The cold replica keeps chain c's seed, so n_temperatures=1 draws exactly
         # what it did before tempering existed; the hot ones and the swaps get children of it.
         chains, ladders, swap_rngs = [], [], []
-        for child in seed_sequence(random_state).spawn(n_chains):
-            ladder = [new_chain(np.random.default_rng(child), 1.0, True)]
+        for c, child in enumerate(chain_seeds):
+            start = None if starts is None else starts[c]
+            ladder = [new_chain(np.random.default_rng(child), 1.0, True, start)]
             if n_temps > 1:
                 kids = child.spawn(n_temps)
                 swap_rngs.append(np.random.default_rng(kids[0]))
@@ -467,6 +479,9 @@ class _HMCFamily(BaseMethod):
             diagnostics["chain_time"] = np.array([sum(c["time"] for c in ld) for ld in ladders])
             diagnostics["tempering"] = exchange.summary()
         diagnostics["compile_time"] = compile_time
+        diagnostics["init"] = self.init
+        diagnostics["init_grad_evals"] = init_grad_evals
+        diagnostics["init_time"] = init_time
         diagnostics["wall_time"] = time.perf_counter() - t_start
         self._warn(diagnostics)
         return FitResult(posterior=posterior, diagnostics=diagnostics)
@@ -776,6 +791,48 @@ class _ReplicaExchange:
 def _grad_evals(chain) -> int:
     """Gradient (log-density, for a random walk) evaluations of a driver's chain so far."""
     return int(chain["arrays"].state[0]["n_grad_evals"])
+
+
+#: The MAP start's budget (``init="map"``): L-BFGS iterations on up to
+#: ``LBFGS_MAX_ROWS`` rows, else Adam epochs (at 0.01). A start, not a converged fit.
+MAP_INIT_LBFGS_ITER = 200
+MAP_INIT_EPOCHS = 20
+
+
+def map_starts(target, seeds, n_jobs) -> tuple[list, int]:
+    """One MAP estimate per seed, each from its own scikit-learn initialization, trained by
+    the optimization methods' engine on the shared pool (``init="map"``).
+
+    Returns the starts and the gradient evaluations they took. A start whose every attempt
+    diverged (or that is not finite) falls back to a prior draw from the same seed.
+    """
+    from ..posterior import single_threaded_blas
+    from ._optim import LBFGS_MAX_ROWS, glorot_init
+    from .ensemble import DeepEnsemble
+
+    lbfgs = target.n_rows <= LBFGS_MAX_ROWS
+    trainer = DeepEnsemble(
+        solver="lbfgs" if lbfgs else "adam",
+        learning_rate_init=0.01,
+        max_iter=MAP_INIT_LBFGS_ITER if lbfgs else MAP_INIT_EPOCHS,
+    )
+    trainer._compile()
+    settings = trainer._settings(target.n_rows)
+
+    def start(target, rng):
+        return glorot_init(target, rng), None, None
+
+    def one(ss):
+        member = trainer._train(target, settings, start, ss)
+        theta = None if member is None else member.theta
+        if theta is None or not np.isfinite(target.logp(theta)):
+            return _finite_start(target, np.random.default_rng(ss)), 0
+        return theta, member.n_grad_evals
+
+    # L-BFGS's vector operations are BLAS calls on tiny vectors (see the engine)
+    with single_threaded_blas():
+        out = thread_map(one, list(seeds), effective_n_jobs(n_jobs))
+    return [theta for theta, _ in out], int(sum(n for _, n in out))
 
 
 def _finite_start(target, rng, tries: int = 100) -> np.ndarray:

@@ -61,6 +61,14 @@ class AdaptiveMetropolis(_HMCFamily):
     thin : int, default=1
         Keep every ``thin``-th state after warm-up: ``n_samples`` draws then cost
         ``n_samples * thin`` steps, in the memory of ``n_samples``.
+    init : {"prior", "map"}, default="prior"
+        Where each chain starts: ``"prior"``, a draw from the prior (dispersed, as R-hat
+        assumes); ``"map"``, its own MAP estimate from its own random initialization
+        (scikit-learn's), by the training engine with a short budget (200 L-BFGS
+        iterations up to 5,000 rows, else 20 Adam epochs at 0.01), which skips the
+        warm-up's long approach from the prior's scale. Each chain's MAP is of a different
+        initialization, so chains in different modes still show in R-hat. The gradient
+        evaluations it took are ``diagnostics_["init_grad_evals"]``.
 
     Examples
     --------
@@ -83,6 +91,7 @@ class AdaptiveMetropolis(_HMCFamily):
         "gibbs_output_layer": ["boolean"],
         "rescale_units": ["boolean"],
         "thin": [Interval(Integral, 1, None, closed="left")],
+        "init": [StrOptions({"prior", "map"})],
     }
 
     def __init__(
@@ -97,6 +106,7 @@ class AdaptiveMetropolis(_HMCFamily):
         gibbs_output_layer: bool = False,
         rescale_units: bool = True,
         thin: int = 1,
+        init: str = "prior",
     ):
         self.n_chains = n_chains
         self.n_warmup = n_warmup
@@ -108,6 +118,7 @@ class AdaptiveMetropolis(_HMCFamily):
         self.gibbs_output_layer = gibbs_output_layer
         self.rescale_units = rescale_units
         self.thin = thin
+        self.init = init
 
     @property
     def metric(self) -> str:

@@ -54,6 +54,14 @@ class HMC(_HMCFamily):
         Replicas per chain for parallel tempering (1: none), as for :class:`NUTS`.
     max_temperature : float, default=10.0
         Temperature of the hottest replica, as for :class:`NUTS`.
+    init : {"prior", "map"}, default="prior"
+        Where each chain starts: ``"prior"``, a draw from the prior (dispersed, as R-hat
+        assumes); ``"map"``, its own MAP estimate from its own random initialization
+        (scikit-learn's), by the training engine with a short budget (200 L-BFGS
+        iterations up to 5,000 rows, else 20 Adam epochs at 0.01), which skips the
+        warm-up's long approach from the prior's scale. Each chain's MAP is of a different
+        initialization, so chains in different modes still show in R-hat. The gradient
+        evaluations it took are ``diagnostics_["init_grad_evals"]``.
 
     Examples
     --------
@@ -87,6 +95,7 @@ class HMC(_HMCFamily):
         max_delta_energy: float = 1000.0,
         n_temperatures: int = 1,
         max_temperature: float = 10.0,
+        init: str = "prior",
     ):
         self.n_chains = n_chains
         self.n_warmup = n_warmup
@@ -101,6 +110,7 @@ class HMC(_HMCFamily):
         self.max_delta_energy = max_delta_energy
         self.n_temperatures = n_temperatures
         self.max_temperature = max_temperature
+        self.init = init
 
     def _settings(self):
         return {

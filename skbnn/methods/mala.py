@@ -49,6 +49,14 @@ class MALA(_HMCFamily):
         Keep every ``thin``-th state after warm-up: ``n_samples`` draws then cost
         ``n_samples * thin`` transitions, in the memory of ``n_samples``. MALA's draws are
         strongly autocorrelated, so long thinned runs are its natural use.
+    init : {"prior", "map"}, default="prior"
+        Where each chain starts: ``"prior"``, a draw from the prior (dispersed, as R-hat
+        assumes); ``"map"``, its own MAP estimate from its own random initialization
+        (scikit-learn's), by the training engine with a short budget (200 L-BFGS
+        iterations up to 5,000 rows, else 20 Adam epochs at 0.01), which skips the
+        warm-up's long approach from the prior's scale. Each chain's MAP is of a different
+        initialization, so chains in different modes still show in R-hat. The gradient
+        evaluations it took are ``diagnostics_["init_grad_evals"]``.
 
     Examples
     --------
@@ -75,6 +83,7 @@ class MALA(_HMCFamily):
         rescale_units: bool = True,
         max_delta_energy: float = 1000.0,
         thin: int = 1,
+        init: str = "prior",
     ):
         self.n_chains = n_chains
         self.n_warmup = n_warmup
@@ -85,6 +94,7 @@ class MALA(_HMCFamily):
         self.rescale_units = rescale_units
         self.thin = thin
         self.max_delta_energy = max_delta_energy
+        self.init = init
 
     def _settings(self):
         return {
