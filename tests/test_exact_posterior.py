@@ -659,3 +659,27 @@ def test_mixture_quantiles_against_brentq(n_components):
             assert out[i, j] == pytest.approx(exact, rel=1e-10, abs=1e-10)
     if n_components == 1:
         np.testing.assert_allclose(out, mu + sd[0] * stats.norm.ppf(probs), rtol=1e-10)
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize(
+    "method",
+    [NUTS(n_chains=4, n_warmup=300, target_rhat=1.01, target_ess=3000),
+     MALA(n_warmup=500, target_rhat=1.01, target_ess=3000)],
+    ids=["nuts", "mala"],
+)  # fmt: skip
+def test_sampling_until_converged_keeps_the_draws_exact(method, seed):
+    # the ESS target is three times the 1000 kept draws, so the chains must be extended
+    # (in blocks, with their adapted step size and metric) and then thinned back to 1000:
+    # the kept draws must still match the closed form. 15 comparisons: false alarm < 1e-4.
+    X, y, X_test = _data(0 + seed)
+    noise_std = 0.5
+    reg = BayesianMLPRegressor(hidden_layer_sizes=(), activation="identity", method=method,
+                               n_samples=1000, noise_std=noise_std,
+                               random_state=0 + seed).fit(X, y)  # fmt: skip
+    d = reg.diagnostics_
+    assert d["stopped_because"] == "targets_met"
+    assert d["n_draws_sampled_per_chain"] > d["n_draws_per_chain"] == 250
+    assert reg.posterior_.n_draws == 1000
+    z = _predictive_z(reg, X_test, y, *_closed_form(X, y, X_test, noise_std))
+    assert np.all(np.abs(z) < Z), z

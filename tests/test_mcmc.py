@@ -673,3 +673,34 @@ def test_map_init_does_not_depend_on_n_jobs():
     prior = BayesianMLPRegressor((3,), method=NUTS(n_chains=3, n_warmup=30), n_samples=30,
                                  random_state=4).fit(X, y)  # fmt: skip
     assert prior.diagnostics_["init"] == "prior" and prior.diagnostics_["init_grad_evals"] == 0
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # short runs
+def test_max_time_is_respected_within_one_block():
+    # an ESS no run reaches: sampling goes on in blocks until max_time, and the last
+    # block, sized by the time left, ends within one block's time of it
+    X, y = _data()
+    reg = BayesianMLPRegressor((3,), method=NUTS(n_chains=2, n_warmup=50, target_ess=1e9,
+                                                 max_time=1.5),
+                               n_samples=100, random_state=0).fit(X, y)  # fmt: skip
+    d = reg.diagnostics_
+    assert d["stopped_because"] == "max_time"
+    rounds = d["extension_round_times"]
+    assert rounds.size >= 1
+    assert d["budget_time"] <= 1.5 + rounds.max() + 0.5  # (+ the last diagnostics)
+    # n_samples caps what is kept, by thinning
+    assert reg.posterior_.n_draws == 100 and d["n_draws_sampled_per_chain"] > 50
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # short runs
+def test_default_sampling_is_not_extended_and_tempering_refuses_targets():
+    X, y = _data()
+    reg = BayesianMLPRegressor((3,), method=NUTS(n_chains=2, n_warmup=10), n_samples=20,
+                               random_state=0).fit(X, y)  # fmt: skip
+    assert "stopped_because" not in reg.diagnostics_
+    with pytest.raises(ValueError, match="n_temperatures=1"):
+        BayesianMLPRegressor((3,), method=NUTS(n_temperatures=2, target_rhat=1.01),
+                             n_samples=20).fit(X, y)  # fmt: skip
+    for knob, value in (("target_rhat", 0.99), ("target_ess", 0), ("max_time", 0)):
+        with pytest.raises(ValueError, match=knob):
+            BayesianMLPRegressor((3,), method=NUTS(**{knob: value})).fit(X, y)

@@ -24,6 +24,12 @@ from ..posterior import WeightedDraws
 from ..utils import compile_once, seed_sequence, thread_map
 from ._base import BaseMethod, FitResult
 
+#: ``target_rhat`` / ``target_ess`` without ``max_time``: the chains grow to at most this
+#: many times the ``n_samples`` they were asked for (``stopped_because="max_draws"``).
+MAX_EXTENSION = 20
+#: With ``max_time``, time bounds the run, and the draws held while it grows (every draw,
+#: its trace row and noise precisions, all chains) at most this many bytes.
+MAX_EXTENSION_BYTES = 2**29
 #: R-hat above this raises a ConvergenceWarning (Vehtari et al. 2021 recommend 1.01 for
 #: final inference; 1.05 flags clear failures without crying wolf on short runs).
 RHAT_WARN = 1.05
@@ -194,6 +200,13 @@ class _ProgressBar:
                 if postfix:
                     self._bar.set_postfix_str(postfix, refresh=False)
 
+    def extend(self, n: int) -> None:
+        """``n`` more iterations to come (a chain extended)."""
+        if self._bar is not None:
+            with self._lock:
+                self._bar.total += n
+                self._bar.refresh()
+
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
@@ -255,6 +268,9 @@ class _HMCFamily(BaseMethod):
         # at them depends on where the trajectory started, which breaks reversibility
         "max_delta_energy": [Interval(Real, 100, None, closed="left")],
         "init": [StrOptions({"prior", "map"})],
+        "target_rhat": [Interval(Real, 1, None, closed="neither"), None],
+        "target_ess": [Interval(Real, 1, None, closed="left"), None],
+        "max_time": [Interval(Real, 0, None, closed="neither"), None],
     }
 
     @property
@@ -390,7 +406,11 @@ class _HMCFamily(BaseMethod):
             # least advanced chain; otherwise 3 chains on 2 threads take two chain-lengths
             block = min(block, max(1, n_iter // 40))
         # blocks end at every window end, where the metric is updated between kernel calls
-        stops = sorted({*range(block, n_iter, block), *(np.flatnonzero(sched[:, 1]) + 1), n_iter})
+        # (and at the end of warm-up, to count its cost; blocks never change the draws)
+        stops = sorted(
+            {*range(block, n_iter, block), *(np.flatnonzero(sched[:, 1]) + 1), n_iter}
+            | ({n_warmup} if 0 < n_warmup < n_iter else set())
+        )
         kernel = self._block_kernel
         grad_metric = self.metric == "diagonal_grad"
 
@@ -415,6 +435,8 @@ class _HMCFamily(BaseMethod):
                 # a hot replica (one iteration per block) records into its only row
                 first, last = n_warmup, n_warmup + 1
             kernel(chain["rng"], arrays, chain["tgt"], settings, sched, first, last)
+            if stop == n_warmup:
+                chain["warmup_grad_evals"] = int(state["n_grad_evals"])
             if stop <= n_warmup and sched[stop - 1, 1]:
                 _update_metric(arrays, dense, grad_metric)
                 _restart_step_size(chain, dense)
@@ -424,6 +446,7 @@ class _HMCFamily(BaseMethod):
                 stop - it, f"{phase}, step size {step_size:.3g}" if self._uses_step_size else phase
             )
             chain["pos"] += 1
+            chain["it_done"] = stop
             chain["last"] = time.perf_counter() - t0
             chain["time"] += chain["last"]
 
@@ -446,7 +469,8 @@ class _HMCFamily(BaseMethod):
             if n_temps > 1
             else None
         )
-        try:
+
+        def run_all():
             if exchange is not None:
                 exchange.run(len(stops), n_warmup, advance, n_workers)
             elif n_workers == 1:
@@ -455,6 +479,15 @@ class _HMCFamily(BaseMethod):
                         advance(chain)
             else:
                 _run_interleaved(chains, len(stops), advance, n_workers)
+
+        t_budget = time.perf_counter()
+        try:
+            run_all()
+            extension = None
+            if self._extends():
+                extension = self._extend_until_converged(
+                    target, chains, stops, n_keep, thin, block, bar, run_all, t_budget
+                )
         finally:
             bar.close()
             for chain in replicas:
@@ -478,13 +511,116 @@ class _HMCFamily(BaseMethod):
             )
             diagnostics["chain_time"] = np.array([sum(c["time"] for c in ld) for ld in ladders])
             diagnostics["tempering"] = exchange.summary()
+        if extension is not None:
+            diagnostics.update(extension)
         diagnostics["compile_time"] = compile_time
         diagnostics["init"] = self.init
         diagnostics["init_grad_evals"] = init_grad_evals
         diagnostics["init_time"] = init_time
+        # what the chains spent on warm-up (their MAP starts: init_grad_evals)
+        diagnostics["warmup_grad_evals"] = int(sum(c.get("warmup_grad_evals", 0) for c in chains))
         diagnostics["wall_time"] = time.perf_counter() - t_start
         self._warn(diagnostics)
         return FitResult(posterior=posterior, diagnostics=diagnostics)
+
+    def _extends(self) -> bool:
+        """Whether sampling goes on until ``target_rhat`` / ``target_ess`` hold or
+        ``max_time`` runs out (NUTS, HMC and MALA)."""
+        knobs = [getattr(self, k, None) for k in ("target_rhat", "target_ess", "max_time")]
+        if all(k is None for k in knobs):
+            return False
+        if getattr(self, "n_temperatures", 1) > 1:
+            raise ValueError(
+                "target_rhat, target_ess and max_time need n_temperatures=1: parallel "
+                "tempering's replicas cannot be extended yet"
+            )
+        return True
+
+    def _extend_until_converged(self, target, chains, stops, n_keep, thin, block, bar,
+                                run_all, t_budget) -> dict:  # fmt: skip
+        """Extend every chain in blocks, with its adapted step size and metric, until R-hat
+        and bulk ESS of the log-likelihood and the monitored outputs meet their targets,
+        ``max_time`` is spent, or the chains hold as many draws as they may
+        (``MAX_EXTENSION``, ``MAX_EXTENSION_BYTES``); then thin each chain evenly to its
+        ``n_keep`` draws. Returns the diagnostics it adds."""
+        target_rhat, target_ess = self.target_rhat, self.target_ess
+        deadline = t_budget + self.max_time if self.max_time is not None else math.inf
+        kept = n_keep
+        a = chains[0]["arrays"]
+        row_bytes = 8 * len(chains) * (a.draws.shape[1] + a.trace.shape[1] + a.taus.shape[1])
+        cap = MAX_EXTENSION * n_keep
+        if self.max_time is not None:
+            cap = max(cap, MAX_EXTENSION_BYTES // row_bytes)
+        round_times, divergences = [], None
+        while True:
+            diag = self._diagnostics(target, chains, kept)
+            worst_rhat = float(np.nanmax(np.append(diag["rhat_outputs"], diag["rhat_loglik"])))
+            least_ess = float(np.nanmin(np.append(diag["ess_bulk_outputs"],
+                                                  diag["ess_bulk_loglik"])))  # fmt: skip
+            if np.isnan(diag["rhat_loglik"]):
+                worst_rhat = math.inf
+            bar.update(0, f"R-hat {worst_rhat:.3f}, ESS {least_ess:.0f}")
+            divergences = diag["divergences_per_chain"]
+            met = (target_rhat is None or worst_rhat <= target_rhat) and (
+                target_ess is None or least_ess >= target_ess
+            )
+            now = time.perf_counter()
+            if met:
+                stopped = "targets_met"
+                break
+            if now >= deadline:
+                stopped = "max_time"
+                break
+            if kept >= cap:
+                stopped = "max_draws"
+                break
+            # as many draws as the ESS shortfall asks for (10 % over), at least a tenth of
+            # those kept and at most as many again, and no more than the time left allows
+            want = kept
+            if target_ess is not None and least_ess > 0:
+                want = math.ceil(1.1 * kept * (target_ess / least_ess - 1.0))
+            rows = int(min(max(want, kept // 10, 10), kept, cap - kept))
+            per_iter = (now - t_budget) / max(1, chains[0]["it_done"])
+            if math.isfinite(deadline):
+                rows = min(rows, int((deadline - now) / (per_iter * thin)))
+            if rows < 1:
+                stopped = "max_time"
+                break
+            last = stops[-1]
+            for chain in chains:
+                a = chain["arrays"]
+                chain["arrays"] = a._replace(
+                    draws=np.vstack([a.draws, np.zeros((rows, a.draws.shape[1]))]),
+                    trace=np.vstack([a.trace, np.zeros((rows, a.trace.shape[1]))]),
+                    taus=np.vstack([a.taus, np.zeros((rows, a.taus.shape[1]))]),
+                )
+            end = last + rows * thin
+            stops.extend(range(last + block, end, block))
+            stops.append(end)
+            bar.extend(rows * thin * len(chains))
+            t0 = time.perf_counter()
+            run_all()
+            round_times.append(time.perf_counter() - t0)
+            kept += rows
+        n_sampled = kept
+        if kept > n_keep:
+            # even thinning to n_keep draws a chain: n_samples caps what is kept
+            idx = np.round(np.linspace(0, kept - 1, n_keep)).astype(int)
+            for chain in chains:
+                a = chain["arrays"]
+                chain["arrays"] = a._replace(draws=a.draws[idx], trace=a.trace[idx],
+                                             taus=a.taus[idx])  # fmt: skip
+        return {
+            "stopped_because": stopped,
+            "stop_rhat": worst_rhat,
+            "stop_ess": least_ess,
+            "n_draws_sampled_per_chain": n_sampled,
+            # over every sampled transition, not only the kept ones
+            "divergences": int(np.sum(divergences)),
+            "divergences_per_chain": np.asarray(divergences),
+            "extension_round_times": np.array(round_times),
+            "budget_time": time.perf_counter() - t_budget,
+        }
 
     def _diagnostics(self, target, chains, n_keep) -> dict:
         trace = np.stack([c["arrays"].trace for c in chains])  # (chains, draws, fields)

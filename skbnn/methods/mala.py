@@ -57,6 +57,18 @@ class MALA(_HMCFamily):
         warm-up's long approach from the prior's scale. Each chain's MAP is of a different
         initialization, so chains in different modes still show in R-hat. The gradient
         evaluations it took are ``diagnostics_["init_grad_evals"]``.
+    target_rhat, target_ess, max_time : float or None, default=None
+        Sample until converged: with any of them set, after the first ``n_samples`` draws
+        the chains are extended in blocks, keeping their adapted step size and metric,
+        until the split R-hat of the log-likelihood and of the monitored training-row
+        outputs is at most ``target_rhat`` and their bulk ESS at least ``target_ess``
+        (e.g. 1.01 and 400), or until ``max_time`` seconds of sampling (warm-up included,
+        compilation not) are spent, or the chains hold as many draws as they may (20 times
+        theirs without ``max_time``; 512 MB of draws with it).
+        ``n_samples`` then caps the kept draws: each chain is thinned evenly to its share.
+        ``diagnostics_["stopped_because"]`` is ``"targets_met"``, ``"max_time"`` or
+        ``"max_draws"``, and the progress bar shows the current R-hat and ESS. Not with
+        ``n_temperatures > 1``.
 
     Examples
     --------
@@ -84,6 +96,9 @@ class MALA(_HMCFamily):
         max_delta_energy: float = 1000.0,
         thin: int = 1,
         init: str = "prior",
+        target_rhat: float | None = None,
+        target_ess: float | None = None,
+        max_time: float | None = None,
     ):
         self.n_chains = n_chains
         self.n_warmup = n_warmup
@@ -95,6 +110,9 @@ class MALA(_HMCFamily):
         self.thin = thin
         self.max_delta_energy = max_delta_energy
         self.init = init
+        self.target_rhat = target_rhat
+        self.target_ess = target_ess
+        self.max_time = max_time
 
     def _settings(self):
         return {
