@@ -8,6 +8,7 @@ import warnings
 from functools import partial
 from numbers import Integral, Real
 
+import joblib
 import numpy as np
 from joblib import effective_n_jobs
 from numpy.typing import ArrayLike
@@ -79,6 +80,15 @@ default="gaussian"
         Threads for chains and predictions (``None`` means 1, ``-1`` all cores).
     verbose : int, default=0
         A progress bar when > 0.
+    warm_start : bool, default=False
+        Continue the previous fit's chains instead of starting anew (scikit-learn's
+        meaning): raise ``n_samples`` and call ``fit`` again on the same data, and NUTS,
+        HMC, MALA and adaptive Metropolis extend every chain from where it stopped, with
+        its adapted step size and metric and its random stream, so the draws are
+        bit-identical to one fit with the larger ``n_samples`` (on the same machine). It
+        works after pickling. The data and every other parameter must be the previous
+        fit's; methods that cannot continue (the optimization methods, SMC, parallel
+        tempering, ``target_rhat``/``target_ess``/``max_time``) fit anew.
 """
 
 
@@ -153,6 +163,7 @@ class _BaseBayesianMLP(BaseEstimator):
         "random_state": ["random_state"],
         "n_jobs": [Integral, None],
         "verbose": ["verbose"],
+        "warm_start": ["boolean"],
     }
 
     #: Parameters that take a registry name or an object with its own parameters: nested
@@ -222,7 +233,30 @@ class _BaseBayesianMLP(BaseEstimator):
             sample_weight=W,
         )
         n_samples = method.default_n_samples if self.n_samples is None else self.n_samples
-        result = method.run(target, n_samples, self.random_state, self.n_jobs, self.verbose)
+        run_kwargs = {}
+        if getattr(method, "can_resume", False):
+            # what must not change for chains to continue: the data, and every parameter
+            # but how many draws to keep, the threads and the progress bar
+            key = joblib.hash(
+                (X, Y, W, likelihood, noise, noise_precision,
+                 {k: v for k, v in self.get_params().items()
+                  if k not in ("n_samples", "n_jobs", "verbose", "warm_start")})
+            )  # fmt: skip
+            previous = getattr(self, "_sampler_state", None)
+            if self.warm_start and previous is not None:
+                if previous["key"] != key:
+                    raise ValueError(
+                        "warm_start=True continues the previous fit's chains, so the data "
+                        "and every parameter but n_samples, n_jobs and verbose must be the "
+                        "previous fit's; they differ. Set warm_start=False to fit anew."
+                    )
+                run_kwargs["resume"] = previous["chains"]
+        result = method.run(
+            target, n_samples, self.random_state, self.n_jobs, self.verbose, **run_kwargs
+        )
+        self.__dict__.pop("_sampler_state", None)
+        if result.state is not None:
+            self._sampler_state = {"key": key, "chains": result.state}
         self.posterior_ = result.posterior
         # a refit with a method that has no evidence must not keep the previous fit's
         self.__dict__.pop("log_evidence_", None)
@@ -336,6 +370,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         random_state=None,
         n_jobs=None,
         verbose=0,
+        warm_start=False,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
@@ -346,6 +381,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.warm_start = warm_start
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight=None) -> BayesianMLPRegressor:
@@ -675,6 +711,7 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         random_state=None,
         n_jobs=None,
         verbose=0,
+        warm_start=False,
     ):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.activation = activation
@@ -684,6 +721,7 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.warm_start = warm_start
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight=None) -> BayesianMLPClassifier:

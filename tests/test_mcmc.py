@@ -9,7 +9,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
-from skbnn.methods import HMC, NUTS
+from skbnn.methods import HMC, MALA, NUTS
 from skbnn.methods._mcmc import stan_windows
 from skbnn.model_selection import evidence_scorer, log_predictive_scorer
 
@@ -704,3 +704,47 @@ def test_default_sampling_is_not_extended_and_tempering_refuses_targets():
     for knob, value in (("target_rhat", 0.99), ("target_ess", 0), ("max_time", 0)):
         with pytest.raises(ValueError, match=knob):
             BayesianMLPRegressor((3,), method=NUTS(**{knob: value})).fit(X, y)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # short runs
+@pytest.mark.parametrize(
+    "method",
+    [NUTS(n_chains=3, n_warmup=40), HMC(n_chains=2, n_warmup=40, init="map"),
+     MALA(n_chains=2, n_warmup=60, thin=2)],
+    ids=["nuts", "hmc-map", "mala-thin"],
+)  # fmt: skip
+def test_warm_start_continues_the_chains_bit_for_bit(method):
+    import pickle
+
+    X, y = _data()
+    long = BayesianMLPRegressor((3,), method=method, n_samples=120, random_state=5).fit(X, y)
+    est = BayesianMLPRegressor((3,), method=method, n_samples=60, random_state=5,
+                               warm_start=True).fit(X, y)  # fmt: skip
+    est = pickle.loads(pickle.dumps(est))  # the state travels with the estimator
+    est.set_params(n_samples=120, n_jobs=2).fit(X, y)
+    np.testing.assert_array_equal(est.posterior_.thetas, long.posterior_.thetas)
+    assert est.diagnostics_["n_grad_evals"] == long.diagnostics_["n_grad_evals"]
+    np.testing.assert_array_equal(est.diagnostics_["loglik"], long.diagnostics_["loglik"])
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # short runs
+def test_warm_start_refuses_other_data_or_fewer_draws_and_others_fit_anew():
+    X, y = _data()
+    method = NUTS(n_chains=2, n_warmup=20)
+    est = BayesianMLPRegressor((3,), method=method, n_samples=40, random_state=0,
+                               warm_start=True).fit(X, y)  # fmt: skip
+    with pytest.raises(ValueError, match="must be the previous fit's"):
+        est.fit(X, y + 1.0)
+    with pytest.raises(ValueError, match="previous fit's 40"):
+        est.set_params(n_samples=20).fit(X, y)
+    with pytest.raises(ValueError, match="must be the previous fit's"):
+        est.set_params(n_samples=40, activation="relu").fit(X, y)
+    # a failed continuation leaves the state it would have continued
+    est.set_params(activation="tanh", n_samples=60).fit(X, y)
+    cold = BayesianMLPRegressor((3,), method=method, n_samples=60, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(est.posterior_.thetas, cold.posterior_.thetas)
+    # a method that cannot continue (tempering) fits anew, as without warm_start
+    hot = NUTS(n_chains=2, n_warmup=20, n_temperatures=2)
+    est.set_params(method=hot).fit(X, y)
+    again = BayesianMLPRegressor((3,), method=hot, n_samples=60, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(est.posterior_.thetas, again.posterior_.thetas)

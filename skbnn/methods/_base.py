@@ -26,6 +26,9 @@ class FitResult:
     attributes : dict
         Further fitted attributes the estimator takes as they are (LBBNN's
         ``inclusion_probabilities_``, ...), by name.
+    state : object or None
+        What a later ``run(..., resume=state)`` needs to continue the chains
+        (``warm_start``); None for methods that cannot.
     """
 
     posterior: WeightedDraws
@@ -33,6 +36,7 @@ class FitResult:
     elbo: float | None = None
     diagnostics: dict = field(default_factory=dict)
     attributes: dict = field(default_factory=dict)
+    state: object = None
 
 
 class BaseMethod(BaseEstimator):

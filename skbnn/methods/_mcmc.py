@@ -3,6 +3,7 @@ threads over chains, progress bar, draws and diagnostics."""
 
 from __future__ import annotations
 
+import copy
 import math
 import threading
 import time
@@ -297,13 +298,23 @@ class _HMCFamily(BaseMethod):
     def _check_target(self, target) -> None:
         """Hook for method-specific checks or warnings about the target."""
 
-    def run(self, target, n_samples, random_state, n_jobs, verbose) -> FitResult:
+    @property
+    def can_resume(self) -> bool:
+        """Whether a fit's chains can be continued (``warm_start``): not with parallel
+        tempering or sampling until converged."""
+        knobs = ("target_rhat", "target_ess", "max_time")
+        return getattr(self, "n_temperatures", 1) == 1 and all(
+            getattr(self, k, None) is None for k in knobs
+        )
+
+    def run(self, target, n_samples, random_state, n_jobs, verbose, resume=None) -> FitResult:
         """Run ``n_chains`` chains in threads; keep ``n_samples`` draws in total.
 
         Each chain starts from its own draw from the prior (dispersed relative to the
         posterior, as R-hat assumes) with the prior variances as its initial inverse mass
         matrix, and is seeded by its own child of ``random_state``'s ``SeedSequence``, so the
-        draws do not depend on ``n_jobs``.
+        draws do not depend on ``n_jobs``. ``resume`` (a previous result's ``state``)
+        continues those chains instead, to ``n_samples`` draws.
         """
         self._validate_params()
         t_start = time.perf_counter()
@@ -313,6 +324,14 @@ class _HMCFamily(BaseMethod):
         n_keep = math.ceil(n_samples / n_chains)
         thin = getattr(self, "thin", 1)
         n_iter = n_warmup + n_keep * thin
+        if resume is not None:
+            # a private copy: a continuation that fails leaves the stored state as it was
+            resume = copy.deepcopy(resume)
+            if n_keep < resume["n_keep"]:
+                raise ValueError(
+                    f"warm_start=True continues the chains: n_samples={n_samples} must be at "
+                    f"least the previous fit's {resume['n_samples']}"
+                )
         dense = self.metric == "dense"
         # both exact moves use the conditionals of a Gaussian prior
         gaussian_prior = target.prior_kind == 0
@@ -345,7 +364,9 @@ class _HMCFamily(BaseMethod):
         chain_seeds = root.spawn(n_chains)
         init_grad_evals, init_time = 0, 0.0
         starts = None
-        if self.init == "map":
+        if resume is not None:
+            init_grad_evals, init_time = resume["init_grad_evals"], resume["init_time"]
+        elif self.init == "map":
             # seeds of their own, spawned after the chains', so init="prior" is unchanged
             t0 = time.perf_counter()
             starts, init_grad_evals = map_starts(target, root.spawn(n_chains), n_jobs)
@@ -391,6 +412,24 @@ class _HMCFamily(BaseMethod):
                 ]
             chains.append(ladder[0])
             ladders.append(ladder)
+        if resume is not None:
+            # each chain as the previous fit left it: state, metric, noise and random
+            # stream, with room for its new draws
+            for chain, saved in zip(chains, resume["chains"], strict=True):
+                a = saved["arrays"]
+                rows = n_keep - a.draws.shape[0]
+                chain["arrays"] = a._replace(
+                    draws=np.vstack([a.draws, np.zeros((rows, a.draws.shape[1]))]),
+                    trace=np.vstack([a.trace, np.zeros((rows, a.trace.shape[1]))]),
+                    taus=np.vstack([a.taus, np.zeros((rows, a.taus.shape[1]))]),
+                )
+                chain["rng"] = saved["rng"]
+                chain["tgt"].tau[:] = saved["tau"]
+                chain["tgt"].cfg[:] = saved["cfg"]
+                if target.hierarchical:
+                    chain["tgt"].prior_scale[:] = saved["prior_scale"]
+                if "warmup_grad_evals" in saved:
+                    chain["warmup_grad_evals"] = saved["warmup_grad_evals"]
         replicas = [r for ladder in ladders for r in ladder]
 
         bar = _ProgressBar(
@@ -411,6 +450,9 @@ class _HMCFamily(BaseMethod):
             {*range(block, n_iter, block), *(np.flatnonzero(sched[:, 1]) + 1), n_iter}
             | ({n_warmup} if 0 < n_warmup < n_iter else set())
         )
+        if resume is not None:
+            # the previous fit ran its iterations; the chains go on from there
+            stops = [resume["n_iter"], *(x for x in stops if x > resume["n_iter"])]
         kernel = self._block_kernel
         grad_metric = self.metric == "diagonal_grad"
 
@@ -451,7 +493,7 @@ class _HMCFamily(BaseMethod):
             chain["time"] += chain["last"]
 
         for chain in replicas:
-            chain["pos"], chain["time"] = 0, 0.0
+            chain["pos"], chain["time"] = (0 if resume is None else 1), 0.0
         exchange = (
             _ReplicaExchange(
                 ladders,
@@ -513,6 +555,19 @@ class _HMCFamily(BaseMethod):
             diagnostics["tempering"] = exchange.summary()
         if extension is not None:
             diagnostics.update(extension)
+        state = None
+        if self.can_resume:
+            state = {
+                "n_keep": n_keep, "n_iter": n_iter, "n_samples": n_samples,
+                "init_grad_evals": init_grad_evals, "init_time": init_time,
+                "chains": [
+                    {"rng": c["rng"], "arrays": c["arrays"], "tau": c["tgt"].tau.copy(),
+                     "cfg": c["tgt"].cfg.copy(), "prior_scale": c["tgt"].prior_scale.copy(),
+                     **({"warmup_grad_evals": c["warmup_grad_evals"]}
+                        if "warmup_grad_evals" in c else {})}
+                    for c in chains
+                ],
+            }  # fmt: skip
         diagnostics["compile_time"] = compile_time
         diagnostics["init"] = self.init
         diagnostics["init_grad_evals"] = init_grad_evals
@@ -521,7 +576,7 @@ class _HMCFamily(BaseMethod):
         diagnostics["warmup_grad_evals"] = int(sum(c.get("warmup_grad_evals", 0) for c in chains))
         diagnostics["wall_time"] = time.perf_counter() - t_start
         self._warn(diagnostics)
-        return FitResult(posterior=posterior, diagnostics=diagnostics)
+        return FitResult(posterior=posterior, diagnostics=diagnostics, state=state)
 
     def _extends(self) -> bool:
         """Whether sampling goes on until ``target_rhat`` / ``target_ess`` hold or
