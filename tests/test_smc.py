@@ -427,3 +427,19 @@ def test_hmc_moves_leave_a_non_gaussian_target_invariant(kind, seed):
     law = stats.logistic if kind else stats.norm
     for j in range(d):
         assert stats.kstest(thetas[:, j], law.cdf).pvalue > 2.5e-4
+
+
+def test_max_time_ends_tempering_within_one_stage_and_says_how_far_it_got():
+    # a budget far below what the 8-9 stages take: the budget is checked after each stage,
+    # so the first runs, overruns it (its moves of 100 particles take far more than 1e-6 s),
+    # and the second jumps to lambda = 1 with a warning: certain, not likely
+    X, y, _ = _data(11)
+    with pytest.warns(ConvergenceWarning, match=r"max_time=1e-06 s at lambda=.* after 1 stages"):
+        reg = _linear(SMC(max_time=1e-6), n_samples=100, noise_std=0.3).fit(X, y)
+    d = reg.diagnostics_
+    assert d["stopped_because"] == "max_time" and d["n_stages"] == 2
+    assert d["smc"]["lambda"][-1] == 1.0 and d["smc"]["lambda"][0] < 1.0
+    free = _linear(SMC(), n_samples=100, noise_std=0.3).fit(X, y)
+    assert free.diagnostics_["stopped_because"] == "lambda_reached_1"
+    with pytest.raises(ValueError, match="max_time"):
+        _linear(SMC(max_time=0), n_samples=100).fit(X, y)

@@ -104,6 +104,24 @@ class SMC(BaseMethod):
     max_stages : int, default=1000
         Upper bound on the number of tempering stages. If ``lambda`` has not reached 1 by
         then, the last stage jumps to 1 and a ``ConvergenceWarning`` reports the ESS.
+    max_time : float or None, default=None
+        Seconds of tempering (compilation not counted). When they run out before
+        ``lambda`` reaches 1, the next stage jumps to 1, as at ``max_stages``: the
+        particles are then an importance sample of the posterior with few distinct
+        weights, the evidence is unreliable, and a ``ConvergenceWarning`` says how far
+        the tempering got. ``diagnostics_["stopped_because"]`` is ``"max_time"``,
+        ``"max_stages"`` or ``"lambda_reached_1"``.
+
+    Notes
+    -----
+    The cost grows as rows x particles x stages x ``n_mcmc_steps`` x leapfrog steps: every
+    move of every particle evaluates the gradient on all rows, and the number of stages
+    grows with the information in the data (roughly with the log-likelihood's range over
+    the prior, so with the rows). Boston (455 rows, 13-10-1) takes 6-7 s for 200
+    particles and 37-44 s for 1000 (``benchmarks/smc_boston.py``); a 7,373-row regression
+    with the defaults had not finished after 20 minutes. Past a few thousand rows, use
+    ``max_time``, fewer particles, or Laplace (``method="laplace"``, which also gives the
+    evidence) or variational inference.
 
     Examples
     --------
@@ -123,6 +141,7 @@ class SMC(BaseMethod):
         "n_mcmc_steps": [Interval(Integral, 1, None, closed="left")],
         "max_leapfrog": [Interval(Integral, 1, None, closed="left")],
         "max_stages": [Interval(Integral, 1, None, closed="left")],
+        "max_time": [Interval(Real, 0, None, closed="neither"), None],
     }
 
     def __init__(
@@ -133,6 +152,7 @@ class SMC(BaseMethod):
         n_mcmc_steps: int = 5,
         max_leapfrog: int = 1000,
         max_stages: int = 1000,
+        max_time: float | None = None,
     ):
         self.target_ess = target_ess
         self.resample_threshold = resample_threshold
@@ -140,6 +160,7 @@ class SMC(BaseMethod):
         self.n_mcmc_steps = n_mcmc_steps
         self.max_leapfrog = max_leapfrog
         self.max_stages = max_stages
+        self.max_time = max_time
 
     def run(self, target, n_samples, random_state, n_jobs, verbose) -> FitResult:
         """Temper ``n_samples`` prior draws to the posterior of ``target``.
@@ -192,11 +213,17 @@ class SMC(BaseMethod):
         try:
             tgt.cfg[0]["beta"] = 1.0
             ranges.map(lambda a, b: ksmc.evaluate(thetas, tgt, stats, a, b))
+            deadline = time.perf_counter() + (math.inf if self.max_time is None else self.max_time)
+            stopped = "lambda_reached_1"
             while lam < 1.0:
+                t_stage = time.perf_counter()
                 ll_prev = tempered(stats, lam)
                 new = self._next_lambda(tempered, stats, lam, ll_prev, logw)
                 if new < 1.0 and len(rec["lambda"]) + 1 >= self.max_stages:
-                    new, forced, forced_from = 1.0, True, lam
+                    new, forced, forced_from, stopped = 1.0, True, lam, "max_stages"
+                elif new < 1.0 and rec["lambda"] and t_stage >= deadline:
+                    # checked after each stage: the first always runs
+                    new, forced, forced_from, stopped = 1.0, True, lam, "max_time"
                 inc = _finite(tempered(stats, new) - ll_prev)
                 log_z += logsumexp(logw + inc)
                 logw = _normalize(logw + inc)
@@ -231,6 +258,7 @@ class SMC(BaseMethod):
                 rec["step_size"].append(eps.copy())
                 rec["n_leapfrog"].append(n_leap.copy())
                 rec["log_evidence"].append(log_z)
+                rec["stage_time"].append(time.perf_counter() - t_stage)
                 shown, before = int(round(1000 * lam)), shown
                 bar.update(shown - before, f"lambda {lam:.3g}")
         finally:
@@ -249,6 +277,7 @@ class SMC(BaseMethod):
             "step_size": np.array(rec["step_size"]),
             "n_leapfrog": np.array(rec["n_leapfrog"]),
             "log_evidence": np.array(rec["log_evidence"]),
+            "stage_time": np.array(rec["stage_time"]),
             "n_stages": len(rec["lambda"]),
             "n_grad_evals": n_grad,
             "wall_time": time.perf_counter() - t_start,
@@ -265,12 +294,20 @@ class SMC(BaseMethod):
             "n_grad_evals": n_grad,
             "compile_time": compile_time,
             "wall_time": smc["wall_time"],
+            "stopped_because": stopped,
         }
         if forced:
+            what = (f"max_stages={self.max_stages}" if stopped == "max_stages"
+                    else f"max_time={self.max_time:g} s")  # fmt: skip
+            per_stage = float(np.mean(rec["stage_time"]))
             warnings.warn(
-                f"SMC reached max_stages={self.max_stages} at lambda={forced_from:.3g} "
-                f"and jumped to lambda=1; the final ESS is {rec['ess'][-1]:.0f} of {n} "
-                "particles and the evidence is unreliable. Raise max_stages.",
+                f"SMC reached {what} at lambda={forced_from:.3g} after "
+                f"{len(rec['lambda']) - 1} stages and jumped to lambda=1; the final ESS is "
+                f"{rec['ess'][-1]:.0f} of {n} particles and the evidence is unreliable. "
+                f"A stage took {per_stage:.2g} s on average; raise "
+                f"{'max_stages' if stopped == 'max_stages' else 'max_time'}, or use fewer "
+                "particles (n_samples) or n_mcmc_steps, or method='laplace' for an evidence "
+                "on many rows.",
                 ConvergenceWarning,
                 stacklevel=4,
             )
@@ -359,6 +396,7 @@ _STAGE_KEYS = (
     "step_size",
     "n_leapfrog",
     "log_evidence",
+    "stage_time",
 )
 
 
