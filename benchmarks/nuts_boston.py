@@ -8,7 +8,8 @@ the second reuses the compiled kernels. Usage::
     python benchmarks/nuts_boston.py [--data-dir DIR] [--noise fixed inferred]
         [--warmup 1000] [--draws 3000] [--max-tree-depth 10]
         [--metric diagonal_grad|diagonal|dense] [--no-rescale-units] [--runs cold warm]
-        [--temperatures K --max-temperature T]
+        [--temperatures K --max-temperature T] [--init map]
+        [--target-rhat 1.01 --target-ess 400 --max-time 600]
 
 Besides the diagnostics' five training rows, each line reports R-hat of the network output
 at every training row (median, 90th percentile, maximum, count above 1.01).
@@ -60,6 +61,10 @@ def main() -> None:
         help="replicas per chain for parallel tempering (1: none)",
     )
     parser.add_argument("--max-temperature", type=float, default=10.0)
+    parser.add_argument("--init", choices=["prior", "map"], default="prior")
+    parser.add_argument("--target-rhat", type=float, default=None)
+    parser.add_argument("--target-ess", type=float, default=None)
+    parser.add_argument("--max-time", type=float, default=None, help="seconds of sampling")
     parser.add_argument("--runs", nargs="+", default=["cold", "warm"], choices=["cold", "warm"])
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
@@ -106,6 +111,10 @@ def main() -> None:
                     rescale_units=not args.no_rescale_units,
                     n_temperatures=args.temperatures,
                     max_temperature=args.max_temperature,
+                    init=args.init,
+                    target_rhat=args.target_rhat,
+                    target_ess=args.target_ess,
+                    max_time=args.max_time,
                 ),
                 prior=GaussianPrior(std=1.0, fan_in_scaling=False),
                 n_samples=args.chains * args.draws,
@@ -162,6 +171,22 @@ def main() -> None:
                 "rhat_outputs": [round(float(r), 4) for r in d["rhat_outputs"].ravel()],
                 "max_tree_depth_hits": d["max_tree_depth_hits"].tolist(),
                 "n_temperatures": args.temperatures,
+                "init": args.init,
+                "target_rhat": args.target_rhat,
+                "target_ess": args.target_ess,
+                "max_time": args.max_time,
+                **{
+                    k: (v if isinstance(v, str) else round(float(v), 4))
+                    for k, v in d.items()
+                    if k
+                    in (
+                        "stopped_because",
+                        "stop_rhat",
+                        "stop_ess",
+                        "n_draws_sampled_per_chain",
+                        "budget_time",
+                    )
+                },
                 "n_jobs": args.n_jobs,
                 "cpu": platform.processor() or platform.machine(),
                 "cores": os.cpu_count(),

@@ -26,7 +26,15 @@ import scipy.special
 import scipy.stats
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["ess_bulk", "ess_mean", "ess_tail", "rhat", "summary", "to_inference_data"]
+__all__ = [
+    "ess_bulk",
+    "ess_mean",
+    "ess_tail",
+    "nested_rhat",
+    "rhat",
+    "summary",
+    "to_inference_data",
+]
 
 # Below this many draws per chain, each split half has fewer than two draws and
 # the within-chain variance is undefined.
@@ -157,6 +165,57 @@ def rhat(x: ArrayLike) -> float:
         return np.nan
     # fmax so that an uninformative folded R-hat (NaN) does not hide the bulk one.
     return float(np.fmax(_rhat_bulk(chains), _rhat_folded(chains)))
+
+
+def nested_rhat(x: ArrayLike, n_superchains: int) -> float:
+    """Nested R-hat of many short chains grouped into superchains (Margossian et al. 2022).
+
+    The chains of a superchain start from the same point, so that they agree says nothing
+    about convergence; superchains start apart. Nested R-hat compares the variance between
+    the superchains' means with the variance within superchains (between their chains'
+    means plus within the chains), so it stays meaningful for chains of a few draws, or of
+    one, where split R-hat has no within-chain variance to work with.
+
+    Parameters
+    ----------
+    x : array-like of shape (n_chains, n_draws)
+        Draws of one scalar quantity; consecutive rows form a superchain (chains ``0..M-1``
+        the first of ``n_superchains``, and so on).
+    n_superchains : int
+        ``K``, at least 2, dividing ``n_chains``.
+
+    Returns
+    -------
+    float
+        ``sqrt(1 + B / W)``: close to 1 when the superchains agree. NaN when the
+        within-superchain variance is 0 or a draw is not finite.
+
+    References
+    ----------
+    Margossian, C. C., Hoffman, M. D., Sountsov, P., Riou-Durand, L., Vehtari, A. and
+    Gelman, A. (2022). Nested R-hat: assessing the convergence of Markov chain Monte
+    Carlo when running many short chains. arXiv:2110.13017.
+    """
+    chains = _as_chains(x)
+    n_chains, n_draws = chains.shape
+    k = int(n_superchains)
+    if k < 2 or n_chains % k:
+        raise ValueError(
+            f"n_superchains={n_superchains} must be at least 2 and divide the {n_chains} chains"
+        )
+    if not np.all(np.isfinite(chains)):
+        return np.nan
+    m = n_chains // k
+    groups = chains.reshape(k, m, n_draws)
+    chain_means = groups.mean(axis=2)  # (K, M)
+    super_means = chain_means.mean(axis=1)  # (K,)
+    between = super_means.var(ddof=1)
+    among_chains = chain_means.var(axis=1, ddof=1) if m > 1 else np.zeros(k)
+    within_chains = groups.var(axis=2, ddof=1).mean(axis=1) if n_draws > 1 else np.zeros(k)
+    within = float(np.mean(among_chains + within_chains))
+    if within <= 0.0:
+        return np.nan
+    return float(np.sqrt(1.0 + between / within))
 
 
 def _autocovariance(x: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -525,3 +525,28 @@ def test_matches_arviz(name):
     assert diag.ess_bulk(x) == pytest.approx(float(az.ess(x, method="bulk")), rel=1e-10)
     assert diag.ess_tail(x) == pytest.approx(float(az.ess(x, method="tail")), rel=1e-10)
     assert diag.ess_mean(x) == pytest.approx(float(az.ess(x, method="mean")), rel=1e-10)
+
+
+def test_nested_rhat_against_its_definition_and_its_limits():
+    from skbnn.diagnostics import nested_rhat
+
+    rng = np.random.default_rng(0)
+    # 4 superchains x 8 chains x 5 draws, all from one distribution: near 1
+    x = rng.standard_normal((32, 5))
+    got = nested_rhat(x, 4)
+    g = x.reshape(4, 8, 5)
+    cm = g.mean(2)
+    b = cm.mean(1).var(ddof=1)
+    w = np.mean(cm.var(1, ddof=1) + g.var(2, ddof=1).mean(1))
+    assert got == pytest.approx(np.sqrt(1 + b / w), rel=1e-12)
+    assert got < 1.05
+    # one draw per chain: the within-chain term is 0, the definition still holds
+    one = rng.standard_normal((32, 1))
+    assert np.isfinite(nested_rhat(one, 4))
+    # superchains stuck in different places: far above 1
+    shifted = x + np.repeat(np.arange(4.0) * 3, 8)[:, None]
+    assert nested_rhat(shifted, 4) > 2
+    with pytest.raises(ValueError, match="divide"):
+        nested_rhat(x, 5)
+    with pytest.raises(ValueError, match="at least 2"):
+        nested_rhat(x, 1)
