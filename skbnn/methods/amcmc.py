@@ -62,13 +62,7 @@ class AdaptiveMetropolis(_HMCFamily):
         Keep every ``thin``-th state after warm-up: ``n_samples`` draws then cost
         ``n_samples * thin`` steps, in the memory of ``n_samples``.
     init : {"prior", "map"}, default="prior"
-        Where each chain starts: ``"prior"``, a draw from the prior (dispersed, as R-hat
-        assumes); ``"map"``, its own MAP estimate from its own random initialization
-        (scikit-learn's), by the training engine with a short budget (200 L-BFGS
-        iterations up to 5,000 rows, else 20 Adam epochs at 0.01), which skips the
-        warm-up's long approach from the prior's scale. Each chain's MAP is of a different
-        initialization, so chains in different modes still show in R-hat. The gradient
-        evaluations it took are ``diagnostics_["init_grad_evals"]``.
+        Where each chain starts, as for :class:`NUTS`.
 
     Examples
     --------

@@ -50,25 +50,9 @@ class MALA(_HMCFamily):
         ``n_samples * thin`` transitions, in the memory of ``n_samples``. MALA's draws are
         strongly autocorrelated, so long thinned runs are its natural use.
     init : {"prior", "map"}, default="prior"
-        Where each chain starts: ``"prior"``, a draw from the prior (dispersed, as R-hat
-        assumes); ``"map"``, its own MAP estimate from its own random initialization
-        (scikit-learn's), by the training engine with a short budget (200 L-BFGS
-        iterations up to 5,000 rows, else 20 Adam epochs at 0.01), which skips the
-        warm-up's long approach from the prior's scale. Each chain's MAP is of a different
-        initialization, so chains in different modes still show in R-hat. The gradient
-        evaluations it took are ``diagnostics_["init_grad_evals"]``.
+        Where each chain starts, as for :class:`NUTS`.
     target_rhat, target_ess, max_time : float or None, default=None
-        Sample until converged: with any of them set, after the first ``n_samples`` draws
-        the chains are extended in blocks, keeping their adapted step size and metric,
-        until the split R-hat of the log-likelihood and of the monitored training-row
-        outputs is at most ``target_rhat`` and their bulk ESS at least ``target_ess``
-        (e.g. 1.01 and 400), or until ``max_time`` seconds of sampling (warm-up included,
-        compilation not) are spent, or the chains hold as many draws as they may (20 times
-        theirs without ``max_time``; 512 MB of draws with it).
-        ``n_samples`` then caps the kept draws: each chain is thinned evenly to its share.
-        ``diagnostics_["stopped_because"]`` is ``"targets_met"``, ``"max_time"`` or
-        ``"max_draws"``, and the progress bar shows the current R-hat and ESS. Not with
-        ``n_temperatures > 1``.
+        Sample until converged, as for :class:`NUTS`.
 
     Examples
     --------
