@@ -652,7 +652,9 @@ def test_map_starts_are_maps_and_their_own():
     for theta in starts:
         _, grad = target.logp_and_grad(theta)
         assert np.max(np.abs(grad)) / target.n_rows < 1e-3
-    np.testing.assert_allclose(starts[0], starts[1], atol=1e-4)
+    # L-BFGS stops at a per-row gradient of 1e-4, so the starts differ by about that over
+    # the curvature (up to 6e-5 seen); 1e-3 is still a hundredth of a posterior sd
+    np.testing.assert_allclose(starts[0], starts[1], atol=1e-3)
     again, _ = map_starts(target, seeds, 1)
     for a, b in zip(starts, again, strict=True):
         np.testing.assert_array_equal(a, b)
