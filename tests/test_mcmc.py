@@ -332,9 +332,9 @@ def test_more_chains_than_threads_interleave_without_changing_the_draws(verbose)
     calls = []
     original = _mcmc._run_interleaved
 
-    def spy(chains, n_blocks, advance, n_workers):
+    def spy(chains, n_blocks, advance, n_workers, stop_early=None):
         calls.append((n_blocks, n_workers))
-        return original(chains, n_blocks, advance, n_workers)
+        return original(chains, n_blocks, advance, n_workers, stop_early)
 
     _mcmc._run_interleaved = spy
     try:
@@ -689,9 +689,46 @@ def test_max_time_is_respected_within_one_block():
     assert d["stopped_because"] == "max_time"
     rounds = d["extension_round_times"]
     assert rounds.size >= 1
-    assert d["budget_time"] <= 1.5 + rounds.max() + 0.5  # (+ the last diagnostics)
+    # no round starts after the deadline: the run ends within its last round of it
+    assert d["budget_time"] - rounds[-1] < 1.5
+    assert d["budget_time"] <= 1.5 + rounds[-1] + 0.5  # (+ the last diagnostics)
     # n_samples caps what is kept, by thinning
     assert reg.posterior_.n_draws == 100 and d["n_draws_sampled_per_chain"] > 50
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # short runs
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_max_time_also_ends_the_first_draws(n_jobs):
+    # a deadline that passes during warm-up: warm-up runs to its end, then every chain
+    # stops at the same block, past MIN_TIMED_DRAWS draws and short of n_samples
+    from skbnn.methods._mcmc import MIN_TIMED_DRAWS
+
+    X, y = _data()
+    method = NUTS(n_chains=3, n_warmup=40, target_rhat=1.01, max_time=1e-6)
+    reg = BayesianMLPRegressor((3,), method=method, n_samples=3000, n_jobs=n_jobs,
+                               random_state=0).fit(X, y)  # fmt: skip
+    d = reg.diagnostics_
+    per_chain = d["n_draws_per_chain"]
+    assert d["stopped_because"] == "max_time"
+    assert MIN_TIMED_DRAWS <= per_chain < 1000
+    assert d["n_draws_sampled_per_chain"] == per_chain
+    assert reg.posterior_.n_draws == 3 * per_chain
+    assert d["loglik"].shape == (3, per_chain)
+    assert np.all(np.isfinite(reg.posterior_.thetas))
+    # the draws kept are the first ones of the uncut run, bit for bit
+    full = BayesianMLPRegressor((3,), method=NUTS(n_chains=3, n_warmup=40), n_samples=3000,
+                                random_state=0).fit(X, y)  # fmt: skip
+    cut = reg.posterior_.thetas.reshape(3, per_chain, -1)
+    uncut = full.posterior_.thetas.reshape(3, 1000, -1)
+    np.testing.assert_array_equal(cut, uncut[:, :per_chain])
+    # max_time alone bounds the default run: it says whether it cut it
+    alone = BayesianMLPRegressor((3,), method=NUTS(n_chains=3, n_warmup=40, max_time=1e-6),
+                                 n_samples=3000, random_state=0).fit(X, y)  # fmt: skip
+    assert alone.diagnostics_["stopped_because"] == "max_time"
+    assert alone.diagnostics_["n_draws_per_chain"] == per_chain
+    roomy = BayesianMLPRegressor((3,), method=NUTS(n_chains=3, n_warmup=40, max_time=1e3),
+                                 n_samples=30, random_state=0).fit(X, y)  # fmt: skip
+    assert roomy.diagnostics_["stopped_because"] == "n_samples"
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # short runs

@@ -28,9 +28,22 @@ from ._base import BaseMethod, FitResult
 #: ``target_rhat`` / ``target_ess`` without ``max_time``: the chains grow to at most this
 #: many times the ``n_samples`` they were asked for (``stopped_because="max_draws"``).
 MAX_EXTENSION = 20
+#: With ``max_time``, the fewest draws a chain keeps when the time runs out before its first
+#: ``n_samples`` draws are complete.
+MIN_TIMED_DRAWS = 20
 #: With ``max_time``, time bounds the run, and the draws held while it grows (every draw,
 #: its trace row and noise precisions, all chains) at most this many bytes.
 MAX_EXTENSION_BYTES = 2**29
+#: What a ConvergenceWarning says when max_time ran out with the chains still apart: what
+#: the measurements in doc/samplers.md ("Out of reach") say a user can do instead.
+OUT_OF_REACH = (
+    "Some network posteriors are out of reach of any chain in minutes: with 50 ReLU units "
+    "on UCI energy, NUTS still had R-hat 1.5-1.7 after 600 s (doc/samplers.md, 'Out of "
+    "reach'). The draws then mix the modes the chains found, an ensemble of modes rather "
+    "than the posterior: on energy they still predicted better than method='laplace' or "
+    "method='ensemble' (test log-likelihood -0.2 against -0.65 and -1.37), but read their "
+    "intervals as an ensemble's. Fewer hidden units give chains a posterior they can cover"
+)
 #: R-hat above this raises a ConvergenceWarning (Vehtari et al. 2021 recommend 1.01 for
 #: final inference; 1.05 flags clear failures without crying wolf on short runs).
 RHAT_WARN = 1.05
@@ -189,6 +202,8 @@ class _ProgressBar:
     def __init__(self, total: int, verbose: int, desc: str):
         self._bar = None
         self._lock = threading.Lock()
+        #: shown after every block's own text: the latest R-hat and ESS while extending
+        self.status = ""
         if verbose > 0:
             from tqdm.auto import tqdm
 
@@ -199,7 +214,8 @@ class _ProgressBar:
             with self._lock:
                 self._bar.update(n)
                 if postfix:
-                    self._bar.set_postfix_str(postfix, refresh=False)
+                    text = f"{postfix}; {self.status}" if self.status else postfix
+                    self._bar.set_postfix_str(text, refresh=False)
 
     def extend(self, n: int) -> None:
         """``n`` more iterations to come (a chain extended)."""
@@ -213,16 +229,24 @@ class _ProgressBar:
             self._bar.close()
 
 
-def _run_interleaved(chains: list[dict], n_blocks: int, advance, n_workers: int) -> None:
+def _run_interleaved(
+    chains: list[dict], n_blocks: int, advance, n_workers: int, stop_early=None
+) -> int:
     """Advance every chain through ``n_blocks`` blocks on ``n_workers`` threads.
 
     Each free thread takes the least advanced chain that no other thread holds, so chains
     progress together and no thread idles while work remains. A chain's blocks run in order
     and its state is its own, so the draws do not depend on the schedule.
+
+    ``stop_early``, if given, is asked (under the scheduler's lock) before each block is
+    handed out; when it returns a block count, sampling ends early: every chain completes
+    the blocks it or any other chain has started, and at least that many, so all chains end
+    at the same block. Returns the number of blocks every chain completed.
     """
     cond = threading.Condition()
     busy: set[int] = set()
     failed = []
+    limit = [n_blocks]
 
     def worker():
         while True:
@@ -230,13 +254,18 @@ def _run_interleaved(chains: list[dict], n_blocks: int, advance, n_workers: int)
                 while True:
                     if failed:
                         return
+                    if stop_early is not None and limit[0] == n_blocks:
+                        floor = stop_early()
+                        if floor is not None:
+                            started = max(c["pos"] + (i in busy) for i, c in enumerate(chains))
+                            limit[0] = min(n_blocks, max(floor, started))
                     free = [i for i, c in enumerate(chains)
-                            if i not in busy and c["pos"] < n_blocks]  # fmt: skip
+                            if i not in busy and c["pos"] < limit[0]]  # fmt: skip
                     if free:
                         i = min(free, key=lambda j: chains[j]["pos"])
                         busy.add(i)
                         break
-                    if all(c["pos"] >= n_blocks for c in chains):
+                    if all(c["pos"] >= limit[0] for c in chains):
                         return
                     cond.wait()
             try:
@@ -252,6 +281,7 @@ def _run_interleaved(chains: list[dict], n_blocks: int, advance, n_workers: int)
     # A worker waits only for chains that running workers hold, so workers that the shared
     # pool has not started yet cannot block the others.
     thread_map(lambda _: worker(), range(n_workers), n_workers)
+    return limit[0]
 
 
 class _HMCFamily(BaseMethod):
@@ -436,13 +466,16 @@ class _HMCFamily(BaseMethod):
             len(replicas) * n_iter, verbose, f"{self.name.upper()} {n_chains} chains"
         )
         n_workers = max(1, min(effective_n_jobs(n_jobs), len(replicas)))
+        timed = self._extends() and self.max_time is not None
         block = max(1, n_iter // 50) if verbose > 0 else n_iter
         if n_temps > 1:
             # replicas exchange states after every iteration
             block = 1
-        elif n_workers < n_chains:
+        elif n_workers < n_chains or timed:
             # more chains than threads: run short blocks so every thread can switch to the
-            # least advanced chain; otherwise 3 chains on 2 threads take two chain-lengths
+            # least advanced chain; otherwise 3 chains on 2 threads take two chain-lengths.
+            # With max_time, the first n_samples draws also end at the deadline, at the end
+            # of a block, so a block is the most the run can overrun it by after warm-up.
             block = min(block, max(1, n_iter // 40))
         # blocks end at every window end, where the metric is updated between kernel calls
         # (and at the end of warm-up, to count its cost; blocks never change the draws)
@@ -512,23 +545,47 @@ class _HMCFamily(BaseMethod):
             else None
         )
 
-        def run_all():
+        # Warm-up always runs to its end (an unadapted chain samples badly), and a chain
+        # keeps at least MIN_TIMED_DRAWS draws, so a deadline that passes before then ends
+        # sampling at the first block past that point.
+        min_stop = n_warmup + thin * min(n_keep, MIN_TIMED_DRAWS)
+        min_blocks = next(i + 1 for i, s in enumerate(stops) if s >= min_stop)
+
+        def stop_early():
+            return min_blocks if time.perf_counter() >= t_budget + self.max_time else None
+
+        def run_all(first=False):
             if exchange is not None:
                 exchange.run(len(stops), n_warmup, advance, n_workers)
-            elif n_workers == 1:
+            elif n_workers == 1 and not timed:
                 for chain in chains:
                     while chain["pos"] < len(stops):
                         advance(chain)
             else:
-                _run_interleaved(chains, len(stops), advance, n_workers)
+                # with max_time, one thread also interleaves the chains, so that all of
+                # them, not only the first, have sampled when the time runs out
+                _run_interleaved(
+                    chains, len(stops), advance, n_workers, stop_early if timed and first else None
+                )
 
         t_budget = time.perf_counter()
         try:
-            run_all()
+            run_all(first=True)
+            cut = timed and chains[0]["pos"] < len(stops)
+            if cut:
+                # the deadline passed before the first n_samples draws were complete: keep
+                # the complete draws of the blocks every chain ran
+                del stops[chains[0]["pos"] :]
+                n_keep = (stops[-1] - n_warmup) // thin
+                for chain in chains:
+                    a = chain["arrays"]
+                    chain["arrays"] = a._replace(
+                        draws=a.draws[:n_keep], trace=a.trace[:n_keep], taus=a.taus[:n_keep]
+                    )
             extension = None
             if self._extends():
                 extension = self._extend_until_converged(
-                    target, chains, stops, n_keep, thin, block, bar, run_all, t_budget
+                    target, chains, stops, n_keep, thin, block, bar, run_all, t_budget, cut
                 )
         finally:
             bar.close()
@@ -592,7 +649,7 @@ class _HMCFamily(BaseMethod):
         return True
 
     def _extend_until_converged(self, target, chains, stops, n_keep, thin, block, bar,
-                                run_all, t_budget) -> dict:  # fmt: skip
+                                run_all, t_budget, cut) -> dict:  # fmt: skip
         """Extend every chain in blocks, with its adapted step size and metric, until R-hat
         and bulk ESS of the log-likelihood and the monitored outputs meet their targets,
         ``max_time`` is spent, or the chains hold as many draws as they may
@@ -614,14 +671,17 @@ class _HMCFamily(BaseMethod):
                                                   diag["ess_bulk_loglik"])))  # fmt: skip
             if np.isnan(diag["rhat_loglik"]):
                 worst_rhat = math.inf
-            bar.update(0, f"R-hat {worst_rhat:.3f}, ESS {least_ess:.0f}")
+            bar.status = f"R-hat {worst_rhat:.3f}, ESS {least_ess:.0f}"
+            bar.update(0, "extending")
             divergences = diag["divergences_per_chain"]
             met = (target_rhat is None or worst_rhat <= target_rhat) and (
                 target_ess is None or least_ess >= target_ess
             )
             now = time.perf_counter()
             if met:
-                stopped = "targets_met"
+                # max_time alone: the run either finished its n_samples draws or was cut
+                no_targets = target_rhat is None and target_ess is None
+                stopped = "targets_met" if not no_targets else ("max_time" if cut else "n_samples")
                 break
             if now >= deadline:
                 stopped = "max_time"
@@ -767,12 +827,25 @@ class _HMCFamily(BaseMethod):
                 f"mean tree depth {np.mean(diag['mean_tree_depth']):.1f} of "
                 f"max_tree_depth={self.max_tree_depth}"
             )
+        stopped = diag.get("stopped_because")
+        out_of_time = stopped == "max_time"
+        if stopped is not None:
+            figures.append(
+                f"after {diag['n_draws_sampled_per_chain']} draws per chain in "
+                f"{diag['budget_time']:.0f} s (stopped_because={stopped!r})"
+            )
         advice = []
         if too_short:
             advice.append(
                 f"too few draws to judge: {diag['n_draws_per_chain']} per chain, and split "
-                "R-hat needs at least 4 (nan above); raise the estimator's n_samples (now "
-                f"{n_kept} over {diag['n_chains']} chains)"
+                "R-hat needs at least 4 (nan above); "
+                + (
+                    f"the time ran out first: raise method={cls}(max_time=...) (now "
+                    f"{self.max_time:g} s)"
+                    if out_of_time
+                    else f"raise the estimator's n_samples (now {n_kept} over "
+                    f"{diag['n_chains']} chains)"
+                )
             )
         if capped:
             advice.append(
@@ -792,7 +865,17 @@ class _HMCFamily(BaseMethod):
                 f"the chains disagree (R-hat up to {worst:.3f}, warn above {RHAT_WARN}): "
                 "they sit in different regions of the posterior"
             )
-            if self.name in ("mala", "amcmc"):
+            if out_of_time:
+                text += (
+                    f". Raise method={cls}(max_time=...) (now {self.max_time:g} s) if they "
+                    f"were still approaching. {OUT_OF_REACH}"
+                )
+            elif stopped == "max_draws":
+                text += (
+                    f": {cls} held as many draws as it may without max_time; set "
+                    f"method={cls}(max_time=...) to let time bound the run instead"
+                )
+            elif self.name in ("mala", "amcmc"):
                 text += (
                     f"; {cls} mixes slowly on network posteriors, and method='nuts' is "
                     "usually far faster per effective draw (doc/samplers.md); or run longer: "
@@ -800,12 +883,15 @@ class _HMCFamily(BaseMethod):
                 )
             else:
                 text += (
-                    f". Run longer (method={cls}(n_warmup={2 * self.n_warmup}) and "
-                    f"n_samples={2 * n_kept}) if the chains are still approaching; if they "
-                    "sit in separate modes, more of the same rarely joins them: try "
-                    f"method={cls}(n_temperatures=4) (parallel tempering), method='smc' "
-                    "(on up to a few thousand rows; it also returns the evidence), or fewer "
-                    "hidden units"
+                    f". If the chains are still approaching, run longer (method={cls}("
+                    f"n_warmup={2 * self.n_warmup}) and n_samples={2 * n_kept}), or let them "
+                    f"run until they agree: method={cls}(target_rhat=1.01, target_ess=400, "
+                    "max_time=600) extends them in blocks and stops when R-hat and ESS meet "
+                    "their targets (on UCI Boston, concrete and wine with 50 units, in 1-2 "
+                    "minutes; doc/samplers.md). If they sit in separate modes, more of "
+                    f"the same rarely joins them: try method={cls}(n_temperatures=4) "
+                    "(parallel tempering), method='smc' (on up to a few thousand rows; it "
+                    "also returns the evidence), or fewer hidden units"
                 )
             advice.append(text)
         name = {"amcmc": "ADAPTIVE METROPOLIS"}.get(self.name, self.name.upper())

@@ -108,12 +108,18 @@ class NUTS(_HMCFamily):
         the chains are extended in blocks, keeping their adapted step size and metric,
         until the split R-hat of the log-likelihood and of the monitored training-row
         outputs is at most ``target_rhat`` and their bulk ESS at least ``target_ess``
-        (e.g. 1.01 and 400), or until ``max_time`` seconds of sampling (warm-up included,
-        compilation not) are spent, or the chains hold as many draws as they may (20 times
-        theirs without ``max_time``; 512 MB of draws with it).
-        ``n_samples`` then caps the kept draws: each chain is thinned evenly to its share.
-        ``diagnostics_["stopped_because"]`` is ``"targets_met"``, ``"max_time"`` or
-        ``"max_draws"``, and the progress bar shows the current R-hat and ESS. Not with
+        (e.g. 1.01 and 400), or until ``max_time`` seconds of sampling (warm-up included;
+        compilation and the MAP starts of ``init="map"`` not) are spent, or the chains
+        hold as many draws as they may (20 times theirs without ``max_time``; 512 MB of
+        draws with it). ``n_samples`` then caps the kept draws: each chain is thinned
+        evenly to its share. ``max_time`` also bounds the first ``n_samples`` draws: when
+        it runs out before they are complete, every chain stops at the end of the same
+        block (a fortieth of the run), keeping fewer draws. Warm-up is never cut short (an
+        unadapted chain samples badly), and a chain keeps at least 20 draws, so a budget
+        shorter than warm-up is overrun by the rest of warm-up and those draws.
+        ``diagnostics_["stopped_because"]`` is ``"targets_met"``, ``"max_time"``,
+        ``"max_draws"``, or with ``max_time`` alone ``"n_samples"`` (the draws were
+        complete in time); the progress bar shows the current R-hat and ESS. Not with
         ``n_temperatures > 1``.
 
     Examples
