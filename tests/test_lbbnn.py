@@ -3,9 +3,10 @@
 Exact checks: the kernels' gradients against central differences (both training paths,
 every likelihood); the closed-form KL against its definition; ``feature_inclusion_``
 against enumeration of every indicator configuration. Statistical checks state their
-false-alarm probability where it is one; the sparse-truth test's margins come from the
-spike-and-slab posterior, whose inclusion probabilities on that much data are within 1e-3
-of 0 and 1 (see the test).
+false-alarm probability where it is one. The sparse-truth test's thresholds come from the
+measured relation between a null input's inclusion probability and its t statistic
+(``benchmarks/lbbnn_null_alpha.py``): the true inputs' are above 0.9999, a null's is
+typically 0.003-0.02 (median 0.007) and passes 0.5 only near ``|t| = 3.9`` (see the test).
 """
 
 import itertools
@@ -138,18 +139,29 @@ def _sparse_linear(seed, n=2000):
 
 @pytest.mark.statistical
 def test_inclusion_recovers_a_sparse_linear_truth(seed):
-    # 2000 rows, noise sd 0.5: the exact spike-and-slab posterior puts the true inputs' t
-    # statistics (over 20) far beyond any doubt, and each null input's inclusion at most
-    # psi / (1 - psi) / sqrt(1 + n s0^2 / sigma^2) (its Bayes factor at t = 0, times
-    # exp(t^2 / 2) at the null's t): below 0.05 unless |t| > 3.4, probability 7e-4 per
-    # input. The variational alphas follow the exact ones closely on a linear model.
+    # The thresholds come from alpha as a function of the OLS |t| on these data
+    # (benchmarks/results/lbbnn_null_alpha.jsonl: `python benchmarks/lbbnn_null_alpha.py
+    # --seeds 20 --planted 0 1 2 3 3.25 3.5 3.75 4 4.5 5 6`, then `--seeds 0 --planted 2.75
+    # 3 3.25 3.5 3.75 4 --planted-seeds 10`; 675 (|t|, alpha) pairs): alpha at most 0.036
+    # below |t| = 2.8 and first above 0.05 at 2.96; 0.07-0.10 at 3.25-3.5; 0.29-0.52 at
+    # 3.75-4.0; first above 0.5 at 3.90; above 0.99 from 5.45. Under the truth the five null
+    # inputs' t statistics are N(0, 1) (t with 1991 degrees of freedom), nearly independent,
+    # and the true inputs' are near 62, 90 and 133 with sd 1. So
+    # * every null alpha < 0.5 fails only if some null |t| > 3.8: at most 5 * 1.45e-4 = 7.2e-4;
+    # * the nulls' median alpha < 0.05 fails only if three nulls have |t| > 2.8 (P = 5.1e-3
+    #   each): at most C(5, 3) * (5.1e-3)^3 = 1.3e-6. It catches nulls that stay near their
+    #   prior 0.1, which the first check would not;
+    # * every true alpha > 0.99 fails only if a true |t| falls below 5.45: over 55 sd.
+    # False-alarm probability below 7.3e-4. (The former threshold, 0.1 on every null, is
+    # reached at |t| = 3.33-3.47: about 5 * 8e-4 = 4e-3; one of 197 seeds failed it.)
     X, y = _sparse_linear(seed)
     reg = BayesianMLPRegressor((), method=LBBNN(learning_rate_init=0.01, max_iter=500),
                                random_state=seed).fit(X, y)  # fmt: skip
     alpha = reg.inclusion_probabilities_[0][:, 0]
     truth = np.isin(np.arange(8), [0, 3, 5])
     assert np.all(alpha[truth] > 0.99), alpha
-    assert np.all(alpha[~truth] < 0.1), alpha
+    assert np.all(alpha[~truth] < 0.5), alpha
+    assert np.median(alpha[~truth]) < 0.05, alpha
     # in a linear model: alpha on the median probability model's inputs, 0 elsewhere
     np.testing.assert_allclose(reg.feature_inclusion_, alpha * (alpha > 0.5), rtol=1e-12)
     assert reg.density_ == pytest.approx(3 / 8)
@@ -210,7 +222,10 @@ def test_classifier_attributes_and_the_median_model():
     assert clf.feature_inclusion_.shape == (4,)
     proba = clf.predict_proba(X)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
-    assert np.mean(clf.predict(X) == y) > 0.8
+    # training accuracy over random_state 0-29: 0.86-0.98, mean 0.934, sd 0.032; chance is
+    # 1/3. 0.6 is 10 sd below the mean and 0.26 below the lowest seed: it fails for a
+    # classifier that does not learn, not for an unlucky seed
+    assert np.mean(clf.predict(X) == y) > 0.6
     # the median probability model: every draw has exactly the weights with alpha > 0.5
     clf.set_params(method__model="median").fit(X, y)
     layout = clf._layout
