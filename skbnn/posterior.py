@@ -603,14 +603,26 @@ class SpikeSlabPosterior(WeightedDraws):
 
     Parameters
     ----------
-    mean, var, alpha : ndarray of shape (n_params,)
+    mean : ndarray of shape (n_params,)
+        The mean of each ``beta_i`` (``kappa`` of a weight's slab; the Gaussian factor's
+        mean for the parameters always in), in the layout of :mod:`skbnn.network`.
+    var : ndarray of shape (n_params,)
+        The variance of each ``beta_i``.
+    alpha : ndarray of shape (n_params,)
+        The inclusion probability of every parameter; 1 for those always in.
     n_draws : int, default=100
+        Number of draws stored at construction; predictions use these.
     random_state : int, Generator or SeedSequence, default=None
+        Seeds the stored draws.
     n_noise : int, default=0
-        Trailing parameters that are log noise precisions.
+        Trailing parameters that are log noise precisions; their exponentials become each
+        draw's ``noise_precision``.
     noise_precision : ndarray, default=None
         The fixed noise precision when ``n_noise == 0`` (regression), else None.
     model : {"average", "median"}, default="average"
+        ``"average"`` draws the indicators (Bayesian model averaging over sparse
+        networks); ``"median"`` fixes them at ``alpha > 0.5`` (the median probability
+        model) and draws only the slab.
     """
 
     def __init__(self, mean, var, alpha, n_draws: int = 100, random_state=None,
@@ -641,8 +653,30 @@ class SpikeSlabPosterior(WeightedDraws):
 
 def spike_slab_draws(mean, var, alpha, n: int, rng: np.random.Generator,
                      median: bool = False) -> np.ndarray:  # fmt: skip
-    """``n`` draws of independent ``gamma_i * beta_i``, ``beta_i ~ N(mean_i, var_i)`` and
-    ``gamma_i ~ Bernoulli(alpha_i)`` (``gamma_i = [alpha_i > 0.5]`` with ``median``)."""
+    """Draws of a spike-and-slab mean-field ``q``: independent ``gamma_i * beta_i``.
+
+    Parameters
+    ----------
+    mean : ndarray of shape (n_params,)
+        The slab's means: ``beta_i ~ N(mean_i, var_i)``.
+    var : ndarray of shape (n_params,)
+        The slab's variances.
+    alpha : ndarray of shape (n_params,)
+        Inclusion probabilities: ``gamma_i ~ Bernoulli(alpha_i)``.
+    n : int
+        Number of draws.
+    rng : numpy.random.Generator
+        Draws the slab (``n * n_params`` standard normals) and then, unless ``median``, the
+        indicators (as many uniforms).
+    median : bool, default=False
+        Fix ``gamma_i = [alpha_i > 0.5]`` (the median probability model) instead of
+        drawing it.
+
+    Returns
+    -------
+    ndarray of shape (n, n_params)
+        The draws; an excluded parameter is exactly 0.
+    """
     beta = mean + np.sqrt(var) * rng.standard_normal((n, np.size(mean)))
     if median:
         return beta * (alpha > 0.5)

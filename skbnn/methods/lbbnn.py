@@ -143,6 +143,12 @@ class LBBNN(VariationalInference):
         The concrete relaxation's temperature ``delta`` (``local_reparameterization=False``
         only).
     local_reparameterization : bool, default=True
+        How the expected log-likelihood's gradient is estimated. True: the local
+        reparameterization trick, each pre-activation drawn per row from the Gaussian with
+        its weights' moments (a central-limit approximation). False: the weights drawn with
+        each indicator relaxed to the concrete distribution of ``temperature`` (biased for
+        any positive temperature). Training only: either way, ``elbo_`` and the posterior's
+        draws draw the indicators themselves, neither relaxed nor moment-matched.
     init_inclusion : float, default=0.9
         The initial ``alpha`` of every weight: starting nearly dense lets the network fit
         before it prunes.
