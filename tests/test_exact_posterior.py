@@ -665,13 +665,15 @@ def test_mixture_quantiles_against_brentq(n_components):
 @pytest.mark.parametrize(
     "method",
     [NUTS(n_chains=4, n_warmup=300, target_rhat=1.01, target_ess=3000),
+     HMC(n_chains=4, n_warmup=400, target_rhat=1.01, target_ess=3000),
      MALA(n_warmup=500, target_rhat=1.01, target_ess=3000)],
-    ids=["nuts", "mala"],
+    ids=["nuts", "hmc", "mala"],
 )  # fmt: skip
 def test_sampling_until_converged_keeps_the_draws_exact(method, seed):
     # the ESS target is three times the 1000 kept draws, so the chains must be extended
     # (in blocks, with their adapted step size and metric) and then thinned back to 1000:
-    # the kept draws must still match the closed form. 15 comparisons: false alarm < 1e-4.
+    # the kept draws must still match the closed form. 15 comparisons: false alarm < 1e-4
+    # per method.
     X, y, X_test = _data(0 + seed)
     noise_std = 0.5
     reg = BayesianMLPRegressor(hidden_layer_sizes=(), activation="identity", method=method,

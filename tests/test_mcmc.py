@@ -749,16 +749,23 @@ def test_default_sampling_is_not_extended_and_tempering_refuses_targets():
 @pytest.mark.parametrize(
     "method",
     [NUTS(n_chains=3, n_warmup=40), HMC(n_chains=2, n_warmup=40, init="map"),
-     MALA(n_chains=2, n_warmup=60, thin=2)],
-    ids=["nuts", "hmc-map", "mala-thin"],
+     MALA(n_chains=2, n_warmup=60, thin=2), "amcmc", "classifier"],
+    ids=["nuts", "hmc-map", "mala-thin", "amcmc", "classifier"],
 )  # fmt: skip
 def test_warm_start_continues_the_chains_bit_for_bit(method):
     import pickle
 
+    from skbnn.methods import AdaptiveMetropolis
+
     X, y = _data()
-    long = BayesianMLPRegressor((3,), method=method, n_samples=120, random_state=5).fit(X, y)
-    est = BayesianMLPRegressor((3,), method=method, n_samples=60, random_state=5,
-                               warm_start=True).fit(X, y)  # fmt: skip
+    estimator = BayesianMLPRegressor
+    if method == "amcmc":
+        method = AdaptiveMetropolis(n_chains=2, n_warmup=60)
+    elif method == "classifier":
+        method, estimator, y = NUTS(n_chains=2, n_warmup=40), BayesianMLPClassifier, y > 0
+    long = estimator((3,), method=method, n_samples=120, random_state=5).fit(X, y)
+    est = estimator((3,), method=method, n_samples=60, random_state=5,
+                    warm_start=True).fit(X, y)  # fmt: skip
     est = pickle.loads(pickle.dumps(est))  # the state travels with the estimator
     est.set_params(n_samples=120, n_jobs=2).fit(X, y)
     np.testing.assert_array_equal(est.posterior_.thetas, long.posterior_.thetas)
