@@ -71,7 +71,10 @@ def main() -> None:
     except ImportError:
         print("matplotlib is not installed (pip install '.[plot]'): no figure")
         return
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2),
+    # constrained layout places the colorbars and titles without overlap (tight_layout
+    # let the right panel's title run into the left colorbar; on two lines it is no wider
+    # than its square image)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained",
                                    gridspec_kw={"width_ratios": [2.4, 1]})  # fmt: skip
     first = clf.inclusion_probabilities_[0]
     im = ax1.imshow(first, aspect="auto", cmap="viridis", vmin=0, vmax=1, interpolation="none")
@@ -80,11 +83,10 @@ def main() -> None:
     ax1.set_title("first layer: inclusion probability of each weight")
     fig.colorbar(im, ax=ax1)
     im2 = ax2.imshow(clf.feature_inclusion_.reshape(8, 8), cmap="viridis", vmin=0, vmax=1)
-    ax2.set_title("feature_inclusion_: P(path to an output)")
+    ax2.set_title("feature_inclusion_:\nP(path to an output)")
     ax2.set_xticks([])
     ax2.set_yticks([])
     fig.colorbar(im2, ax=ax2)
-    fig.tight_layout()
     fig.savefig(args.out, dpi=100)
     print(f"figure: {args.out}")
 
