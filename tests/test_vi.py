@@ -246,6 +246,11 @@ def test_warns_when_the_elbo_is_still_rising_at_max_iter():
     with pytest.warns(ConvergenceWarning, match="ELBO had not stabilized"):
         reg = BayesianMLPRegressor((5,), method=method, random_state=0).fit(X, y)
     assert not reg.diagnostics_["converged"][0]
+    # too few epochs for any trend: the message says so instead of printing nan
+    method.set_params(max_iter=3)
+    with pytest.warns(ConvergenceWarning, match="cannot be judged after max_iter=3") as rec:
+        BayesianMLPRegressor((5,), method=method, random_state=0).fit(X, y)
+    assert all("nan" not in str(w.message) for w in rec)
 
 
 def test_noise_is_inferred():

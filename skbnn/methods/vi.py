@@ -323,6 +323,13 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
 
     def _not_converged(self, settings, slow, kept) -> str:
         gain, se, w = getattr(kept[0], "trend", (float("nan"), float("nan"), 0))
+        if not np.isfinite(gain):
+            # fewer than four epochs: no trend to measure, so nothing to say it stabilized
+            return (
+                f"the ELBO cannot be judged after max_iter={settings.max_iter} epochs: the "
+                "stopping rule compares means over windows of at least two epochs each. "
+                "Increase max_iter."
+            )
         return (
             f"the ELBO had not stabilized at max_iter={settings.max_iter} epochs: over the "
             f"last {w} epochs it still rose by {gain:.3g} +- {se:.2g} nats per row (more "
