@@ -109,7 +109,9 @@ def _count_compile_cpu() -> None:
         finally:
             _COMPILE_CPU[0] += time.thread_time() - t0
 
-    for name in ("skbnn.methods._mcmc", "skbnn.methods.smc", "skbnn.methods._optim"):
+    # every module that compiles through it (VI and LBBNN compile their own epoch kernel)
+    for name in ("skbnn.methods._mcmc", "skbnn.methods.smc", "skbnn.methods._optim",
+                 "skbnn.methods.vi", "skbnn.methods.lbbnn", "skbnn.methods.laplace"):  # fmt: skip
         module = importlib.import_module(name)
         if getattr(module, "compile_once", None) is original:
             module.compile_once = timed
