@@ -232,7 +232,7 @@ class _ProgressBar:
 
 def _run_interleaved(
     chains: list[dict], n_blocks: int, advance, n_workers: int, stop_early=None
-) -> int:
+) -> None:
     """Advance every chain through ``n_blocks`` blocks on ``n_workers`` threads.
 
     Each free thread takes the least advanced chain that no other thread holds, so chains
@@ -242,7 +242,7 @@ def _run_interleaved(
     ``stop_early``, if given, is asked (under the scheduler's lock) before each block is
     handed out; when it returns a block count, sampling ends early: every chain completes
     the blocks it or any other chain has started, and at least that many, so all chains end
-    at the same block. Returns the number of blocks every chain completed.
+    at the same block.
     """
     cond = threading.Condition()
     busy: set[int] = set()
@@ -282,7 +282,6 @@ def _run_interleaved(
     # A worker waits only for chains that running workers hold, so workers that the shared
     # pool has not started yet cannot block the others.
     thread_map(lambda _: worker(), range(n_workers), n_workers)
-    return limit[0]
 
 
 class _HMCFamily(BaseMethod):
@@ -467,7 +466,8 @@ class _HMCFamily(BaseMethod):
             len(replicas) * n_iter, verbose, f"{self.name.upper()} {n_chains} chains"
         )
         n_workers = max(1, min(effective_n_jobs(n_jobs), len(replicas)))
-        timed = self._extends() and self.max_time is not None
+        extends = self._extends()
+        timed = extends and self.max_time is not None
         block = max(1, n_iter // 50) if verbose > 0 else n_iter
         if n_temps > 1:
             # replicas exchange states after every iteration
@@ -584,7 +584,7 @@ class _HMCFamily(BaseMethod):
                         draws=a.draws[:n_keep], trace=a.trace[:n_keep], taus=a.taus[:n_keep]
                     )
             extension = None
-            if self._extends():
+            if extends:
                 extension = self._extend_until_converged(
                     target, chains, stops, n_keep, thin, block, bar, run_all, t_budget, cut
                 )
@@ -681,8 +681,9 @@ class _HMCFamily(BaseMethod):
             now = time.perf_counter()
             if met:
                 # max_time alone: the run either finished its n_samples draws or was cut
-                no_targets = target_rhat is None and target_ess is None
-                stopped = "targets_met" if not no_targets else ("max_time" if cut else "n_samples")
+                stopped = "targets_met"
+                if target_rhat is None and target_ess is None:
+                    stopped = "max_time" if cut else "n_samples"
                 break
             if now >= deadline:
                 stopped = "max_time"
