@@ -689,9 +689,13 @@ def test_max_time_is_respected_within_one_block():
     assert d["stopped_because"] == "max_time"
     rounds = d["extension_round_times"]
     assert rounds.size >= 1
-    # no round starts after the deadline: the run ends within its last round of it
-    assert d["budget_time"] - rounds[-1] < 1.5
-    assert d["budget_time"] <= 1.5 + rounds[-1] + 0.5  # (+ the last diagnostics)
+    starts = d["extension_round_starts"]
+    assert starts.shape == rounds.shape and np.all(np.diff(starts) > 0)
+    # no round starts after the deadline (what the driver guarantees: it checks the clock
+    # before each), so the run ends within its last round and the diagnostics after it;
+    # those take milliseconds here, and the second's margin is for a loaded machine
+    assert np.all(starts < 1.5)
+    assert d["budget_time"] <= starts[-1] + rounds[-1] + 1.0
     # n_samples caps what is kept, by thinning
     assert reg.posterior_.n_draws == 100 and d["n_draws_sampled_per_chain"] > 50
 

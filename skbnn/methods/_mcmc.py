@@ -664,7 +664,7 @@ class _HMCFamily(BaseMethod):
         cap = MAX_EXTENSION * n_keep
         if self.max_time is not None:
             cap = max(cap, MAX_EXTENSION_BYTES // row_bytes)
-        round_times, divergences = [], None
+        round_times, round_starts, divergences = [], [], None
         while True:
             diag = self._diagnostics(target, chains, kept)
             worst_rhat = float(np.nanmax(np.append(diag["rhat_outputs"], diag["rhat_loglik"])))
@@ -715,9 +715,11 @@ class _HMCFamily(BaseMethod):
             stops.extend(range(last + block, end, block))
             stops.append(end)
             bar.extend(rows * thin * len(chains))
-            t0 = time.perf_counter()
+            # a round starts when it is decided, before the deadline: its time includes
+            # growing the arrays
+            round_starts.append(now - t_budget)
             run_all()
-            round_times.append(time.perf_counter() - t0)
+            round_times.append(time.perf_counter() - now)
             kept += rows
         n_sampled = kept
         if kept > n_keep:
@@ -736,6 +738,7 @@ class _HMCFamily(BaseMethod):
             "divergences": int(np.sum(divergences)),
             "divergences_per_chain": np.asarray(divergences),
             "extension_round_times": np.array(round_times),
+            "extension_round_starts": np.array(round_starts),
             "budget_time": time.perf_counter() - t_budget,
         }
 
