@@ -12,7 +12,6 @@ import joblib
 import numpy as np
 from joblib import effective_n_jobs
 from numpy.typing import ArrayLike
-from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -27,6 +26,7 @@ from sklearn.utils.validation import (
 from .exceptions import DataScaleWarning
 from .kernels.predict import mixture_quantiles
 from .methods import METHODS, BaseMethod
+from .metrics import _mixture_log_density
 from .network import ACTIVATIONS
 from .posterior import Network
 from .priors import PRIORS, GaussianPrior, HierarchicalPrior, LogisticPrior, ScaleMixturePrior
@@ -601,6 +601,49 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         out = out * self._y_std[None, :, None] + self._y_mean[None, :, None]
         return out[:, 0, :] if self.n_outputs_ == 1 else out
 
+    def predict_mixture(self, X: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The posterior predictive distribution of ``y`` as a Gaussian mixture.
+
+        Every method's predictive is a mixture of Gaussians: one component per posterior
+        draw (the network's output and that draw's noise), or per Gaussian of a Laplace
+        fit with the linearized predictive. :mod:`skbnn.metrics` scores it exactly
+        (``crps_mixture``, ``pit_mixture``, ``log_predictive_density``). It holds
+        ``n_samples x S`` numbers: for many rows, score them in chunks.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_means, y_stds : ndarrays of shape (n_samples, S) or (n_samples, n_outputs, S)
+            Each component's mean and standard deviation, in the units of ``y``.
+        weights : ndarray of shape (S,)
+            The components' weights, summing to one.
+
+        Examples
+        --------
+        >>> from skbnn.metrics import log_predictive_density
+        >>> means, stds, weights = reg.predict_mixture(X_test)  # doctest: +SKIP
+        >>> log_predictive_density(y_test, means, stds, weights)  # doctest: +SKIP
+        """
+        X = self._validate_X(X)
+        means = stds = weights = None
+        for rows, w, f, fvar, sd in self._components(X):
+            if means is None:
+                means = np.empty((X.shape[0], self.n_outputs_, len(w)))
+                stds = np.empty_like(means)
+                weights = w
+            if fvar is not None:
+                sd = np.sqrt(sd**2 + fvar)
+            means[rows] = np.transpose(f, (2, 1, 0))
+            stds[rows] = np.transpose(np.broadcast_to(sd, f.shape), (2, 1, 0))
+        means = means * self._y_std[:, None] + self._y_mean[:, None]
+        stds = stds * self._y_std[:, None]
+        if self.n_outputs_ == 1:
+            means, stds = means[:, 0], stds[:, 0]
+        return means, stds, np.array(weights)
+
     def _log_predictive_density(self, X, y):
         """Per-row log posterior predictive density of ``y`` (original units)."""
         X = self._validate_X(X)
@@ -608,14 +651,12 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         Z = (Y - self._y_mean) / self._y_std
         out = np.empty(X.shape[0])
         for rows, w, f, fvar, sd in self._components(X):
-            with np.errstate(divide="ignore"):
-                # a particle whose weight underflowed to 0 simply drops out of the mixture
-                logw = np.log(w)
             if fvar is not None:
                 sd = np.sqrt(sd**2 + fvar)
-            r = (Z[rows].T[None, :, :] - f) / sd
-            logp = -0.5 * r**2 - np.log(sd) - 0.5 * np.log(2 * np.pi)
-            out[rows] = logsumexp(logw[:, None] + logp.sum(axis=1), axis=0)
+            sd = np.broadcast_to(sd, f.shape)
+            out[rows] = _mixture_log_density(
+                Z[rows], np.transpose(f, (2, 1, 0)), np.transpose(sd, (2, 1, 0)), w
+            )
         return out - np.sum(np.log(self._y_std))
 
     def __sklearn_tags__(self):

@@ -1,0 +1,282 @@
+"""skbnn.metrics against closed forms, quadrature, brute force and scikit-learn."""
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+from sklearn.calibration import calibration_curve
+from sklearn.datasets import load_iris
+
+from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
+from skbnn.methods import Laplace, VariationalInference
+from skbnn.metrics import (
+    crps_ensemble,
+    crps_gaussian,
+    crps_mixture,
+    expected_calibration_error,
+    interval_coverage,
+    log_predictive_density,
+    mean_interval_width,
+    pit_ensemble,
+    pit_mixture,
+)
+from skbnn.model_selection import log_predictive_scorer
+
+
+def _crps_by_quadrature(cdf, y, lo, hi):
+    """The definition: integral of (F(x) - 1{x >= y})^2 over the real line, split at y."""
+    left = integrate.quad(lambda x: cdf(x) ** 2, lo, y, epsabs=1e-12, epsrel=1e-10)[0]
+    right = integrate.quad(lambda x: (1 - cdf(x)) ** 2, y, hi, epsabs=1e-12, epsrel=1e-10)[0]
+    return left + right
+
+
+def test_crps_gaussian_is_the_integral_of_its_definition():
+    rng = np.random.default_rng(0)
+    y, mu, sd = rng.normal(size=5), rng.normal(size=5), rng.uniform(0.2, 3, 5)
+    want = [
+        _crps_by_quadrature(stats.norm(m, s).cdf, t, m - 40 * s, m + 40 * s)
+        for t, m, s in zip(y, mu, sd, strict=True)
+    ]
+    got = crps_gaussian(y, mu, sd, multioutput="raw_values")
+    assert got.shape == (1,)
+    np.testing.assert_allclose(got[0], np.mean(want), rtol=1e-8)
+    # one row at a time, through sample_weight
+    for i in range(5):
+        one = np.eye(5)[i]
+        np.testing.assert_allclose(crps_gaussian(y, mu, sd, sample_weight=one), want[i], rtol=1e-8)
+
+
+def test_crps_mixture_is_the_integral_of_its_definition_and_a_gaussian_when_single():
+    rng = np.random.default_rng(1)
+    mu, sd, w = rng.normal(size=(4, 3)) * 2, rng.uniform(0.3, 2, (4, 3)), np.array([0.2, 0.5, 0.3])
+    y = rng.normal(size=4)
+    for i in range(4):
+
+        def cdf(x, i=i):
+            return np.sum(w * stats.norm.cdf((x - mu[i]) / sd[i]))
+
+        want = _crps_by_quadrature(cdf, y[i], -60, 60)
+        got = crps_mixture(y[i : i + 1], mu[i : i + 1], sd[i : i + 1], w)
+        np.testing.assert_allclose(got, want, rtol=1e-7)
+    # weights are normalized; one component is crps_gaussian
+    np.testing.assert_allclose(crps_mixture(y, mu, sd, 10 * w), crps_mixture(y, mu, sd, w))
+    np.testing.assert_allclose(
+        crps_mixture(y, mu[:, 0], sd[:, 0]), crps_gaussian(y, mu[:, 0], sd[:, 0]), rtol=1e-12
+    )
+
+
+def test_crps_mixture_chunks_its_pairwise_term(monkeypatch):
+    import skbnn.metrics as metrics
+
+    rng = np.random.default_rng(2)
+    mu, sd, y = (
+        rng.normal(size=(30, 2, 7)),
+        rng.uniform(0.5, 1, (30, 2, 7)),
+        rng.normal(size=(30, 2)),
+    )
+    whole = crps_mixture(y, mu, sd, multioutput="raw_values")
+    monkeypatch.setattr(metrics, "_PAIR_CHUNK", 1)  # one row at a time
+    np.testing.assert_allclose(crps_mixture(y, mu, sd, multioutput="raw_values"), whole)
+
+
+def test_crps_ensemble_is_its_energy_form():
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=(6, 9)), rng.normal(size=6)
+    pair = np.abs(x[:, :, None] - x[:, None, :]).sum(axis=(1, 2))
+    near = np.abs(x - y[:, None]).mean(axis=1)
+    np.testing.assert_allclose(crps_ensemble(y, x), np.mean(near - pair / (2 * 81)), rtol=1e-12)
+    np.testing.assert_allclose(
+        crps_ensemble(y, x, fair=True), np.mean(near - pair / (2 * 9 * 8)), rtol=1e-12
+    )
+    # draws of one point mass: the absolute error
+    np.testing.assert_allclose(crps_ensemble(y, np.repeat(y[:, None] + 1.5, 4, axis=1)), 1.5)
+
+
+def test_fair_crps_ensemble_is_unbiased_for_the_gaussian():
+    # 4000 rows of 5 draws from N(0, 1) with y ~ N(0, 1): the fair estimate's mean over
+    # rows estimates E_y CRPS(N(0, 1), y) = E|X - y| - E|X - X'| / 2 = 2/sqrt(pi) -
+    # 1/sqrt(pi) without bias (X - y and X - X' are both N(0, 2)); the test
+    # allows 4 standard errors of that mean (false alarm 6e-5), where the plain estimate
+    # is off by E|X - X'| / (2 m) = 0.113, 14 of them.
+    rng = np.random.default_rng(4)
+    y, x = rng.normal(size=4000), rng.normal(size=(4000, 5))
+    want = 1 / np.sqrt(np.pi)
+    rows = [crps_ensemble(y[i : i + 1], x[i : i + 1], fair=True) for i in range(4000)]
+    se = np.std(rows) / np.sqrt(4000)
+    assert abs(np.mean(rows) - want) < 4 * se
+    assert abs(crps_ensemble(y, x) - want) > 8 * se
+
+
+def test_pit_mixture_is_the_mixture_cdf_and_uniform_for_its_own_draws():
+    rng = np.random.default_rng(5)
+    n, S = 3000, 4
+    mu, sd = rng.normal(size=(n, S)), rng.uniform(0.5, 2, (n, S))
+    w = np.array([0.1, 0.2, 0.3, 0.4])
+    comp = rng.choice(S, size=n, p=w)
+    y = rng.normal(mu[np.arange(n), comp], sd[np.arange(n), comp])
+    pit = pit_mixture(y, mu, sd, w)
+    want = np.sum(w * stats.norm.cdf(y[:, None], mu, sd), axis=1)
+    np.testing.assert_allclose(pit, want, rtol=1e-12)
+    # a calibrated predictive: uniform PIT (false alarm of the KS test: 1e-4)
+    assert stats.kstest(pit, "uniform").pvalue > 1e-4
+    # and a too narrow one is not
+    assert stats.kstest(pit_mixture(y, mu, sd / 2, w), "uniform").pvalue < 1e-4
+
+
+def test_pit_ensemble_counts_draws_below_and_ties_half():
+    x = np.array([[0.0, 1.0, 2.0, 3.0], [1.0, 1.0, 1.0, 1.0]])
+    np.testing.assert_allclose(pit_ensemble([1.5, 1.0], x), [0.5, 0.5])
+    np.testing.assert_allclose(pit_ensemble([-1.0, 2.0], x), [0.0, 1.0])
+    # multi-output layout, as sample_y returns it
+    assert pit_ensemble(np.zeros((2, 3)), np.zeros((2, 3, 5))).shape == (2, 3)
+
+
+def test_log_predictive_density_is_exact_and_survives_the_far_tail():
+    rng = np.random.default_rng(6)
+    mu, sd, y = rng.normal(size=(5, 3)), rng.uniform(0.5, 2, (5, 3)), rng.normal(size=5)
+    w = np.array([0.5, 0.25, 0.25])
+    naive = np.log(np.sum(w * stats.norm.pdf(y[:, None], mu, sd), axis=1))
+    np.testing.assert_allclose(log_predictive_density(y, mu, sd, w), naive.mean(), rtol=1e-12)
+    # 60 sd out, where the densities underflow to 0 and their log to -inf
+    mu, sd = np.array([[0.0, 1.0]]), np.array([[1.0, 1.0]])
+    got = log_predictive_density([60.0], mu, sd)
+    log1 = stats.norm.logpdf(60.0, 1.0)  # the dominant component
+    want = log1 + np.log(0.5 + 0.5 * np.exp(stats.norm.logpdf(60.0) - log1))
+    with np.errstate(divide="ignore"):
+        assert np.log(np.mean(stats.norm.pdf(60.0, mu, sd))) == -np.inf
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    # several targets: the joint density of independent components
+    y2, mu2, sd2 = rng.normal(size=(4, 2)), rng.normal(size=(4, 2, 3)), np.ones((4, 2, 3))
+    joint = np.log(np.mean(np.prod(stats.norm.pdf(y2[..., None], mu2, sd2), axis=1), axis=1))
+    np.testing.assert_allclose(log_predictive_density(y2, mu2, sd2), joint.mean(), rtol=1e-12)
+
+
+def test_intervals_coverage_and_width():
+    y = np.array([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])
+    lo, hi = y - 1, y + np.array([[1.0, -0.5], [1.0, 1.0], [-0.5, 1.0]])
+    assert interval_coverage(y, lo, y + 1) == 1.0  # the ends count as inside
+    np.testing.assert_allclose(
+        interval_coverage(y, lo, np.maximum(hi, lo), multioutput="raw_values"), [2 / 3, 2 / 3]
+    )
+    np.testing.assert_allclose(
+        interval_coverage(y[:, 0], lo[:, 0], np.maximum(hi, lo)[:, 0], sample_weight=[1, 1, 2]),
+        0.5,
+    )
+    np.testing.assert_allclose(mean_interval_width(lo, y + 1, multioutput=[1, 3]), 2.0)
+    with pytest.raises(ValueError, match="y_lower must not exceed y_upper"):
+        interval_coverage(y, y + 1, y)
+    with pytest.raises(ValueError, match=r"y_upper must have shape \(n_samples, n_outputs\)"):
+        interval_coverage(y, lo, hi[:, 0])
+
+
+def test_expected_calibration_error_summarizes_calibration_curve():
+    rng = np.random.default_rng(7)
+    p = rng.uniform(size=500)
+    y = (rng.uniform(size=500) < p**1.5).astype(int)
+    for strategy in ("uniform", "quantile"):
+        prob_true, prob_pred = calibration_curve(y, p, n_bins=8, strategy=strategy)
+        # the rows in each non-empty bin, in calibration_curve's binning
+        if strategy == "uniform":
+            bins = np.linspace(0, 1, 9)
+        else:
+            bins = np.percentile(p, np.linspace(0, 100, 9))
+        counts = np.bincount(np.searchsorted(bins[1:-1], p), minlength=8)
+        counts = counts[counts > 0]
+        want = np.sum(counts * np.abs(prob_true - prob_pred)) / 500
+        got = expected_calibration_error(y, p, n_bins=8, strategy=strategy)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    # string labels: the positive class is the larger one unless named
+    labels = np.array(["no", "yes"])[y]
+    assert expected_calibration_error(labels, p) == expected_calibration_error(y, p)
+    flipped = expected_calibration_error(labels, 1 - p, pos_label="no")
+    np.testing.assert_allclose(flipped, expected_calibration_error(y, p))
+
+
+def test_top_label_expected_calibration_error():
+    rng = np.random.default_rng(8)
+    proba = rng.dirichlet(np.ones(3), size=300)
+    y = np.array(["a", "b", "c"])[rng.integers(0, 3, 300)]
+    conf, top = proba.max(axis=1), proba.argmax(axis=1)
+    hit = np.array(["a", "b", "c"])[top] == y
+    want = 0.0
+    for lo, hi in zip(np.linspace(0, 1, 11)[:-1], np.linspace(0, 1, 11)[1:], strict=True):
+        inside = (conf > lo) & (conf <= hi)
+        want += abs(hit[inside].sum() - conf[inside].sum()) / 300
+    np.testing.assert_allclose(expected_calibration_error(y, proba), want, rtol=1e-12)
+    with pytest.raises(ValueError, match="pass labels=clf.classes_"):
+        expected_calibration_error(y[:2], proba[:2])
+    with pytest.raises(ValueError, match="1-D y_prob is the positive class"):
+        expected_calibration_error(y, conf)
+    with pytest.raises(ValueError, match="outside"):
+        expected_calibration_error(y, proba + 0.5)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: crps_gaussian([0.0, 1.0], [0.0, 1.0], [1.0, 0.0]),
+        lambda: crps_mixture([0.0], [[0.0, 1.0]], [[1.0, 1.0]], [1.0, -1.0]),
+        lambda: crps_mixture([0.0], [[0.0, 1.0]], [[1.0, 1.0]], [1.0, 1.0, 1.0]),
+        lambda: pit_mixture([0.0], [[0.0, 1.0]], [[1.0]]),
+        lambda: crps_ensemble([0.0, np.nan], [[0.0], [1.0]]),
+        lambda: crps_ensemble([0.0], [[0.0]], fair=True),
+        lambda: log_predictive_density([[0.0]], [[0.0, 1.0]], [[1.0, 1.0]]),
+    ],
+    ids=["std<=0", "weights<0", "weights-size", "stds-shape", "nan", "fair-one-draw", "layout"],
+)
+def test_bad_input_names_the_problem(call):
+    with pytest.raises(ValueError, match="y_std|weights|y_stds|y_true|y_samples|y_means"):
+        call()
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # short VI
+@pytest.mark.parametrize("n_outputs", [1, 2])
+@pytest.mark.parametrize("method", ["laplace", "vi"])
+def test_predict_mixture_is_the_estimators_predictive(method, n_outputs):
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(60, 2))
+    Y = np.column_stack([np.sin(X[:, 0]), X[:, 1] ** 2])[:, :n_outputs] * 5 + 10
+    Y = Y + 0.3 * rng.normal(size=Y.shape)
+    y = Y[:, 0] if n_outputs == 1 else Y
+    m = {
+        "laplace": Laplace(optimize_prior=False),  # the linearized predictive: fvar > 0
+        "vi": VariationalInference(max_iter=30),
+    }[method]
+    reg = BayesianMLPRegressor((5,), method=m, n_samples=50, random_state=0).fit(X, y)
+    X_new, y_new = X[:20] + 0.1, y[:20]
+    means, stds, w = reg.predict_mixture(X_new)
+    assert means.shape == stds.shape == (20, *y.shape[1:], w.size)
+    np.testing.assert_allclose(w.sum(), 1.0)
+    # its moments are predict's; its density is log_predictive_scorer's
+    mean, std = reg.predict(X_new, return_std=True)
+    np.testing.assert_allclose(means @ w, mean, rtol=1e-10)
+    var = (stds**2 + (means - mean[..., None]) ** 2) @ w
+    np.testing.assert_allclose(np.sqrt(var), std, rtol=1e-8)
+    np.testing.assert_allclose(
+        log_predictive_density(y_new, means, stds, w), log_predictive_scorer(reg, X_new, y_new),
+        rtol=1e-10,
+    )  # fmt: skip
+    # its CDF at predict_interval's bounds is the interval's tail probabilities
+    lower, upper = reg.predict_interval(X_new, coverage=0.8)
+    np.testing.assert_allclose(pit_mixture(lower, means, stds, w), 0.1, atol=1e-6)
+    np.testing.assert_allclose(pit_mixture(upper, means, stds, w), 0.9, atol=1e-6)
+    # and sample_y draws from it: the fair ensemble CRPS of 4000 draws is an unbiased
+    # estimate of the exact one, with sd about 2 sd(X) / sqrt(4000) (a U-statistic whose
+    # first projection is 1-Lipschitz in X, so of variance at most Var X); 5 of them
+    # give a false alarm of 6e-7 a row
+    draws = reg.sample_y(X_new, 4000, random_state=1)
+    for i in range(20):
+        one = slice(i, i + 1)
+        exact = crps_mixture(y_new[one], means[one], stds[one], w, multioutput="raw_values")
+        est = crps_ensemble(y_new[one], draws[one], fair=True, multioutput="raw_values")
+        assert np.all(np.abs(est - exact) < 5 * 2 * np.sqrt(var[i]) / np.sqrt(4000))
+
+
+def test_expected_calibration_error_of_a_classifier():
+    X, y = load_iris(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
+    clf = BayesianMLPClassifier((4,), method=Laplace(optimize_prior=False), random_state=0)
+    proba = clf.fit(X, y).predict_proba(X)
+    ece = expected_calibration_error(y, proba, labels=clf.classes_)
+    assert 0 <= ece <= 1
+    # a classifier that says 1/3 everywhere, right a third of the time, is calibrated
+    assert expected_calibration_error(y, np.full((150, 3), 1 / 3)) == pytest.approx(0, abs=1e-12)
