@@ -26,7 +26,7 @@ from sklearn.utils.validation import (
 from .exceptions import DataScaleWarning
 from .kernels.predict import mixture_quantiles
 from .methods import METHODS, BaseMethod
-from .metrics import _mixture_log_density
+from .metrics._scores import _mixture_log_density
 from .network import ACTIVATIONS
 from .posterior import Network
 from .priors import PRIORS, GaussianPrior, HierarchicalPrior, LogisticPrior, ScaleMixturePrior

@@ -1,14 +1,21 @@
 """skbnn.metrics against closed forms, quadrature, brute force and scikit-learn."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from scipy import integrate, stats
 from sklearn.calibration import calibration_curve
 from sklearn.datasets import load_iris
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.methods import Laplace, VariationalInference
 from skbnn.metrics import (
+    PITDisplay,
+    PredictiveBandDisplay,
     crps_ensemble,
     crps_gaussian,
     crps_mixture,
@@ -65,7 +72,7 @@ def test_crps_mixture_is_the_integral_of_its_definition_and_a_gaussian_when_sing
 
 
 def test_crps_mixture_chunks_its_pairwise_term(monkeypatch):
-    import skbnn.metrics as metrics
+    import skbnn.metrics._scores as metrics
 
     rng = np.random.default_rng(2)
     mu, sd, y = (
@@ -280,3 +287,103 @@ def test_expected_calibration_error_of_a_classifier():
     assert 0 <= ece <= 1
     # a classifier that says 1/3 everywhere, right a third of the time, is calibrated
     assert expected_calibration_error(y, np.full((150, 3), 1 / 3)) == pytest.approx(0, abs=1e-12)
+
+
+# --- Display objects -----------------------------------------------------------------
+
+
+def _gap_regressor(pipeline=False):
+    rng = np.random.default_rng(10)
+    x = np.concatenate([rng.uniform(-3, -1, 30), rng.uniform(1, 3, 30)])
+    y = np.sin(x) + 0.1 * rng.normal(size=60)
+    reg = BayesianMLPRegressor((8,), method=Laplace(optimize_prior=False), random_state=0)
+    if pipeline:
+        reg = make_pipeline(StandardScaler(), reg)
+    return reg.fit(x[:, None], y), x, y
+
+
+def test_predictive_band_display_from_estimator():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    reg, x, y = _gap_regressor()
+    grid = np.linspace(3.5, -3.5, 50)[:, None]  # unsorted on purpose
+    disp = PredictiveBandDisplay.from_estimator(reg, grid, X_train=x, y_train=y, random_state=0)
+    assert np.all(np.diff(disp.x) > 0)
+    lower, upper = reg.predict_interval(grid[::-1], coverage=0.9)
+    np.testing.assert_allclose(disp.y_lower[0], lower)  # the widest first
+    np.testing.assert_allclose(disp.y_upper[0], upper)
+    assert np.all(disp.y_lower[0] <= disp.y_lower[1]) and np.all(disp.y_upper[1] <= upper)
+    np.testing.assert_allclose(disp.y_mean, reg.predict(grid[::-1]))
+    assert disp.f_draws.shape == (5, 50) and len(disp.draw_lines_) == 5
+    assert len(disp.bands_) == 2 and disp.scatter_ is not None
+    assert disp.ax_.get_legend() is not None and disp.figure_ is disp.ax_.figure
+    # the band widens in the gap (|x| < 1) over where the data are
+    width = disp.y_upper[0] - disp.y_lower[0]
+    inside, data = np.abs(disp.x) < 0.5, (np.abs(disp.x) > 1.5) & (np.abs(disp.x) < 2.5)
+    assert width[inside].mean() > width[data].mean()
+    # the draws are seeded by random_state
+    again = PredictiveBandDisplay.from_estimator(reg, grid, random_state=0, n_draws=5)
+    np.testing.assert_array_equal(again.f_draws, disp.f_draws)
+    # a Pipeline works: its last step gets the transformed rows, the plot the raw x
+    pipe, x, y = _gap_regressor(pipeline=True)
+    disp = PredictiveBandDisplay.from_estimator(pipe, grid, coverage=0.8, n_draws=0)
+    np.testing.assert_allclose(disp.y_lower[0], pipe[-1].predict_interval(
+        pipe[:-1].transform(grid[::-1]), coverage=0.8)[0])  # fmt: skip
+    np.testing.assert_allclose(disp.x, grid[::-1, 0])
+    assert disp.f_draws is None and disp.draw_lines_ == []
+    with pytest.raises(ValueError, match="one input feature"):
+        PredictiveBandDisplay.from_estimator(reg, np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="coverage must be"):
+        PredictiveBandDisplay.from_estimator(reg, grid, coverage=1.2)
+    matplotlib.pyplot.close("all")
+
+
+def test_predictive_band_display_from_predictions_sorts_and_orders_levels():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    x = np.array([2.0, 0.0, 1.0])
+    lo = np.array([[-1.0, -3.0, -2.0], [-2.0, -6.0, -4.0]])  # 50 %, then 90 %
+    disp = PredictiveBandDisplay.from_predictions(x, [0, 0, 0], lo, -lo, coverage=[0.5, 0.9])
+    np.testing.assert_array_equal(disp.x, [0, 1, 2])
+    np.testing.assert_array_equal(disp.coverage, [0.9, 0.5])
+    np.testing.assert_array_equal(disp.y_lower, [[-6, -4, -2], [-3, -2, -1]])
+    with pytest.raises(ValueError, match=r"must have shape \(2, 3\)"):
+        PredictiveBandDisplay.from_predictions(x, [0, 0, 0], lo[0], -lo[0], coverage=[0.5, 0.9])
+    matplotlib.pyplot.close("all")
+
+
+def test_pit_display_coverage_and_histogram():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    reg, x, y = _gap_regressor()
+    rng = np.random.default_rng(11)
+    X_new = rng.uniform(-3, 3, (200, 1))
+    y_new = np.sin(X_new[:, 0]) + 0.1 * rng.normal(size=200)
+    disp = PITDisplay.from_estimator(reg, X_new, y_new)
+    same = PITDisplay.from_predictions(y_new, *reg.predict_mixture(X_new))
+    np.testing.assert_array_equal(disp.pit, same.pit)
+    # the coverage curve at a level is the share of targets in predict_interval's interval
+    lower, upper = reg.predict_interval(X_new, coverage=0.9)
+    i = np.flatnonzero(np.isclose(disp.nominal_, 0.9))[0]
+    np.testing.assert_allclose(disp.observed_[i], interval_coverage(y_new, lower, upper),
+                               atol=1 / 200)  # fmt: skip
+    assert disp.observed_[0] <= disp.observed_[-1] == 1.0
+    assert np.all(np.diff(disp.observed_) >= 0)
+    hist = PITDisplay(pit=disp.pit).plot(kind="histogram", n_bins=8)
+    heights = np.array([bar.get_height() for bar in hist.line_])
+    np.testing.assert_allclose(heights.sum() / 8, 1.0)
+    with pytest.raises(ValueError, match="kind must be"):
+        PITDisplay(pit=disp.pit).plot(kind="qq")
+    matplotlib.pyplot.close("all")
+
+
+def test_importing_the_metrics_does_not_import_matplotlib():
+    code = "import sys, skbnn.metrics; print('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

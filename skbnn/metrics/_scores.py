@@ -1,29 +1,4 @@
-"""Scores of a predictive distribution, in scikit-learn's style (``y_true`` first).
-
-A Bayesian network predicts a distribution, not a number, and these functions judge it:
-
-* intervals: :func:`interval_coverage` and :func:`mean_interval_width`, for the bounds of
-  ``predict_interval``;
-* the continuous ranked probability score, lower is better: :func:`crps_gaussian` (closed
-  form, for ``predict(X, return_std=True)``), :func:`crps_ensemble` (the energy form, for
-  the draws of ``sample_y``) and :func:`crps_mixture` (closed form, for the exact mixture
-  of ``predict_mixture``);
-* probability integral transform values, uniform on [0, 1] for a calibrated predictive:
-  :func:`pit_ensemble` and :func:`pit_mixture`;
-* :func:`log_predictive_density`: the mean log density of ``y_true`` under the mixture,
-  computed exactly (higher is better; ``log_predictive_scorer`` is its scorer);
-* :func:`expected_calibration_error` for classifiers' ``predict_proba``.
-
-The functions that take a predictive distribution name its family by suffix, as the
-``scoringrules`` package does: ``_gaussian`` (one mean and sd per row), ``_ensemble``
-(draws) and ``_mixture`` (weighted Gaussian components; a Gaussian is the one-component
-case).
-
-Shapes follow the estimators'. For ``n`` rows and ``k`` targets, ``y_true`` is ``(n,)``
-or ``(n, k)``; draws are ``(n, m)`` or ``(n, k, m)``, as ``sample_y`` returns them; the
-components of a mixture are ``(n, S)`` or ``(n, k, S)`` with ``weights`` of shape
-``(S,)``, as ``predict_mixture`` returns them.
-"""
+"""The scoring functions of :mod:`skbnn.metrics`."""
 
 from __future__ import annotations
 
@@ -34,18 +9,6 @@ from numpy.typing import ArrayLike
 from scipy.special import logsumexp, ndtr
 from sklearn.utils import check_consistent_length, column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
-
-__all__ = [
-    "crps_ensemble",
-    "crps_gaussian",
-    "crps_mixture",
-    "expected_calibration_error",
-    "interval_coverage",
-    "log_predictive_density",
-    "mean_interval_width",
-    "pit_ensemble",
-    "pit_mixture",
-]
 
 _MULTIOUTPUT = [StrOptions({"raw_values", "uniform_average"}), "array-like"]
 _LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
