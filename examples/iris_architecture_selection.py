@@ -1,4 +1,6 @@
-"""Choosing a network's architecture by its model evidence, on iris: SMC beside Laplace.
+"""
+Choosing a network's architecture by its model evidence, on iris: SMC beside Laplace.
+=====================================================================================
 
 The experiment of the talk "Uncertainty Quantification and Model Selection in Neural
 Networks Using Adaptive Annealed SMC": ten candidate architectures, each fitted by adaptive
@@ -69,7 +71,7 @@ def fit_seeds(method, seeds: int, n_samples: int, n_jobs: int, X, y) -> dict:
     fits = []
     start = time.perf_counter()
     for seed in range(seeds):
-        # N(0, 1) with fan-in scaling: the prior of the recorded run (README, doc/index.md);
+        # N(0, 1) with fan-in scaling: the prior of the recorded run (README, doc/user_guide.md);
         # the classifier's default is std 3, which rescales every evidence
         template = BayesianMLPClassifier(
             method=method,

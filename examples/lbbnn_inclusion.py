@@ -1,4 +1,6 @@
-"""Which pixels does a digit classifier need? LBBNN's inclusion probabilities.
+"""
+Which pixels does a digit classifier need? LBBNN's inclusion probabilities.
+===========================================================================
 
 A latent binary BNN (``method="lbbnn"``) learns, for every weight, the probability that it
 belongs in the network. On scikit-learn's 8x8 digits this script fits a

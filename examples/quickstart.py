@@ -1,4 +1,6 @@
-"""Quickstart: a Bayesian MLP on scikit-learn's diabetes data.
+"""
+Quickstart: a Bayesian MLP on scikit-learn's diabetes data.
+===========================================================
 
 Fits ``BayesianMLPRegressor`` (NUTS, 4 chains) in a Pipeline, then prints the test RMSE
 next to ``BayesianRidge``'s, the coverage of the 90 % predictive intervals, and the

@@ -338,7 +338,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
     density_ : float
         Only for ``"lbbnn"``: the share of weights whose inclusion probability exceeds 0.5
         (the median probability model's).
-    feature_inclusion_ : ndarray of shape (n_features_in_,)
+    feature_inclusion_ : ndarray of shape (n_features,)
         Only for ``"lbbnn"``: per input, the probability that it has a path to an output
         through the median probability model's weights (see
         :class:`skbnn.methods.LBBNN`); for
