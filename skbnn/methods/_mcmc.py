@@ -665,6 +665,7 @@ class _HMCFamily(BaseMethod):
         if self.max_time is not None:
             cap = max(cap, MAX_EXTENSION_BYTES // row_bytes)
         round_times, round_starts, divergences = [], [], None
+        last_cost = 0.0  # seconds per iteration of the last block
         while True:
             diag = self._diagnostics(target, chains, kept)
             worst_rhat = float(np.nanmax(np.append(diag["rhat_outputs"], diag["rhat_loglik"])))
@@ -697,9 +698,15 @@ class _HMCFamily(BaseMethod):
             if target_ess is not None and least_ess > 0:
                 want = math.ceil(1.1 * kept * (target_ess / least_ess - 1.0))
             rows = int(min(max(want, kept // 10, 10), kept, cap - kept))
+            # the cost of an iteration: the mean so far (warm-up's shorter trajectories
+            # included) or the last block's, whichever is higher, so that a block does not
+            # overrun the deadline because the trajectories grew or the machine got busier
             per_iter = (now - t_budget) / max(1, chains[0]["it_done"])
+            per_iter = max(per_iter, last_cost)
             if math.isfinite(deadline):
-                rows = min(rows, int((deadline - now) / (per_iter * thin)))
+                # at most half the time left: the blocks shrink toward the deadline, and a
+                # block that takes twice its estimate still ends by it
+                rows = min(rows, int(0.5 * (deadline - now) / (per_iter * thin)))
             if rows < 1:
                 stopped = "max_time"
                 break
@@ -721,6 +728,7 @@ class _HMCFamily(BaseMethod):
             run_all()
             round_times.append(time.perf_counter() - now)
             kept += rows
+            last_cost = round_times[-1] / (rows * thin)
         n_sampled = kept
         if kept > n_keep:
             # even thinning to n_keep draws a chain: n_samples caps what is kept

@@ -112,7 +112,9 @@ class NUTS(_HMCFamily):
         compilation and the MAP starts of ``init="map"`` not) are spent, or the chains
         hold as many draws as they may (20 times theirs without ``max_time``; 512 MB of
         draws with it). ``n_samples`` then caps the kept draws: each chain is thinned
-        evenly to its share. ``max_time`` also bounds the first ``n_samples`` draws: when
+        evenly to its share. No block starts after ``max_time``, and each takes at most
+        about half the time left, so a run ends near it. ``max_time`` also bounds the
+        first ``n_samples`` draws: when
         it runs out before they are complete, every chain stops at the end of the same
         block (a fortieth of the run), keeping fewer draws. Warm-up is never cut short (an
         unadapted chain samples badly), and a chain keeps at least 20 draws, so a budget
