@@ -75,7 +75,7 @@ def test_credit_default_runs_on_a_file_of_its_format(monkeypatch, capsys, tmp_pa
         runpy.run_path(str(script), run_name="__main__")
     out = capsys.readouterr().out
     assert f"{n} clients, 23 features" in out
-    for name in ("BNN, NUTS, N(0, 1) prior", "BNN, Laplace", "BNN, deep ensemble", "BNN, VI",
+    for name in ("BNN, NUTS, N(0, 1) prior", "BNN, NUTS, 480 rows", "BNN, Laplace", "BNN, VI",
                  "LogisticRegression", "HistGradientBoosting"):  # fmt: skip
         assert name in out
     records = [json.loads(line) for line in open(tmp_path / "r.jsonl")]
