@@ -32,7 +32,7 @@ script
 
 It prints every figure and writes ``credit_default.png``. The data are read from
 ``--data-dir`` (by default ``../shared/data/credit_default`` beside the checkout) and never
-copied. The full run takes about 15 minutes on 2 cores; ``--quick`` runs smaller
+copied. The full run takes about 7 minutes on 2 cores; ``--quick`` runs smaller
 settings in a few::
 
     pip install ".[plot]"
