@@ -380,6 +380,13 @@ def test_pit_display_coverage_and_histogram():
     np.testing.assert_allclose(heights.sum() / 8, 1.0)
     with pytest.raises(ValueError, match="kind must be"):
         PITDisplay(pit=disp.pit).plot(kind="qq")
+    # a classifier has no predictive density of y: the error says what to use instead
+    clf = BayesianMLPClassifier((2,), method=Laplace(optimize_prior=False), random_state=0)
+    clf.fit(X_new, (y_new > 0).astype(int))
+    with pytest.raises(TypeError, match="CalibrationDisplay"):
+        PITDisplay.from_estimator(clf, X_new, y_new)
+    with pytest.raises(TypeError, match="CalibrationDisplay"):
+        PredictiveBandDisplay.from_estimator(clf, X_new)
     matplotlib.pyplot.close("all")
 
 

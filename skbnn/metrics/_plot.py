@@ -39,9 +39,17 @@ def _last_step(estimator, X):
     has no ``predict_interval``, so the rows go through every step but the last."""
     if isinstance(estimator, Pipeline):
         check_is_fitted(estimator)
-        return estimator[-1], estimator[:-1].transform(X)
-    check_is_fitted(estimator)
-    return estimator, X
+        reg, X = estimator[-1], estimator[:-1].transform(X)
+    else:
+        check_is_fitted(estimator)
+        reg = estimator
+    if not hasattr(reg, "predict_mixture"):
+        raise TypeError(
+            f"this plot draws a regressor's predictive distribution; got "
+            f"{type(reg).__name__}. For a classifier's probabilities use "
+            "sklearn.calibration.CalibrationDisplay"
+        )
+    return reg, X
 
 
 def _coverages(coverage) -> np.ndarray:
