@@ -467,6 +467,17 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         :meth:`skbnn.posterior.WeightedDraws.components`)."""
         return self.posterior_.components(self._network(), X, self.n_outputs_)
 
+    def _mixture(self, X):
+        """The predictive mixture per chunk of validated rows, in :mod:`skbnn.metrics`'
+        layout: ``(rows, weights, means, sds)`` with means and sds of shape
+        ``(n_chunk, n_targets, S)`` on the standardized scale, each component's sd
+        holding its noise and its function variance (a linearized Laplace's)."""
+        for rows, w, f, fvar, sd in self._components(X):
+            if fvar is not None:
+                sd = np.sqrt(sd**2 + fvar)
+            sd = np.broadcast_to(sd, f.shape)
+            yield rows, w, np.transpose(f, (2, 1, 0)), np.transpose(sd, (2, 1, 0))
+
     def _moments(self, X):
         """Predictive mean, epistemic and aleatoric variance (standardized), each (n, k)."""
         X = self._validate_X(X)
@@ -629,15 +640,12 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         """
         X = self._validate_X(X)
         means = stds = weights = None
-        for rows, w, f, fvar, sd in self._components(X):
+        for rows, w, mu, sd in self._mixture(X):
             if means is None:
                 means = np.empty((X.shape[0], self.n_outputs_, len(w)))
                 stds = np.empty_like(means)
                 weights = w
-            if fvar is not None:
-                sd = np.sqrt(sd**2 + fvar)
-            means[rows] = np.transpose(f, (2, 1, 0))
-            stds[rows] = np.transpose(np.broadcast_to(sd, f.shape), (2, 1, 0))
+            means[rows], stds[rows] = mu, sd
         means = means * self._y_std[:, None] + self._y_mean[:, None]
         stds = stds * self._y_std[:, None]
         if self.n_outputs_ == 1:
@@ -650,13 +658,8 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         Y = np.asarray(y, dtype=np.float64).reshape(X.shape[0], -1)
         Z = (Y - self._y_mean) / self._y_std
         out = np.empty(X.shape[0])
-        for rows, w, f, fvar, sd in self._components(X):
-            if fvar is not None:
-                sd = np.sqrt(sd**2 + fvar)
-            sd = np.broadcast_to(sd, f.shape)
-            out[rows] = _mixture_log_density(
-                Z[rows], np.transpose(f, (2, 1, 0)), np.transpose(sd, (2, 1, 0)), w
-            )
+        for rows, w, mu, sd in self._mixture(X):
+            out[rows] = _mixture_log_density(Z[rows], mu, sd, w)
         return out - np.sum(np.log(self._y_std))
 
     def __sklearn_tags__(self):
