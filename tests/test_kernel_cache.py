@@ -54,3 +54,100 @@ def test_kernels_cached_under_numba_cache_dir_are_dropped_too(tmp_path, monkeypa
     _drop_stale_numba_cache(kernels)
     assert not list(folder.glob("*.nb*"))
     assert (folder / "skbnn-kernels-sources.sha256").exists()
+
+
+# --------------------------------------------------------------------------------------
+# A read-only install: numba's cache falls back to the user's cache folder, or the kernels
+# run uncached after one warning; skbnn never fails to import. Each case runs a copy of
+# the package in a fresh process. A regular file where a cache folder would go stands in
+# for a folder that cannot be written: unlike permissions, it also holds for root.
+# --------------------------------------------------------------------------------------
+
+#: the fresh process: import skbnn from the copy, compile one small kernel, call it
+_USE_A_KERNEL = """
+import sys
+import numpy as np
+import skbnn
+from skbnn.kernels import _jit, linalg
+assert skbnn.__file__.startswith(sys.argv[1]), skbnn.__file__
+print(linalg.dot(np.arange(3.0), np.ones(3)), _jit.CACHE)
+"""
+
+
+def _copy_of_skbnn(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    import skbnn
+
+    site = tmp_path / "site"
+    shutil.copytree(
+        Path(skbnn.__file__).parent, site / "skbnn", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return site
+
+
+def _run_copy(site, cache_home, *, read_only_tree=True):
+    import os
+    import subprocess
+    import sys
+
+    if read_only_tree:
+        (site / "skbnn" / "kernels" / "__pycache__").write_text("not a folder")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(PYTHONPATH=str(site), XDG_CACHE_HOME=str(cache_home))
+    return subprocess.run(
+        [sys.executable, "-c", _USE_A_KERNEL, str(site)],
+        env=env,
+        cwd=site,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _user_cache_folder(cache_home, site):
+    from pathlib import Path
+
+    from numba.misc.appdirs import AppDirs
+
+    from skbnn.kernels import _cache_dirs
+
+    # the user-wide folder of the copy's kernels, under this test's cache home
+    user_wide = _cache_dirs(site / "skbnn" / "kernels")[1]
+    default_home = Path(AppDirs(appname="numba", appauthor=False).user_cache_dir).parent
+    return cache_home / user_wide.relative_to(default_home)
+
+
+def test_a_read_only_install_caches_in_the_user_cache_folder(tmp_path):
+    site, cache_home = _copy_of_skbnn(tmp_path), tmp_path / "cache-home"
+    run = _run_copy(site, cache_home)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["3.0", "True"]
+    assert "Warning" not in run.stderr, run.stderr
+    folder = _user_cache_folder(cache_home, site)
+    assert list(folder.glob("linalg.dot-*.nbi")), sorted(p.name for p in folder.iterdir())
+
+    # a second process loads the kernel from there; after a kernel source changes, the
+    # kernels cached there are dropped as they are beside a writable install
+    assert _run_copy(site, cache_home, read_only_tree=False).returncode == 0
+    stamp = (folder / "skbnn-kernels-sources.sha256").read_text()
+    with open(site / "skbnn" / "kernels" / "network.py", "a") as f:
+        f.write("\n# an upgrade\n")
+    run = _run_copy(site, cache_home, read_only_tree=False)
+    assert run.returncode == 0, run.stderr
+    assert (folder / "skbnn-kernels-sources.sha256").read_text() != stamp
+    # dropped, then cached again by this process's compile of dot alone
+    assert sorted(p.name.split("-")[0] for p in folder.glob("*.nbi")) == ["linalg.dot"]
+
+
+def test_no_writable_cache_folder_runs_uncached_after_one_warning(tmp_path):
+    site = _copy_of_skbnn(tmp_path)
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, so no folder can be made below it")
+    run = _run_copy(site, blocker / "cache-home")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["3.0", "False"]
+    warnings = [line for line in run.stderr.splitlines() if "Warning" in line]
+    assert len(warnings) == 1 and "CompilationCacheWarning" in warnings[0], run.stderr
+    assert "NUMBA_CACHE_DIR" in warnings[0]

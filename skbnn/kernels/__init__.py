@@ -26,23 +26,47 @@ from pathlib import Path
 
 
 def _cache_dirs(here: Path) -> list[Path]:
-    """Where numba keeps the kernels of ``here``: beside them, or under ``NUMBA_CACHE_DIR``."""
+    """Where numba may keep the kernels of ``here``: beside them, in the user's cache folder
+    (its choice when ``here`` is read-only) or under ``NUMBA_CACHE_DIR``."""
     dirs = [here / "__pycache__"]
     from numba.core import caching, config
+    from numba.misc.appdirs import AppDirs
 
-    locator = getattr(caching, "UserProvidedCacheLocator", None)
-    if config.CACHE_DIR and locator is not None:
-        # the folder numba's own locator picks for a source file of ``here``
-        dirs.append(Path(config.CACHE_DIR) / locator.get_suitable_cache_subpath(str(here / "x.py")))
+    # the folder numba's own locators pick for a source file of ``here``
+    locator = getattr(caching, "CacheLocator", None) or caching._CacheLocator
+    subpath = locator.get_suitable_cache_subpath(str(here / "x.py"))
+    dirs.append(Path(AppDirs(appname="numba", appauthor=False).user_cache_dir) / subpath)
+    if config.CACHE_DIR:
+        dirs.append(Path(config.CACHE_DIR) / subpath)
     return dirs
+
+
+def _numba_cache_dir(source: Path) -> Path | None:
+    """The folder numba caches a kernel of ``source`` in: the first of its locators that
+    finds a writable one, as numba picks; ``None`` where none does."""
+    from numba.core import caching
+
+    def probe():  # a function for the locators to look at; never compiled
+        return None
+
+    impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl  # renamed in numba 0.60
+    for locator_class in impl._locator_classes:
+        try:
+            locator = locator_class.from_function(probe, str(source))
+        except Exception:  # locators for other sources (IPython cells, zip files) may fail
+            continue
+        if locator is not None:
+            return Path(locator.get_cache_path()).resolve()
+    return None
 
 
 def _drop_stale_numba_cache(here: Path | None = None) -> None:
     """Delete numba's cached kernels of ``here`` if ``here/*.py`` changed.
 
-    Both places numba may cache them are checked: ``here/__pycache__`` and, with
-    ``NUMBA_CACHE_DIR`` set, its folder for ``here`` (a build for another CPU, kept apart
-    there, would otherwise go stale in the same way).
+    Every place numba may cache them is checked: ``here/__pycache__``, the user's cache
+    folder (a read-only install's kernels go there) and, with ``NUMBA_CACHE_DIR`` set, its
+    folder for ``here`` (a build for another CPU, kept apart there, would otherwise go stale
+    in the same way).
     """
     here = Path(__file__).resolve().parent if here is None else here
     digest = hashlib.sha256()
@@ -50,7 +74,11 @@ def _drop_stale_numba_cache(here: Path | None = None) -> None:
         digest.update(source.name.encode())
         digest.update(source.read_bytes())
     stamp = digest.hexdigest()
+    sources = sorted(here.glob("*.py"))
+    active = _numba_cache_dir(sources[0]) if sources else None
     for cache in _cache_dirs(here):
+        if cache.resolve() != active and not cache.is_dir():
+            continue  # numba does not cache here, and never did: nothing to create or drop
         stamp_file = cache / "skbnn-kernels-sources.sha256"
         try:
             if stamp_file.read_text() == stamp:

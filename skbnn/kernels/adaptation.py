@@ -11,8 +11,8 @@ The step-size functions read and write a chain's state record (dtype
 import math
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from .linalg import cholesky_inplace
 
 # Dual-averaging constants of Hoffman & Gelman (2014), the values Stan and NumPyro use.

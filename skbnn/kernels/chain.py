@@ -58,8 +58,8 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from .adaptation import (
     am_refresh,
     dual_averaging,

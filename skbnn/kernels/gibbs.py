@@ -13,8 +13,8 @@ logprior, ssr_0, ...]`` (see :func:`skbnn.kernels.network.logp_grad`).
 import math
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from .linalg import cholesky_inplace
 from .network import forward, n_rows, weight_sum
 

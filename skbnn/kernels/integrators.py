@@ -9,8 +9,8 @@ says which of its parts hold it.
 import math
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from .linalg import dot, velocity
 from .network import logp_grad
 

@@ -50,7 +50,8 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
+
+from ._jit import njit
 
 KernelTarget = namedtuple(
     "KernelTarget",

@@ -29,8 +29,8 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from .network import KernelTarget, logp_grad, n_rows
 
 Batches = namedtuple("Batches", ["XT", "YT", "W", "rows", "xb", "yb", "wb"])

@@ -2,7 +2,7 @@
 
 import math
 
-from numba import njit
+from ._jit import njit
 
 _SQRT2 = math.sqrt(2.0)
 

@@ -22,8 +22,8 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from .gibbs import set_layer_precision
 from .integrators import energy, leapfrog
 from .linalg import Metric, copy, velocity

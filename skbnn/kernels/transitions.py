@@ -14,8 +14,8 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from .integrators import draw_momentum, energy, leapfrog, logp_and_grad, metric_normal
 from .linalg import add, copy, dot, velocity
 from .network import logp_grad, n_rows, workspace_size

@@ -36,8 +36,8 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
+from ._jit import njit
 from .network import (
     _FM,
     _LOG_2PI,
