@@ -23,7 +23,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from .exceptions import DataScaleWarning
+from .exceptions import DataScaleWarning, InconsistentVersionWarning
 from .kernels.predict import mixture_quantiles
 from .methods import METHODS, BaseMethod
 from .metrics._scores import _mixture_log_density
@@ -199,6 +199,28 @@ class _BaseBayesianMLP(BaseEstimator):
             if nested and isinstance(value, str) and value in registry:
                 params[name] = registry[value]()
         return super().set_params(**params)
+
+    def __getstate__(self) -> dict:
+        from . import __version__
+
+        # a copy: BaseEstimator may hand back the instance's own __dict__
+        return dict(super().__getstate__(), _skbnn_version=__version__)
+
+    def __setstate__(self, state: dict) -> None:
+        from . import __version__
+
+        state = dict(state)
+        pickled = state.pop("_skbnn_version", "unknown")
+        if pickled != __version__:
+            warnings.warn(
+                InconsistentVersionWarning(
+                    estimator_name=type(self).__name__,
+                    current_version=__version__,
+                    original_version=pickled,
+                ),
+                stacklevel=2,
+            )
+        super().__setstate__(state)
 
     def _resolve_method(self) -> BaseMethod:
         return METHODS[self.method]() if isinstance(self.method, str) else self.method
