@@ -5,14 +5,25 @@ folder is not writable (a read-only install), in the user's cache folder
 (``~/.cache/numba`` or ``$XDG_CACHE_HOME/numba``), or wherever ``NUMBA_CACHE_DIR`` says.
 Where none of them is writable, ``njit(cache=True)`` raises at import. Here the kernels
 then compile without the cache, after one warning: every new process compiles them again.
+
+Processes that share a cache (test workers, ``cross_validate``'s worker processes, a
+cluster's workers on one ``NUMBA_CACHE_DIR``) may compile the same kernel at once. numba
+writes each file atomically, but a save reads the kernel's index, adds an entry and writes
+the index and a data file: two processes saving two signatures of one kernel together can
+lose an entry (a recompile later) or leave an entry naming the other signature's data (a
+wrong function loaded). Here each save holds an exclusive lock on a file beside the index
+of its folder (POSIX; elsewhere numba's own save runs unlocked).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import warnings
 from pathlib import Path
 
 import numba
+from numba.core.caching import IndexDataCacheFile
 
 from ..exceptions import CompilationCacheWarning
 from . import _numba_cache_dir
@@ -29,8 +40,48 @@ if not CACHE:
     )
 
 
+@contextlib.contextmanager
+def _exclusive(path: str):
+    """An exclusive lock on ``path`` (created if missing) across processes; none on
+    platforms without ``fcntl``."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+class LockedIndexDataCacheFile(IndexDataCacheFile):
+    """numba's index and data files of one kernel, saved under an exclusive lock, so the
+    index's entries and the data files they name stay in step across processes."""
+
+    def save(self, key, data):
+        # one lock per folder: a save takes milliseconds, the compile before it is unlocked
+        with _exclusive(os.path.join(self._cache_path, "skbnn-save.lock")):
+            super().save(key, data)
+
+
 def njit(*args, **kwargs):
-    """:func:`numba.njit`, with ``cache=True`` dropped when numba cannot cache (:data:`CACHE`)."""
+    """:func:`numba.njit`, with ``cache=True`` dropped when numba cannot cache (:data:`CACHE`),
+    and the cache's saves locked across processes."""
+    if args and callable(args[0]):  # a bare @njit
+        return njit(**kwargs)(args[0])
     if not CACHE:
         kwargs["cache"] = False
-    return numba.njit(*args, **kwargs)
+    decorate = numba.njit(*args, **kwargs)
+
+    def wrap(func):
+        dispatcher = decorate(func)
+        cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
+        if type(cache_file) is IndexDataCacheFile:
+            # same state, one method more: numba keeps building the file object itself
+            cache_file.__class__ = LockedIndexDataCacheFile
+        return dispatcher
+
+    return wrap
