@@ -13,12 +13,17 @@ code.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
-# the installed skbnn (pip install ".[doc]"), whose numba cache the tests have warmed
-import skbnn
-
 HERE = Path(__file__).resolve().parent
+
+# The installed skbnn (pip install ".[doc]"), whose numba cache the tests have warmed.
+# `python -m sphinx` puts the working directory first on sys.path, and from the
+# repository's root that is the source tree, whose kernels have no cache: the gallery
+# would compile every method again. (With an editable install the two are the same.)
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE.parent]
+import skbnn  # noqa: E402
 
 # the gallery's figures are files, never windows
 os.environ.setdefault("MPLBACKEND", "Agg")
