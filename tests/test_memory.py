@@ -2,10 +2,13 @@
 is the outputs plus a bound set by the chunk size, whatever the number of rows.
 
 Each case runs in a fresh process, which reads its resident memory before the call and
-its peak after it (Linux's ``/proc`` and ``getrusage``). The chunk budget is lowered from
-64 MB to 4 MB there, so that a test-sized problem spans many chunks: 1000 draws on
-200,000 rows would hold 1.6 GB of network outputs unchunked, against a bound of about
-40 MB. (At the default budget, 4000 draws on 10^6 rows: doc/testing.md.)
+its peak during it (Linux's ``VmRSS`` and ``VmHWM``, the high-water mark restarted just
+before the call). Not ``getrusage``'s ``ru_maxrss``: Linux carries it over ``exec`` from
+the process that forked, so under a large test worker it reports the worker's size.
+
+The chunk budget is lowered from 64 MB to 4 MB there, so that a test-sized problem spans
+many chunks: 1000 draws on 200,000 rows would hold 1.6 GB of network outputs unchunked,
+against a bound of about 40 MB. (At the default budget, 4000 draws on 10^6 rows: doc/testing.md.)
 """
 
 import json
@@ -14,21 +17,22 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self/statm")
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self/status")
 
 CHUNK = 4 * 2**20
 
 #: the fresh process: a fit with many draws, then one call on many rows
 _CALL = """
-import json, resource, sys
+import json, sys
 import numpy as np
 import skbnn.posterior
 from skbnn import BayesianMLPRegressor
 from skbnn.methods import VariationalInference
 
-def resident():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize()
+def status(field):
+    with open("/proc/self/status") as f:
+        line = next(line for line in f if line.startswith(field + ":"))
+    return int(line.split()[1]) * 1024
 
 call, n_rows, n_draws, chunk = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 rng = np.random.default_rng(0)
@@ -45,9 +49,14 @@ run = {
     "sample_y": lambda X: reg.sample_y(X, 5, random_state=0),
 }[call]
 run(X_new[:50])  # compile first: numba's own memory is not the prediction's
-before = resident()
+before = status("VmRSS")
+try:  # restart the high-water mark here (Linux 4.0+); else it counts the fit's peak too
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+except OSError:
+    pass
 out = run(X_new)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+peak = status("VmHWM")
 outputs = sum(a.nbytes for a in (out if isinstance(out, tuple) else (out,)))
 print(json.dumps({"before": before, "peak": peak, "outputs": outputs}))
 """
