@@ -79,7 +79,7 @@ def peak_increase(call: str, n_rows: int, n_draws: int, chunk: int) -> dict:
     [
         ("predict", 200_000, 1000),  # 1.6 GB of outputs unchunked
         ("sample_y", 200_000, 1000),  # draws of the network: 8 MB per draw of y
-        ("predict_interval", 10_000, 1000),  # 80 MB unchunked; its quantiles are slow
+        ("predict_interval", 5_000, 1000),  # 40 MB unchunked; its quantiles are slow
     ],
 )
 def test_peak_memory_is_the_outputs_plus_a_bound_set_by_the_chunk(call, n_rows, n_draws):
