@@ -69,12 +69,12 @@ def _drop_stale_numba_cache(here: Path | None = None) -> None:
     in the same way).
     """
     here = Path(__file__).resolve().parent if here is None else here
+    sources = sorted(here.glob("*.py"))
     digest = hashlib.sha256()
-    for source in sorted(here.glob("*.py")):
+    for source in sources:
         digest.update(source.name.encode())
         digest.update(source.read_bytes())
     stamp = digest.hexdigest()
-    sources = sorted(here.glob("*.py"))
     active = _numba_cache_dir(sources[0]) if sources else None
     for cache in _cache_dirs(here):
         if cache.resolve() != active and not cache.is_dir():
