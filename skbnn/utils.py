@@ -54,25 +54,64 @@ def shared_pool() -> ThreadPoolExecutor:
         return _pool
 
 
-def thread_map(fn, items, n_jobs: int) -> list:
+def thread_map(fn, items, n_jobs: int, interruptible: bool = False, on_interrupt=None) -> list:
     """``[fn(item) for item in items]``, up to ``n_jobs`` at a time on :func:`shared_pool`.
 
-    With ``n_jobs == 1`` (or one item) it runs in the calling thread. Results come back in
-    the order of ``items``; the first exception is raised after all tasks finished.
+    With ``n_jobs == 1`` (or one item) it runs in the calling thread, unless
+    ``interruptible`` and the caller is the main thread. Results come back in the order of
+    ``items``; the first exception is raised after all tasks finished.
+
+    A ``KeyboardInterrupt`` (Ctrl-C) reaches only the main thread, and only between Python
+    bytecodes, never inside a compiled kernel. So when the main thread waits here, it
+    sets the flag that :func:`check_interrupt` reads, calls ``on_interrupt()`` (which tells
+    running kernels to stop at their next iteration), cancels the tasks not started, waits
+    for the running ones, and raises the ``KeyboardInterrupt``: no thread of the pool
+    works on after it. Long tasks pass ``interruptible=True`` so that even one of them
+    runs on the pool, with the main thread free to hear Ctrl-C.
     """
     items = list(items)
-    if n_jobs <= 1 or len(items) <= 1:
+    in_main = threading.current_thread() is threading.main_thread()
+    if (n_jobs <= 1 or len(items) <= 1) and not (interruptible and in_main):
         return [fn(item) for item in items]
     pool = shared_pool()
-    gate = threading.Semaphore(int(n_jobs))
+    gate = threading.Semaphore(max(1, int(n_jobs)))
 
     def run(item):
         with gate:
+            if _interrupt.is_set():
+                raise KeyboardInterrupt
             return fn(item)
 
     futures = [pool.submit(run, item) for item in items]
-    wait(futures)
+    try:
+        # in short waits: Ctrl-C interrupts a blocked wait only when the signal lands on
+        # the main thread; a signal taken by another thread, or _thread.interrupt_main, is
+        # seen when the main thread next runs bytecode
+        while wait(futures, timeout=0.1).not_done:
+            pass
+    except KeyboardInterrupt:
+        _interrupt.set()
+        try:
+            if on_interrupt is not None:
+                on_interrupt()
+            for f in futures:
+                f.cancel()
+            wait(futures)
+        finally:
+            _interrupt.clear()
+        raise
     return [f.result() for f in futures]
+
+
+#: Set while the main thread stops the pool's tasks after a KeyboardInterrupt.
+_interrupt = threading.Event()
+
+
+def check_interrupt() -> None:
+    """Raise ``KeyboardInterrupt`` while :func:`thread_map` stops the pool after Ctrl-C:
+    loops that run on the pool call it between their steps."""
+    if _interrupt.is_set():
+        raise KeyboardInterrupt
 
 
 _compile_lock = threading.Lock()

@@ -332,9 +332,9 @@ def test_more_chains_than_threads_interleave_without_changing_the_draws(verbose)
     calls = []
     original = _mcmc._run_interleaved
 
-    def spy(chains, n_blocks, advance, n_workers, stop_early=None):
+    def spy(chains, n_blocks, advance, n_workers, stop_early=None, on_interrupt=None):
         calls.append((n_blocks, n_workers))
-        return original(chains, n_blocks, advance, n_workers, stop_early)
+        return original(chains, n_blocks, advance, n_workers, stop_early, on_interrupt)
 
     _mcmc._run_interleaved = spy
     try:

@@ -123,6 +123,8 @@ SETTINGS = np.dtype(
         ("gibbs_output_layer", np.int64),
         ("rescale_units", np.int64),
         ("thin", np.int64),
+        # set by the driver's thread on Ctrl-C: every chain stops before its next iteration
+        ("interrupt", np.int64),
         ("t0", np.int64),
         ("t_adapt", np.int64),
         ("target_accept", np.float64),
@@ -279,9 +281,14 @@ def run_nuts_block(rng, chain, tgt, settings, sched, it_start, it_stop):
     warm-up iterations (there are ``sched.shape[0]``); the driver updates the metric at
     window ends between blocks. Kept draws go to row ``(it - n_warmup) // thin`` of
     ``chain.draws``, ``chain.trace`` and ``chain.taus``.
+
+    Returns the iteration it stopped before: ``it_stop``, or an earlier one when
+    ``settings[0].interrupt`` was set (Ctrl-C; the chain is then left mid-block).
     """
     work = workspace(tgt, chain.q.shape[0], settings[0].max_tree_depth)
     for it in range(it_start, it_stop):
+        if settings[0].interrupt != 0:
+            return it
         eps = chain.state[0].step_size
         info = nuts(rng, chain, tgt, settings, work)
         after_transition(rng, it, sched, chain, tgt, settings, work.net, info, eps)
@@ -293,6 +300,8 @@ def run_hmc_block(rng, chain, tgt, settings, sched, it_start, it_stop):
     """Run static-HMC iterations ``[it_start, it_stop)`` of one chain (see run_nuts_block)."""
     work = workspace(tgt, chain.q.shape[0], 0)
     for it in range(it_start, it_stop):
+        if settings[0].interrupt != 0:
+            return it
         eps = chain.state[0].step_size
         info = hmc(rng, chain, tgt, settings, work)
         after_transition(rng, it, sched, chain, tgt, settings, work.net, info, eps)
@@ -304,6 +313,8 @@ def run_mala_block(rng, chain, tgt, settings, sched, it_start, it_stop):
     """Run MALA iterations ``[it_start, it_stop)`` of one chain (see run_nuts_block)."""
     work = workspace(tgt, chain.q.shape[0], 0)
     for it in range(it_start, it_stop):
+        if settings[0].interrupt != 0:
+            return it
         eps = chain.state[0].step_size
         info = mala(rng, chain, tgt, settings, work)
         after_transition(rng, it, sched, chain, tgt, settings, work.net, info, eps)
@@ -332,6 +343,8 @@ def run_am_block(rng, chain, tgt, settings, sched, it_start, it_stop):
     if it_start == 0:
         scale_metric(chain.metric, dense, scale)
     for it in range(it_start, it_stop):
+        if settings[0].interrupt != 0:
+            return it
         info = random_walk(rng, chain, tgt, settings, work)
         after_transition(rng, it, sched, chain, tgt, settings, work.net, info, 0.0)
         if it >= t0 // 2:

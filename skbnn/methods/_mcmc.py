@@ -231,7 +231,7 @@ class _ProgressBar:
 
 
 def _run_interleaved(
-    chains: list[dict], n_blocks: int, advance, n_workers: int, stop_early=None
+    chains: list[dict], n_blocks: int, advance, n_workers: int, stop_early=None, on_interrupt=None
 ) -> None:
     """Advance every chain through ``n_blocks`` blocks on ``n_workers`` threads.
 
@@ -242,7 +242,7 @@ def _run_interleaved(
     ``stop_early``, if given, is asked (under the scheduler's lock) before each block is
     handed out; when it returns a block count, sampling ends early: every chain completes
     the blocks it or any other chain has started, and at least that many, so all chains end
-    at the same block.
+    at the same block. ``on_interrupt``: see :func:`~skbnn.utils.thread_map`.
     """
     cond = threading.Condition()
     busy: set[int] = set()
@@ -281,7 +281,13 @@ def _run_interleaved(
 
     # A worker waits only for chains that running workers hold, so workers that the shared
     # pool has not started yet cannot block the others.
-    thread_map(lambda _: worker(), range(n_workers), n_workers)
+    thread_map(
+        lambda _: worker(),
+        range(n_workers),
+        n_workers,
+        interruptible=True,
+        on_interrupt=on_interrupt,
+    )
 
 
 class _HMCFamily(BaseMethod):
@@ -510,7 +516,9 @@ class _HMCFamily(BaseMethod):
             if len(arrays.draws) < n_keep and it >= n_warmup:
                 # a hot replica (one iteration per block) records into its only row
                 first, last = n_warmup, n_warmup + 1
-            kernel(chain["rng"], arrays, chain["tgt"], settings, sched, first, last)
+            if kernel(chain["rng"], arrays, chain["tgt"], settings, sched, first, last) < last:
+                # stopped by Ctrl-C (stop_chains): the fit is abandoned
+                raise KeyboardInterrupt
             if stop == n_warmup:
                 chain["warmup_grad_evals"] = int(state["n_grad_evals"])
             if stop <= n_warmup and sched[stop - 1, 1]:
@@ -555,18 +563,32 @@ class _HMCFamily(BaseMethod):
         def stop_early():
             return min_blocks if time.perf_counter() >= t_budget + self.max_time else None
 
+        def stop_chains():
+            # every kernel reads this before each iteration (Ctrl-C in the main thread)
+            settings[0]["interrupt"] = 1
+
+        def run_serially(_):
+            for chain in chains:
+                while chain["pos"] < len(stops):
+                    advance(chain)
+
         def run_all(first=False):
+            # the kernels run on the pool, also with one thread: the main thread waits,
+            # where it can hear Ctrl-C
             if exchange is not None:
-                exchange.run(len(stops), n_warmup, advance, n_workers)
+                exchange.run(len(stops), n_warmup, advance, n_workers, stop_chains)
             elif n_workers == 1 and not timed:
-                for chain in chains:
-                    while chain["pos"] < len(stops):
-                        advance(chain)
+                thread_map(run_serially, [None], 1, interruptible=True, on_interrupt=stop_chains)
             else:
                 # with max_time, one thread also interleaves the chains, so that all of
                 # them, not only the first, have sampled when the time runs out
                 _run_interleaved(
-                    chains, len(stops), advance, n_workers, stop_early if timed and first else None
+                    chains,
+                    len(stops),
+                    advance,
+                    n_workers,
+                    stop_early if timed and first else None,
+                    on_interrupt=stop_chains,
                 )
 
         t_budget = time.perf_counter()
@@ -1056,15 +1078,17 @@ class _ReplicaExchange:
             phase[:] = _NOT_STARTED
         self._track_ends()
 
-    def run(self, n_rounds: int, n_warmup_rounds: int, advance, n_workers: int) -> None:
-        """Advance every replica one block per round on ``n_workers`` threads, then exchange."""
+    def run(self, n_rounds: int, n_warmup_rounds: int, advance, n_workers: int,
+            on_interrupt=None) -> None:  # fmt: skip
+        """Advance every replica one block per round on ``n_workers`` threads, then exchange
+        (``on_interrupt``: see :func:`~skbnn.utils.thread_map`)."""
         replicas = [r for ladder in self.ladders for r in ladder]
         for round_ in range(n_rounds):
             if round_ == n_warmup_rounds:
                 self.end_warmup()
             # the slowest replicas first, so the threads finish a round together
             order = sorted(replicas, key=lambda r: -r.get("last", 0.0))
-            thread_map(advance, order, n_workers)
+            thread_map(advance, order, n_workers, interruptible=True, on_interrupt=on_interrupt)
             self.exchange(round_)
 
     def summary(self) -> dict:

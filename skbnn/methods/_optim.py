@@ -32,7 +32,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..kernels import network as knet
 from ..kernels import optim as kopt
 from ..posterior import single_threaded_blas
-from ..utils import compile_once, thread_map
+from ..utils import check_interrupt, compile_once, thread_map
 from ._base import BaseMethod
 
 #: Rows up to which ``solver="auto"`` picks full-batch L-BFGS: there one pass over the data
@@ -219,6 +219,8 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
     if not collecting:
         member.converged = False
     for epoch in range(n_epochs):
+        # a member on the pool stops here when Ctrl-C reaches the main thread
+        check_interrupt()
         data = data._replace(rows=rng.permutation(train))
         lrs = _schedule(lr_kind, lr0, epoch, n_epochs, n_steps, max(1, cycle))
         loss = kopt.run_epoch(theta, tgt, data, batch, lrs, opt, moments, ws, grad, stats)
@@ -252,6 +254,7 @@ def _lbfgs(target, theta, train, s, prior_mean, YT, member):
     n = float(target.W[train].sum())
 
     def fun(th):
+        check_interrupt()
         lp, grad = evaluate(th)
         if not (math.isfinite(lp) and np.all(np.isfinite(grad))):
             # the line search backs off from a non-finite point

@@ -475,19 +475,18 @@ class _ParticleRanges:
     """Runs a kernel over ranges of particles on the shared thread pool.
 
     More ranges than threads, balanced by each particle's cost, so that particles with
-    long trajectories do not leave a thread idle.
+    long trajectories do not leave a thread idle. Also with one thread the ranges run on
+    the pool, so that the main thread hears Ctrl-C and a move stops after the ranges
+    already running (a particle's move does not depend on its range).
     """
 
     def __init__(self, n: int, n_jobs: int):
         self.n = n
         self.n_workers = max(1, min(int(n_jobs), n))
-        self.n_ranges = 1 if self.n_workers == 1 else min(n, 4 * self.n_workers)
+        self.n_ranges = min(n, 4 * self.n_workers)
 
     def map(self, fn, weights=None) -> None:
         """``fn(start, stop)`` for every range, up to ``n_workers`` at a time."""
-        if self.n_ranges == 1:
-            fn(0, self.n)
-            return
         if weights is None:
             bounds = np.linspace(0, self.n, self.n_ranges + 1).astype(int)
         else:
@@ -497,7 +496,7 @@ class _ParticleRanges:
             bounds = np.unique(bounds)
         pairs = zip(bounds[:-1], bounds[1:], strict=True)
         ranges = [(a, b) for a, b in pairs if b > a]
-        thread_map(lambda ab: fn(*ab), ranges, self.n_workers)
+        thread_map(lambda ab: fn(*ab), ranges, self.n_workers, interruptible=True)
 
 
 def _finite(x: np.ndarray) -> np.ndarray:

@@ -13,7 +13,7 @@ from ..kernels import network as knet
 from ..kernels import optim as kopt
 from ..kernels import vi as kvi
 from ..posterior import GaussianPosterior
-from ..utils import compile_once, seed_sequence
+from ..utils import check_interrupt, compile_once, seed_sequence
 from ._base import FitResult
 from ._optim import (
     Member,
@@ -279,6 +279,7 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
         best, best_lam, count = np.inf, None, 0
         member.converged = False
         for epoch in range(s.max_iter):
+            check_interrupt()  # a member on the pool stops here on Ctrl-C
             data = data._replace(rows=rng.permutation(train))
             lrs = _schedule(s.learning_rate, s.learning_rate_init, epoch, s.max_iter, n_steps)
             loss = kvi.run_vi_epoch(lam, tgt, data, batch, lrs, opt, vcfg, work, ws, stats, rng)
