@@ -114,6 +114,20 @@ def check_interrupt() -> None:
         raise KeyboardInterrupt
 
 
+def backend_elsewhere() -> bool:
+    """Whether joblib's active backend (``joblib.parallel_config``) runs its tasks in other
+    processes, such as ``"dask"`` or ``"loky"``, rather than the default threads.
+
+    Independent units of a fit (MCMC chains, ensemble members) then go through joblib, so
+    that a cluster's context spreads them over its workers; otherwise they run on
+    :func:`shared_pool`, with no process start-up and no copies.
+    """
+    from joblib.parallel import get_active_backend
+
+    backend, _ = get_active_backend(prefer="threads")
+    return not getattr(backend, "supports_sharedmem", False)
+
+
 _compile_lock = threading.Lock()
 
 

@@ -22,7 +22,7 @@ from ..kernels import chain as kchain
 from ..kernels import network as knet
 from ..kernels.linalg import Metric
 from ..posterior import WeightedDraws
-from ..utils import compile_once, seed_sequence, thread_map
+from ..utils import backend_elsewhere, compile_once, seed_sequence, thread_map
 from ._base import BaseMethod, FitResult
 
 #: ``target_rhat`` / ``target_ess`` without ``max_time``: the chains grow to at most this
@@ -290,6 +290,96 @@ def _run_interleaved(
     )
 
 
+class _ChainBlocks:
+    """Runs one chain's blocks: the kernel, and the metric and step-size updates between
+    them (where warm-up's windows end).
+
+    Picklable, without its progress bar, so that a chain can run its blocks in another
+    process: the kernel is found through the method's class, and a chain's state (arrays,
+    kernel target, random generator) is all in the chain's dict, so the draws are the same
+    bits wherever it runs.
+    """
+
+    def __init__(self, method, settings, sched, stops, n_warmup, n_keep, dense, grad_metric):
+        self.method = method
+        self.settings = settings
+        self.sched = sched
+        # the driver's own list: extending the run appends to it
+        self.stops = stops
+        self.n_warmup = n_warmup
+        self.n_keep = n_keep
+        self.dense = dense
+        self.grad_metric = grad_metric
+        self.bar = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "bar": None}
+
+    def advance(self, chain: dict) -> None:
+        """Run ``chain`` through its next block (starting it first if it is new)."""
+        t0 = time.perf_counter()
+        method, stops, sched, n_warmup = self.method, self.stops, self.sched, self.n_warmup
+        walk = not method._uses_step_size
+        arrays = chain["arrays"]
+        state = arrays.state[0]
+        if "ws" not in chain:
+            chain["ws"] = np.empty(chain["ws_size"])
+        if chain["pos"] == 0:
+            # a random walk never reads the gradient
+            g = arrays.grad[:0] if walk else arrays.grad
+            state["logp"] = knet.logp_grad(
+                arrays.q, chain["tgt"], chain["ws"], g, arrays.stats, not walk
+            )
+            state["n_grad_evals"] += 1
+            if not walk:
+                _restart_step_size(chain, self.dense)
+        it, stop = (stops[chain["pos"] - 1] if chain["pos"] else 0), stops[chain["pos"]]
+        first, last = it, stop
+        if len(arrays.draws) < self.n_keep and it >= n_warmup:
+            # a hot replica (one iteration per block) records into its only row
+            first, last = n_warmup, n_warmup + 1
+        kernel = type(method)._block_kernel
+        if kernel(chain["rng"], arrays, chain["tgt"], self.settings, sched, first, last) < last:
+            # stopped by Ctrl-C (the driver's stop_chains): the fit is abandoned
+            raise KeyboardInterrupt
+        if stop == n_warmup:
+            chain["warmup_grad_evals"] = int(state["n_grad_evals"])
+        if stop <= n_warmup and sched[stop - 1, 1]:
+            _update_metric(arrays, self.dense, self.grad_metric)
+            _restart_step_size(chain, self.dense)
+        if self.bar is not None:
+            phase = "warmup" if stop <= n_warmup else "sampling"
+            step_size = state["step_size"]
+            self.bar.update(stop - it, phase if walk else f"{phase}, step size {step_size:.3g}")
+        chain["pos"] += 1
+        chain["it_done"] = stop
+        chain["last"] = time.perf_counter() - t0
+        chain["time"] += chain["last"]
+
+    def finish(self, chain: dict) -> dict:
+        """Run ``chain`` through all its remaining blocks; returns it without its scratch."""
+        while chain["pos"] < len(self.stops):
+            self.advance(chain)
+        chain.pop("ws", None)
+        return chain
+
+
+def _run_elsewhere(blocks: _ChainBlocks, chains: list[dict], n_jobs) -> None:
+    """Run every chain's remaining blocks as one task of joblib's active backend (a
+    cluster's workers under ``parallel_config(backend="dask")``) and take their states
+    back. Each task carries its chain and the data; a worker loads the compiled kernels
+    from numba's cache (or compiles them once)."""
+    from joblib import Parallel, delayed
+
+    sent = [{k: v for k, v in c.items() if k != "ws"} for c in chains]
+    done = Parallel(n_jobs=n_jobs)(delayed(blocks.finish)(c) for c in sent)
+    for chain, new in zip(chains, done, strict=True):
+        if blocks.bar is not None:
+            blocks.bar.update(new["it_done"] - chain.get("it_done", 0), "sampled elsewhere")
+        chain.clear()
+        chain.update(new)
+
+
 class _HMCFamily(BaseMethod):
     """Chain driver and warm-up shared by NUTS and HMC (not public)."""
 
@@ -493,46 +583,15 @@ class _HMCFamily(BaseMethod):
         if resume is not None:
             # the previous fit ran its iterations; the chains go on from there
             stops = [resume["n_iter"], *(x for x in stops if x > resume["n_iter"])]
-        kernel = self._block_kernel
-        grad_metric = self.metric == "diagonal_grad"
-
-        def advance(chain):
-            """Run ``chain`` through its next block (starting it first if it is new)."""
-            t0 = time.perf_counter()
-            arrays = chain["arrays"]
-            state = arrays.state[0]
-            if chain["pos"] == 0:
-                chain["ws"] = np.empty(chain["ws_size"])
-                # a random walk never reads the gradient
-                g = arrays.grad if self._uses_step_size else arrays.grad[:0]
-                state["logp"] = knet.logp_grad(
-                    arrays.q, chain["tgt"], chain["ws"], g, arrays.stats, self._uses_step_size
-                )
-                state["n_grad_evals"] += 1
-                if self._uses_step_size:
-                    _restart_step_size(chain, dense)
-            it, stop = (stops[chain["pos"] - 1] if chain["pos"] else 0), stops[chain["pos"]]
-            first, last = it, stop
-            if len(arrays.draws) < n_keep and it >= n_warmup:
-                # a hot replica (one iteration per block) records into its only row
-                first, last = n_warmup, n_warmup + 1
-            if kernel(chain["rng"], arrays, chain["tgt"], settings, sched, first, last) < last:
-                # stopped by Ctrl-C (stop_chains): the fit is abandoned
-                raise KeyboardInterrupt
-            if stop == n_warmup:
-                chain["warmup_grad_evals"] = int(state["n_grad_evals"])
-            if stop <= n_warmup and sched[stop - 1, 1]:
-                _update_metric(arrays, dense, grad_metric)
-                _restart_step_size(chain, dense)
-            phase = "warmup" if stop <= n_warmup else "sampling"
-            step_size = state["step_size"]
-            bar.update(
-                stop - it, f"{phase}, step size {step_size:.3g}" if self._uses_step_size else phase
-            )
-            chain["pos"] += 1
-            chain["it_done"] = stop
-            chain["last"] = time.perf_counter() - t0
-            chain["time"] += chain["last"]
+        blocks = _ChainBlocks(
+            self, settings, sched, stops, n_warmup, n_keep, dense, self.metric == "diagonal_grad"
+        )
+        blocks.bar = bar
+        advance = blocks.advance
+        # chains go where joblib's backend sends its tasks when that is another process
+        # (parallel_config(backend="dask"), "loky"); threads otherwise. Tempering's replicas
+        # swap states every iteration and max_time needs one clock: both stay local.
+        elsewhere = n_temps == 1 and not timed and backend_elsewhere()
 
         for chain in replicas:
             chain["pos"], chain["time"] = (0 if resume is None else 1), 0.0
@@ -577,6 +636,8 @@ class _HMCFamily(BaseMethod):
             # where it can hear Ctrl-C
             if exchange is not None:
                 exchange.run(len(stops), n_warmup, advance, n_workers, stop_chains)
+            elif elsewhere:
+                _run_elsewhere(blocks, chains, n_jobs)
             elif n_workers == 1 and not timed:
                 thread_map(run_serially, [None], 1, interruptible=True, on_interrupt=stop_chains)
             else:
@@ -600,6 +661,7 @@ class _HMCFamily(BaseMethod):
                 # the complete draws of the blocks every chain ran
                 del stops[chains[0]["pos"] :]
                 n_keep = (stops[-1] - n_warmup) // thin
+                blocks.n_keep = n_keep
                 for chain in chains:
                     a = chain["arrays"]
                     chain["arrays"] = a._replace(

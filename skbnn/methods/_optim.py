@@ -32,7 +32,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..kernels import network as knet
 from ..kernels import optim as kopt
 from ..posterior import single_threaded_blas
-from ..utils import check_interrupt, compile_once, thread_map
+from ..utils import backend_elsewhere, check_interrupt, compile_once, thread_map
 from ._base import BaseMethod
 
 #: Rows up to which ``solver="auto"`` picks full-batch L-BFGS: there one pass over the data
@@ -420,12 +420,25 @@ class _Trainer(BaseMethod):
             # L-BFGS-B's vector operations are BLAS calls on tiny vectors: a threaded BLAS
             # spends ~0.3 ms per iteration waking its threads (7x the whole iteration here),
             # and members already run in parallel
-            with single_threaded_blas():
-                members = thread_map(
-                    lambda ss: self._train(target, settings, start, ss, data_fraction, bar, after),
-                    seeds,
-                    effective_n_jobs(n_jobs),
+            if backend_elsewhere():
+                # joblib's backend runs tasks in other processes (a cluster's workers under
+                # parallel_config(backend="dask")): one member per task, the same bits
+                from joblib import Parallel, delayed
+
+                members = Parallel(n_jobs=n_jobs)(
+                    delayed(self._train)(target, settings, start, ss, data_fraction, None, after)
+                    for ss in seeds
                 )
+                bar.update(n_members * per_member)
+            else:
+                with single_threaded_blas():
+                    members = thread_map(
+                        lambda ss: self._train(
+                            target, settings, start, ss, data_fraction, bar, after
+                        ),
+                        seeds,
+                        effective_n_jobs(n_jobs),
+                    )
         finally:
             bar.close()
         kept = [m for m in members if m is not None]
