@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import logsumexp
@@ -11,6 +13,7 @@ from sklearn.metrics import accuracy_score, r2_score
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils._param_validation import HasMethods
 from sklearn.utils.metaestimators import available_if
+from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from .methods import METHODS
@@ -176,6 +179,12 @@ def _method_without_evidence(final) -> str | None:
     return method if isinstance(method, str) else cls.__name__
 
 
+def _fit_candidate(estimator, X, y, fit_params):
+    """``estimator.fit(X, y, **fit_params)``: a module-level function, so that joblib can
+    send it to worker processes."""
+    return estimator.fit(X, y, **fit_params)
+
+
 def _final_step(estimator):
     """The estimator itself, or the last step of a Pipeline."""
     return estimator.steps[-1][1] if hasattr(estimator, "steps") else estimator
@@ -248,6 +257,13 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         Prior probabilities of the candidates in the order of
         ``sklearn.model_selection.ParameterGrid(param_grid)``; ``None`` is uniform. Need not
         be normalized.
+    n_jobs : int, default=None
+        Number of candidates fitted at once, with :class:`joblib.Parallel`: ``None`` means 1
+        unless in a :func:`joblib.parallel_config` context, ``-1`` means all processors.
+        Under ``joblib.parallel_config(backend="dask")`` the candidates are fitted on the
+        workers of a ``distributed`` cluster (:doc:`/dask`). The results do not depend on
+        it: each candidate is fitted from its own clone with its own copy of
+        ``random_state``, and they are collected in the order of ``param_grid``.
 
     Attributes
     ----------
@@ -292,12 +308,14 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         "estimator": [HasMethods(["fit", "predict"])],
         "param_grid": [dict, list],
         "prior": ["array-like", None],
+        "n_jobs": [Integral, None],
     }
 
-    def __init__(self, estimator, param_grid, prior=None):
+    def __init__(self, estimator, param_grid, prior=None, n_jobs=None):
         self.estimator = estimator
         self.param_grid = param_grid
         self.prior = prior
+        self.n_jobs = n_jobs
 
     def _is_classifier(self) -> bool:
         return is_classifier(self.estimator)
@@ -349,8 +367,13 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
                 "(method='smc'), or compare candidates by held-out log predictive density "
                 "with GridSearchCV(scoring=log_predictive_scorer). Nothing was fitted."
             )
-        # the candidates are fitted on exactly (X, y), so their evidences need no data check
-        self.estimators_ = [est.fit(X, y, **fit_params) for est in candidates]
+        # the candidates are fitted on exactly (X, y), so their evidences need no data check.
+        # sklearn's Parallel (not joblib's) carries the scikit-learn configuration and the
+        # warning filters into worker processes, as GridSearchCV does; each clone already
+        # holds its own copy of random_state, so the fits do not depend on where they run
+        self.estimators_ = Parallel(n_jobs=self.n_jobs)(
+            delayed(_fit_candidate)(est, X, y, fit_params) for est in candidates
+        )
         self.log_evidences_ = np.array([_log_evidence(_final_step(e)) for e in self.estimators_])
         log_post = self.log_evidences_ + log_prior
         if not np.any(np.isfinite(log_post)):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -120,12 +121,24 @@ def backend_elsewhere() -> bool:
 
     Independent units of a fit (MCMC chains, ensemble members) then go through joblib, so
     that a cluster's context spreads them over its workers; otherwise they run on
-    :func:`shared_pool`, with no process start-up and no copies.
+    :func:`shared_pool`, with no process start-up and no copies. A fit that is itself a
+    task on a Dask worker (one candidate of a search) keeps its units on the worker's
+    threads: the search already fills the cluster, and joblib's Dask backend, active again
+    inside the task, would send every chain back through the scheduler.
     """
     from joblib.parallel import get_active_backend
 
     backend, _ = get_active_backend(prefer="threads")
-    return not getattr(backend, "supports_sharedmem", False)
+    if getattr(backend, "supports_sharedmem", False):
+        return False
+    distributed = sys.modules.get("distributed")
+    if distributed is not None:
+        try:
+            distributed.get_worker()
+            return False
+        except ValueError:
+            pass
+    return True
 
 
 _compile_lock = threading.Lock()

@@ -28,6 +28,11 @@ def pytest_configure(config):
         "statistical: asserts a random outcome, within a tolerance from Monte Carlo error "
         "or a stated false-alarm probability; its seeds move with SKBNN_TEST_SEED_OFFSET",
     )
+    config.addinivalue_line(
+        "markers",
+        "dask: starts a distributed LocalCluster of worker processes (tests/test_dask.py); "
+        'deselect with -m "not dask"',
+    )
 
 
 def pytest_report_header(config):

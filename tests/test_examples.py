@@ -2,7 +2,8 @@
 architecture-selection example prints its side-by-side table (ten candidates with SMC's
 and Laplace's evidence, accuracy and fit time, each method's model average, the
 comparison of the two evidences); LBBNN's and the credit-default study's print their
-figures and write their plots."""
+figures and write their plots; the Dask example runs its 20-candidate search on a
+two-worker LocalCluster."""
 
 import json
 import runpy
@@ -11,6 +12,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -91,3 +93,23 @@ def test_abstention_curve_decides_the_most_certain_first():
     # by certainty: 0.05 (right), 0.9 (right), 0.2 (wrong), 0.6 (wrong), 0.45 (wrong)
     acc = module["abstention_curve"](y, proba, [0.2, 0.4, 0.6, 1.0])
     np.testing.assert_allclose(acc, [1.0, 1.0, 2 / 3, 2 / 5])
+
+
+@pytest.mark.dask
+def test_dask_cluster_runs_the_search_on_a_local_cluster(monkeypatch, capsys, tmp_path):
+    # two worker processes (on one thread, joblib would not use the cluster) and tiny
+    # Laplace fits: 10-20 s with the cluster's start
+    pytest.importorskip("distributed")
+    script = EXAMPLES / "dask_cluster.py"
+    argv = [str(script), "--workers", "2", "--quick", "--json", str(tmp_path / "t.jsonl")]
+    monkeypatch.setattr(sys, "argv", argv)
+    runpy.run_path(str(script), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "20 candidates on 2 workers, laplace" in out
+    assert "best parameters: {'bayesianmlpregressor__activation': " in out
+    [record] = [json.loads(line) for line in open(tmp_path / "t.jsonl")]
+    assert record["workers"] == record["threads"] == 2
+    assert record["n_candidates"] == record["n_fits"] == 20
+    assert record["tasks_on_workers"] > 0  # joblib batches calls: not one task per fit
+    assert record["search_s"] > 0 and record["workers_cpu_s"] > 0
+    assert set(record["best_params"]) == {"activation", "hidden_layer_sizes"}
