@@ -307,6 +307,22 @@ class _BaseBayesianMLP(BaseEstimator):
         return validate_data(self, X, reset=False, dtype=np.float64)
 
 
+def _weighted_mean_sd(Y: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted mean and population sd of each column of ``Y``, without overflow or
+    underflow: the columns are divided by their largest magnitude first, so a y of 1e160
+    (whose squares overflow) or 1e-200 (whose squares underflow to a "constant" y) is
+    standardized as well as a y of 1."""
+    big = np.max(np.abs(Y), axis=0)
+    if np.all((big > 1e-100) & (big < 1e100)):
+        # no square can overflow or underflow: the plain formula, the bits of earlier fits
+        big = np.ones_like(big)
+    big = np.where(big > 0, big, 1.0)
+    Z = Y / big
+    mean = np.average(Z, axis=0, weights=W)
+    sd = np.sqrt(np.average((Z - mean) ** 2, axis=0, weights=W))
+    return mean * big, sd * big
+
+
 def _unchanged_on_failure(fit):
     """``fit`` that leaves the estimator as it was when it raises, also on Ctrl-C
     (``KeyboardInterrupt``): unfitted, or with its previous fit intact, so that it can be
@@ -457,8 +473,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         self.n_outputs_ = 1 if y.ndim == 1 else y.shape[1]
         _warn_unscaled(X, self)
         rows, Y, W = _weighted_rows(X, y.reshape(len(y), -1), sample_weight)
-        self._y_mean = np.average(Y, axis=0, weights=W)
-        scale = np.sqrt(np.average((Y - self._y_mean) ** 2, axis=0, weights=W))
+        self._y_mean, scale = _weighted_mean_sd(Y, W)
         if np.any(scale == 0):
             warnings.warn(
                 f"y is constant (output(s) {np.flatnonzero(scale == 0).tolist()}): the "

@@ -341,7 +341,9 @@ class GaussianPosterior(WeightedDraws):
         rng = np.random.default_rng(seed_sequence(random_state))
         thetas = self.sample(n_draws, rng)
         if self.n_noise:
-            noise_precision = np.exp(thetas[:, -self.n_noise :])
+            # a wide Gaussian over the log precision (an unsettled SWAG phase, which warns)
+            # can draw values whose exp is 0 or inf: infinite or zero noise sds
+            noise_precision = np.exp(np.clip(thetas[:, -self.n_noise :], -700.0, 700.0))
         super().__init__(thetas, noise_precision=noise_precision)
 
     @property
@@ -637,7 +639,9 @@ class SpikeSlabPosterior(WeightedDraws):
         rng = np.random.default_rng(seed_sequence(random_state))
         thetas = self.sample(n_draws, rng)
         if self.n_noise:
-            noise_precision = np.exp(thetas[:, -self.n_noise :])
+            # a wide Gaussian over the log precision (an unsettled SWAG phase, which warns)
+            # can draw values whose exp is 0 or inf: infinite or zero noise sds
+            noise_precision = np.exp(np.clip(thetas[:, -self.n_noise :], -700.0, 700.0))
         super().__init__(thetas, noise_precision=noise_precision)
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -130,6 +130,16 @@ def gibbs_output_layer(rng, q0, tgt, ws):
             s = prior_std[w_start + i * k + o] if i < h else prior_std[b_start + o]
             chol[i, i] += 1.0 / (s * s)
         cholesky_inplace(chol)
+        usable = True
+        for i in range(m):
+            if not (chol[i, i] > 0.0 and chol[i, i] < math.inf):
+                usable = False
+        if not usable:
+            # A is too ill-conditioned to factor (a tiny fixed noise with fewer rows than
+            # output weights): this output keeps its weights. Whether it moves depends on
+            # the hidden layers only, which the move leaves unchanged, so the target stays
+            # invariant.
+            continue
         # mean = A^-1 rhs by two triangular solves; draw = mean + L^-T z
         for i in range(m):
             acc = rhs[i]

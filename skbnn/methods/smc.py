@@ -214,6 +214,13 @@ class SMC(BaseMethod):
         try:
             tgt.cfg[0]["beta"] = 1.0
             ranges.map(lambda a, b: ksmc.evaluate(thetas, tgt, stats, a, b))
+            if not np.any(np.isfinite(tempered(stats, 1.0))):
+                # every weight would be 0 / 0: NaN predictions, not a posterior
+                raise ValueError(
+                    f"no finite log-likelihood among the {n} prior draws: it overflows; "
+                    "check X and y for extreme values (standardize X) and the prior's "
+                    "parameters"
+                )
             deadline = time.perf_counter() + (math.inf if self.max_time is None else self.max_time)
             stopped = "lambda_reached_1"
             while lam < 1.0:
@@ -418,7 +425,8 @@ def _prior_draws(target, rng, n):
         w, _ = layout.slices(layer)
         n_in = layout.sizes[layer]
         c = 1.0 / np.sqrt(n_in) if fan_in else 1.0
-        lam = rng.gamma(a, 1.0 / b, n)
+        # a tiny shape draws precisions that underflow to 0: infinite sds
+        lam = np.maximum(rng.gamma(a, 1.0 / b, n), np.finfo(float).tiny)
         prior_stds[:, w] = (c / np.sqrt(lam))[:, None]
         shapes[layer] = a + 0.5 * n_in * layout.sizes[layer + 1]
     thetas = rng.standard_normal((n, target.n_params))

@@ -170,6 +170,11 @@ n_iter_no_change
             kept = min(n, rank)
             order = [(n - kept + i) % rank for i in range(kept)] if rank else []
             member.moments = (mom.mean.copy(), mom.sq_mean.copy(), mom.dev[order].copy(), n)
+            finite = all(np.all(np.isfinite(a)) for a in member.moments[:3])
+            if not (finite and np.all(np.isfinite(mom.sq_mean - mom.mean**2))):
+                # moments that overflowed describe no distribution: a diverged member,
+                # restarted or dropped as the engine does with any other
+                member.diverged = True
 
         ss = seed_sequence(random_state)
         members, diagnostics = self._train_members(

@@ -282,7 +282,13 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
             check_interrupt()  # a member on the pool stops here on Ctrl-C
             data = data._replace(rows=rng.permutation(train))
             lrs = _schedule(s.learning_rate, s.learning_rate_init, epoch, s.max_iter, n_steps)
-            loss = kvi.run_vi_epoch(lam, tgt, data, batch, lrs, opt, vcfg, work, ws, stats, rng)
+            try:
+                loss = kvi.run_vi_epoch(lam, tgt, data, batch, lrs, opt, vcfg, work, ws, stats,
+                                        rng)  # fmt: skip
+            except np.linalg.LinAlgError:
+                # the low-rank family's Cholesky factor of a matrix a divergent step made
+                # non-finite: a diverged loss, restarted like any other
+                loss = math.nan
             if not _record_epoch(member, loss, n_steps * int(vcfg[0]["n_mc"]), bar):
                 return member
             if validation is not None:
@@ -312,7 +318,9 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
                 member.trend = (gain, se, w)
             else:
                 member.trend = (float("nan"), float("nan"), w)
-        if _ended_far_above_best(curve):
+        # a run too short for the trend's windows cannot tell a divergence from noise in
+        # its sampled losses; a non-finite one was caught above
+        if len(curve) >= 2 * window and _ended_far_above_best(curve, sampled=True):
             member.diverged = True
             return member
         if best_lam is not None:
