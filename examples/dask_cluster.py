@@ -89,7 +89,7 @@ def import_skbnn() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].strip())
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument(
         "--scheduler", metavar="ADDRESS",
         help="a running scheduler, such as tcp://host:8786; default: start a LocalCluster",
@@ -99,13 +99,15 @@ def main() -> None:
         help="worker processes of the LocalCluster, one thread each (default 2)",
     )  # fmt: skip
     parser.add_argument("--method", choices=["laplace", "nuts"], default="laplace")
-    parser.add_argument("--quick", action="store_true", help="tiny settings, for the tests")
+    parser.add_argument("--quick", action="store_true", help="tiny fits on 100 rows, for the tests")
     parser.add_argument("--json", metavar="FILE", help="also append the JSON line to FILE")
     args = parser.parse_args()
 
     import distributed  # the dask extra: pip install "skbnn[dask]"
 
     X, y = load_diabetes(return_X_y=True)
+    if args.quick:
+        X, y = X[:100], y[:100]
     load = os.getloadavg()[0]  # the machine's other work, before this run adds its own
     start = time.perf_counter()
     if args.scheduler is None:

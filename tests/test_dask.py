@@ -27,6 +27,9 @@ pytestmark = [
     pytest.mark.dask,
     # runs this short do not converge and say so; only equality is tested here
     pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
+    # even without a dashboard the scheduler serves HTTP (health checks) on port 8787, or
+    # on a free port after this warning when another cluster (a parallel test run) has it
+    pytest.mark.filterwarnings("ignore:Port 8787 is already in use:UserWarning"),
 ]
 
 

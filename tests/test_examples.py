@@ -98,7 +98,7 @@ def test_abstention_curve_decides_the_most_certain_first():
 @pytest.mark.dask
 def test_dask_cluster_runs_the_search_on_a_local_cluster(monkeypatch, capsys, tmp_path):
     # two worker processes (on one thread, joblib would not use the cluster) and tiny
-    # Laplace fits: 10-20 s with the cluster's start
+    # Laplace fits on 100 rows: 10-30 s with the cluster's start (at a load of 4)
     pytest.importorskip("distributed")
     script = EXAMPLES / "dask_cluster.py"
     argv = [str(script), "--workers", "2", "--quick", "--json", str(tmp_path / "t.jsonl")]
