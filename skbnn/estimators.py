@@ -323,6 +323,19 @@ def _weighted_mean_sd(Y: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndar
     return mean * big, sd * big
 
 
+def _finite_prediction(a: np.ndarray) -> np.ndarray:
+    """``a``, or a ValueError when a prediction overflowed float64: inputs far beyond the
+    training data's scale (or a y near 1e300) can take the network's outputs, their spread
+    or their units beyond its range, which must not come back as inf or NaN."""
+    if not np.all(np.isfinite(a)):
+        raise ValueError(
+            "the prediction overflows float64 at these inputs (the network's outputs, or "
+            "their spread in the units of y, are beyond its range): check X for extreme "
+            "values (standardize X) and y's scale"
+        )
+    return a
+
+
 def _unchanged_on_failure(fit):
     """``fit`` that leaves the estimator as it was when it raises, also on Ctrl-C
     (``KeyboardInterrupt``): unfitted, or with its previous fit intact, so that it can be
@@ -570,10 +583,10 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         y_std : ndarray, same shape, only with ``return_std``
         """
         mean, var, alea = self._moments(X)
-        y_mean = self._squeeze(mean * self._y_std + self._y_mean)
+        y_mean = self._squeeze(_finite_prediction(mean * self._y_std + self._y_mean))
         if not return_std:
             return y_mean
-        return y_mean, self._squeeze(np.sqrt(var + alea) * self._y_std)
+        return y_mean, self._squeeze(_finite_prediction(np.sqrt(var + alea) * self._y_std))
 
     def predict_std(self, X: ArrayLike, kind: str = "total") -> np.ndarray:
         """Standard deviation of the prediction.
@@ -594,7 +607,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
             raise ValueError(f"kind must be one of 'total', 'epistemic', 'aleatoric'; got {kind!r}")
         _, var, alea = self._moments(X)
         total = {"epistemic": var, "aleatoric": alea, "total": var + alea}[kind]
-        return self._squeeze(np.sqrt(total) * self._y_std)
+        return self._squeeze(_finite_prediction(np.sqrt(total) * self._y_std))
 
     def predict_interval(
         self, X: ArrayLike, coverage: float = 0.9
@@ -638,7 +651,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
 
                 thread_map(part, parts, n_threads)
                 bounds[:, rows, o] = dest.T
-        bounds = bounds * self._y_std + self._y_mean
+        bounds = _finite_prediction(bounds * self._y_std + self._y_mean)
         return self._squeeze(bounds[0]), self._squeeze(bounds[1])
 
     def sample_y(self, X: ArrayLike, n_samples: int = 1, random_state=None) -> np.ndarray:
@@ -667,7 +680,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         for rows, f, sd in draws:
             noise = rng.standard_normal(f.shape) * sd
             out[rows] = np.transpose(f + noise, (2, 1, 0))
-        out = out * self._y_std[None, :, None] + self._y_mean[None, :, None]
+        out = _finite_prediction(out * self._y_std[None, :, None] + self._y_mean[None, :, None])
         return out[:, 0, :] if self.n_outputs_ == 1 else out
 
     def predict_mixture(self, X: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -704,8 +717,8 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
                 stds = np.empty_like(means)
                 weights = w
             means[rows], stds[rows] = mu, sd
-        means = means * self._y_std[:, None] + self._y_mean[:, None]
-        stds = stds * self._y_std[:, None]
+        means = _finite_prediction(means * self._y_std[:, None] + self._y_mean[:, None])
+        stds = _finite_prediction(stds * self._y_std[:, None])
         if self.n_outputs_ == 1:
             means, stds = means[:, 0], stds[:, 0]
         return means, stds, np.array(weights)

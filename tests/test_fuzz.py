@@ -528,7 +528,14 @@ def _run_regression_case(name, case):
     reg = _estimator(BayesianMLPRegressor, name, **case["params"])
     if not _fit_case(reg, case, Y_DEFECTS):
         return
-    _check_regressor(reg, case["Xt"], case["n_outputs"], case["coverage"])
+    try:
+        _check_regressor(reg, case["Xt"], case["n_outputs"], case["coverage"])
+    except ValueError as exc:
+        # outputs beyond float64 at extreme inputs or targets are refused, never inf
+        extreme = _extreme(case["X"]) or _extreme(case["y"]) or _extreme(case["Xt"])
+        if not extreme or "prediction overflows" not in str(exc):
+            raise
+        return
     _check_units(reg, case["X"], case["y"], case["sw"])
     if not _extreme(case["y"]):
         # R^2 of the training data; sklearn's r2_score is finite for a constant y too (not
