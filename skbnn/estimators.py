@@ -316,10 +316,11 @@ def _weighted_mean_sd(Y: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndar
     if np.all((big > 1e-100) & (big < 1e100)):
         # no square can overflow or underflow: the plain formula, the bits of earlier fits
         big = np.ones_like(big)
-    big = np.where(big > 0, big, 1.0)
-    Z = Y / big
-    mean = np.average(Z, axis=0, weights=W)
-    sd = np.sqrt(np.average((Z - mean) ** 2, axis=0, weights=W))
+    else:
+        big = np.where(big > 0, big, 1.0)
+        Y = Y / big
+    mean = np.average(Y, axis=0, weights=W)
+    sd = np.sqrt(np.average((Y - mean) ** 2, axis=0, weights=W))
     return mean * big, sd * big
 
 

@@ -485,6 +485,17 @@ def _regression_targets(draw, n_rows, defect):
     return y, n_outputs
 
 
+def _network_params(draw) -> dict:
+    """The estimator's parameters both data cases draw, in one order (the examples depend
+    on it)."""
+    return {
+        "n_chains": draw(st.integers(1, 2)),
+        "hidden_layer_sizes": draw(st.sampled_from([(), (1,), (2,), (3, 2)])),
+        "activation": draw(st.sampled_from(["tanh", "relu", "logistic", "identity"])),
+        "n_samples": draw(st.integers(1, 4)),
+    }
+
+
 @st.composite
 def regression_cases(draw):
     defect = draw(st.sampled_from(REGRESSOR_DEFECTS))
@@ -493,13 +504,7 @@ def regression_cases(draw):
     y, n_outputs = draw(_regression_targets(n_rows, defect))
     sw = draw(_sample_weight(n_rows, defect if defect in WEIGHT_DEFECTS else None))
     Xt = draw(_test_rows(X, defect)) if defect not in X_DEFECTS else None
-    params = {
-        "n_chains": draw(st.integers(1, 2)),
-        "hidden_layer_sizes": draw(st.sampled_from([(), (1,), (2,), (3, 2)])),
-        "activation": draw(st.sampled_from(["tanh", "relu", "logistic", "identity"])),
-        "n_samples": draw(st.integers(1, 4)),
-        "noise_std": draw(st.sampled_from([None, None, 0.1])),
-    }
+    params = {**_network_params(draw), "noise_std": draw(st.sampled_from([None, None, 0.1]))}
     coverage = draw(st.sampled_from([0.9, 0.5, 1e-6, 1 - 1e-9]))
     return {"defect": defect, "X": X, "y": y, "sw": sw, "Xt": Xt, "n_outputs": n_outputs,
             "params": params, "coverage": coverage}  # fmt: skip
@@ -630,12 +635,7 @@ def classification_cases(draw):
         y = np.concatenate([np.asarray(y), np.asarray(y)[:1]])
     sw = draw(_sample_weight(n_rows, defect if defect in WEIGHT_DEFECTS else None))
     Xt = draw(_test_rows(X, defect)) if defect not in X_DEFECTS else None
-    params = {
-        "n_chains": draw(st.integers(1, 2)),
-        "hidden_layer_sizes": draw(st.sampled_from([(), (1,), (2,), (3, 2)])),
-        "activation": draw(st.sampled_from(["tanh", "relu", "logistic", "identity"])),
-        "n_samples": draw(st.integers(1, 4)),
-    }
+    params = _network_params(draw)
     return {"defect": defect, "X": X, "y": y, "sw": sw, "Xt": Xt, "params": params,
             "n_classes": n_classes, "label_kind": kind, "unseen": unseen,
             "other_type": draw(st.booleans())}  # fmt: skip
