@@ -23,6 +23,7 @@ import warnings
 from pathlib import Path
 
 import numba
+from numba.core import types
 from numba.core.caching import IndexDataCacheFile
 
 from ..exceptions import CompilationCacheWarning
@@ -67,6 +68,26 @@ class LockedIndexDataCacheFile(IndexDataCacheFile):
             super().save(key, data)
 
 
+def _compile_calls_unliteral(dispatcher) -> None:
+    """Make calls from other kernels compile ``dispatcher`` for plain types only.
+
+    numba types a constant argument (``f(x, 0)``) as a literal, and while it infers a
+    caller's types it calls a kernel with each intermediate type it meets: every one
+    compiled a specialization of its own, and of the whole tree below it, that the final
+    program never used (``_dense`` for ``Literal[int](0)`` beside ``int64``). No kernel here
+    needs a literal argument, so the literals are dropped before compiling.
+    """
+    get_call_template = dispatcher.get_call_template
+
+    def unliteral_call_template(args, kws):
+        return get_call_template(
+            tuple(types.unliteral(a) for a in args),
+            {k: types.unliteral(v) for k, v in kws.items()},
+        )
+
+    dispatcher.get_call_template = unliteral_call_template
+
+
 def njit(*args, **kwargs):
     """:func:`numba.njit`, with ``cache=True`` dropped when numba cannot cache (:data:`CACHE`),
     and the cache's saves locked across processes."""
@@ -78,6 +99,7 @@ def njit(*args, **kwargs):
 
     def wrap(func):
         dispatcher = decorate(func)
+        _compile_calls_unliteral(dispatcher)
         cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
         if type(cache_file) is IndexDataCacheFile:
             # same state, one method more: numba keeps building the file object itself

@@ -21,7 +21,7 @@ DA_T0 = 10.0
 DA_KAPPA = 0.75
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def dual_averaging(state, target_accept, accept_stat):
     """One dual-averaging update of the log step size towards ``target_accept``.
 
@@ -42,7 +42,7 @@ def dual_averaging(state, target_accept, accept_stat):
     s.step_size = math.exp(x)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def finish_dual_averaging(state):
     """End of warm-up: the step size becomes the average iterate (if any update was made)."""
     s = state[0]
@@ -50,7 +50,7 @@ def finish_dual_averaging(state):
         s.step_size = math.exp(s.log_step_size_bar)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def welford(q, g, w_mean, w_m2, count, dense):
     """Add the draw ``q`` (with gradient ``g``) to running moments; returns ``count + 1``.
 

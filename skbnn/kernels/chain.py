@@ -189,7 +189,7 @@ def _gaussian_loglik(tgt, st0):
     return ll
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def after_transition(rng, it, sched, chain, tgt, settings, ws, info, eps):
     """What follows every transition: the Gibbs moves, then warm-up adaptation (dual
     averaging, Welford sums) or recording of the kept draw made with step size ``eps``."""

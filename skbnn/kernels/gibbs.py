@@ -19,7 +19,7 @@ from .linalg import cholesky_inplace
 from .network import forward, n_rows, weight_sum
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def gibbs_noise(rng, tgt, st0):
     """Draw each output's noise precision into ``tgt.tau`` from its conjugate conditional.
 

@@ -17,7 +17,7 @@ from .network import logp_grad
 _FM = {"reassoc", "contract"}
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def logp_and_grad(q, tgt, ws, g, st):
     """Log density at ``q``; its gradient goes to ``g`` unless ``g`` is empty."""
     # A runtime flag, not the constant True: a literal argument would make numba compile
@@ -45,7 +45,7 @@ def leapfrog(q, p, g, eps, metric, dense, tmp, tgt, ws, st):
     return lp
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def draw_momentum(rng, p, metric, dense):
     """``p ~ N(0, M)`` with ``M = sigma^-1``, written into ``p``."""
     # p = L^-T z for sigma = L L^T (back substitution)
@@ -85,7 +85,7 @@ def metric_normal(rng, metric, dense, z, out):
             out[i] = math.sqrt(inv_m[i]) * z[i]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def energy(lp, p, ps):
     """The Hamiltonian ``-lp + p . ps / 2`` for momentum ``p`` and velocity ``ps``; NaN
     counts as infinite."""

@@ -75,7 +75,7 @@ def _logaddexp(a, b):
     return m + math.log(math.exp(a - m) + math.exp(b - m))
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def nuts(rng, chain, tgt, settings, work):
     """One NUTS transition with multinomial sampling (Betancourt 2017, as in Stan).
 
