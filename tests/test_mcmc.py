@@ -529,6 +529,34 @@ def test_gradient_balanced_metric_estimate(seed):
         assert not np.any(chain.w_m2) and state["welford_count"] == 0
 
 
+@pytest.mark.parametrize("dense", [False, True])
+@pytest.mark.parametrize("count", [0, 1])
+def test_window_of_fewer_than_two_draws_keeps_the_metric(dense, count):
+    # Stan's schedule ends 151 warm-up iterations with a 1-draw window (see
+    # test_stan_windows_match_stan): no variance can be estimated from it, so the metric
+    # adapted in the windows before stays as it was; the sums still restart
+    from skbnn.kernels.adaptation import welford
+    from skbnn.kernels.chain import make_chain
+    from skbnn.kernels.linalg import Metric
+    from skbnn.methods._mcmc import _update_metric
+
+    d = 3
+    sigma = np.diag([0.5, 2.0, 8.0])
+    metric = Metric(np.diag(sigma).copy(), sigma.copy(), np.linalg.cholesky(sigma))
+    chain = make_chain(np.zeros(d), n_stats=3, metric=metric, dense=dense)
+    before = [a.copy() for a in chain.metric]
+    state = chain.state[0]
+    for _ in range(count):
+        x = np.array([0.3, -1.0, 2.0])
+        state["welford_count"] = welford(
+            x, -x, chain.w_mean, chain.w_m2, state["welford_count"], dense
+        )
+    _update_metric(chain, dense=dense, grad_metric=not dense)
+    for a, b in zip(chain.metric, before, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert not np.any(chain.w_m2) and not np.any(chain.w_mean) and state["welford_count"] == 0
+
+
 @pytest.mark.statistical
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # gamma = 10
 def test_adaptive_metropolis_gamma_scales_the_proposal(seed):

@@ -179,14 +179,18 @@ def _update_metric(arrays, dense: bool, grad_metric: bool) -> None:
     state, w_m2 = arrays.state[0], arrays.w_m2
     c = float(state["welford_count"])
     shrink, ridge = c / (c + 5.0), 1e-3 * 5.0 / (c + 5.0)
-    if dense:
-        cov = w_m2 / (c - 1.0) if c > 1 else np.eye(inv_m.size)
-        sigma[:] = shrink * cov + ridge * np.eye(inv_m.size)
+    if c < 2:
+        # no variance from fewer than two draws: Stan's schedule gives a 1-draw last window
+        # for 151 warm-up iterations, and the metric adapted so far is kept rather than
+        # shrunk towards 1e-3 I with the weight of five draws
+        pass
+    elif dense:
+        sigma[:] = shrink * (w_m2 / (c - 1.0)) + ridge * np.eye(inv_m.size)
         chol[:] = np.linalg.cholesky(sigma)
         inv_m[:] = np.diag(sigma)
     else:
-        var = w_m2[0] / (c - 1.0) if c > 1 else np.ones(inv_m.size)
-        if grad_metric and c > 1:
+        var = w_m2[0] / (c - 1.0)
+        if grad_metric:
             # Nutpie's estimate: the geometric mean of the draws' variance and the inverse
             # of the gradients' variance (equal for a Gaussian with diagonal covariance)
             var_g = w_m2[2] / (c - 1.0)
