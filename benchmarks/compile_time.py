@@ -102,10 +102,10 @@ def _count_compile_cpu() -> None:
         _COMPILE_CPU[0] = float("nan")
         return
 
-    def timed(kernels, warm):
+    def timed(kernels, warm, *args, **kwargs):
         t0 = time.thread_time()
         try:
-            return original(kernels, warm)
+            return original(kernels, warm, *args, **kwargs)
         finally:
             _COMPILE_CPU[0] += time.thread_time() - t0
 

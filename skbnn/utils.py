@@ -144,15 +144,16 @@ def backend_elsewhere() -> bool:
 _compile_lock = threading.Lock()
 
 
-def compile_once(kernels, warm) -> float:
+def compile_once(kernels, warm, compiled=None) -> float:
     """Compile (or load from numba's cache) ``kernels`` once per process.
 
     ``warm`` calls every kernel on a tiny problem; it runs under a lock unless every kernel
-    already has a signature. Returns the seconds it took (0 when nothing was compiled), for
-    ``diagnostics_["compile_time"]``.
+    already has a signature, or, when given, ``compiled()`` is true (for a kernel with
+    several specializations, of which the fit needs one). Returns the seconds it took (0
+    when nothing was compiled), for ``diagnostics_["compile_time"]``.
     """
     with _compile_lock:
-        if all(k.signatures for k in kernels):
+        if compiled() if compiled is not None else all(k.signatures for k in kernels):
             return 0.0
         start = time.perf_counter()
         warm()

@@ -190,15 +190,26 @@ def _gaussian_loglik(tgt, st0):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def after_transition(rng, it, sched, chain, tgt, settings, ws, info, eps):
-    """What follows every transition: the Gibbs moves, then warm-up adaptation (dual
-    averaging, Welford sums) or recording of the kept draw made with step size ``eps``."""
+def _begin_moves(chain, info):
+    # the transition's end point, before the moves change it
+    s = chain.state[0]
+    s.logp = info.logp
+    s.n_grad_evals += info.n_leapfrog
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def gibbs_moves(rng, chain, tgt, settings, ws):
+    """The exact moves after a transition that ``settings`` (and a hierarchical prior) turn
+    on: ReLU scale moves, the prior precisions' draw, the noise precision's draw (marginal
+    or Gibbs) and the output layer's Gibbs draw, in that order.
+
+    The block kernels call it when their ``moves`` argument is not None; with ``moves=None``
+    they call :func:`draw_marginal_noise` instead, and numba prunes this branch before
+    typing, so a sampler that needs none of the moves does not compile them.
+    """
     q0, g0, st0 = chain.q, chain.grad, chain.stats
     s = chain.state[0]
     conf = settings[0]
-    n_warmup = sched.shape[0]
-    s.logp = info.logp
-    s.n_grad_evals += info.n_leapfrog
     # a random walk (adaptive Metropolis) has no step size and never reads the gradient, so
     # the log density after a Gibbs step is evaluated without it (an empty gradient array)
     walk = conf.kind == RANDOM_WALK
@@ -227,6 +238,36 @@ def after_transition(rng, it, sched, chain, tgt, settings, ws, info, eps):
     elif conf.noise_update == NOISE_MARGINAL and conf.gibbs_output_layer != 0:
         # the output layer moved, so the drawn tau is stale relative to the new residuals
         gibbs_noise(rng, tgt, st0)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def draw_marginal_noise(rng, chain, tgt, settings):
+    """:func:`gibbs_moves` when none is on: only a marginalized noise precision's draw."""
+    if settings[0].noise_update == NOISE_MARGINAL:
+        gibbs_noise(rng, tgt, chain.stats)
+
+
+def needs_moves(settings: np.ndarray, hierarchical: bool) -> bool:
+    """Whether the block kernels must run :func:`gibbs_moves` (pass ``moves=True``) rather
+    than only :func:`draw_marginal_noise` (``moves=None``) under ``settings``."""
+    conf = settings[0]
+    return bool(
+        conf["rescale_units"]
+        or conf["gibbs_output_layer"]
+        or conf["noise_update"] == NOISE_GIBBS
+        or hierarchical
+    )
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def after_transition(it, sched, chain, tgt, settings, info, eps):
+    """What follows the transition and the moves: warm-up adaptation (dual averaging,
+    Welford sums) or recording of the kept draw made with step size ``eps``."""
+    q0, g0, st0 = chain.q, chain.grad, chain.stats
+    s = chain.state[0]
+    conf = settings[0]
+    n_warmup = sched.shape[0]
+    walk = conf.kind == RANDOM_WALK
     if it < n_warmup:
         if info.divergent:
             s.warmup_divergences += 1
@@ -273,7 +314,7 @@ def after_transition(rng, it, sched, chain, tgt, settings, ws, info, eps):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def run_nuts_block(rng, chain, tgt, settings, sched, it_start, it_stop):
+def run_nuts_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves):
     """Run NUTS iterations ``[it_start, it_stop)`` of one chain.
 
     ``chain.state[0].logp``, ``chain.grad`` and ``chain.stats`` must hold the log density,
@@ -281,6 +322,9 @@ def run_nuts_block(rng, chain, tgt, settings, sched, it_start, it_stop):
     warm-up iterations (there are ``sched.shape[0]``); the driver updates the metric at
     window ends between blocks. Kept draws go to row ``(it - n_warmup) // thin`` of
     ``chain.draws``, ``chain.trace`` and ``chain.taus``.
+
+    ``moves``: None when :func:`needs_moves` is False (the kernel is then compiled without
+    :func:`gibbs_moves`), else True.
 
     Returns the iteration it stopped before: ``it_stop``, or an earlier one when
     ``settings[0].interrupt`` was set (Ctrl-C; the chain is then left mid-block).
@@ -291,12 +335,17 @@ def run_nuts_block(rng, chain, tgt, settings, sched, it_start, it_stop):
             return it
         eps = chain.state[0].step_size
         info = nuts(rng, chain, tgt, settings, work)
-        after_transition(rng, it, sched, chain, tgt, settings, work.net, info, eps)
+        _begin_moves(chain, info)
+        if moves is None:  # pruned before typing when moves is None (see gibbs_moves)
+            draw_marginal_noise(rng, chain, tgt, settings)
+        else:
+            gibbs_moves(rng, chain, tgt, settings, work.net)
+        after_transition(it, sched, chain, tgt, settings, info, eps)
     return it_stop
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def run_hmc_block(rng, chain, tgt, settings, sched, it_start, it_stop):
+def run_hmc_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves):
     """Run static-HMC iterations ``[it_start, it_stop)`` of one chain (see run_nuts_block)."""
     work = workspace(tgt, chain.q.shape[0], 0)
     for it in range(it_start, it_stop):
@@ -304,12 +353,17 @@ def run_hmc_block(rng, chain, tgt, settings, sched, it_start, it_stop):
             return it
         eps = chain.state[0].step_size
         info = hmc(rng, chain, tgt, settings, work)
-        after_transition(rng, it, sched, chain, tgt, settings, work.net, info, eps)
+        _begin_moves(chain, info)
+        if moves is None:  # pruned before typing when moves is None (see gibbs_moves)
+            draw_marginal_noise(rng, chain, tgt, settings)
+        else:
+            gibbs_moves(rng, chain, tgt, settings, work.net)
+        after_transition(it, sched, chain, tgt, settings, info, eps)
     return it_stop
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def run_mala_block(rng, chain, tgt, settings, sched, it_start, it_stop):
+def run_mala_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves):
     """Run MALA iterations ``[it_start, it_stop)`` of one chain (see run_nuts_block)."""
     work = workspace(tgt, chain.q.shape[0], 0)
     for it in range(it_start, it_stop):
@@ -317,12 +371,17 @@ def run_mala_block(rng, chain, tgt, settings, sched, it_start, it_stop):
             return it
         eps = chain.state[0].step_size
         info = mala(rng, chain, tgt, settings, work)
-        after_transition(rng, it, sched, chain, tgt, settings, work.net, info, eps)
+        _begin_moves(chain, info)
+        if moves is None:  # pruned before typing when moves is None (see gibbs_moves)
+            draw_marginal_noise(rng, chain, tgt, settings)
+        else:
+            gibbs_moves(rng, chain, tgt, settings, work.net)
+        after_transition(it, sched, chain, tgt, settings, info, eps)
     return it_stop
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def run_am_block(rng, chain, tgt, settings, sched, it_start, it_stop):
+def run_am_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves):
     """Run adaptive-Metropolis iterations ``[it_start, it_stop)`` of one chain (Haario et al.
     2001; see run_nuts_block).
 
@@ -346,7 +405,12 @@ def run_am_block(rng, chain, tgt, settings, sched, it_start, it_stop):
         if settings[0].interrupt != 0:
             return it
         info = random_walk(rng, chain, tgt, settings, work)
-        after_transition(rng, it, sched, chain, tgt, settings, work.net, info, 0.0)
+        _begin_moves(chain, info)
+        if moves is None:  # pruned before typing when moves is None (see gibbs_moves)
+            draw_marginal_noise(rng, chain, tgt, settings)
+        else:
+            gibbs_moves(rng, chain, tgt, settings, work.net)
+        after_transition(it, sched, chain, tgt, settings, info, 0.0)
         if it >= t0 // 2:
             # the first t0 / 2 steps climb from the prior start; a covariance that kept them
             # would be inflated by that transient for thousands of steps

@@ -10,6 +10,7 @@ import time
 import warnings
 from numbers import Integral, Real
 
+import numba
 import numpy as np
 from joblib import effective_n_jobs
 from scipy.linalg import solve_triangular
@@ -80,8 +81,15 @@ def stan_windows(n_warmup: int) -> np.ndarray:
     return sched
 
 
-def _ensure_compiled(kernel) -> float:
-    """Compile (or load from numba's cache) a chain kernel; return the seconds spent."""
+def _ensure_compiled(kernel, moves: bool | None = None) -> float:
+    """Compile (or load from numba's cache) a chain kernel for its ``moves`` argument (see
+    :func:`skbnn.kernels.chain.needs_moves`); return the seconds spent."""
+    moves_type = numba.typeof(moves)
+
+    def compiled() -> bool:
+        return any(sig[-1] == moves_type for sig in kernel.signatures) and bool(
+            knet.forward_batch.signatures
+        )
 
     def warm():
         from ..target import Target
@@ -98,13 +106,13 @@ def _ensure_compiled(kernel) -> float:
             max_delta_energy=1000.0, path_length=1.0, step_jitter=0.1, gamma=1.0,
         )  # fmt: skip
         chain = kchain.make_chain(np.zeros(d), n_stats=3, n_taus=1)
-        kernel(rng, chain, tgt, settings, np.zeros((1, 2), dtype=np.uint8), 0, 2)
+        kernel(rng, chain, tgt, settings, np.zeros((1, 2), dtype=np.uint8), 0, 2, moves)
         knet.forward_batch(
             np.zeros((1, d)), target.XT, target.layout.sizes, target.layout.offsets, 2, 3,
             np.zeros((1, 1, 3)),
         )  # fmt: skip
 
-    return compile_once((kernel, knet.forward_batch), warm)
+    return compile_once((kernel, knet.forward_batch), warm, compiled)
 
 
 def _momentum(rng, metric, dense: bool) -> np.ndarray:
@@ -304,9 +312,10 @@ class _ChainBlocks:
     bits wherever it runs.
     """
 
-    def __init__(self, method, settings, sched, stops, n_warmup, n_keep, dense, grad_metric):
+    def __init__(self, method, settings, moves, sched, stops, n_warmup, n_keep, dense, grad_metric):
         self.method = method
         self.settings = settings
+        self.moves = moves
         self.sched = sched
         # the driver's own list: extending the run appends to it
         self.stops = stops
@@ -343,7 +352,10 @@ class _ChainBlocks:
             # a hot replica (one iteration per block) records into its only row
             first, last = n_warmup, n_warmup + 1
         kernel = type(method)._block_kernel
-        if kernel(chain["rng"], arrays, chain["tgt"], self.settings, sched, first, last) < last:
+        stopped = kernel(
+            chain["rng"], arrays, chain["tgt"], self.settings, sched, first, last, self.moves
+        )
+        if stopped < last:
             # stopped by Ctrl-C (the driver's stop_chains): the fit is abandoned
             raise KeyboardInterrupt
         if stop == n_warmup:
@@ -448,7 +460,6 @@ class _HMCFamily(BaseMethod):
         """
         self._validate_params()
         t_start = time.perf_counter()
-        compile_time = _ensure_compiled(self._block_kernel)
         n_chains = self.n_chains
         n_warmup = self.n_warmup
         n_keep = math.ceil(n_samples / n_chains)
@@ -479,6 +490,9 @@ class _HMCFamily(BaseMethod):
             thin=thin,
         )
         self._check_target(target)
+        # None compiles the kernel without the moves this fit never makes
+        moves = True if kchain.needs_moves(settings, target.hierarchical) else None
+        compile_time = _ensure_compiled(self._block_kernel, moves)
         if self._uses_step_size:
             sched = stan_windows(n_warmup)
         else:
@@ -588,7 +602,15 @@ class _HMCFamily(BaseMethod):
             # the previous fit ran its iterations; the chains go on from there
             stops = [resume["n_iter"], *(x for x in stops if x > resume["n_iter"])]
         blocks = _ChainBlocks(
-            self, settings, sched, stops, n_warmup, n_keep, dense, self.metric == "diagonal_grad"
+            self,
+            settings,
+            moves,
+            sched,
+            stops,
+            n_warmup,
+            n_keep,
+            dense,
+            self.metric == "diagonal_grad",
         )
         blocks.bar = bar
         advance = blocks.advance
