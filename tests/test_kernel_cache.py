@@ -186,3 +186,38 @@ def test_concurrent_saves_keep_the_index_and_the_data_in_step(tmp_path):
     assert len(index) == 160
     for key in index:
         assert f.load(key) == "data of " + key
+
+
+def test_a_second_process_loads_the_kernels_its_first_compiled():
+    # What a new install pays once (issue 22): a fit compiles its kernels into numba's cache
+    # (this session's folder, NUMBA_CACHE_DIR when set), and a later process on the same
+    # folder loads every one of them instead of compiling. The first process compiles only
+    # if no test before it has; numba's per-kernel counters tell hits from misses.
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, numpy as np\n"
+        "from skbnn import BayesianMLPRegressor\n"
+        "from skbnn.kernels import chain, network\n"
+        "from skbnn.methods import NUTS\n"
+        "X = np.linspace(-1, 1, 20)[:, None]\n"
+        "BayesianMLPRegressor((2,), method=NUTS(n_chains=1, n_warmup=20), n_samples=10,\n"
+        "                     random_state=0).fit(X, X[:, 0])\n"
+        "print(json.dumps({k.__name__: [len(k.stats.cache_hits), len(k.stats.cache_misses)]\n"
+        "                  for k in (chain.run_nuts_block, network.forward_batch)}))\n"
+    )
+    runs = [
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-W", "ignore", "-c", code],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.splitlines()[-1]
+        )
+        for _ in range(2)
+    ]
+    # [hits, misses] per kernel: the second process compiled nothing and loaded both
+    assert runs[1] == {"run_nuts_block": [1, 0], "forward_batch": [1, 0]}
