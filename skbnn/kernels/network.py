@@ -113,15 +113,30 @@ _C12 = 1.0 / 479001600.0
 _C13 = 1.0 / 6227020800.0
 
 
+# 1.5 * 2**52: adding it to |u| < 2**51 rounds u to the nearest integer k, which then sits in
+# the low bits of the sum (float64 spacing is 1 there). This finds k without a float-to-int
+# conversion: AVX2 has no vector one for int64, and math.floor's left the loops half scalar.
+_ROUND_SHIFT = 6755399441055744.0
+_ROUND_SHIFT_BITS = 0x4338000000000000
+
+
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
 def _expm1_reduced(v):
-    # v = k ln2 + r with |r| <= ln2 / 2; returns k and expm1(r). v must be finite.
-    k = math.floor(v * _LOG2E + 0.5)
-    r = (v - k * _LN2_HI) - k * _LN2_LO
-    q = _C10 + r * (_C11 + r * (_C12 + r * _C13))
-    q = _C6 + r * (_C7 + r * (_C8 + r * (_C9 + r * q)))
-    q = _C2 + r * (_C3 + r * (_C4 + r * (_C5 + r * q)))
-    return k, r + r * r * q
+    # v = k ln2 + r with |r| <= ln2 / 2 (k the integer nearest v / ln2); returns k and
+    # expm1(r). v must be finite and above -2**50.
+    u = v * _LOG2E + _ROUND_SHIFT
+    kf = u - _ROUND_SHIFT
+    k = np.float64(u).view(np.int64) - _ROUND_SHIFT_BITS
+    r = (v - kf * _LN2_HI) - kf * _LN2_LO
+    # expm1(r) = r + r^2 q(r), q by Estrin's scheme: about 20 cycles of latency rather than
+    # Horner's 50, which let too few elements overlap in the vectorized loops (2x slower)
+    r2 = r * r
+    r4 = r2 * r2
+    q0 = (_C2 + _C3 * r) + (_C4 + _C5 * r) * r2
+    q1 = (_C6 + _C7 * r) + (_C8 + _C9 * r) * r2
+    q2 = (_C10 + _C11 * r) + (_C12 + _C13 * r) * r2
+    q = (q0 + q1 * r4) + q2 * (r4 * r4)
+    return k, r + r2 * q
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
@@ -136,9 +151,10 @@ def _tanh(x):
     # relative accuracy near 0. Beyond |x| = 1 it uses 1 - 2e / (1 + e) instead, because m
     # drops the low bits of a tiny e and would round to 1 slightly before tanh does. Both
     # sides are computed and selected so the loop stays branch-free. The clamp (tanh rounds
-    # to 1 long before) also keeps NaN out of the integer conversion.
+    # to 1 long before) lets NaN through, and NaN then runs through every step (the range
+    # reduction has no integer conversion) and comes out as NaN without a select.
     v = -2.0 * abs(x)
-    v = v if v > -44.0 else -44.0
+    v = -44.0 if v < -44.0 else v
     k, p = _expm1_reduced(v)
     s = _pow2(k)
     e = s * p + s
@@ -148,22 +164,23 @@ def _tanh(x):
     else:
         a = 1.0
         num = 2.0 * e
-    t = math.copysign(a - num / (1.0 + e), x)
-    return t if x == x else x
+    # (A select returning x itself for NaN made LLVM store tanh(z[t]) over z[t] with a
+    # masked store, microcoded and about 10x slower on AMD.)
+    return math.copysign(a - num / (1.0 + e), x)
 
 
 @njit(cache=True, nogil=True, fastmath=_FM_EXACT, error_model="numpy")
 def _logistic(x):
     # 1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below, so neither side overflows. e^-|x|
     # is scaled by two powers of 2 to reach the subnormal range; below -750 it rounds to 0.
+    # NaN passes the clamp and comes out as NaN, as in _tanh.
     v = -abs(x)
-    v = v if v > -750.0 else -750.0
+    v = -750.0 if v < -750.0 else v
     k, p = _expm1_reduced(v)
     h = k >> 1
     e = ((1.0 + p) * _pow2(h)) * _pow2(k - h)
     num = 1.0 if x >= 0.0 else e
-    f = num / (1.0 + e)
-    return f if x == x else x
+    return num / (1.0 + e)
 
 
 # Series of 2 atanh(s) = log((1 + s) / (1 - s)) beyond its leading 2s: 2 / (2j + 1) for the
@@ -290,31 +307,77 @@ def _bernoulli_delta(f, y, e):
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _dense(src, src_base, n_in, theta, w_start, b_start, dst, dst_base, n_out, n):
-    # dst[j, :] = b[j] + sum_i W[i, j] src[i, :]; four inputs per pass to cut dst traffic.
-    for j in range(n_out):
-        z = dst[dst_base + j * n : dst_base + (j + 1) * n]
-        bj = theta[b_start + j]
-        for t in range(n):
-            z[t] = bj
-        i = 0
-        while i + 4 <= n_in:
-            w0 = theta[w_start + i * n_out + j]
-            w1 = theta[w_start + (i + 1) * n_out + j]
-            w2 = theta[w_start + (i + 2) * n_out + j]
-            w3 = theta[w_start + (i + 3) * n_out + j]
-            x0 = src[src_base + i * n : src_base + (i + 1) * n]
-            x1 = src[src_base + (i + 1) * n : src_base + (i + 2) * n]
-            x2 = src[src_base + (i + 2) * n : src_base + (i + 3) * n]
-            x3 = src[src_base + (i + 3) * n : src_base + (i + 4) * n]
+    # dst[j, :] = b[j] + sum_i W[i, j] src[i, :]. Two outputs and four inputs per pass over
+    # the rows: each loaded src value feeds two FMAs, each dst row is read and written once
+    # per four inputs, and the eight weights stay in registers. An odd last output goes
+    # alone, four inputs per pass. (Also folding the leftover inputs into the pass that
+    # writes the biases saved little and added 2-3 s to the cold compile of logp_grad.)
+    j = 0
+    while j < n_out:
+        two = j + 1 < n_out
+        z0 = dst[dst_base + j * n : dst_base + (j + 1) * n]
+        b0 = theta[b_start + j]
+        if two:
+            z1 = dst[dst_base + (j + 1) * n : dst_base + (j + 2) * n]
+            b1 = theta[b_start + j + 1]
             for t in range(n):
-                z[t] += w0 * x0[t] + w1 * x1[t] + w2 * x2[t] + w3 * x3[t]
-            i += 4
-        while i < n_in:
-            w0 = theta[w_start + i * n_out + j]
-            x0 = src[src_base + i * n : src_base + (i + 1) * n]
+                z0[t] = b0
+                z1[t] = b1
+            i = 0
+            while i + 4 <= n_in:
+                g = w_start + i * n_out + j
+                v0 = theta[g]
+                u0 = theta[g + 1]
+                v1 = theta[g + n_out]
+                u1 = theta[g + n_out + 1]
+                v2 = theta[g + 2 * n_out]
+                u2 = theta[g + 2 * n_out + 1]
+                v3 = theta[g + 3 * n_out]
+                u3 = theta[g + 3 * n_out + 1]
+                x0 = src[src_base + i * n : src_base + (i + 1) * n]
+                x1 = src[src_base + (i + 1) * n : src_base + (i + 2) * n]
+                x2 = src[src_base + (i + 2) * n : src_base + (i + 3) * n]
+                x3 = src[src_base + (i + 3) * n : src_base + (i + 4) * n]
+                for t in range(n):
+                    a0 = x0[t]
+                    a1 = x1[t]
+                    a2 = x2[t]
+                    a3 = x3[t]
+                    z0[t] += v0 * a0 + v1 * a1 + v2 * a2 + v3 * a3
+                    z1[t] += u0 * a0 + u1 * a1 + u2 * a2 + u3 * a3
+                i += 4
+            while i < n_in:
+                v0 = theta[w_start + i * n_out + j]
+                u0 = theta[w_start + i * n_out + j + 1]
+                x0 = src[src_base + i * n : src_base + (i + 1) * n]
+                for t in range(n):
+                    z0[t] += v0 * x0[t]
+                    z1[t] += u0 * x0[t]
+                i += 1
+            j += 2
+        else:
             for t in range(n):
-                z[t] += w0 * x0[t]
-            i += 1
+                z0[t] = b0
+            i = 0
+            while i + 4 <= n_in:
+                v0 = theta[w_start + i * n_out + j]
+                v1 = theta[w_start + (i + 1) * n_out + j]
+                v2 = theta[w_start + (i + 2) * n_out + j]
+                v3 = theta[w_start + (i + 3) * n_out + j]
+                x0 = src[src_base + i * n : src_base + (i + 1) * n]
+                x1 = src[src_base + (i + 1) * n : src_base + (i + 2) * n]
+                x2 = src[src_base + (i + 2) * n : src_base + (i + 3) * n]
+                x3 = src[src_base + (i + 3) * n : src_base + (i + 4) * n]
+                for t in range(n):
+                    z0[t] += v0 * x0[t] + v1 * x1[t] + v2 * x2[t] + v3 * x3[t]
+                i += 4
+            while i < n_in:
+                v0 = theta[w_start + i * n_out + j]
+                x0 = src[src_base + i * n : src_base + (i + 1) * n]
+                for t in range(n):
+                    z0[t] += v0 * x0[t]
+                i += 1
+            j += 1
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
@@ -322,8 +385,12 @@ def _activate(buf, base, size, act):
     # Branch-free bodies (selects, no libm calls) so every case vectorizes; NaN passes through.
     z = buf[base : base + size]
     if act == 1:
+        # "+ 0.0" makes the stored value differ from the loaded one (-0.0 + 0.0 is +0.0), so
+        # LLVM stores every element: for "z[t] = 0 if z[t] < 0 else z[t]" it stored only the
+        # negatives with a masked store, which is microcoded and slow on AMD (10x this loop)
         for t in range(size):
-            z[t] = 0.0 if z[t] < 0.0 else z[t]
+            v = z[t]
+            z[t] = (0.0 if v < 0.0 else v) + 0.0
     elif act == 2:
         for t in range(size):
             z[t] = _tanh(z[t])
@@ -447,7 +514,9 @@ def _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, delta, delta_base, st
         for o in range(1, k):
             f = ws[out_base + o * n : out_base + (o + 1) * n]
             for t in range(n):
-                lse[t] = f[t] if f[t] > lse[t] else lse[t]
+                # + 0.0 so every element is stored (see _activate): the sign of a zero
+                # maximum does not matter
+                lse[t] = (f[t] if f[t] > lse[t] else lse[t]) + 0.0
         for t in range(n):
             tot[t] = 0.0
         for o in range(k):
@@ -477,11 +546,72 @@ def _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, delta, delta_base, st
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _wgrad(src, n_in, delta, n_out, n, grad, w_start, b_start, beta):
     # grad[W[i, j]] += beta * src[i, :] . delta[j, :] and grad[b[j]] += beta * sum(delta[j, :]).
-    # Four inputs per pass over a delta row: one load of delta[j, t] feeds four FMAs, and the
-    # four independent sums keep both FMA pipes busy.
-    for j in range(n_out):
+    # Two outputs and four inputs per pass over the rows: six loads feed eight FMAs into eight
+    # independent sums, which keeps both FMA pipes busy.
+    j = 0
+    while j + 2 <= n_out:
+        d0 = delta[j * n : (j + 1) * n]
+        d1 = delta[(j + 1) * n : (j + 2) * n]
+        i = 0
+        while i + 4 <= n_in:
+            x0 = src[i * n : (i + 1) * n]
+            x1 = src[(i + 1) * n : (i + 2) * n]
+            x2 = src[(i + 2) * n : (i + 3) * n]
+            x3 = src[(i + 3) * n : (i + 4) * n]
+            s0 = 0.0
+            s1 = 0.0
+            s2 = 0.0
+            s3 = 0.0
+            r0 = 0.0
+            r1 = 0.0
+            r2 = 0.0
+            r3 = 0.0
+            for t in range(n):
+                a = d0[t]
+                b = d1[t]
+                e0 = x0[t]
+                e1 = x1[t]
+                e2 = x2[t]
+                e3 = x3[t]
+                s0 += e0 * a
+                s1 += e1 * a
+                s2 += e2 * a
+                s3 += e3 * a
+                r0 += e0 * b
+                r1 += e1 * b
+                r2 += e2 * b
+                r3 += e3 * b
+            g = w_start + i * n_out + j
+            grad[g] += beta * s0
+            grad[g + 1] += beta * r0
+            grad[g + n_out] += beta * s1
+            grad[g + n_out + 1] += beta * r1
+            grad[g + 2 * n_out] += beta * s2
+            grad[g + 2 * n_out + 1] += beta * r2
+            grad[g + 3 * n_out] += beta * s3
+            grad[g + 3 * n_out + 1] += beta * r3
+            i += 4
+        while i < n_in:
+            x0 = src[i * n : (i + 1) * n]
+            s0 = 0.0
+            r0 = 0.0
+            for t in range(n):
+                s0 += x0[t] * d0[t]
+                r0 += x0[t] * d1[t]
+            grad[w_start + i * n_out + j] += beta * s0
+            grad[w_start + i * n_out + j + 1] += beta * r0
+            i += 1
+        s0 = 0.0
+        r0 = 0.0
+        for t in range(n):
+            s0 += d0[t]
+            r0 += d1[t]
+        grad[b_start + j] += beta * s0
+        grad[b_start + j + 1] += beta * r0
+        j += 2
+    if j < n_out:
+        # the last of an odd number of outputs, four inputs per pass
         d = delta[j * n : (j + 1) * n]
-        sb = 0.0
         i = 0
         while i + 4 <= n_in:
             x0 = src[i * n : (i + 1) * n]
@@ -510,9 +640,10 @@ def _wgrad(src, n_in, delta, n_out, n, grad, w_start, b_start, beta):
                 s0 += x0[t] * d[t]
             grad[w_start + i * n_out + j] += beta * s0
             i += 1
+        s0 = 0.0
         for t in range(n):
-            sb += d[t]
-        grad[b_start + j] += beta * sb
+            s0 += d[t]
+        grad[b_start + j] += beta * s0
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
@@ -547,29 +678,58 @@ def _backward(theta, XT, sizes, offsets, act, n, ws, grad, beta):
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _delta_below(theta, ws, delta, nxt, in_base, n_in, n_out, w_start, n, act):
     # delta of the layer below into ws[nxt:]: (W delta) times the activation's derivative,
-    # read back from the activations at ws[in_base:]
+    # read back from the activations at ws[in_base:]. Two outputs per pass; the pass over
+    # the last one or two also applies the derivative, so a single-output layer above (the
+    # usual regression head) takes one pass per unit.
+    # The derivative as (c0 + a (c1 + c2 a)) times (1 if a > 0 else z), for the pass that
+    # follows earlier ones: 1 - a^2 (tanh), a (1 - a) (logistic), a 0/1 mask (ReLU), 1.
+    c0 = 0.0 if act == 3 else 1.0
+    c1 = 1.0 if act == 3 else 0.0
+    c2 = -1.0 if act == 2 or act == 3 else 0.0
+    z = 0.0 if act == 1 else 1.0
     for i in range(n_in):
         nd = ws[nxt + i * n : nxt + (i + 1) * n]
-        for t in range(n):
-            nd[t] = 0.0
-        for j in range(n_out):
-            w = theta[w_start + i * n_out + j]
-            d = delta[j * n : (j + 1) * n]
-            for t in range(n):
-                nd[t] += w * d[t]
+        row = w_start + i * n_out
+        j = 0
+        while j + 2 < n_out:
+            w0 = theta[row + j]
+            w1 = theta[row + j + 1]
+            d0 = delta[j * n : (j + 1) * n]
+            d1 = delta[(j + 1) * n : (j + 2) * n]
+            if j == 0:
+                for t in range(n):
+                    nd[t] = w0 * d0[t] + w1 * d1[t]
+            else:
+                for t in range(n):
+                    nd[t] += w0 * d0[t] + w1 * d1[t]
+            j += 2
+        w0 = theta[row + j]
+        d0 = delta[j * n : (j + 1) * n]
+        # a single last output pairs with itself at weight 0
+        two = j + 1 < n_out
+        w1 = theta[row + j + 1] if two else 0.0
+        d1 = delta[(j + 1) * n : (j + 2) * n] if two else d0
         a = ws[in_base + i * n : in_base + (i + 1) * n]
-        if act == 1:
+        if j > 0:
+            for t in range(n):
+                at = a[t]
+                g = (c0 + at * (c1 + c2 * at)) * (1.0 if at > 0.0 else z)
+                nd[t] = (nd[t] + w0 * d0[t] + w1 * d1[t]) * g
+        elif act == 1:
             # a multiply by a 0/1 mask, not a select of 0: LLVM turned the select into
             # a branch per row, which mispredicts on every sign change of the units
             # (half the cost of a gradient with fresh parameters)
             for t in range(n):
-                nd[t] *= 1.0 if a[t] > 0.0 else 0.0
+                nd[t] = (w0 * d0[t] + w1 * d1[t]) * (1.0 if a[t] > 0.0 else 0.0)
         elif act == 2:
             for t in range(n):
-                nd[t] *= 1.0 - a[t] * a[t]
+                nd[t] = (w0 * d0[t] + w1 * d1[t]) * (1.0 - a[t] * a[t])
         elif act == 3:
             for t in range(n):
-                nd[t] *= a[t] * (1.0 - a[t])
+                nd[t] = (w0 * d0[t] + w1 * d1[t]) * (a[t] * (1.0 - a[t]))
+        else:
+            for t in range(n):
+                nd[t] = w0 * d0[t] + w1 * d1[t]
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
@@ -703,7 +863,7 @@ def log_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad):
     if cfg.prior == 1:
         for i in range(n_w):
             s = prior_scale[i]
-            lp += _logistic_logpdf((theta[i] - prior_mean[i]) / s) - math.log(s)
+            lp += _logistic_logpdf((theta[i] - prior_mean[i]) / s) - _log(s)
         if with_grad:
             for i in range(n_w):
                 # d/dw log p(w) = -tanh((w - mu) / 2s) / s
@@ -725,7 +885,9 @@ def log_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad):
         for i in range(n_w):
             s = prior_scale[i]
             z = (theta[i] - prior_mean[i]) / s
-            lp -= 0.5 * z * z + math.log(s)
+            # _log, not math.log: a libm call per parameter kept the loop scalar and cost
+            # about a seventh of a 13-10-1 gradient
+            lp -= 0.5 * z * z + _log(s)
         if with_grad:
             for i in range(n_w):
                 s = prior_scale[i]
