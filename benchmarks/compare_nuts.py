@@ -18,6 +18,9 @@ Cases (``--case``), both on UCI split 0 with X standardized on the training spli
 samples it jointly with the weights; skbnn integrates it out). Needs the ``bench`` extra::
 
     python benchmarks/compare_nuts.py --case boston concrete --reps 3
+
+``--sides skbnn`` runs one side alone (no ratios); with ``--no-rescale-units`` it shows what
+the ReLU units' scale moves do to the trajectories (``--reps 6``: seeds 0 to 4).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ CASES = {
 }  # fmt: skip
 
 
-def run_skbnn(case: dict, data, seed: int, n_jobs: int) -> dict:
+def run_skbnn(case: dict, data, seed: int, n_jobs: int, rescale_units: bool = True) -> dict:
     from skbnn import BayesianMLPRegressor
     from skbnn.methods import NUTS
     from skbnn.model_selection import log_predictive_scorer
@@ -54,6 +57,7 @@ def run_skbnn(case: dict, data, seed: int, n_jobs: int) -> dict:
         method=NUTS(
             n_chains=case["chains"], n_warmup=case["warmup"],
             target_accept=case["target_accept"], max_tree_depth=case["max_tree_depth"],
+            rescale_units=rescale_units,
         ),
         prior=GaussianPrior(std=1.0, fan_in_scaling=False),
         n_samples=case["chains"] * case["draws"],
@@ -142,6 +146,18 @@ def main() -> None:
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
     parser.add_argument("--keep-cache", action="store_true", help="skbnn: use numba's cache")
+    parser.add_argument(
+        "--sides",
+        nargs="+",
+        choices=["skbnn", "numpyro"],
+        default=["skbnn", "numpyro"],
+        help="run only these (no ratios unless both)",
+    )
+    parser.add_argument(
+        "--no-rescale-units",
+        action="store_true",
+        help="skbnn: NUTS(rescale_units=False), no ReLU scale moves",
+    )
     args = parser.parse_args()
     if args.reps < 2:
         parser.error("--reps must be at least 2: one cold and one warm repetition")
@@ -177,12 +193,12 @@ def main() -> None:
         X_train, y_train, X_test, y_test = load_split(case["dataset"], 0, args.data_dir)
         X_train, X_test = standardize(X_train, X_test)
         data = (X_train, y_train, X_test, y_test)
-        runs = {"skbnn": [], "numpyro": []}
+        runs = {side: [] for side in args.sides}
         for rep in range(args.reps):
             seed = max(rep - 1, 0)
-            for side in ("skbnn", "numpyro"):
+            for side in args.sides:
                 if side == "skbnn":
-                    r = run_skbnn(case, data, seed, args.n_jobs)
+                    r = run_skbnn(case, data, seed, args.n_jobs, not args.no_rescale_units)
                 else:
                     r = run_numpyro(case, data, seed)
                 compile_time = r["compile_time"]
@@ -191,10 +207,13 @@ def main() -> None:
                 r["ess_per_s_sampling"] = r["ess_bulk_loglik"] / (r["wall_time"] - compile_time)
                 runs[side].append(r)
                 emit({"case": name, "side": side, "rep": rep, "seed": seed,
-                      "cold": rep == 0, **case, **r})  # fmt: skip
+                      "cold": rep == 0, "rescale_units": not args.no_rescale_units, **case,
+                      **r})  # fmt: skip
         summaries = {side: summarize(name, side, rs) for side, rs in runs.items()}
         for s in summaries.values():
             emit({**s, **case, **versions, **machine(), "command": command})
+        if len(summaries) < 2:
+            continue
         ratio = _ratios(summaries["skbnn"], summaries["numpyro"])
         emit({
             "summary": True, "case": name, "side": "skbnn / numpyro",

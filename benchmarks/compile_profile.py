@@ -23,6 +23,7 @@ the call tree below it. The stage times hook numba's internal classes
 
     python benchmarks/compile_profile.py            # about a minute
     python benchmarks/compile_profile.py --top 15
+    python benchmarks/compile_profile.py --activation relu   # the ReLU fits' kernels
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import time
 from collections import defaultdict
 
 
-def _profile(top: int) -> None:
+def _profile(top: int, activation: str) -> None:
     from numba.core import event
 
     stage_s: dict[str, float] = defaultdict(float)
@@ -116,7 +117,9 @@ def _profile(top: int) -> None:
 
     X, y = load_diabetes(return_X_y=True)
     X_train, X_test, y_train, _ = train_test_split(X, y, test_size=0.25, random_state=0)
-    model = make_pipeline(StandardScaler(), BayesianMLPRegressor(random_state=0, n_jobs=-1))
+    model = make_pipeline(
+        StandardScaler(), BayesianMLPRegressor(activation=activation, random_state=0, n_jobs=-1)
+    )
     wall, cpu = time.perf_counter(), time.thread_time()
     model.fit(X_train, y_train)
     fit_s, fit_cpu_s = time.perf_counter() - wall, time.thread_time() - cpu
@@ -157,14 +160,21 @@ def _profile(top: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--top", type=int, default=25, help="kernel lines to print")
+    parser.add_argument(
+        "--activation",
+        default="tanh",
+        help="the fit's activation: tanh (the quickstart's), or relu, whose NUTS chains "
+        "also compile the units' scale moves",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        _profile(args.top)
+        _profile(args.top, args.activation)
         return
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
         cmd = [sys.executable, __file__, "--child", "--top", str(args.top)]
+        cmd += ["--activation", args.activation]
         subprocess.run(cmd, env=env, check=True)
 
 
