@@ -1,7 +1,9 @@
 """Single-thread speed of the log-posterior gradient kernel, the sampler's inner loop.
 
-Boston-sized problem: 455 rows, a 13-10-1 network, Gaussian likelihood. Evaluations are
-timed inside a numba loop (no Python dispatch), best of several repeats. Prints one JSON
+Boston-sized problem: 455 rows, a 13-10-1 network, Gaussian likelihood, in the layout the
+samplers use (:meth:`skbnn.target.Target.kernel_target` with ``padded=True``: 456 rows, the
+last of weight zero). Evaluations are timed inside a numba loop (no Python dispatch), best
+of several repeats. Prints one JSON
 line per activation::
 
     python benchmarks/kernel_speed.py
@@ -133,7 +135,8 @@ def main(n_rows: int = 455, n_features: int = 13, hidden=(10,), repeats: int = 7
     flops = gradient_flops((n_features, *hidden, 1)) * n_rows
     for activation in ("relu", "tanh", "logistic", "identity"):
         target = Target(X, y, hidden, activation, "gaussian", prior=GaussianPrior())
-        tgt, ws = target.kernel_target(), target.workspace()
+        # the samplers' layout: rows padded to a multiple of 8 and cache-line aligned
+        tgt, ws = target.kernel_target(padded=True), target.workspace(padded=True)
         grad, stats = np.empty(target.n_params), np.empty(3)
         thetas = target.sample_prior(rng, 1000)
         _loop(thetas, tgt, ws, grad, stats, 10)

@@ -7,7 +7,7 @@ from numba import njit
 from skbnn.kernels import network as knet
 from skbnn.network import NetworkLayout
 from skbnn.priors import GaussianPrior, LogisticPrior
-from skbnn.target import Target
+from skbnn.target import ROW_ALIGN, Target
 
 ACTIVATIONS = ["identity", "relu", "tanh", "logistic"]
 CASES = [
@@ -61,6 +61,59 @@ def test_gradient_matches_finite_differences(likelihood, k, noise, activation, h
          for e in basis]
     )  # fmt: skip
     np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-5 * (1 + np.abs(fd).max()))
+
+
+@pytest.mark.parametrize(
+    "likelihood, k, noise",
+    [*CASES, ("heteroscedastic", 2, "fixed")],
+)
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+@pytest.mark.parametrize("n", [1, 8, 23])
+def test_padded_rows_change_nothing(likelihood, k, noise, activation, n):
+    # The full-batch kernels get the rows padded to a multiple of ROW_ALIGN with zero-weight
+    # rows and cache-line aligned: the log density, its terms and its gradient must be those
+    # of the rows as they are, with row weights too.
+    if likelihood == "heteroscedastic":
+        # one target column, a mean and a raw variance output
+        rng = np.random.default_rng(0)
+        X, Y = rng.standard_normal((n, 4)), rng.standard_normal(n)
+        target = Target(X, Y, (5,), activation, likelihood)
+    else:
+        target = _make_target(likelihood, k, noise, activation, (5,), GaussianPrior(), n=n)
+    target.W = np.random.default_rng(3).uniform(0.2, 2.0, n)
+    thetas = target.sample_prior(np.random.default_rng(1), 4)
+    plain = target.kernel_target(own=True)
+    padded = target.kernel_target(own=True, padded=True)
+    m = knet.n_rows(padded)
+    assert m % ROW_ALIGN == 0 and n <= m < n + ROW_ALIGN
+    assert knet.weight_sum(padded) == pytest.approx(target.W.sum(), rel=1e-14)
+    for a in (padded.XT, padded.YT, padded.W, target.workspace(n, padded=True)):
+        assert a.ctypes.data % 64 == 0
+    ws0, ws1 = target.workspace(), target.workspace(padded=True)
+    for theta in thetas:
+        g0, g1 = np.empty(theta.size), np.empty(theta.size)
+        s0, s1 = np.zeros(2 + k), np.zeros(2 + k)  # classifiers leave the SSR slots
+        v0 = knet.logp_grad(theta, plain, ws0, g0, s0, True)
+        v1 = knet.logp_grad(theta, padded, ws1, g1, s1, True)
+        assert v1 == pytest.approx(v0, rel=1e-12)
+        np.testing.assert_allclose(s1, s0, rtol=1e-12, atol=1e-12 * np.abs(s0).max())
+        np.testing.assert_allclose(g1, g0, rtol=1e-10, atol=1e-12 * np.abs(g0).max())
+
+
+def test_padded_rows_give_the_same_gibbs_output_layer_draw():
+    from skbnn.kernels.gibbs import gibbs_output_layer
+
+    target = _make_target("gaussian", 2, "fixed", "relu", (5,), GaussianPrior())
+    target.W = np.random.default_rng(3).uniform(0.2, 2.0, target.n_rows)
+    theta = target.sample_prior(np.random.default_rng(1), 1)[0]
+    draws = []
+    for padded in (False, True):
+        q = theta.copy()
+        tgt = target.kernel_target(own=True, padded=padded)
+        gibbs_output_layer(np.random.default_rng(7), q, tgt, target.workspace(padded=padded))
+        draws.append(q)
+    assert not np.array_equal(draws[0], theta)
+    np.testing.assert_allclose(draws[1], draws[0], rtol=1e-10, atol=1e-12)
 
 
 def test_noise_parameter_is_last_and_has_gamma_prior():

@@ -23,6 +23,7 @@ from ..kernels import chain as kchain
 from ..kernels import network as knet
 from ..kernels.linalg import Metric
 from ..posterior import WeightedDraws
+from ..target import aligned_empty, padded_rows
 from ..utils import backend_elsewhere, compile_once, seed_sequence, thread_map
 from ._base import BaseMethod, FitResult
 
@@ -136,7 +137,7 @@ def _init_step_size(chain, eps: float, dense: bool) -> float:
     arrays, tgt = chain["arrays"], chain["tgt"]
     metric, state = arrays.metric, arrays.state[0]
     inv_m, sigma, _ = metric
-    ws = np.empty(chain["ws_size"])
+    ws = aligned_empty(chain["ws_size"])
     st = np.empty_like(arrays.stats)
 
     def kinetic(p):
@@ -336,7 +337,7 @@ class _ChainBlocks:
         arrays = chain["arrays"]
         state = arrays.state[0]
         if "ws" not in chain:
-            chain["ws"] = np.empty(chain["ws_size"])
+            chain["ws"] = aligned_empty(chain["ws_size"])
         if chain["pos"] == 0:
             # a random walk never reads the gradient
             g = arrays.grad[:0] if walk else arrays.grad
@@ -528,7 +529,7 @@ class _HMCFamily(BaseMethod):
             if dense:
                 metric.sigma[:] = np.diag(init_var)
                 metric.chol[:] = np.diag(np.sqrt(init_var))
-            tgt = target.kernel_target(own=True)
+            tgt = target.kernel_target(own=True, padded=True)
             # relative to the target's own beta (0 samples the prior, as tests do)
             tgt.cfg[0]["beta"] *= beta
             q = _finite_start(target, rng) if start is None else start.copy()
@@ -537,7 +538,7 @@ class _HMCFamily(BaseMethod):
                 # the kernels' arrays; the step-size search starts from 0.1
                 "arrays": kchain.make_chain(q, 2 + k, metric, dense, n_rows, k + n_hyper),
                 "tgt": tgt,
-                "ws_size": knet.workspace_size(target.layout.sizes, target.n_rows),
+                "ws_size": knet.workspace_size(target.layout.sizes, padded_rows(target.n_rows)),
             }
 
         # chains[c] is chain c's replica at beta = 1; ladders[c] all of its replicas, coldest

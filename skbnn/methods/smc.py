@@ -195,7 +195,7 @@ class SMC(BaseMethod):
         rng = np.random.default_rng(seed_sequence(random_state))
         n, d = int(n_samples), target.n_params
         tempered = _TemperedLoglik(target)
-        tgt = target.kernel_target(own=True)
+        tgt = target.kernel_target(own=True, padded=True)
 
         thetas, prior_stds, gamma_shapes = _prior_draws(target, rng, n)
         stats = np.empty((n, 2 + target.n_outputs))
