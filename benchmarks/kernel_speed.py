@@ -3,8 +3,7 @@
 Boston-sized problem: 455 rows, a 13-10-1 network, Gaussian likelihood, in the layout the
 samplers use (:meth:`skbnn.target.Target.kernel_target` with ``padded=True``: 456 rows, the
 last of weight zero). Evaluations are timed inside a numba loop (no Python dispatch), best
-of several repeats. Prints one JSON
-line per activation::
+of several repeats. Prints one JSON line per activation::
 
     python benchmarks/kernel_speed.py
 

@@ -258,15 +258,19 @@ class Target:
         )
 
     def _padded_data(self, XT, YT, W) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        # The full data's padded copy is made once and shared by every kernel target.
+        # The full data's padded copy is made once and shared by every kernel target; it
+        # remembers the arrays it copied, so replacing one (target.W = ...) makes a new one.
         full = XT is self.XT and YT is self.YT and W is self.W
-        if full and getattr(self, "_padded", None) is not None:
-            return self._padded
+        cached = getattr(self, "_padded", None)
+        if full and cached is not None:
+            (x0, y0, w0), out = cached
+            if x0 is XT and y0 is YT and w0 is W:
+                return out
         n = W.shape[0]
         m = padded_rows(n)
         out = (_pad_rows(XT, n, m), _pad_rows(YT, n, m), _pad_rows(W, n, m))
         if full:
-            self._padded = out
+            self._padded = ((XT, YT, W), out)
         return out
 
     def __getstate__(self) -> dict:

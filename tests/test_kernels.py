@@ -100,6 +100,15 @@ def test_padded_rows_change_nothing(likelihood, k, noise, activation, n):
         np.testing.assert_allclose(g1, g0, rtol=1e-10, atol=1e-12 * np.abs(g0).max())
 
 
+def test_padded_copy_follows_replaced_data():
+    # the full data's padded copy is shared, but not kept past a replaced array
+    target = _make_target("gaussian", 2, "fixed", "relu", (5,), GaussianPrior())
+    first = target.kernel_target(padded=True)
+    assert target.kernel_target(padded=True).XT is first.XT
+    target.W = np.full(target.n_rows, 2.0)
+    assert knet.weight_sum(target.kernel_target(padded=True)) == 2.0 * target.n_rows
+
+
 def test_padded_rows_give_the_same_gibbs_output_layer_draw():
     from skbnn.kernels.gibbs import gibbs_output_layer
 
