@@ -10,6 +10,7 @@ from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.diagnostics import ess_bulk, rhat
 from skbnn.estimators import _weighted_rows
 from skbnn.kernels import chain as kchain
+from skbnn.kernels import network as knet
 from skbnn.kernels import transitions
 from skbnn.methods import HMC, MALA, NUTS, AdaptiveMetropolis
 from skbnn.posterior import class_probabilities
@@ -87,7 +88,7 @@ def test_hmc_counts_only_the_leapfrog_steps_it_took():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((20, 2))
     target = Target(X, X[:, 0], (3,), "tanh", "gaussian", prior=GaussianPrior(fan_in_scaling=False))
-    tgt = target.kernel_target()
+    tgt = knet.density_target(target.kernel_target())
     d = target.n_params
     q0 = target.sample_prior(rng, 1)[0]
     lp0, g0 = target.logp_and_grad(q0)

@@ -98,7 +98,7 @@ def _linear_nuts(seed, n_samples, n_warmup=300):
 class _CountingNetwork:
     """Stands in for the driver's ``knet`` module and counts the gradients it evaluates in
     Python (the first evaluation and Stan's step-size heuristic), per chain: each chain has
-    its own ``tgt`` tuple, and with ``n_jobs=1`` chain 0 runs first, then chain 1, ..."""
+    its own ``tgt.tau`` array, and with ``n_jobs=1`` chain 0 runs first, then chain 1, ..."""
 
     def __init__(self):
         from skbnn.kernels import network
@@ -111,7 +111,7 @@ class _CountingNetwork:
 
     def logp_grad(self, q, tgt, ws, g, st, grad):
         if grad and g.shape[0] > 0:
-            self.counts[id(tgt)] = self.counts.get(id(tgt), 0) + 1
+            self.counts[id(tgt.tau)] = self.counts.get(id(tgt.tau), 0) + 1
         return self._network.logp_grad(q, tgt, ws, g, st, grad)
 
     def per_chain(self):

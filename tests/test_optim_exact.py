@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from skbnn import BayesianMLPRegressor
+from skbnn.kernels import network as knet
 from skbnn.kernels import optim as kopt
 from skbnn.methods import RandomizedMAP
 from skbnn.posterior import GaussianPosterior
@@ -93,7 +94,7 @@ def test_swag_moments_are_those_of_the_snapshots():
     target = Target(X, X[:, 0] - X[:, 1], (3,), "tanh", "gaussian", noise="theta")
     p = target.n_params
     theta = 0.3 * rng.standard_normal(p)
-    tgt = target.kernel_target()
+    tgt = knet.density_target(target.kernel_target())
     rows = np.arange(30)
     data = kopt.Batches(
         target.XT, target.YT, target.W, rows, np.empty(2 * 30), np.empty(30), np.empty(30)

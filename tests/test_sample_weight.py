@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
+from skbnn.kernels import network as knet
 from skbnn.kernels import optim as kopt
 from skbnn.methods import NUTS, SMC, DeepEnsemble
 from skbnn.priors import HierarchicalPrior
@@ -128,8 +129,9 @@ def test_minibatch_epoch_weights_its_rows():
         opt = kopt.Optimizer(cfg, np.zeros(p), np.zeros(p))
         mom = kopt.Moments(np.zeros(1, dtype=kopt.MOMENTS), np.empty(0), np.empty(0),
                            np.empty((0, 0)))  # fmt: skip
-        loss = kopt.run_epoch(theta, target.kernel_target(), data, n, np.array([0.1]), opt,
-                              mom, target.workspace(), np.empty(p), np.empty(4))  # fmt: skip
+        tgt = knet.density_target(target.kernel_target())
+        loss = kopt.run_epoch(theta, tgt, data, n, np.array([0.1]), opt, mom, target.workspace(),
+                              np.empty(p), np.empty(4))  # fmt: skip
         steps.append((loss, theta))
     np.testing.assert_allclose(steps[0][0], steps[1][0], rtol=1e-12)
     np.testing.assert_allclose(steps[0][1], steps[1][1], rtol=1e-12)

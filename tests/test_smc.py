@@ -402,6 +402,7 @@ def test_hmc_moves_leave_a_non_gaussian_target_invariant(kind, seed):
     # the 2 coordinates has probability 5e-4. 2.5 s.
     from scipy import stats
 
+    from skbnn.kernels import network as knet
     from skbnn.kernels import smc as ksmc
     from skbnn.target import Target
 
@@ -411,7 +412,7 @@ def test_hmc_moves_leave_a_non_gaussian_target_invariant(kind, seed):
 
     prior = LogisticPrior() if kind else GaussianPrior(fan_in_scaling=False)
     target = Target(X, y, (), "identity", "gaussian", prior=prior)
-    tgt = target.kernel_target()
+    tgt = knet.density_target(target.kernel_target())
     tgt.cfg[0]["beta"] = 0.0
     n, d = 20000, 2
     thetas = target.sample_prior(rng, n)

@@ -14,6 +14,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from skbnn import BayesianMLPRegressor
+from skbnn.kernels import network as knet
 from skbnn.kernels.chain import make_chain
 from skbnn.methods import HMC, NUTS
 from skbnn.methods._mcmc import _ReplicaExchange
@@ -40,7 +41,7 @@ def _linear_target(noise, n_rows=30, seed=0, prior=None):
 
 def _replica(target, theta, beta, tau=None):
     """A replica dict as the driver holds it, at ``theta`` and inverse temperature ``beta``."""
-    tgt = target.kernel_target(own=True)
+    tgt = knet.density_target(target.kernel_target(own=True))
     tgt.cfg[0]["beta"] = beta
     if tau is not None:
         tgt.tau[:] = tau

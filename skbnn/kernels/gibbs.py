@@ -93,7 +93,9 @@ def gibbs_output_layer(rng, q0, tgt, ws):
     trajectories removes the directions along which small noise makes the posterior
     narrowest (collinear hidden units), which the leapfrog integrator handles worst.
     """
-    XT, YT, W, sizes, offsets, prior_mean, prior_std, tau, cfgs = tgt
+    # by name: the samplers pass a DensityTarget, which has one field more
+    XT, YT, W, sizes, offsets = tgt.XT, tgt.YT, tgt.W, tgt.sizes, tgt.offsets
+    prior_std, tau, cfgs = tgt.prior_scale, tgt.tau, tgt.cfg
     n = n_rows(tgt)
     n_layers = sizes.shape[0] - 1
     h = sizes[n_layers - 1]

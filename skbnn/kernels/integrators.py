@@ -12,17 +12,16 @@ import numpy as np
 
 from ._jit import njit
 from .linalg import dot, velocity
-from .network import logp_grad
+from .network import density
 
 _FM = {"reassoc", "contract"}
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def logp_and_grad(q, tgt, ws, g, st):
-    """Log density at ``q``; its gradient goes to ``g`` unless ``g`` is empty."""
-    # A runtime flag, not the constant True: a literal argument would make numba compile
-    # a second specialization of the whole network kernel beside the one Python calls.
-    return logp_grad(q, tgt, ws, g, st, g.shape[0] > 0)
+    """Log density at ``q`` of a :data:`skbnn.kernels.network.DensityTarget`; its gradient
+    goes to ``g`` unless ``g`` is empty."""
+    return density(q, tgt, ws, g, st, g.shape[0] > 0)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)

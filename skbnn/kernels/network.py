@@ -46,10 +46,15 @@ The workspace ``ws`` holds the activations of every layer followed by two delta 
 (:func:`workspace_size`).
 """
 
+import functools
 import math
 from collections import namedtuple
 
+import numba
+import numba.experimental.function_type  # noqa: F401  (registers numba's typing of the addresses)
 import numpy as np
+from numba.core import types
+from numba.core.types.function_type import WrapperAddressProtocol
 
 from ._jit import njit
 
@@ -57,6 +62,12 @@ KernelTarget = namedtuple(
     "KernelTarget",
     ["XT", "YT", "W", "sizes", "offsets", "prior_mean", "prior_scale", "tau", "cfg"],
 )
+
+#: A :data:`KernelTarget`'s fields and two more: ``target``, that :data:`KernelTarget` itself
+#: (the same arrays), and ``density``, :func:`logp_grad` compiled for its types and called
+#: through its address (:func:`density_target`). The samplers' and the training engine's
+#: kernels take this one and evaluate the log density with :func:`density`.
+DensityTarget = namedtuple("DensityTarget", KernelTarget._fields + ("target", "density"))
 
 CONFIG = np.dtype(
     [
@@ -974,6 +985,76 @@ def log_marginal(n, k, stats, a, b, beta):
             - a_post * math.log(b + 0.5 * beta * stats[2 + o]) - 0.5 * beta * n * _LOG_2PI
         )  # fmt: skip
     return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def density(q, tgt, ws, grad, stats, with_grad):
+    """:func:`logp_grad` of a :data:`DensityTarget`, through the compiled function it carries.
+
+    The call goes through a pointer, so a kernel that calls this one is compiled without a
+    copy of :func:`logp_grad` and the tree below it: numba links every kernel a caller calls
+    into the caller's own machine code, optimizing and emitting it again, which made the
+    network kernel's code most of each sampler's compile time. A gradient costs microseconds;
+    an indirect call, nanoseconds.
+    """
+    # the nested target is passed as it is: building one here would cost a reference count
+    # per array and call
+    return tgt.density(q, tgt.target, ws, grad, stats, with_grad)
+
+
+class CompiledDensity(WrapperAddressProtocol):
+    """:func:`logp_grad` compiled (or loaded from the cache) for one signature, handed to
+    kernels by address as a :data:`DensityTarget`'s ``density``.
+
+    The kernels that take it are compiled for its signature, not for the function, so
+    numba's cache keeps them across processes; the address is looked up in each process.
+    """
+
+    def __init__(self, sig) -> None:
+        self._sig = sig
+        logp_grad.compile(sig.args)
+        cres = logp_grad.get_compile_result(sig)
+        self._address = cres.library.get_pointer_to_function(cres.fndesc.llvm_cfunc_wrapper_name)
+
+    def __wrapper_address__(self) -> int:
+        return self._address
+
+    def signature(self):
+        return self._sig
+
+    def __reduce__(self):
+        return (_compiled_density, (self._sig,))
+
+
+@functools.cache
+def _compiled_density(sig) -> CompiledDensity:
+    return CompiledDensity(sig)
+
+
+_VECTOR = types.Array(types.float64, 1, "C")
+
+
+def density_target(tgt: KernelTarget) -> DensityTarget:
+    """``tgt`` with :func:`logp_grad` compiled for its types as its ``density`` field.
+
+    Parameters
+    ----------
+    tgt : KernelTarget
+
+    Returns
+    -------
+    DensityTarget
+        The same arrays (kernels that write ``tau``, ``cfg`` or ``prior_scale`` write
+        ``tgt``'s), plus the compiled log density.
+    """
+    sig = types.float64(_VECTOR, numba.typeof(tgt), _VECTOR, _VECTOR, _VECTOR, types.boolean)
+    return DensityTarget(*tgt, tgt, _compiled_density(sig))
+
+
+def plain_target(tgt: DensityTarget) -> KernelTarget:
+    """The :data:`KernelTarget` of a :data:`DensityTarget` (the same arrays), for calling
+    the kernels that take one from Python."""
+    return tgt.target
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -31,7 +31,7 @@ from collections import namedtuple
 import numpy as np
 
 from ._jit import njit
-from .network import KernelTarget, logp_grad, n_rows
+from .network import KernelTarget, n_rows
 
 Batches = namedtuple("Batches", ["XT", "YT", "W", "rows", "xb", "yb", "wb"])
 Optimizer = namedtuple("Optimizer", ["cfg", "m1", "m2"])
@@ -130,7 +130,7 @@ def run_epoch(theta, tgt, data, batch_size, lrs, opt, mom, ws, grad, stats):
     ----------
     theta : ndarray of shape (n_params,)
         Updated in place.
-    tgt : KernelTarget
+    tgt : DensityTarget
         The member's own target over all rows (its ``cfg`` is written: ``beta``).
     data : Batches
     batch_size : int
@@ -167,7 +167,8 @@ def run_epoch(theta, tgt, data, batch_size, lrs, opt, mom, ws, grad, stats):
             tgt.prior_mean, tgt.prior_scale, tgt.tau, tgt.cfg,
         )  # fmt: skip
         cfg.beta = n / nb
-        lp = logp_grad(theta, bt, ws, grad, stats, True)
+        # through the pointer the target carries, so this kernel links no copy of logp_grad
+        lp = tgt.density(theta, bt, ws, grad, stats, True)
         if not math.isfinite(lp):
             return np.nan
         finite = True

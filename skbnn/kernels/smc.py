@@ -27,7 +27,14 @@ from ._jit import njit
 from .gibbs import set_layer_precision
 from .integrators import energy, leapfrog
 from .linalg import Metric, copy, velocity
-from .network import KernelTarget, log_marginal, logp_grad, n_rows, workspace_size
+from .network import (
+    DensityTarget,
+    KernelTarget,
+    density,
+    log_marginal,
+    n_rows,
+    workspace_size,
+)
 
 Particles = namedtuple("Particles", ["thetas", "grads", "logps", "stats", "prior_stds"])
 Proposals = namedtuple("Proposals", ["eps", "n_leap", "z", "u", "gammas"])
@@ -40,7 +47,7 @@ def evaluate(thetas, tgt, stats, start, stop):
     ws = np.empty(workspace_size(tgt.sizes, n_rows(tgt)))
     dummy = np.empty(0)
     for i in range(start, stop):
-        logp_grad(thetas[i], tgt, ws, dummy, stats[i], False)
+        density(thetas[i], tgt, ws, dummy, stats[i], False)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -87,11 +94,14 @@ def hmc_moves(particles, proposals, inv_m, tgt, start, stop, refresh, out):
     metric = Metric(inv_m, dummy, dummy)
     per_particle = prior_stds.shape[0] > 1
     for i in range(start, stop):
-        own = KernelTarget(tgt.XT, tgt.YT, tgt.W, tgt.sizes, tgt.offsets, tgt.prior_mean,
-                           prior_stds[i if per_particle else 0], tgt.tau, tgt.cfg)  # fmt: skip
+        plain = KernelTarget(tgt.XT, tgt.YT, tgt.W, tgt.sizes, tgt.offsets, tgt.prior_mean,
+                             prior_stds[i if per_particle else 0], tgt.tau, tgt.cfg)  # fmt: skip
+        own = DensityTarget(plain.XT, plain.YT, plain.W, plain.sizes, plain.offsets,
+                            plain.prior_mean, plain.prior_scale, plain.tau, plain.cfg, plain,
+                            tgt.density)  # fmt: skip
         spent = 0
         if refresh:
-            logps[i] = logp_grad(thetas[i], own, ws, grads[i], stats[i], True)
+            logps[i] = density(thetas[i], own, ws, grads[i], stats[i], True)
             spent += 1
         lp0 = logps[i]
         for j in range(d):

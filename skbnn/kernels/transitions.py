@@ -18,7 +18,7 @@ import numpy as np
 from ._jit import njit
 from .integrators import draw_momentum, energy, leapfrog, logp_and_grad, metric_normal
 from .linalg import add, copy, dot, velocity
-from .network import logp_grad, n_rows, workspace_size
+from .network import density, n_rows, workspace_size
 
 _FM = {"reassoc", "contract"}
 
@@ -353,7 +353,7 @@ def random_walk(rng, chain, tgt, settings, work):
     metric_normal(rng, metric, dense, buf[1], q)
     for i in range(q0.shape[0]):
         q[i] += q0[i]
-    lp = logp_grad(q, tgt, work.net, buf[2][:0], st, False)
+    lp = density(q, tgt, work.net, buf[2][:0], st, False)
     log_ratio = lp - lp0 if lp == lp else -np.inf
     acc = 1.0 if log_ratio >= 0.0 else math.exp(log_ratio)
     if rng.random() < acc:

@@ -98,7 +98,7 @@ def _ensure_compiled(kernel, moves: bool | None = None) -> float:
         rng = np.random.default_rng(0)
         x = rng.standard_normal((3, 1))
         target = Target(x, x[:, 0], (1,), "tanh", "gaussian")
-        tgt = target.kernel_target()
+        tgt = knet.density_target(target.kernel_target())
         d = target.n_params
         # any valid two-iteration run: numba compiles every branch whatever the values
         settings = kchain.make_settings(
@@ -151,7 +151,7 @@ def _init_step_size(chain, eps: float, dense: bool) -> float:
         # one leapfrog step, in numpy around the compiled log density
         p += 0.5 * eps * g
         q += eps * (sigma @ p if dense else inv_m * p)
-        lp = knet.logp_grad(q, tgt, ws, g, st, True)
+        lp = knet.logp_grad(q, knet.plain_target(tgt), ws, g, st, True)
         p += 0.5 * eps * g
         state["n_grad_evals"] += 1
         h = -lp + kinetic(p)
@@ -342,7 +342,7 @@ class _ChainBlocks:
             # a random walk never reads the gradient
             g = arrays.grad[:0] if walk else arrays.grad
             state["logp"] = knet.logp_grad(
-                arrays.q, chain["tgt"], chain["ws"], g, arrays.stats, not walk
+                arrays.q, knet.plain_target(chain["tgt"]), chain["ws"], g, arrays.stats, not walk
             )
             state["n_grad_evals"] += 1
             if not walk:
@@ -529,7 +529,7 @@ class _HMCFamily(BaseMethod):
             if dense:
                 metric.sigma[:] = np.diag(init_var)
                 metric.chol[:] = np.diag(np.sqrt(init_var))
-            tgt = target.kernel_target(own=True, padded=True)
+            tgt = knet.density_target(target.kernel_target(own=True, padded=True))
             # relative to the target's own beta (0 samples the prior, as tests do)
             tgt.cfg[0]["beta"] *= beta
             q = _finite_start(target, rng) if start is None else start.copy()
@@ -1087,7 +1087,7 @@ class _ReplicaExchange:
         arrays = chain["arrays"]
         state = arrays.state[0]
         state["logp"] = knet.logp_grad(
-            arrays.q, chain["tgt"], chain["ws"], arrays.grad, arrays.stats, True
+            arrays.q, knet.plain_target(chain["tgt"]), chain["ws"], arrays.grad, arrays.stats, True
         )
         state["n_grad_evals"] += 1
 

@@ -196,7 +196,7 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
     member = Member(theta) if member is None else member
     member.theta = theta
     YT = target.YT if YT is None else YT
-    tgt = target.kernel_target(own=True, YT=YT, prior_mean=prior_mean)
+    tgt = knet.density_target(target.kernel_target(own=True, YT=YT, prior_mean=prior_mean))
     n_train = train.size
     batch, n_steps = batches(n_train, s.batch_size)
     d, ky = target.n_features, YT.size // target.n_rows

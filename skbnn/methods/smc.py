@@ -195,7 +195,7 @@ class SMC(BaseMethod):
         rng = np.random.default_rng(seed_sequence(random_state))
         n, d = int(n_samples), target.n_params
         tempered = _TemperedLoglik(target)
-        tgt = target.kernel_target(own=True, padded=True)
+        tgt = knet.density_target(target.kernel_target(own=True, padded=True))
 
         thetas, prior_stds, gamma_shapes = _prior_draws(target, rng, n)
         stats = np.empty((n, 2 + target.n_outputs))
@@ -553,7 +553,7 @@ def _warm() -> None:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((3, 1))
     target = Target(x, x[:, 0], (1,), "tanh", "gaussian", noise="marginal")
-    tgt = target.kernel_target()
+    tgt = knet.density_target(target.kernel_target())
     d = target.n_params
     thetas = np.zeros((2, d))
     stats = np.zeros((2, 3))
