@@ -125,6 +125,42 @@ def test_padded_rows_give_the_same_gibbs_output_layer_draw():
     np.testing.assert_allclose(draws[1], draws[0], rtol=1e-10, atol=1e-12)
 
 
+@njit
+def _density_twice(q, tgt, ws, g, st):
+    # a kernel calling the log density as the samplers do: through the target's pointer,
+    # once with the gradient and once without (which must leave g alone)
+    v = knet.density(q, tgt, ws, g, st, True)
+    knet.density(q, tgt, ws, g[:0], st, False)
+    return v
+
+
+@pytest.mark.parametrize("likelihood,k,noise", CASES)
+def test_density_through_the_pointer_is_logp_grad(likelihood, k, noise):
+    # the samplers' DensityTarget calls the very logp_grad Python calls, on the same arrays
+    # (so the noise precisions it writes are the target's), and survives pickling (a
+    # chain's state travels to other processes under the dask backend)
+    import pickle
+
+    target = _make_target(likelihood, k, noise, "tanh", (5, 3), GaussianPrior())
+    plain = target.kernel_target(own=True)
+    dt = knet.density_target(plain)
+    assert knet.plain_target(dt) is plain and dt.tau is plain.tau
+    ws = target.workspace()
+    for theta in target.sample_prior(np.random.default_rng(2), 3):
+        g0, g1 = np.empty(theta.size), np.full(theta.size, np.nan)
+        s0, s1 = np.zeros(2 + k), np.zeros(2 + k)
+        v0 = knet.logp_grad(theta, plain, ws, g0, s0, True)
+        tau0 = plain.tau.copy()
+        for tgt in (dt, pickle.loads(pickle.dumps(dt))):
+            if noise == "theta":
+                tgt.tau[:] = -1.0  # overwritten with the precisions in theta
+            v1 = _density_twice(theta, tgt, ws, g1, s1)
+            assert v1 == v0  # the same compiled function: the same bits
+            np.testing.assert_array_equal(g1, g0)
+            np.testing.assert_array_equal(s1, s0)
+            np.testing.assert_array_equal(tgt.tau, tau0)
+
+
 def test_noise_parameter_is_last_and_has_gamma_prior():
     target = _make_target("gaussian", 2, "theta", "tanh", (3,), GaussianPrior())
     assert target.n_params == target.layout.n_weights + 2

@@ -989,7 +989,8 @@ def log_marginal(n, k, stats, a, b, beta):
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def density(q, tgt, ws, grad, stats, with_grad):
-    """:func:`logp_grad` of a :data:`DensityTarget`, through the compiled function it carries.
+    """:func:`logp_grad` of a :data:`DensityTarget` (same parameters), through the compiled
+    function it carries.
 
     The call goes through a pointer, so a kernel that calls this one is compiled without a
     copy of :func:`logp_grad` and the tree below it: numba links every kernel a caller calls
@@ -1007,19 +1008,27 @@ class CompiledDensity(WrapperAddressProtocol):
     kernels by address as a :data:`DensityTarget`'s ``density``.
 
     The kernels that take it are compiled for its signature, not for the function, so
-    numba's cache keeps them across processes; the address is looked up in each process.
+    numba's cache keeps them across processes; the address is looked up in each process
+    (a pickled one compiles or loads its function again where it is unpickled).
+
+    Parameters
+    ----------
+    sig : numba.core.typing.Signature
+        ``float64(q, KernelTarget, ws, grad, stats, with_grad)`` with the target's types.
     """
 
-    def __init__(self, sig) -> None:
+    def __init__(self, sig: numba.core.typing.Signature) -> None:
         self._sig = sig
         logp_grad.compile(sig.args)
         cres = logp_grad.get_compile_result(sig)
         self._address = cres.library.get_pointer_to_function(cres.fndesc.llvm_cfunc_wrapper_name)
 
     def __wrapper_address__(self) -> int:
+        """The address of the compiled function's C-callable wrapper."""
         return self._address
 
-    def signature(self):
+    def signature(self) -> numba.core.typing.Signature:
+        """The numba signature it was compiled for."""
         return self._sig
 
     def __reduce__(self):
