@@ -188,14 +188,32 @@ def test_concurrent_saves_keep_the_index_and_the_data_in_step(tmp_path):
         assert f.load(key) == "data of " + key
 
 
+def _json_of_two_processes(code, env=None):
+    """The last line of what ``code`` prints, as JSON, from two processes run in turn."""
+    import json
+    import subprocess
+    import sys
+
+    return [
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-W", "ignore", "-c", code],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=600,
+            ).stdout.splitlines()[-1]
+        )
+        for _ in range(2)
+    ]
+
+
 def test_a_second_process_loads_the_kernels_its_first_compiled():
     # What a new install pays once (issue 22): a fit compiles its kernels into numba's cache
     # (this session's folder, NUMBA_CACHE_DIR when set), and a later process on the same
     # folder loads every one of them instead of compiling. The first process compiles only
     # if no test before it has; numba's per-kernel counters tell hits from misses.
-    import json
-    import subprocess
-    import sys
 
     code = (
         "import json, numpy as np\n"
@@ -208,16 +226,39 @@ def test_a_second_process_loads_the_kernels_its_first_compiled():
         "print(json.dumps({k.__name__: [len(k.stats.cache_hits), len(k.stats.cache_misses)]\n"
         "                  for k in (chain.run_nuts_block, network.forward_batch)}))\n"
     )
-    runs = [
-        json.loads(
-            subprocess.run(
-                [sys.executable, "-W", "ignore", "-c", code],
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout.splitlines()[-1]
-        )
-        for _ in range(2)
-    ]
+    runs = _json_of_two_processes(code)
     # [hits, misses] per kernel: the second process compiled nothing and loaded both
     assert runs[1] == {"run_nuts_block": [1, 0], "forward_batch": [1, 0]}
+
+
+_ASIDE = """
+import json, numpy as np
+from skbnn.kernels import network as knet, smc
+from skbnn.target import Target
+X = np.linspace(-1, 1, 12)[:, None]
+target = Target(X, X[:, 0] ** 2, (3,), "tanh", "gaussian")
+tgt = knet.density_target(target.kernel_target(), aside=True)
+aside = tgt.density._helper is not None
+thetas = target.sample_prior(np.random.default_rng(0), 2)
+stats = np.empty((2, 3))
+smc.evaluate(thetas, tgt, stats, 0, 2)  # compiled here while the helper compiles logp_grad
+direct = np.empty(3)
+knet.logp_grad(thetas[1], target.kernel_target(), target.workspace(), np.empty(0), direct,
+               False)
+print(json.dumps({"aside": aside, "same": stats[1].tolist() == direct.tolist(),
+                  "logp_grad": [len(knet.logp_grad.stats.cache_hits),
+                                len(knet.logp_grad.stats.cache_misses)]}))
+"""
+
+
+def test_a_cold_process_compiles_the_network_kernel_in_a_helper(tmp_path):
+    # On an empty cache, the first kernel that takes a DensityTarget compiles while a helper
+    # process compiles the network kernel into the cache: this process then loads it (a
+    # cache hit, no miss) instead of compiling it, and computes with it as it would have.
+    # A second process finds it cached and starts no helper.
+    import os
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "SKBNN_COMPILE_ASIDE": "1"}
+    results = _json_of_two_processes(_ASIDE, env)
+    assert results[0] == {"aside": True, "same": True, "logp_grad": [1, 0]}
+    assert results[1] == {"aside": False, "same": True, "logp_grad": [1, 0]}

@@ -48,6 +48,11 @@ The workspace ``ws`` holds the activations of every layer followed by two delta 
 
 import functools
 import math
+import os
+import pickle
+import subprocess
+import sys
+import threading
 from collections import namedtuple
 
 import numba
@@ -56,7 +61,7 @@ import numpy as np
 from numba.core import types
 from numba.core.types.function_type import WrapperAddressProtocol
 
-from ._jit import njit
+from ._jit import CACHE, njit
 
 KernelTarget = namedtuple(
     "KernelTarget",
@@ -1019,20 +1024,99 @@ class CompiledDensity(WrapperAddressProtocol):
 
     def __init__(self, sig: numba.core.typing.Signature) -> None:
         self._sig = sig
-        logp_grad.compile(sig.args)
-        cres = logp_grad.get_compile_result(sig)
-        self._address = cres.library.get_pointer_to_function(cres.fndesc.llvm_cfunc_wrapper_name)
+        self._address = None
+        self._helper = None
+        self._lock = threading.Lock()
+
+    def compile_aside(self) -> None:
+        """Start compiling the function into numba's cache in a helper process, unless it
+        is compiled or cached already; :meth:`resolve` then waits for it and loads it.
+
+        A kernel that calls the function through its address compiles without its code, so
+        the two compile at once, on two cores in about the time of the longer: the cold
+        quickstart's compiling went from 30-34 s to about 20 s on 2 cores
+        (doc/performance.md).
+        """
+        with self._lock:
+            if self._address is not None or self._helper is not None or _cached(self._sig):
+                return
+            try:
+                helper = subprocess.Popen(
+                    [sys.executable, "-c", _COMPILE_ASIDE],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                helper.stdin.write(pickle.dumps(self._sig))
+                helper.stdin.close()
+            except (OSError, pickle.PicklingError):  # no helper: resolve() compiles here
+                return
+            self._helper = helper
+
+    def resolve(self) -> int:
+        """Compile or load the function (after any helper process compiling it has ended);
+        return the address of its C-callable wrapper."""
+        with self._lock:
+            if self._address is None:
+                if self._helper is not None:
+                    self._helper.wait()  # whatever its outcome, compiling here covers it
+                    self._helper = None
+                logp_grad.compile(self._sig.args)
+                cres = logp_grad.get_compile_result(self._sig)
+                name = cres.fndesc.llvm_cfunc_wrapper_name
+                self._address = cres.library.get_pointer_to_function(name)
+            return self._address
 
     def __wrapper_address__(self) -> int:
-        """The address of the compiled function's C-callable wrapper."""
-        return self._address
+        """:meth:`resolve`: numba asks for it when a kernel is called with this object."""
+        return self.resolve()
 
     def signature(self) -> numba.core.typing.Signature:
-        """The numba signature it was compiled for."""
+        """The numba signature it is compiled for."""
         return self._sig
 
     def __reduce__(self):
-        return (_compiled_density, (self._sig,))
+        return (_resolved_density, (self._sig,))
+
+
+# what the helper process of CompiledDensity.compile_aside runs: this very package (not one
+# the working folder might hold), and the signature from stdin
+_COMPILE_ASIDE = (
+    "import pickle, sys\n"
+    f"sys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.dirname(__file__)))!r})\n"
+    "from skbnn.kernels.network import logp_grad\n"
+    "logp_grad.compile(pickle.load(sys.stdin.buffer).args)\n"
+)
+
+
+def _cached(sig) -> bool:
+    """Whether :func:`logp_grad` is compiled for ``sig`` in this process or in numba's cache
+    (its index, read without loading the code); True when numba's cache cannot tell."""
+    if tuple(sig.args) in logp_grad.overloads:
+        return True
+    try:
+        cache = logp_grad._cache
+        # keyed as numba's own compile keys it: by the tuple of argument types
+        key = cache._index_key(tuple(sig.args), logp_grad.targetctx.codegen())
+        return key in cache._cache_file._load_index()
+    except Exception:  # a numba without these internals, or no cache: compile here
+        return True
+
+
+def compile_aside_enabled() -> bool:
+    """Whether :func:`density_target` with ``aside=True`` may start a helper process: the
+    environment variable ``SKBNN_COMPILE_ASIDE`` (``0`` or ``1``) if set, otherwise when
+    numba caches the kernels and this process may run on more than one core."""
+    setting = os.environ.get("SKBNN_COMPILE_ASIDE", "").strip()
+    if setting:
+        return setting not in ("0", "false", "False", "no")
+    if getattr(sys, "frozen", False) or "python" not in os.path.basename(sys.executable).lower():
+        return False  # sys.executable may not be a Python that can run the helper
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return CACHE and cores > 1
 
 
 @functools.cache
@@ -1040,15 +1124,26 @@ def _compiled_density(sig) -> CompiledDensity:
     return CompiledDensity(sig)
 
 
+def _resolved_density(sig) -> CompiledDensity:
+    density = _compiled_density(sig)
+    density.resolve()
+    return density
+
+
 _VECTOR = types.Array(types.float64, 1, "C")
 
 
-def density_target(tgt: KernelTarget) -> DensityTarget:
+def density_target(tgt: KernelTarget, aside: bool = False) -> DensityTarget:
     """``tgt`` with :func:`logp_grad` compiled for its types as its ``density`` field.
 
     Parameters
     ----------
     tgt : KernelTarget
+    aside : bool, default=False
+        If the function is neither compiled nor cached, compile it in a helper process
+        (:meth:`CompiledDensity.compile_aside`, when :func:`compile_aside_enabled`) while
+        this one compiles the kernel it is first passed to; otherwise compile or load it
+        now.
 
     Returns
     -------
@@ -1057,7 +1152,12 @@ def density_target(tgt: KernelTarget) -> DensityTarget:
         ``tgt``'s), plus the compiled log density.
     """
     sig = types.float64(_VECTOR, numba.typeof(tgt), _VECTOR, _VECTOR, _VECTOR, types.boolean)
-    return DensityTarget(*tgt, tgt, _compiled_density(sig))
+    density = _compiled_density(sig)
+    if aside and compile_aside_enabled():
+        density.compile_aside()
+    else:
+        density.resolve()
+    return DensityTarget(*tgt, tgt, density)
 
 
 def plain_target(tgt: DensityTarget) -> KernelTarget:

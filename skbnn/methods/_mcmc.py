@@ -98,7 +98,8 @@ def _ensure_compiled(kernel, moves: bool | None = None) -> float:
         rng = np.random.default_rng(0)
         x = rng.standard_normal((3, 1))
         target = Target(x, x[:, 0], (1,), "tanh", "gaussian")
-        tgt = knet.density_target(target.kernel_target())
+        # the network kernel compiles in another process meanwhile, if it can
+        tgt = knet.density_target(target.kernel_target(), aside=True)
         d = target.n_params
         # any valid two-iteration run: numba compiles every branch whatever the values
         settings = kchain.make_settings(

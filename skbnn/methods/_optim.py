@@ -91,7 +91,7 @@ def _ensure_compiled() -> float:
         x = np.linspace(-1.0, 1.0, 6)[:, None]
         target = Target(x, x[:, 0], (2,), "tanh", "gaussian", noise="theta")
         theta = glorot_init(target, np.random.default_rng(0))
-        _minibatch_epochs(target, theta, np.arange(6), None, _Settings(), None, None, 1)
+        _minibatch_epochs(target, theta, np.arange(6), None, _Settings(), None, None, 1, aside=True)
 
     return compile_once((kopt.run_epoch,), warm)
 
@@ -186,7 +186,7 @@ def batches(n_train: int, batch_size: int) -> tuple[int, int]:
 
 def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rng=None,
                       lr_kind=None, lr0=None, moments=None, sgd=False, bar=None,
-                      member=None):  # fmt: skip
+                      member=None, aside=False):  # fmt: skip
     """Run up to ``n_epochs`` minibatch epochs on the rows ``train``; returns a Member.
 
     ``val`` rows (or None) drive early stopping, which restores the best parameters. With
@@ -196,7 +196,10 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
     member = Member(theta) if member is None else member
     member.theta = theta
     YT = target.YT if YT is None else YT
-    tgt = knet.density_target(target.kernel_target(own=True, YT=YT, prior_mean=prior_mean))
+    # aside: the first compile's network kernel may compile in another process meanwhile
+    tgt = knet.density_target(
+        target.kernel_target(own=True, YT=YT, prior_mean=prior_mean), aside=aside
+    )
     n_train = train.size
     batch, n_steps = batches(n_train, s.batch_size)
     d, ky = target.n_features, YT.size // target.n_rows

@@ -553,7 +553,7 @@ def _warm() -> None:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((3, 1))
     target = Target(x, x[:, 0], (1,), "tanh", "gaussian", noise="marginal")
-    tgt = knet.density_target(target.kernel_target())
+    tgt = knet.density_target(target.kernel_target(), aside=True)
     d = target.n_params
     thetas = np.zeros((2, d))
     stats = np.zeros((2, 3))
