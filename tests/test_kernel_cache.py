@@ -262,3 +262,20 @@ def test_a_cold_process_compiles_the_network_kernel_in_a_helper(tmp_path):
     results = _json_of_two_processes(_ASIDE, env)
     assert results[0] == {"aside": True, "same": True, "logp_grad": [1, 0]}
     assert results[1] == {"aside": False, "same": True, "logp_grad": [1, 0]}
+
+
+def test_the_helper_process_imports_the_kernels_without_scikit_learn():
+    # The helper's start is on a cold fit's critical path: it needs numba and the kernels,
+    # not skbnn's estimators and scikit-learn (1.2 s of imports)
+    import subprocess
+    import sys
+
+    from skbnn.kernels import network as knet
+
+    program = knet._COMPILE_ASIDE.rsplit("logp_grad.compile", 1)[0] + (
+        "print('sklearn' in sys.modules, 'skbnn.estimators' in sys.modules, logp_grad.__module__)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["False", "False", "skbnn.kernels.network"]

@@ -26,12 +26,16 @@ import numba
 from numba.core import types
 from numba.core.caching import IndexDataCacheFile
 
-from ..exceptions import CompilationCacheWarning
 from . import _numba_cache_dir
 
 #: Whether the kernels use numba's on-disk cache (decided once, at import).
 CACHE = _numba_cache_dir(Path(__file__).with_name("network.py")) is not None
 if not CACHE:
+    # imported here: skbnn.exceptions imports scikit-learn, which the process that compiles
+    # the network kernel beside a fit (network.CompiledDensity) would otherwise load for
+    # nothing (about 1.2 s of its start)
+    from ..exceptions import CompilationCacheWarning
+
     warnings.warn(
         "numba cannot cache skbnn's compiled kernels (neither skbnn/kernels/__pycache__ nor "
         "the user cache folder is writable), so every new process compiles them again; set "
