@@ -160,6 +160,21 @@ def compile_once(kernels, warm, compiled=None) -> float:
         return time.perf_counter() - start
 
 
+def compile_for(kernel, *args) -> None:
+    """Compile (or load from numba's cache) ``kernel`` for the types of ``args``, without
+    calling it.
+
+    A kernel that takes a :data:`~skbnn.kernels.network.DensityTarget` waits, when first
+    called, for the network kernel that a helper process may be compiling beside a cold fit
+    (:meth:`~skbnn.kernels.network.CompiledDensity.compile_aside`); compiling it from the
+    types alone does not, so a fit's warm-up compiles each of its kernels this way first,
+    and waits once, when it calls them.
+    """
+    import numba
+
+    kernel.compile(tuple(numba.typeof(a) for a in args))
+
+
 #: How far a recorded projection of the training X may move and still count as the same
 #: data, relative to the sum of the absolute terms it adds up. A Pipeline's ``transform``
 #: can differ from the ``fit_transform`` the estimator saw in the last bits (PCA's does, by

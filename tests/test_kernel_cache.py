@@ -279,3 +279,28 @@ def test_the_helper_process_imports_the_kernels_without_scikit_learn():
         [sys.executable, "-c", program], capture_output=True, text=True, check=True
     ).stdout
     assert out.split() == ["False", "False", "skbnn.kernels.network"]
+
+
+def test_compile_for_compiles_a_kernel_without_asking_for_the_density(monkeypatch):
+    # A fit's warm-up compiles its kernels from their arguments' types while the helper
+    # process compiles the network kernel; only calling one asks for the network kernel's
+    # address (and waits for the helper).
+    import numpy as np
+    import pytest
+
+    from skbnn.kernels import network as knet
+    from skbnn.kernels import smc as ksmc
+    from skbnn.target import Target
+    from skbnn.utils import compile_for
+
+    X = np.linspace(-1, 1, 6)[:, None]
+    target = Target(X, X[:, 0], (2,), "tanh", "gaussian")
+    tgt = knet.density_target(target.kernel_target())
+    density = knet.CompiledDensity(tgt.density.signature())
+    monkeypatch.setattr(density, "resolve", lambda: pytest.fail("the address was asked for"))
+    unresolved = tgt._replace(density=density)
+    thetas, stats = np.zeros((2, target.n_params)), np.zeros((2, 3))
+    compile_for(ksmc.evaluate, thetas, unresolved, stats, 0, 2)
+    assert ksmc.evaluate.signatures
+    with pytest.raises(pytest.fail.Exception, match="address was asked"):
+        ksmc.evaluate(thetas, unresolved, stats, 0, 2)

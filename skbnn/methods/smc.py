@@ -18,7 +18,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..kernels import network as knet
 from ..kernels import smc as ksmc
 from ..posterior import WeightedDraws
-from ..utils import compile_once, seed_sequence, thread_map
+from ..utils import compile_for, compile_once, seed_sequence, thread_map
 from ._base import BaseMethod, FitResult
 from ._mcmc import _ProgressBar
 
@@ -557,7 +557,8 @@ def _warm() -> None:
     d = target.n_params
     thetas = np.zeros((2, d))
     stats = np.zeros((2, 3))
-    ksmc.evaluate(thetas, tgt, stats, 0, 2)
+    # every kernel compiles before the first call, which waits for the network kernel
+    compile_for(ksmc.evaluate, thetas, tgt, stats, 0, 2)
     ksmc.log_marginal_rows(stats, 3.0, 1.0, 1.0, 0.5, np.zeros(2))
     particles = ksmc.Particles(thetas, np.zeros((2, d)), np.zeros(2), stats, np.ones((1, d)))
     proposals = ksmc.Proposals(
@@ -565,7 +566,11 @@ def _warm() -> None:
         np.zeros((2, 0)),
     )  # fmt: skip
     out = ksmc.MoveStats(np.zeros(2), np.zeros(2), np.zeros(2, dtype=np.int64))
-    ksmc.hmc_moves(particles, proposals, np.ones(d), tgt, 0, 2, True, out)
+    moves = (particles, proposals, np.ones(d), tgt, 0, 2, True, out)
+    compile_for(ksmc.hmc_moves, *moves)
+    ksmc.evaluate(thetas, tgt, stats, 0, 2)
+    ksmc.hmc_moves(*moves)
+    # after the wait: its network kernels are the helper's, loaded from the cache
     knet.forward_batch(
         np.zeros((1, d)), target.XT, target.layout.sizes, target.layout.offsets, 2, 3,
         np.zeros((1, 1, 3)),
