@@ -234,6 +234,7 @@ def test_a_second_process_loads_the_kernels_its_first_compiled():
 _ASIDE = """
 import json, numpy as np
 from skbnn.kernels import network as knet, smc
+from skbnn.kernels.predict import mixture_quantiles
 from skbnn.target import Target
 X = np.linspace(-1, 1, 12)[:, None]
 target = Target(X, X[:, 0] ** 2, (3,), "tanh", "gaussian")
@@ -245,9 +246,18 @@ smc.evaluate(thetas, tgt, stats, 0, 2)  # compiled here while the helper compile
 direct = np.empty(3)
 knet.logp_grad(thetas[1], target.kernel_target(), target.workspace(), np.empty(0), direct,
                False)
+# the helper goes on with prediction's kernels; the second process loads them
+for helper in knet._BACKGROUND:
+    helper.wait()
+out = np.empty((2, 1, 12))
+knet.forward_batch(thetas, target.XT, target.layout.sizes, target.layout.offsets, 2, 12, out)
+q = np.empty((12, 2))
+mixture_quantiles(out[:, 0].T.copy(), np.ones((1, 2)), np.full(2, 0.5), np.array([0.1, 0.9]), q)
 print(json.dumps({"aside": aside, "same": stats[1].tolist() == direct.tolist(),
                   "logp_grad": [len(knet.logp_grad.stats.cache_hits),
-                                len(knet.logp_grad.stats.cache_misses)]}))
+                                len(knet.logp_grad.stats.cache_misses)],
+                  "predict_misses": len(knet.forward_batch.stats.cache_misses)
+                  + len(mixture_quantiles.stats.cache_misses)}))
 """
 
 
@@ -255,13 +265,15 @@ def test_a_cold_process_compiles_the_network_kernel_in_a_helper(tmp_path):
     # On an empty cache, the first kernel that takes a DensityTarget compiles while a helper
     # process compiles the network kernel into the cache: this process then loads it (a
     # cache hit, no miss) instead of compiling it, and computes with it as it would have.
-    # A second process finds it cached and starts no helper.
+    # The helper then compiles prediction's kernels for the types prediction passes. A
+    # second process finds everything cached and starts no helper.
     import os
 
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "SKBNN_COMPILE_ASIDE": "1"}
     results = _json_of_two_processes(_ASIDE, env)
-    assert results[0] == {"aside": True, "same": True, "logp_grad": [1, 0]}
-    assert results[1] == {"aside": False, "same": True, "logp_grad": [1, 0]}
+    # the first process's prediction kernels are the helper's (loaded after it ended)
+    assert results[0] == {"aside": True, "same": True, "logp_grad": [1, 0], "predict_misses": 0}
+    assert results[1] == {"aside": False, "same": True, "logp_grad": [1, 0], "predict_misses": 0}
 
 
 def test_the_helper_process_imports_the_kernels_without_scikit_learn():
@@ -272,8 +284,9 @@ def test_the_helper_process_imports_the_kernels_without_scikit_learn():
 
     from skbnn.kernels import network as knet
 
-    program = knet._COMPILE_ASIDE.rsplit("logp_grad.compile", 1)[0] + (
-        "print('sklearn' in sys.modules, 'skbnn.estimators' in sys.modules, logp_grad.__module__)\n"
+    program = knet._COMPILE_ASIDE.split("network.logp_grad.compile", 1)[0] + (
+        "print('sklearn' in sys.modules, 'skbnn.estimators' in sys.modules,"
+        " network.logp_grad.__module__)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", program], capture_output=True, text=True, check=True

@@ -1027,6 +1027,7 @@ class CompiledDensity(WrapperAddressProtocol):
         self._sig = sig
         self._address = None
         self._helper = None
+        self._aside = False
         self._lock = threading.Lock()
 
     def compile_aside(self) -> None:
@@ -1045,7 +1046,7 @@ class CompiledDensity(WrapperAddressProtocol):
                 helper = subprocess.Popen(
                     [sys.executable, "-c", _COMPILE_ASIDE],
                     stdin=subprocess.PIPE,
-                    stdout=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
                     stderr=subprocess.DEVNULL,
                 )
                 helper.stdin.write(pickle.dumps(self._sig))
@@ -1053,6 +1054,7 @@ class CompiledDensity(WrapperAddressProtocol):
             except (OSError, pickle.PicklingError):  # no helper: resolve() compiles here
                 return
             self._helper = helper
+            self._aside = True
 
     def resolve(self) -> int:
         """Compile or load the function (after any helper process compiling it has ended);
@@ -1060,7 +1062,13 @@ class CompiledDensity(WrapperAddressProtocol):
         with self._lock:
             if self._address is None:
                 if self._helper is not None:
-                    self._helper.wait()  # whatever its outcome, compiling here covers it
+                    # a line when the function is in the cache, or the end of a helper that
+                    # failed: compiling here covers either. The helper goes on to compile
+                    # prediction's kernels while this process samples; it is not waited for.
+                    self._helper.stdout.readline()
+                    self._helper.stdout.close()
+                    _BACKGROUND[:] = [p for p in _BACKGROUND if p.poll() is None]
+                    _BACKGROUND.append(self._helper)
                     self._helper = None
                 logp_grad.compile(self._sig.args)
                 cres = logp_grad.get_compile_result(self._sig)
@@ -1076,6 +1084,12 @@ class CompiledDensity(WrapperAddressProtocol):
         """The numba signature it is compiled for."""
         return self._sig
 
+    @property
+    def compiled_aside(self) -> bool:
+        """Whether a helper process was started for it (:meth:`compile_aside`); that
+        process then also compiles prediction's kernels into the cache."""
+        return self._aside
+
     def __reduce__(self):
         return (_resolved_density, (self._sig,))
 
@@ -1084,15 +1098,24 @@ class CompiledDensity(WrapperAddressProtocol):
 # (not a skbnn the working folder might hold) and the signature from stdin. The package is
 # registered as an empty module so that its __init__, which imports the estimators and
 # scikit-learn, does not run: the kernels need only numba, and the helper's start is on the
-# cold fit's critical path (1.2 s of its 1.8 s of imports).
+# cold fit's critical path (1.2 s of its 1.8 s of imports). Once the network kernel is in
+# the cache it says so on stdout, and goes on with the kernels a first prediction compiles
+# (1-1.5 s), while the fit's process, no longer waiting, samples.
 _COMPILE_ASIDE = (
     "import pickle, sys, types\n"
     "package = types.ModuleType('skbnn')\n"
     f"package.__path__ = [{os.path.dirname(os.path.dirname(__file__))!r}]\n"
     "sys.modules['skbnn'] = package\n"
-    "from skbnn.kernels.network import logp_grad\n"
-    "logp_grad.compile(pickle.load(sys.stdin.buffer).args)\n"
+    "from skbnn.kernels import network, predict\n"
+    "network.logp_grad.compile(pickle.load(sys.stdin.buffer).args)\n"
+    "print('cached', flush=True)\n"
+    "network.forward_batch.compile(network.FORWARD_BATCH_ARGS)\n"
+    "predict.mixture_quantiles.compile(predict.MIXTURE_QUANTILES_ARGS)\n"
 )
+
+# helper processes still compiling prediction's kernels: referenced until they end, so that
+# none is collected (and warned about) while it runs
+_BACKGROUND: list = []
 
 
 def _cached(sig) -> bool:
@@ -1137,6 +1160,13 @@ def _resolved_density(sig) -> CompiledDensity:
 
 
 _VECTOR = types.Array(types.float64, 1, "C")
+_INDEX = types.Array(types.int64, 1, "C")
+
+#: The argument types prediction calls :func:`forward_batch` with (C arrays).
+FORWARD_BATCH_ARGS = (
+    types.Array(types.float64, 2, "C"), _VECTOR, _INDEX, _INDEX, types.int64, types.int64,
+    types.Array(types.float64, 3, "C"),
+)  # fmt: skip
 
 
 def density_target(tgt: KernelTarget, aside: bool = False) -> DensityTarget:

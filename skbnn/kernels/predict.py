@@ -2,9 +2,17 @@
 
 import math
 
+from numba.core import types
+
 from ._jit import njit
 
 _SQRT2 = math.sqrt(2.0)
+
+_MATRIX = types.Array(types.float64, 2, "C")
+_VECTOR = types.Array(types.float64, 1, "C")
+
+#: The argument types ``predict_interval`` calls :func:`mixture_quantiles` with (C arrays).
+MIXTURE_QUANTILES_ARGS = (_MATRIX, _MATRIX, _VECTOR, _VECTOR, _MATRIX)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -570,14 +570,15 @@ def _warm() -> None:
     compile_for(ksmc.hmc_moves, *moves)
     ksmc.evaluate(thetas, tgt, stats, 0, 2)
     ksmc.hmc_moves(*moves)
-    # after the wait: its network kernels are the helper's, loaded from the cache
-    knet.forward_batch(
-        np.zeros((1, d)), target.XT, target.layout.sizes, target.layout.offsets, 2, 3,
-        np.zeros((1, 1, 3)),
-    )  # fmt: skip
+    if not tgt.density.compiled_aside:
+        # the helper process, when there is one, compiles it while the particles move
+        knet.forward_batch(
+            np.zeros((1, d)), target.XT, target.layout.sizes, target.layout.offsets, 2, 3,
+            np.zeros((1, 1, 3)),
+        )  # fmt: skip
 
 
 def _ensure_compiled() -> float:
     """Compile (or load from numba's cache) the SMC kernels; return the seconds spent."""
-    kernels = (ksmc.hmc_moves, ksmc.evaluate, ksmc.log_marginal_rows, knet.forward_batch)
+    kernels = (ksmc.hmc_moves, ksmc.evaluate, ksmc.log_marginal_rows)
     return compile_once(kernels, _warm)
