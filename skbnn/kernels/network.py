@@ -1032,7 +1032,9 @@ class CompiledDensity(WrapperAddressProtocol):
 
     def compile_aside(self) -> None:
         """Start compiling the function into numba's cache in a helper process, unless it
-        is compiled or cached already; :meth:`resolve` then waits for it and loads it.
+        is compiled or cached already; :meth:`resolve` then waits for it and loads it. The
+        helper goes on to compile the kernels of a first prediction
+        (:func:`forward_batch`, :func:`skbnn.kernels.predict.mixture_quantiles`) and ends.
 
         A kernel that calls the function through its address compiles without its code, so
         the two compile at once, on two cores in about the time of the longer: the cold
@@ -1057,8 +1059,8 @@ class CompiledDensity(WrapperAddressProtocol):
             self._aside = True
 
     def resolve(self) -> int:
-        """Compile or load the function (after any helper process compiling it has ended);
-        return the address of its C-callable wrapper."""
+        """Compile or load the function (once a helper process compiling it has cached it,
+        or ended); return the address of its C-callable wrapper."""
         with self._lock:
             if self._address is None:
                 if self._helper is not None:
