@@ -109,6 +109,7 @@ class Network:
         thetas = np.ascontiguousarray(thetas[:, : self.layout.n_weights])
         bounds = np.linspace(0, n_draws, n_threads + 1).astype(int)
         sizes, offsets = self.layout.sizes, self.layout.offsets
+        predict = knet.forward_batch_for(self.activation)
         for lo in range(0, n, chunk):
             hi = min(n, lo + chunk)
             xt = np.array(X[lo:hi].T, dtype=np.float64, order="C").ravel()
@@ -116,7 +117,7 @@ class Network:
 
             def part(ab, xt=xt, out=out, m=hi - lo):
                 a, b = ab
-                knet.forward_batch(thetas[a:b], xt, sizes, offsets, self.activation, m, out[a:b])
+                predict(thetas[a:b], xt, sizes, offsets, m, out[a:b])
 
             thread_map(part, list(zip(bounds[:-1], bounds[1:], strict=True)), n_threads)
             yield slice(lo, hi), out

@@ -162,6 +162,17 @@ class Target:
         """Kernel code of the hidden-layer activation."""
         return int(self._cfg("activation"))
 
+    #: Codes that a fit's warm-up problem stands in for (see :attr:`kernel_codes`).
+    compile_codes: tuple[int, int, int] | None = None
+
+    @property
+    def kernel_codes(self) -> tuple[int, int, int]:
+        """The activation, likelihood and prior codes the network kernel is compiled for
+        (:func:`skbnn.kernels.network.logp_grad_for`): this target's, or
+        :attr:`compile_codes` when set (a fit's first compile runs a tiny problem that
+        stands in for the fit's target)."""
+        return knet.target_codes(self) if self.compile_codes is None else self.compile_codes
+
     @property
     def noise_prior(self) -> tuple[float, float]:
         """``(shape, rate)`` of the Gamma prior of each noise precision."""
@@ -330,9 +341,12 @@ class Target:
 
         def part(bounds):
             a, b = bounds
-            knet.logp_grad_batch(thetas[a:b], self.kernel_target(own=True, padded=True),
-                                 self.workspace(padded=True), logp[a:b], np.empty((0, 0)),
-                                 stats[a:b])  # fmt: skip
+            # the kernel that reads the codes at run time: the variational methods, which
+            # call this, compile its branches for their own kernels anyway
+            tgt = knet.density_target(self.kernel_target(own=True, padded=True),
+                                      specialized=False)  # fmt: skip
+            knet.logp_grad_batch(thetas[a:b], tgt, self.workspace(padded=True), logp[a:b],
+                                 np.empty((0, 0)), stats[a:b])  # fmt: skip
 
         thread_map(part, list(zip(cuts[:-1], cuts[1:], strict=True)), int(n_jobs))
         return stats[:, 0].copy(), stats[:, 1].copy()
@@ -362,7 +376,9 @@ class Target:
 
         def part(bounds):
             a, b = bounds
-            tgt = self.kernel_target(own=True, padded=True)
+            tgt = knet.density_target(
+                self.kernel_target(own=True, padded=True), codes=self.kernel_codes
+            )
             tgt.cfg[0]["beta"] = beta
             knet.logp_grad_batch(
                 thetas[a:b], tgt, self.workspace(padded=True), logp[a:b], grads[a:b], stats[a:b]
@@ -427,6 +443,7 @@ class Evaluator:
             own=True, XT=XT, YT=YT, prior_mean=prior_mean, W=W, padded=True
         )
         self.ws = target.workspace(self.n_rows, padded=True)
+        self._codes = target.kernel_codes
         self.grad = np.empty(target.n_params)
         self.stats = np.empty(2 + int(target.layout.sizes[-1]))
         self._no_grad = np.empty(0)
@@ -439,11 +456,14 @@ class Evaluator:
         """``(beta * loglik + logprior, gradient)``; the gradient is :attr:`grad`."""
         self._set_beta(beta)
         theta = np.ascontiguousarray(theta, dtype=np.float64)
-        value = knet.logp_grad(theta, self.tgt, self.ws, self.grad, self.stats, True)
+        # the network kernel the samplers and the training engine use, compiled or cached
+        kernel = knet.logp_grad_for(*self._codes)
+        value = kernel(theta, self.tgt, self.ws, self.grad, self.stats, True)
         return value, self.grad
 
     def value(self, theta, beta: float = 1.0) -> float:
         """``beta * loglik + logprior`` without the gradient."""
         self._set_beta(beta)
         theta = np.ascontiguousarray(theta, dtype=np.float64)
-        return knet.logp_grad(theta, self.tgt, self.ws, self._no_grad, self.stats, False)
+        kernel = knet.logp_grad_for(*self._codes)
+        return kernel(theta, self.tgt, self.ws, self._no_grad, self.stats, False)

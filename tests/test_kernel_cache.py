@@ -223,12 +223,19 @@ def test_a_second_process_loads_the_kernels_its_first_compiled():
         "X = np.linspace(-1, 1, 20)[:, None]\n"
         "BayesianMLPRegressor((2,), method=NUTS(n_chains=1, n_warmup=20), n_samples=10,\n"
         "                     random_state=0).fit(X, X[:, 0])\n"
+        "kernels = (chain.run_nuts_block, network.logp_grad_for(2, 0, 0),\n"
+        "           network.forward_batch_for(2))\n"
         "print(json.dumps({k.__name__: [len(k.stats.cache_hits), len(k.stats.cache_misses)]\n"
-        "                  for k in (chain.run_nuts_block, network.forward_batch)}))\n"
+        "                  for k in kernels}))\n"
     )
     runs = _json_of_two_processes(code)
-    # [hits, misses] per kernel: the second process compiled nothing and loaded both
-    assert runs[1] == {"run_nuts_block": [1, 0], "forward_batch": [1, 0]}
+    # [hits, misses] per kernel (the network and prediction kernels for tanh, a Gaussian
+    # likelihood and prior): the second process compiled nothing and loaded all three
+    assert runs[1] == {
+        "run_nuts_block": [1, 0],
+        "logp_grad_2_0_0": [1, 0],
+        "forward_batch_2": [1, 0],
+    }
 
 
 _ASIDE = """
@@ -243,20 +250,21 @@ aside = tgt.density._helper is not None
 thetas = target.sample_prior(np.random.default_rng(0), 2)
 stats = np.empty((2, 3))
 smc.evaluate(thetas, tgt, stats, 0, 2)  # compiled here while the helper compiles logp_grad
+# the network kernel for the target's codes, called from Python: the helper's
+kernel = knet.logp_grad_for(*knet.target_codes(tgt))
 direct = np.empty(3)
-knet.logp_grad(thetas[1], target.kernel_target(), target.workspace(), np.empty(0), direct,
-               False)
+kernel(thetas[1], target.kernel_target(), target.workspace(), np.empty(0), direct, False)
 # the helper goes on with prediction's kernels; the second process loads them
 for helper in knet._BACKGROUND:
     helper.wait()
+predict = knet.forward_batch_for(2)
 out = np.empty((2, 1, 12))
-knet.forward_batch(thetas, target.XT, target.layout.sizes, target.layout.offsets, 2, 12, out)
+predict(thetas, target.XT, target.layout.sizes, target.layout.offsets, 12, out)
 q = np.empty((12, 2))
 mixture_quantiles(out[:, 0].T.copy(), np.ones((1, 2)), np.full(2, 0.5), np.array([0.1, 0.9]), q)
 print(json.dumps({"aside": aside, "same": stats[1].tolist() == direct.tolist(),
-                  "logp_grad": [len(knet.logp_grad.stats.cache_hits),
-                                len(knet.logp_grad.stats.cache_misses)],
-                  "predict_misses": len(knet.forward_batch.stats.cache_misses)
+                  "logp_grad": [len(kernel.stats.cache_hits), len(kernel.stats.cache_misses)],
+                  "predict_misses": len(predict.stats.cache_misses)
                   + len(mixture_quantiles.stats.cache_misses)}))
 """
 
@@ -284,7 +292,7 @@ def test_the_helper_process_imports_the_kernels_without_scikit_learn():
 
     from skbnn.kernels import network as knet
 
-    program = knet._COMPILE_ASIDE.split("network.logp_grad.compile", 1)[0] + (
+    program = knet._COMPILE_ASIDE.split("sig, codes", 1)[0] + (
         "print('sklearn' in sys.modules, 'skbnn.estimators' in sys.modules,"
         " network.logp_grad.__module__)\n"
     )
@@ -309,7 +317,7 @@ def test_compile_for_compiles_a_kernel_without_asking_for_the_density(monkeypatc
     X = np.linspace(-1, 1, 6)[:, None]
     target = Target(X, X[:, 0], (2,), "tanh", "gaussian")
     tgt = knet.density_target(target.kernel_target())
-    density = knet.CompiledDensity(tgt.density.signature())
+    density = knet.CompiledDensity(tgt.density.signature(), knet.target_codes(tgt))
     monkeypatch.setattr(density, "resolve", lambda: pytest.fail("the address was asked for"))
     unresolved = tgt._replace(density=density)
     thetas, stats = np.zeros((2, target.n_params)), np.zeros((2, 3))
@@ -317,3 +325,55 @@ def test_compile_for_compiles_a_kernel_without_asking_for_the_density(monkeypatc
     assert ksmc.evaluate.signatures
     with pytest.raises(pytest.fail.Exception, match="address was asked"):
         ksmc.evaluate(thetas, unresolved, stats, 0, 2)
+
+
+_ONE_CODE = """
+import sys, numpy as np
+from skbnn.kernels import network as knet
+from skbnn.target import Target
+X = np.linspace(-1, 1, 12)[:, None]
+target = Target(X, X[:, 0] ** 2, (3,), "tanh", "gaussian")
+# the same steps for either code (as a fit's warm-up problem does), so numba numbers the
+# kernel alike in both processes
+knet.density_target(target.kernel_target(), codes=(int(sys.argv[1]), 0, 0))
+"""
+
+_BOTH_CODES = """
+import json, numpy as np
+from skbnn.kernels import network as knet, smc
+from skbnn.target import Target
+X = np.linspace(-1, 1, 12)[:, None]
+same = []
+for act in ("tanh", "relu"):
+    target = Target(X, X[:, 0] ** 2, (3,), act, "gaussian")
+    tgt = knet.density_target(target.kernel_target())
+    thetas = target.sample_prior(np.random.default_rng(0), 2)
+    stats = np.empty((2, 3))
+    smc.evaluate(thetas, tgt, stats, 0, 2)  # through the density's address
+    direct = np.empty(3)
+    knet.logp_grad(thetas[1], target.kernel_target(), target.workspace(), np.empty(0), direct,
+                   False)
+    same.append(stats[1].tolist() == direct.tolist())
+print(json.dumps(same))
+"""
+
+
+def test_kernels_for_two_codes_compiled_in_two_processes_keep_their_own_addresses(tmp_path):
+    # The kernels logp_grad_for compiles for the tanh and the ReLU networks, each compiled
+    # in a fresh process of its own and both loaded from the cache into a third, each
+    # compute their own network's density through their address. (While they were closures
+    # of one name, a full test run once sampled a logistic-prior classifier with another
+    # code's kernel, the likely cause two cached kernels given one symbol; this test did not
+    # reproduce that with the old names. The kernels now have a name per code.)
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "SKBNN_COMPILE_ASIDE": "0"}
+    for act in ("2", "1"):  # tanh, then ReLU
+        subprocess.run([sys.executable, "-c", _ONE_CODE, act], env=env, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _BOTH_CODES], env=env, check=True, capture_output=True, text=True
+    ).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == [True, True]

@@ -6,7 +6,7 @@ from numba import njit
 
 from skbnn.kernels import network as knet
 from skbnn.network import NetworkLayout
-from skbnn.priors import GaussianPrior, LogisticPrior
+from skbnn.priors import GaussianPrior, LogisticPrior, ScaleMixturePrior
 from skbnn.target import ROW_ALIGN, Target
 
 ACTIVATIONS = ["identity", "relu", "tanh", "logistic"]
@@ -159,6 +159,58 @@ def test_density_through_the_pointer_is_logp_grad(likelihood, k, noise):
             np.testing.assert_array_equal(g1, g0)
             np.testing.assert_array_equal(s1, s0)
             np.testing.assert_array_equal(tgt.tau, tau0)
+
+
+@pytest.mark.parametrize(
+    "likelihood,k,activation,prior",
+    [
+        ("gaussian", 2, "relu", GaussianPrior()),
+        ("gaussian", 1, "logistic", LogisticPrior(scale=0.6)),
+        ("gaussian", 1, "identity", ScaleMixturePrior()),
+        ("heteroscedastic", 2, "tanh", GaussianPrior()),
+        ("bernoulli", 1, "relu", ScaleMixturePrior()),
+        ("categorical", 3, "logistic", LogisticPrior(scale=1.3)),
+        ("categorical", 1, "identity", GaussianPrior()),
+    ],
+)
+def test_the_kernel_compiled_for_the_codes_is_logp_grad(likelihood, k, activation, prior):
+    # logp_grad_for compiles the branch of each code only; it computes the bits of the
+    # kernel that reads the codes at run time, for every activation, likelihood and prior
+    # (the density of a DensityTarget is that kernel: see the test above)
+    if likelihood == "heteroscedastic":
+        # one target column: a mean and a raw variance output
+        rng = np.random.default_rng(0)
+        X, Y = rng.standard_normal((23, 4)), rng.standard_normal(23)
+        target = Target(X, Y, (5, 3), activation, likelihood, prior=prior)
+    else:
+        target = _make_target(likelihood, k, "fixed", activation, (5, 3), prior)
+    plain = target.kernel_target(own=True)
+    kernel = knet.logp_grad_for(*knet.target_codes(plain))
+    assert kernel is knet.density_target(plain).density.dispatcher()
+    ws = target.workspace()
+    for theta in target.sample_prior(np.random.default_rng(3), 3):
+        g0, g1 = np.empty(theta.size), np.full(theta.size, np.nan)
+        s0, s1 = np.zeros(2 + k), np.zeros(2 + k)
+        v0 = knet.logp_grad(theta, plain, ws, g0, s0, True)
+        assert np.isfinite(v0)
+        assert kernel(theta, plain, ws, g1, s1, True) == v0
+        np.testing.assert_array_equal(g1, g0)
+        np.testing.assert_array_equal(s1, s0)
+
+
+def test_kernels_keep_the_codes_they_are_called_with_as_constants():
+    # a constant activation, likelihood or prior code reaches the kernel below as a literal
+    # type, which its overloads compile one branch for; any other constant argument is
+    # compiled for its plain type (one specialization, not one per value)
+    @njit
+    def caller(z):
+        knet._activate(z, 0, z.shape[0], 2)
+
+    z = np.linspace(-2.0, 2.0, 9)
+    caller(z)
+    np.testing.assert_allclose(z, np.tanh(np.linspace(-2.0, 2.0, 9)), rtol=1e-15, atol=1e-16)
+    kinds = {str(sig[1]) + " " + str(sig[3]) for sig in knet._activate.signatures}
+    assert "int64 Literal[int](2)" in kinds
 
 
 def test_noise_parameter_is_last_and_has_gamma_prior():

@@ -109,10 +109,10 @@ class _CountingNetwork:
     def __getattr__(self, name):
         return getattr(self._network, name)
 
-    def logp_grad(self, q, tgt, ws, g, st, grad):
+    def log_density(self, q, tgt, ws, g, st, grad):
         if grad and g.shape[0] > 0:
             self.counts[id(tgt.tau)] = self.counts.get(id(tgt.tau), 0) + 1
-        return self._network.logp_grad(q, tgt, ws, g, st, grad)
+        return self._network.log_density(q, tgt, ws, g, st, grad)
 
     def per_chain(self):
         out = np.array(list(self.counts.values()))

@@ -18,6 +18,7 @@ of its folder (POSIX; elsewhere numba's own save runs unlocked).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import warnings
 from pathlib import Path
@@ -72,21 +73,31 @@ class LockedIndexDataCacheFile(IndexDataCacheFile):
             super().save(key, data)
 
 
+#: Parameters whose constant values the kernels compile for: the activation, likelihood and
+#: prior codes that :func:`skbnn.kernels.network.logp_grad_for` passes as constants, so that
+#: the kernels below it compile only their branch.
+LITERAL_PARAMETERS = frozenset({"act", "lik", "prior"})
+
+
 def _compile_calls_unliteral(dispatcher) -> None:
-    """Make calls from other kernels compile ``dispatcher`` for plain types only.
+    """Make calls from other kernels compile ``dispatcher`` for plain types only, except for
+    the :data:`LITERAL_PARAMETERS`.
 
     numba types a constant argument (``f(x, 0)``) as a literal, and while it infers a
     caller's types it calls a kernel with each intermediate type it meets: every one
     compiled a specialization of its own, and of the whole tree below it, that the final
-    program never used (``_dense`` for ``Literal[int](0)`` beside ``int64``). No kernel here
-    needs a literal argument, so the literals are dropped before compiling.
+    program never used (``_dense`` for ``Literal[int](0)`` beside ``int64``). So the
+    literals are dropped before compiling, except the codes that select a network's
+    branches: those are constants throughout a specialized kernel, never intermediate.
     """
     get_call_template = dispatcher.get_call_template
+    names = list(inspect.signature(dispatcher.py_func).parameters)
+    keep = frozenset(i for i, name in enumerate(names) if name in LITERAL_PARAMETERS)
 
     def unliteral_call_template(args, kws):
         return get_call_template(
-            tuple(types.unliteral(a) for a in args),
-            {k: types.unliteral(v) for k, v in kws.items()},
+            tuple(a if i in keep else types.unliteral(a) for i, a in enumerate(args)),
+            {k: v if k in LITERAL_PARAMETERS else types.unliteral(v) for k, v in kws.items()},
         )
 
     dispatcher.get_call_template = unliteral_call_template

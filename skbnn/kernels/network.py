@@ -46,6 +46,7 @@ The workspace ``ws`` holds the activations of every layer followed by two delta 
 (:func:`workspace_size`).
 """
 
+import atexit
 import functools
 import math
 import os
@@ -61,6 +62,7 @@ import numpy as np
 from numba.core import types
 from numba.core.types.function_type import WrapperAddressProtocol
 from numba.core.typing.typeof import typeof_impl
+from numba.extending import overload
 
 from ._jit import CACHE, njit
 
@@ -105,6 +107,31 @@ HETERO_MIN_VAR = 1e-6
 # ``buf[base + t]``: numba wraps negative indices, and since LLVM cannot prove ``base + t``
 # non-negative it turns such loops into gathers or leaves them scalar (several times slower).
 _FM = {"reassoc", "contract"}
+
+# The activation, likelihood and prior codes select branches. A kernel compiled by
+# logp_grad_for passes them as constants (literal types, see _jit.LITERAL_PARAMETERS), and
+# the functions below that branch on one are overloaded on its type: for a literal code
+# numba types and compiles that branch's body only, for a run-time code every branch, as
+# one function. (numba's own dead-branch pruning does not read literal arguments.)
+_OVERLOAD = {"prefer_literal": True, "jit_options": {"nogil": True, "error_model": "numpy",
+                                                     "fastmath": _FM}}  # fmt: skip
+
+
+def _code(arg) -> int | None:
+    """The value of a literal code argument's type, None for a run-time code."""
+    value = getattr(arg, "literal_value", None)
+    return value if isinstance(value, int) else None
+
+
+def _dispatch(arg, variants: dict, default):
+    """An overload's implementation: ``variants[code]`` (or ``default``) for a literal code
+    ``arg``, else None (the caller then returns its run-time branching)."""
+    code = _code(arg)
+    if code is None:
+        return None
+    return variants.get(code, default)
+
+
 _LOG_2PI = math.log(2.0 * math.pi)
 
 # The activation functions below are written in plain arithmetic because math.tanh and
@@ -400,20 +427,58 @@ def _dense(src, src_base, n_in, theta, w_start, b_start, dst, dst_base, n_out, n
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _activate(buf, base, size, act):
     # Branch-free bodies (selects, no libm calls) so every case vectorizes; NaN passes through.
-    z = buf[base : base + size]
-    if act == 1:
-        # "+ 0.0" makes the stored value differ from the loaded one (-0.0 + 0.0 is +0.0), so
-        # LLVM stores every element: for "z[t] = 0 if z[t] < 0 else z[t]" it stored only the
-        # negatives with a masked store, which is microcoded and slow on AMD (10x this loop)
-        for t in range(size):
-            v = z[t]
-            z[t] = (0.0 if v < 0.0 else v) + 0.0
-    elif act == 2:
-        for t in range(size):
-            z[t] = _tanh(z[t])
-    elif act == 3:
-        for t in range(size):
-            z[t] = _logistic(z[t])
+    _activation_pass(buf[base : base + size], act)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, inline="always")
+def _relu_pass(z):
+    # "+ 0.0" makes the stored value differ from the loaded one (-0.0 + 0.0 is +0.0), so
+    # LLVM stores every element: for "z[t] = 0 if z[t] < 0 else z[t]" it stored only the
+    # negatives with a masked store, which is microcoded and slow on AMD (10x this loop)
+    for t in range(z.shape[0]):
+        v = z[t]
+        z[t] = (0.0 if v < 0.0 else v) + 0.0
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, inline="always")
+def _tanh_pass(z):
+    for t in range(z.shape[0]):
+        z[t] = _tanh(z[t])
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, inline="always")
+def _logistic_pass(z):
+    for t in range(z.shape[0]):
+        z[t] = _logistic(z[t])
+
+
+def _activation_pass(z, act):
+    """``z`` through activation ``act`` in place (compiled by its overload)."""
+
+
+@overload(_activation_pass, **_OVERLOAD)
+def _activation_pass_overload(z, act):
+    def relu(z, act):
+        _relu_pass(z)
+
+    def tanh(z, act):
+        _tanh_pass(z)
+
+    def logistic(z, act):
+        _logistic_pass(z)
+
+    def identity(z, act):
+        pass
+
+    def any_activation(z, act):
+        if act == 1:
+            _relu_pass(z)
+        elif act == 2:
+            _tanh_pass(z)
+        elif act == 3:
+            _logistic_pass(z)
+
+    return _dispatch(act, {1: relu, 2: tanh, 3: logistic}, identity) or any_activation
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
@@ -448,68 +513,132 @@ def _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, delta, delta_base, st
     # mean of the precision given the residuals, (a + beta sw / 2) / (b + beta ssr / 2)
     # with sw the sum of the weights: the gradient of the marginalized likelihood is the
     # fixed-noise gradient at that precision.
+    return _loglik_terms(
+        ws, out_base, YT, W[0:n], sw, tau, k, n, delta, delta_base, stats, cfg, marg, lik
+    )
+
+
+def _loglik_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base, stats, cfg, marg, lik):
+    """:func:`_loglik_delta` for likelihood ``lik`` (compiled by its overload)."""
+
+
+@overload(_loglik_terms, **_OVERLOAD)
+def _loglik_terms_overload(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base, stats, cfg,
+                           marg, lik):  # fmt: skip
+    def gaussian(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base, stats, cfg, marg, lik):
+        return _gaussian_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base, stats,
+                               cfg, marg)  # fmt: skip
+
+    def bernoulli(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base, stats, cfg, marg, lik):
+        return _bernoulli_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base, stats,
+                                cfg, marg)  # fmt: skip
+
+    def categorical(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base, stats, cfg, marg,
+                    lik):  # fmt: skip
+        return _categorical_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base, stats,
+                                  cfg, marg)  # fmt: skip
+
+    def heteroscedastic(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base, stats, cfg,
+                        marg, lik):  # fmt: skip
+        return _heteroscedastic_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base,
+                                      stats, cfg, marg)  # fmt: skip
+
+    def any_likelihood(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base, stats, cfg, marg,
+                       lik):  # fmt: skip
+        if lik == 0:
+            return _gaussian_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base,
+                                   stats, cfg, marg)  # fmt: skip
+        if lik == 3:
+            return _heteroscedastic_terms(ws, out_base, YT, w, sw, tau, k, n, delta,
+                                          delta_base, stats, cfg, marg)  # fmt: skip
+        if lik == 1:
+            return _bernoulli_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base,
+                                    stats, cfg, marg)  # fmt: skip
+        return _categorical_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base, stats,
+                                  cfg, marg)  # fmt: skip
+
+    variants = {0: gaussian, 1: bernoulli, 3: heteroscedastic}
+    return _dispatch(lik, variants, categorical) or any_likelihood
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, inline="always")
+def _gaussian_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base, stats, cfg, marg):
     ll = 0.0
-    w = W[0:n]
-    if lik == 0:
-        for o in range(k):
-            ssr = 0.0
-            f = ws[out_base + o * n : out_base + (o + 1) * n]
-            y = YT[o * n : (o + 1) * n]
-            d = delta[delta_base + o * n : delta_base + (o + 1) * n]
-            for t in range(n):
-                r = y[t] - f[t]
-                wr = w[t] * r
-                d[t] = wr
-                ssr += wr * r
-            stats[2 + o] = ssr
-            tau_o = tau[o]
-            if marg != 0:
-                tau_o = (cfg.noise_shape + 0.5 * cfg.beta * sw) / (
-                    cfg.noise_rate + 0.5 * cfg.beta * ssr
-                )
-            ll += 0.5 * sw * (math.log(tau_o) - _LOG_2PI) - 0.5 * tau_o * ssr
-            for t in range(n):
-                d[t] *= tau_o
-    elif lik == 3:
-        # heteroscedastic: outputs [0, m) are means, [m, 2m) raw variances
-        m = k // 2
-        for o in range(m):
-            mu = ws[out_base + o * n : out_base + (o + 1) * n]
-            raw = ws[out_base + (o + m) * n : out_base + (o + m + 1) * n]
-            y = YT[o * n : (o + 1) * n]
-            dm = delta[delta_base + o * n : delta_base + (o + 1) * n]
-            dv = delta[delta_base + (o + m) * n : delta_base + (o + m + 1) * n]
-            ssr = 0.0
-            # e^-|f| waits in the variance delta row (one transcendental per pass, as below)
-            for t in range(n):
-                dv[t] = _exp_neg(-abs(raw[t]))
-            for t in range(n):
-                f = raw[t]
-                e = dv[t]
-                var = (f if f >= 0.0 else 0.0) + _log1p_unit(e) + HETERO_MIN_VAR
-                r = y[t] - mu[t]
-                inv = 1.0 / var
-                wt = w[t]
-                ssr += wt * r * r
-                ll -= 0.5 * wt * (_log(var) + _LOG_2PI + r * r * inv)
-                dm[t] = wt * r * inv
-                # d ll / d var times softplus'(f) = sigmoid(f)
-                sig = 1.0 / (1.0 + e) if f >= 0.0 else e / (1.0 + e)
-                dv[t] = 0.5 * wt * inv * (r * r * inv - 1.0) * sig
-            stats[2 + o] = ssr
-    elif lik == 1:
-        f = ws[out_base : out_base + n]
-        y = YT[0:n]
-        d = delta[delta_base : delta_base + n]
-        # Three passes: LLVM's inliner leaves a helper holding both exp and log out of line,
-        # and the call keeps the loop scalar. e^-|f| waits in the delta row.
+    for o in range(k):
+        ssr = 0.0
+        f = ws[out_base + o * n : out_base + (o + 1) * n]
+        y = YT[o * n : (o + 1) * n]
+        d = delta[delta_base + o * n : delta_base + (o + 1) * n]
         for t in range(n):
-            d[t] = _exp_neg(-abs(f[t]))
+            r = y[t] - f[t]
+            wr = w[t] * r
+            d[t] = wr
+            ssr += wr * r
+        stats[2 + o] = ssr
+        tau_o = tau[o]
+        if marg != 0:
+            tau_o = (cfg.noise_shape + 0.5 * cfg.beta * sw) / (
+                cfg.noise_rate + 0.5 * cfg.beta * ssr
+            )
+        ll += 0.5 * sw * (math.log(tau_o) - _LOG_2PI) - 0.5 * tau_o * ssr
         for t in range(n):
-            ll += w[t] * _bernoulli_ll(f[t], y[t], d[t])
+            d[t] *= tau_o
+    return ll
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, inline="always")
+def _heteroscedastic_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base, stats, cfg, marg):
+    ll = 0.0
+    # heteroscedastic: outputs [0, m) are means, [m, 2m) raw variances
+    m = k // 2
+    for o in range(m):
+        mu = ws[out_base + o * n : out_base + (o + 1) * n]
+        raw = ws[out_base + (o + m) * n : out_base + (o + m + 1) * n]
+        y = YT[o * n : (o + 1) * n]
+        dm = delta[delta_base + o * n : delta_base + (o + 1) * n]
+        dv = delta[delta_base + (o + m) * n : delta_base + (o + m + 1) * n]
+        ssr = 0.0
+        # e^-|f| waits in the variance delta row (one transcendental per pass, as below)
         for t in range(n):
-            d[t] = w[t] * _bernoulli_delta(f[t], y[t], d[t])
-    elif k == 1:
+            dv[t] = _exp_neg(-abs(raw[t]))
+        for t in range(n):
+            f = raw[t]
+            e = dv[t]
+            var = (f if f >= 0.0 else 0.0) + _log1p_unit(e) + HETERO_MIN_VAR
+            r = y[t] - mu[t]
+            inv = 1.0 / var
+            wt = w[t]
+            ssr += wt * r * r
+            ll -= 0.5 * wt * (_log(var) + _LOG_2PI + r * r * inv)
+            dm[t] = wt * r * inv
+            # d ll / d var times softplus'(f) = sigmoid(f)
+            sig = 1.0 / (1.0 + e) if f >= 0.0 else e / (1.0 + e)
+            dv[t] = 0.5 * wt * inv * (r * r * inv - 1.0) * sig
+        stats[2 + o] = ssr
+    return ll
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, inline="always")
+def _bernoulli_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base, stats, cfg, marg):
+    ll = 0.0
+    f = ws[out_base : out_base + n]
+    y = YT[0:n]
+    d = delta[delta_base : delta_base + n]
+    # Three passes: LLVM's inliner leaves a helper holding both exp and log out of line,
+    # and the call keeps the loop scalar. e^-|f| waits in the delta row.
+    for t in range(n):
+        d[t] = _exp_neg(-abs(f[t]))
+    for t in range(n):
+        ll += w[t] * _bernoulli_ll(f[t], y[t], d[t])
+    for t in range(n):
+        d[t] = w[t] * _bernoulli_delta(f[t], y[t], d[t])
+    return ll
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, inline="always")
+def _categorical_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base, stats, cfg, marg):
+    ll = 0.0
+    if k == 1:
         # a single class: log-sum-exp is f itself, kept as f - f so non-finite f shows
         f = ws[out_base : out_base + n]
         y = YT[0:n]
@@ -732,21 +861,68 @@ def _delta_below(theta, ws, delta, nxt, in_base, n_in, n_out, w_start, n, act):
                 at = a[t]
                 g = (c0 + at * (c1 + c2 * at)) * (1.0 if at > 0.0 else z)
                 nd[t] = (nd[t] + w0 * d0[t] + w1 * d1[t]) * g
-        elif act == 1:
-            # a multiply by a 0/1 mask, not a select of 0: LLVM turned the select into
-            # a branch per row, which mispredicts on every sign change of the units
-            # (half the cost of a gradient with fresh parameters)
-            for t in range(n):
-                nd[t] = (w0 * d0[t] + w1 * d1[t]) * (1.0 if a[t] > 0.0 else 0.0)
-        elif act == 2:
-            for t in range(n):
-                nd[t] = (w0 * d0[t] + w1 * d1[t]) * (1.0 - a[t] * a[t])
-        elif act == 3:
-            for t in range(n):
-                nd[t] = (w0 * d0[t] + w1 * d1[t]) * (a[t] * (1.0 - a[t]))
         else:
-            for t in range(n):
-                nd[t] = w0 * d0[t] + w1 * d1[t]
+            _first_delta_pass(nd, w0, d0, w1, d1, a, n, act)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, inline="always")
+def _relu_delta(nd, w0, d0, w1, d1, a, n):
+    # a multiply by a 0/1 mask, not a select of 0: LLVM turned the select into a branch
+    # per row, which mispredicts on every sign change of the units (half the cost of a
+    # gradient with fresh parameters)
+    for t in range(n):
+        nd[t] = (w0 * d0[t] + w1 * d1[t]) * (1.0 if a[t] > 0.0 else 0.0)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, inline="always")
+def _tanh_delta(nd, w0, d0, w1, d1, a, n):
+    for t in range(n):
+        nd[t] = (w0 * d0[t] + w1 * d1[t]) * (1.0 - a[t] * a[t])
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, inline="always")
+def _logistic_delta(nd, w0, d0, w1, d1, a, n):
+    for t in range(n):
+        nd[t] = (w0 * d0[t] + w1 * d1[t]) * (a[t] * (1.0 - a[t]))
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, inline="always")
+def _identity_delta(nd, w0, d0, w1, d1, a, n):
+    for t in range(n):
+        nd[t] = w0 * d0[t] + w1 * d1[t]
+
+
+def _first_delta_pass(nd, w0, d0, w1, d1, a, n, act):
+    """The one pass of :func:`_delta_below` over a unit's first one or two outputs, with
+    the derivative of activation ``act`` at ``a`` (compiled by its overload)."""
+
+
+@overload(_first_delta_pass, **_OVERLOAD)
+def _first_delta_pass_overload(nd, w0, d0, w1, d1, a, n, act):
+    def relu(nd, w0, d0, w1, d1, a, n, act):
+        _relu_delta(nd, w0, d0, w1, d1, a, n)
+
+    def tanh(nd, w0, d0, w1, d1, a, n, act):
+        _tanh_delta(nd, w0, d0, w1, d1, a, n)
+
+    def logistic(nd, w0, d0, w1, d1, a, n, act):
+        _logistic_delta(nd, w0, d0, w1, d1, a, n)
+
+    def identity(nd, w0, d0, w1, d1, a, n, act):
+        _identity_delta(nd, w0, d0, w1, d1, a, n)
+
+    def any_activation(nd, w0, d0, w1, d1, a, n, act):
+        if act == 1:
+            _relu_delta(nd, w0, d0, w1, d1, a, n)
+        elif act == 2:
+            _tanh_delta(nd, w0, d0, w1, d1, a, n)
+        elif act == 3:
+            _logistic_delta(nd, w0, d0, w1, d1, a, n)
+        else:
+            _identity_delta(nd, w0, d0, w1, d1, a, n)
+
+    variants = {1: relu, 2: tanh, 3: logistic}
+    return _dispatch(act, variants, identity) or any_activation
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
@@ -871,50 +1047,93 @@ def workspace_size(sizes, n):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
-def log_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad):
+def log_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad, prior):
     """The prior's log density of ``theta[:n_w]`` (the network parameters), and with
-    ``with_grad`` its gradient written over ``grad[:n_w]``: Gaussian (sds
-    ``prior_scale``), logistic (scales) or the scale mixture (first sds), each centred at
-    ``prior_mean``."""
+    ``with_grad`` its gradient written over ``grad[:n_w]``: ``prior`` (``cfg.prior``, or
+    a constant, see :func:`logp_grad_for`) 0 Gaussian (sds ``prior_scale``), 1 logistic
+    (scales) or 2 the scale mixture (first sds), each centred at ``prior_mean``."""
+    return _prior_terms(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad, prior)
+
+
+def _prior_terms(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad, prior):
+    """:func:`log_prior` for prior ``prior`` (compiled by its overload)."""
+
+
+@overload(_prior_terms, **_OVERLOAD)
+def _prior_terms_overload(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad, prior):
+    def logistic(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad, prior):
+        return _logistic_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad)
+
+    def mixture(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad, prior):
+        return _mixture_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad)
+
+    def gaussian(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad, prior):
+        return _gaussian_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad)
+
+    def any_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad, prior):
+        if prior == 1:
+            return _logistic_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad)
+        if prior == 2:
+            return _mixture_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad)
+        return _gaussian_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad)
+
+    return _dispatch(prior, {1: logistic, 2: mixture}, gaussian) or any_prior
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, inline="always")
+def _logistic_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad):
     lp = 0.0
-    if cfg.prior == 1:
+    for i in range(n_w):
+        s = prior_scale[i]
+        lp += _logistic_logpdf((theta[i] - prior_mean[i]) / s) - _log(s)
+    if with_grad:
         for i in range(n_w):
+            # d/dw log p(w) = -tanh((w - mu) / 2s) / s
             s = prior_scale[i]
-            lp += _logistic_logpdf((theta[i] - prior_mean[i]) / s) - _log(s)
+            grad[i] = -_tanh(0.5 * (theta[i] - prior_mean[i]) / s) / s
+    return lp
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, inline="always")
+def _mixture_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad):
+    lp = 0.0
+    lp -= 0.5 * n_w * _LOG_2PI
+    log_w1 = math.log(cfg.mix_weight)
+    log_w2 = math.log1p(-cfg.mix_weight)
+    for i in range(n_w):
+        s = prior_scale[i]
+        lpi, dlpi = _mixture_logpdf(theta[i] - prior_mean[i], s, cfg.mix_ratio * s,
+                                    log_w1, log_w2)  # fmt: skip
+        lp += lpi
         if with_grad:
-            for i in range(n_w):
-                # d/dw log p(w) = -tanh((w - mu) / 2s) / s
-                s = prior_scale[i]
-                grad[i] = -_tanh(0.5 * (theta[i] - prior_mean[i]) / s) / s
-    elif cfg.prior == 2:
-        lp -= 0.5 * n_w * _LOG_2PI
-        log_w1 = math.log(cfg.mix_weight)
-        log_w2 = math.log1p(-cfg.mix_weight)
+            grad[i] = dlpi
+    return lp
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, inline="always")
+def _gaussian_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad):
+    lp = 0.0
+    lp -= 0.5 * n_w * _LOG_2PI
+    for i in range(n_w):
+        s = prior_scale[i]
+        z = (theta[i] - prior_mean[i]) / s
+        # _log, not math.log: a libm call per parameter kept the loop scalar and cost
+        # about a seventh of a 13-10-1 gradient
+        lp -= 0.5 * z * z + _log(s)
+    if with_grad:
         for i in range(n_w):
             s = prior_scale[i]
-            lpi, dlpi = _mixture_logpdf(theta[i] - prior_mean[i], s, cfg.mix_ratio * s,
-                                        log_w1, log_w2)  # fmt: skip
-            lp += lpi
-            if with_grad:
-                grad[i] = dlpi
-    else:
-        lp -= 0.5 * n_w * _LOG_2PI
-        for i in range(n_w):
-            s = prior_scale[i]
-            z = (theta[i] - prior_mean[i]) / s
-            # _log, not math.log: a libm call per parameter kept the loop scalar and cost
-            # about a seventh of a 13-10-1 gradient
-            lp -= 0.5 * z * z + _log(s)
-        if with_grad:
-            for i in range(n_w):
-                s = prior_scale[i]
-                grad[i] = -(theta[i] - prior_mean[i]) / (s * s)
+            grad[i] = -(theta[i] - prior_mean[i]) / (s * s)
     return lp
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def logp_grad(theta, tgt, ws, grad, stats, with_grad):
     """Tempered log-density ``beta * loglik + logprior`` and, optionally, its gradient.
+
+    The activation, likelihood and prior are read from ``tgt.cfg`` at run time, so one
+    compiled kernel serves every network; :func:`logp_grad_for` compiles the same code for
+    one of each, which is what the samplers and the training engine call.
 
     Parameters
     ----------
@@ -936,11 +1155,20 @@ def logp_grad(theta, tgt, ws, grad, stats, with_grad):
         ``beta * loglik + logprior`` (may be ``-inf`` or NaN for a diverging ``theta``). With
         the noise marginalized, ``log int p(y | theta, tau)^beta p(tau) dtau + logprior``.
     """
+    cfg = tgt.cfg[0]
+    return _logp_grad(
+        theta, tgt, ws, grad, stats, with_grad, cfg.activation, cfg.likelihood, cfg.prior
+    )
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, inline="always")
+def _logp_grad(theta, tgt, ws, grad, stats, with_grad, act, lik, prior):
+    # logp_grad's body, inlined into it and into logp_grad_for's kernels, which pass the
+    # activation, likelihood and prior codes as constants: the kernels it calls then compile
+    # for those constants only (see _jit.LITERAL_PARAMETERS)
     XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
     cfg = cfgs[0]
     n = XT.shape[0] // sizes[0]
-    act = cfg.activation
-    lik = cfg.likelihood
     n_noise = cfg.n_noise
     beta = cfg.beta
     n_layers = sizes.shape[0] - 1
@@ -958,7 +1186,7 @@ def logp_grad(theta, tgt, ws, grad, stats, with_grad):
     sw = weight_sum(tgt) if lik == 0 else 0.0
     ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, total, stats, cfg, marg)
 
-    lp = lp_noise + log_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad)
+    lp = lp_noise + log_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad, prior)
     stats[0] = ll
     stats[1] = lp
 
@@ -973,6 +1201,54 @@ def logp_grad(theta, tgt, ws, grad, stats, with_grad):
     if marg != 0:
         return log_marginal(sw, k, stats, cfg.noise_shape, cfg.noise_rate, beta) + lp
     return beta * ll + lp
+
+
+@functools.cache
+def logp_grad_for(
+    activation: int, likelihood: int, prior: int
+) -> numba.core.registry.CPUDispatcher:
+    """:func:`logp_grad` compiled for one activation, likelihood and prior (their codes in
+    ``cfg``, which it then does not read).
+
+    The codes reach the kernels below it as constants, so numba prunes the other branches
+    before typing them: a cold compile of the network kernel took 6.9-7.4 s instead of
+    9.9-10.9 s for the quickstart's network (doc/performance.md). The kernels are cached
+    on disk per combination, like any other.
+
+    Parameters
+    ----------
+    activation, likelihood, prior : int
+        ``cfg``'s ``activation``, ``likelihood`` and ``prior`` codes.
+
+    Returns
+    -------
+    numba dispatcher
+        A kernel with :func:`logp_grad`'s parameters and result.
+    """
+    activation, likelihood, prior = int(activation), int(likelihood), int(prior)
+
+    def kernel(theta, tgt, ws, grad, stats, with_grad):
+        return _logp_grad(theta, tgt, ws, grad, stats, with_grad, activation, likelihood, prior)
+
+    return njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)(
+        _named(kernel, f"logp_grad_{activation}_{likelihood}_{prior}")
+    )
+
+
+def _named(func, name: str):
+    # numba names a kernel's machine code and cache files after its qualified name: two
+    # closures of one name and signature, compiled in two processes and loaded from the
+    # cache into a third, can get the same symbol there, and the address looked up for
+    # one is then the other's (a fit then sampled another likelihood's posterior)
+    func.__name__ = func.__qualname__ = name
+    return func
+
+
+def target_codes(tgt) -> tuple[int, int, int]:
+    """The activation, likelihood and prior codes of a :data:`KernelTarget` or
+    :data:`DensityTarget`: the arguments of :func:`logp_grad_for`."""
+    cfg = tgt.cfg[0]
+    return int(cfg["activation"]), int(cfg["likelihood"]), int(cfg["prior"])
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -1010,8 +1286,9 @@ def density(q, tgt, ws, grad, stats, with_grad):
 
 
 class CompiledDensity(WrapperAddressProtocol):
-    """:func:`logp_grad` compiled (or loaded from the cache) for one signature, handed to
-    kernels by address as a :data:`DensityTarget`'s ``density``.
+    """:func:`logp_grad_for` one activation, likelihood and prior, compiled (or loaded from
+    the cache) for one signature, handed to kernels by address as a
+    :data:`DensityTarget`'s ``density``.
 
     The kernels that take it are compiled for its signature, not for the function, so
     numba's cache keeps them across processes; the address is looked up in each process
@@ -1021,10 +1298,16 @@ class CompiledDensity(WrapperAddressProtocol):
     ----------
     sig : numba.core.typing.Signature
         ``float64(q, KernelTarget, ws, grad, stats, with_grad)`` with the target's types.
+    codes : tuple of int or None
+        The activation, likelihood and prior codes (:func:`target_codes`); None for
+        :func:`logp_grad`, which reads them at run time.
     """
 
-    def __init__(self, sig: numba.core.typing.Signature) -> None:
+    def __init__(
+        self, sig: numba.core.typing.Signature, codes: tuple[int, int, int] | None
+    ) -> None:
         self._sig = sig
+        self._codes = codes
         self._address = None
         self._helper = None
         self._aside = False
@@ -1042,7 +1325,11 @@ class CompiledDensity(WrapperAddressProtocol):
         (doc/performance.md).
         """
         with self._lock:
-            if self._address is not None or self._helper is not None or _cached(self._sig):
+            if (
+                self._address is not None
+                or self._helper is not None
+                or _cached(self.dispatcher(), self._sig)
+            ):
                 return
             try:
                 helper = subprocess.Popen(
@@ -1051,7 +1338,7 @@ class CompiledDensity(WrapperAddressProtocol):
                     stdout=subprocess.PIPE,
                     stderr=subprocess.DEVNULL,
                 )
-                helper.stdin.write(pickle.dumps(self._sig))
+                helper.stdin.write(pickle.dumps((self._sig, self._codes)))
                 helper.stdin.close()
             except (OSError, pickle.PicklingError):  # no helper: resolve() compiles here
                 return
@@ -1072,8 +1359,9 @@ class CompiledDensity(WrapperAddressProtocol):
                     _BACKGROUND[:] = [p for p in _BACKGROUND if p.poll() is None]
                     _BACKGROUND.append(self._helper)
                     self._helper = None
-                logp_grad.compile(self._sig.args)
-                cres = logp_grad.get_compile_result(self._sig)
+                kernel = self.dispatcher()
+                kernel.compile(self._sig.args)
+                cres = kernel.get_compile_result(self._sig)
                 name = cres.fndesc.llvm_cfunc_wrapper_name
                 self._address = cres.library.get_pointer_to_function(name)
             return self._address
@@ -1092,26 +1380,34 @@ class CompiledDensity(WrapperAddressProtocol):
         process then also compiles prediction's kernels into the cache."""
         return self._aside
 
+    def dispatcher(self) -> numba.core.registry.CPUDispatcher:
+        """The kernel it is the address of, :func:`logp_grad_for` its codes (or
+        :func:`logp_grad` without codes): for calls from Python."""
+        return logp_grad if self._codes is None else logp_grad_for(*self._codes)
+
     def __reduce__(self):
-        return (_resolved_density, (self._sig,))
+        return (_resolved_density, (self._sig, self._codes))
 
 
 # what the helper process of CompiledDensity.compile_aside runs: this very package's kernels
-# (not a skbnn the working folder might hold) and the signature from stdin. The package is
-# registered as an empty module so that its __init__, which imports the estimators and
-# scikit-learn, does not run: the kernels need only numba, and the helper's start is on the
-# cold fit's critical path (1.2 s of its 1.8 s of imports). Once the network kernel is in
-# the cache it says so on stdout, and goes on with the kernels a first prediction compiles
-# (1-1.5 s), while the fit's process, no longer waiting, samples.
+# (not a skbnn the working folder might hold), with the signature and the codes from stdin.
+# The package is registered as an empty module so that its __init__, which imports the
+# estimators and scikit-learn, does not run: the kernels need only numba, and the helper's
+# start is on the cold fit's critical path (1.2 s of its 1.8 s of imports). Once the
+# network kernel is in the cache it says so on stdout, and goes on with the kernels a first
+# prediction compiles (1-1.5 s), while the fit's process, no longer waiting, samples.
 _COMPILE_ASIDE = (
     "import pickle, sys, types\n"
     "package = types.ModuleType('skbnn')\n"
     f"package.__path__ = [{os.path.dirname(os.path.dirname(__file__))!r}]\n"
     "sys.modules['skbnn'] = package\n"
     "from skbnn.kernels import network, predict\n"
-    "network.logp_grad.compile(pickle.load(sys.stdin.buffer).args)\n"
+    "sig, codes = pickle.load(sys.stdin.buffer)\n"
+    "specialized = codes is not None\n"
+    "(network.logp_grad_for(*codes) if specialized else network.logp_grad).compile(sig.args)\n"
     "print('cached', flush=True)\n"
-    "network.forward_batch.compile(network.FORWARD_BATCH_ARGS)\n"
+    "if specialized:\n"
+    "    network.forward_batch_for(codes[0]).compile(network.FORWARD_BATCH_ARGS)\n"
     "predict.mixture_quantiles.compile(predict.MIXTURE_QUANTILES_ARGS)\n"
 )
 
@@ -1120,15 +1416,27 @@ _COMPILE_ASIDE = (
 _BACKGROUND: list = []
 
 
-def _cached(sig) -> bool:
-    """Whether :func:`logp_grad` is compiled for ``sig`` in this process or in numba's cache
-    (its index, read without loading the code); True when numba's cache cannot tell."""
-    if tuple(sig.args) in logp_grad.overloads:
+@atexit.register
+def _finish_background() -> None:
+    # a process that ends right after a cold fit lets its helper finish caching prediction's
+    # kernels (a second or two) for the next process, and leaves no process behind
+    for helper in _BACKGROUND:
+        try:
+            helper.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            helper.kill()
+            helper.wait()
+
+
+def _cached(kernel, sig) -> bool:
+    """Whether ``kernel`` is compiled for ``sig`` in this process or in numba's cache (its
+    index, read without loading the code); True when numba's cache cannot tell."""
+    if tuple(sig.args) in kernel.overloads:
         return True
     try:
-        cache = logp_grad._cache
+        cache = kernel._cache
         # keyed as numba's own compile keys it: by the tuple of argument types
-        key = cache._index_key(tuple(sig.args), logp_grad.targetctx.codegen())
+        key = cache._index_key(tuple(sig.args), kernel.targetctx.codegen())
         return key in cache._cache_file._load_index()
     except Exception:  # a numba without these internals, or no cache: compile here
         return True
@@ -1151,12 +1459,12 @@ def compile_aside_enabled() -> bool:
 
 
 @functools.cache
-def _compiled_density(sig) -> CompiledDensity:
-    return CompiledDensity(sig)
+def _compiled_density(sig, codes) -> CompiledDensity:
+    return CompiledDensity(sig, codes)
 
 
-def _resolved_density(sig) -> CompiledDensity:
-    density = _compiled_density(sig)
+def _resolved_density(sig, codes) -> CompiledDensity:
+    density = _compiled_density(sig, codes)
     density.resolve()
     return density
 
@@ -1164,15 +1472,21 @@ def _resolved_density(sig) -> CompiledDensity:
 _VECTOR = types.Array(types.float64, 1, "C")
 _INDEX = types.Array(types.int64, 1, "C")
 
-#: The argument types prediction calls :func:`forward_batch` with (C arrays).
+#: The argument types prediction calls :func:`forward_batch_for`'s kernels with (C arrays).
 FORWARD_BATCH_ARGS = (
-    types.Array(types.float64, 2, "C"), _VECTOR, _INDEX, _INDEX, types.int64, types.int64,
+    types.Array(types.float64, 2, "C"), _VECTOR, _INDEX, _INDEX, types.int64,
     types.Array(types.float64, 3, "C"),
 )  # fmt: skip
 
 
-def density_target(tgt: KernelTarget, aside: bool = False) -> DensityTarget:
-    """``tgt`` with :func:`logp_grad` compiled for its types as its ``density`` field.
+def density_target(
+    tgt: KernelTarget,
+    aside: bool = False,
+    codes: tuple[int, int, int] | None = None,
+    specialized: bool = True,
+) -> DensityTarget:
+    """``tgt`` with :func:`logp_grad_for` its codes (:func:`target_codes`), compiled for its
+    types, as its ``density`` field.
 
     Parameters
     ----------
@@ -1182,6 +1496,12 @@ def density_target(tgt: KernelTarget, aside: bool = False) -> DensityTarget:
         (:meth:`CompiledDensity.compile_aside`, when :func:`compile_aside_enabled`) while
         this one compiles the kernel it is first passed to; otherwise compile or load it
         now.
+    codes : tuple of int, default=None
+        The activation, likelihood and prior to compile for instead of ``tgt``'s (the
+        warm-up problems of a fit's first compile stand in for its target).
+    specialized : bool, default=True
+        False: :func:`logp_grad` itself, which reads the codes at run time (for the
+        variational methods, whose own kernels compile its branches anyway).
 
     Returns
     -------
@@ -1190,7 +1510,11 @@ def density_target(tgt: KernelTarget, aside: bool = False) -> DensityTarget:
         ``tgt``'s), plus the compiled log density.
     """
     sig = types.float64(_VECTOR, numba.typeof(tgt), _VECTOR, _VECTOR, _VECTOR, types.boolean)
-    density = _compiled_density(sig)
+    if not specialized:
+        codes = None
+    elif codes is None:
+        codes = target_codes(tgt)
+    density = _compiled_density(sig, None if codes is None else tuple(codes))
     if aside and compile_aside_enabled():
         density.compile_aside()
     else:
@@ -1231,6 +1555,12 @@ def _typeof_density_target(val, c):
     return ty
 
 
+def log_density(q, tgt: DensityTarget, ws, grad, stats, with_grad: bool) -> float:
+    """:func:`density` called from Python: the kernel of ``tgt.density`` at ``q``, with
+    :func:`logp_grad`'s parameters and result (the chain driver's evaluations)."""
+    return tgt.density.dispatcher()(q, tgt.target, ws, grad, stats, with_grad)
+
+
 def plain_target(tgt: DensityTarget) -> KernelTarget:
     """The :data:`KernelTarget` of a :data:`DensityTarget` (the same arrays), for calling
     the kernels that take one from Python."""
@@ -1239,7 +1569,8 @@ def plain_target(tgt: DensityTarget) -> KernelTarget:
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def logp_grad_batch(thetas, tgt, ws, out_logp, out_grads, out_stats):
-    """:func:`logp_grad` of many parameter vectors, serially and without the GIL.
+    """The log density of a :data:`DensityTarget` (:func:`density`) at many parameter
+    vectors, serially and without the GIL.
 
     Callers split the rows of ``thetas`` over the shared thread pool
     (:func:`skbnn.utils.thread_map`), each thread with its own ``ws`` and slices of the
@@ -1250,7 +1581,7 @@ def logp_grad_batch(thetas, tgt, ws, out_logp, out_grads, out_stats):
     dummy = np.empty(0)
     for s in range(thetas.shape[0]):
         g = out_grads[s] if with_grad else dummy
-        out_logp[s] = logp_grad(thetas[s], tgt, ws, g, out_stats[s], with_grad)
+        out_logp[s] = density(thetas[s], tgt, ws, g, out_stats[s], with_grad)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -1260,7 +1591,29 @@ def forward_batch(thetas, XT, sizes, offsets, act, n, out):
     Serial and GIL-free: prediction splits the draws over a thread pool instead of
     ``prange``, because a parallel loop here costs seconds of extra compilation on every
     new install and buys nothing over threads on disjoint slices of ``out``.
+    :func:`forward_batch_for` compiles it for one activation.
     """
+    _forward_batch(thetas, XT, sizes, offsets, act, n, out)
+
+
+@functools.cache
+def forward_batch_for(activation: int) -> numba.core.registry.CPUDispatcher:
+    """:func:`forward_batch` compiled for one activation code, without its ``act``
+    parameter: ``(thetas, XT, sizes, offsets, n, out)``. It shares the network kernels that
+    :func:`logp_grad_for` compiles for that activation, and the process that compiles the
+    network kernel beside a cold fit compiles it too (:class:`CompiledDensity`)."""
+    activation = int(activation)
+
+    def kernel(thetas, XT, sizes, offsets, n, out):
+        _forward_batch(thetas, XT, sizes, offsets, activation, n, out)
+
+    return njit(cache=True, nogil=True, error_model="numpy")(
+        _named(kernel, f"forward_batch_{activation}")
+    )
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _forward_batch(thetas, XT, sizes, offsets, act, n, out):
     size = workspace_size(sizes, n)
     k = sizes[sizes.shape[0] - 1]
     ws = np.empty(size)

@@ -407,7 +407,7 @@ def mc_term(lam, p, tgt, vcfg, work, ws, stats, rng, with_grad, scale):
             _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale)
         if not vc.closed_kl:
             _draw_theta(lam, p, 0, work, rng, 0, n_w)
-            lp += log_prior(work.w, prior_mean, prior_scale, cfg, n_w, g, with_grad)
+            lp += log_prior(work.w, prior_mean, prior_scale, cfg, n_w, g, with_grad, cfg.prior)
             if with_grad:
                 _accumulate(p, 0, work, 0, n_w, scale)
         return beta * ll + lp
@@ -426,7 +426,7 @@ def mc_term(lam, p, tgt, vcfg, work, ws, stats, rng, with_grad, scale):
             for i in range(n_w):
                 g[i] = 0.0
     else:
-        lp += log_prior(w, prior_mean, prior_scale, cfg, n_w, g, with_grad)
+        lp += log_prior(w, prior_mean, prior_scale, cfg, n_w, g, with_grad, cfg.prior)
     if with_grad:
         _backward(w, XT, sizes, offsets, cfg.activation, n, ws, g, beta)
         a = cfg.noise_shape

@@ -82,13 +82,16 @@ def stan_windows(n_warmup: int) -> np.ndarray:
     return sched
 
 
-def _ensure_compiled(kernel, moves: bool | None = None) -> float:
+def _ensure_compiled(kernel, moves: bool | None, codes: tuple[int, int, int]) -> float:
     """Compile (or load from numba's cache) a chain kernel for its ``moves`` argument (see
-    :func:`skbnn.kernels.chain.needs_moves`); return the seconds spent."""
+    :func:`skbnn.kernels.chain.needs_moves`), and the network and prediction kernels for the
+    fit's activation, likelihood and prior ``codes`` (:func:`skbnn.kernels.network.target_codes`);
+    return the seconds spent."""
     moves_type = numba.typeof(moves)
+    density, predict = knet.logp_grad_for(*codes), knet.forward_batch_for(codes[0])
 
     def compiled() -> bool:
-        return any(sig[-1] == moves_type for sig in kernel.signatures)
+        return any(sig[-1] == moves_type for sig in kernel.signatures) and bool(density.signatures)
 
     def warm():
         from ..target import Target
@@ -96,8 +99,8 @@ def _ensure_compiled(kernel, moves: bool | None = None) -> float:
         rng = np.random.default_rng(0)
         x = rng.standard_normal((3, 1))
         target = Target(x, x[:, 0], (1,), "tanh", "gaussian")
-        # the network kernel compiles in another process meanwhile, if it can
-        tgt = knet.density_target(target.kernel_target(), aside=True)
+        # the fit's network kernel compiles in another process meanwhile, if it can
+        tgt = knet.density_target(target.kernel_target(), aside=True, codes=codes)
         d = target.n_params
         # any valid two-iteration run: numba compiles every branch whatever the values
         settings = kchain.make_settings(
@@ -109,12 +112,12 @@ def _ensure_compiled(kernel, moves: bool | None = None) -> float:
         kernel(rng, chain, tgt, settings, np.zeros((1, 2), dtype=np.uint8), 0, 2, moves)
         if not tgt.density.compiled_aside:
             # the helper process, when there is one, compiles it while the chains run
-            knet.forward_batch(
-                np.zeros((1, d)), target.XT, target.layout.sizes, target.layout.offsets, 2, 3,
+            predict(
+                np.zeros((1, d)), target.XT, target.layout.sizes, target.layout.offsets, 3,
                 np.zeros((1, 1, 3)),
             )  # fmt: skip
 
-    return compile_once((kernel,), warm, compiled)
+    return compile_once((kernel, density), warm, compiled)
 
 
 def _momentum(rng, metric, dense: bool) -> np.ndarray:
@@ -152,7 +155,7 @@ def _init_step_size(chain, eps: float, dense: bool) -> float:
         # one leapfrog step, in numpy around the compiled log density
         p += 0.5 * eps * g
         q += eps * (sigma @ p if dense else inv_m * p)
-        lp = knet.logp_grad(q, knet.plain_target(tgt), ws, g, st, True)
+        lp = knet.log_density(q, tgt, ws, g, st, True)
         p += 0.5 * eps * g
         state["n_grad_evals"] += 1
         h = -lp + kinetic(p)
@@ -342,8 +345,8 @@ class _ChainBlocks:
         if chain["pos"] == 0:
             # a random walk never reads the gradient
             g = arrays.grad[:0] if walk else arrays.grad
-            state["logp"] = knet.logp_grad(
-                arrays.q, knet.plain_target(chain["tgt"]), chain["ws"], g, arrays.stats, not walk
+            state["logp"] = knet.log_density(
+                arrays.q, chain["tgt"], chain["ws"], g, arrays.stats, not walk
             )
             state["n_grad_evals"] += 1
             if not walk:
@@ -494,7 +497,7 @@ class _HMCFamily(BaseMethod):
         self._check_target(target)
         # None compiles the kernel without the moves this fit never makes
         moves = True if kchain.needs_moves(settings, target.hierarchical) else None
-        compile_time = _ensure_compiled(self._block_kernel, moves)
+        compile_time = _ensure_compiled(self._block_kernel, moves, target.kernel_codes)
         if self._uses_step_size:
             sched = stan_windows(n_warmup)
         else:
@@ -901,9 +904,9 @@ class _HMCFamily(BaseMethod):
         xt = target.XT.reshape(target.n_features, target.n_rows)[:, rows]
         thetas = np.concatenate([c["arrays"].draws for c in chains])
         outputs = np.empty((thetas.shape[0], target.n_outputs, rows.size))
-        knet.forward_batch(
+        knet.forward_batch_for(target.activation_code)(
             thetas, np.ascontiguousarray(xt).ravel(), target.layout.sizes,
-            target.layout.offsets, target.activation_code, rows.size, outputs,
+            target.layout.offsets, rows.size, outputs,
         )  # fmt: skip
         monitored = _monitored_predictions(outputs, target.likelihood)
         monitored = monitored.reshape(len(chains), n_keep, *monitored.shape[1:])
@@ -1087,8 +1090,8 @@ class _ReplicaExchange:
         # log density and gradient at the chain's state under its (new) state or beta
         arrays = chain["arrays"]
         state = arrays.state[0]
-        state["logp"] = knet.logp_grad(
-            arrays.q, knet.plain_target(chain["tgt"]), chain["ws"], arrays.grad, arrays.stats, True
+        state["logp"] = knet.log_density(
+            arrays.q, chain["tgt"], chain["ws"], arrays.grad, arrays.stats, True
         )
         state["n_grad_evals"] += 1
 
@@ -1220,7 +1223,7 @@ def map_starts(target, seeds, n_jobs) -> tuple[list, int]:
         learning_rate_init=0.01,
         max_iter=MAP_INIT_LBFGS_ITER if lbfgs else MAP_INIT_EPOCHS,
     )
-    trainer._compile()
+    trainer._compile(target.kernel_codes)
     settings = trainer._settings(target.n_rows)
 
     def start(target, rng):

@@ -84,16 +84,22 @@ def glorot_init(target, rng: np.random.Generator) -> np.ndarray:
     return theta
 
 
-def _ensure_compiled() -> float:
+def _ensure_compiled(codes: tuple[int, int, int]) -> float:
+    """Compile (or load from numba's cache) the training engine's epoch kernel, and the
+    network kernel for the fit's activation, likelihood and prior ``codes``
+    (:attr:`skbnn.target.Target.kernel_codes`); return the seconds spent."""
+    density = knet.logp_grad_for(*codes)
+
     def warm():
         from ..target import Target
 
         x = np.linspace(-1.0, 1.0, 6)[:, None]
         target = Target(x, x[:, 0], (2,), "tanh", "gaussian", noise="theta")
         theta = glorot_init(target, np.random.default_rng(0))
-        _minibatch_epochs(target, theta, np.arange(6), None, _Settings(), None, None, 1, aside=True)
+        _minibatch_epochs(target, theta, np.arange(6), None, _Settings(), None, None, 1,
+                          aside=True, codes=codes)  # fmt: skip
 
-    return compile_once((kopt.run_epoch,), warm)
+    return compile_once((kopt.run_epoch, density), warm)
 
 
 @dataclass
@@ -186,7 +192,7 @@ def batches(n_train: int, batch_size: int) -> tuple[int, int]:
 
 def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rng=None,
                       lr_kind=None, lr0=None, moments=None, sgd=False, bar=None,
-                      member=None, aside=False):  # fmt: skip
+                      member=None, aside=False, codes=None):  # fmt: skip
     """Run up to ``n_epochs`` minibatch epochs on the rows ``train``; returns a Member.
 
     ``val`` rows (or None) drive early stopping, which restores the best parameters. With
@@ -198,7 +204,7 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
     YT = target.YT if YT is None else YT
     # aside: the first compile's network kernel may compile in another process meanwhile
     tgt = knet.density_target(
-        target.kernel_target(own=True, YT=YT, prior_mean=prior_mean), aside=aside
+        target.kernel_target(own=True, YT=YT, prior_mean=prior_mean), aside=aside, codes=codes
     )
     n_train = train.size
     batch, n_steps = batches(n_train, s.batch_size)
@@ -419,7 +425,7 @@ class _Trainer(BaseMethod):
 
         self._validate_params()
         t0 = time.perf_counter()
-        compile_time = self._compile()
+        compile_time = self._compile(target.kernel_codes)
         settings = self._settings(target.n_rows)
         per_member = settings.max_iter if epochs_per_member is None else epochs_per_member
         desc = f"{type(self).__name__}: {n_members} members x {per_member} epochs"

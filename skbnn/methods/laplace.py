@@ -46,19 +46,25 @@ MAX_DECREMENT = 0.1
 PRECISION_RANGE = (1e-8, 1e8)
 
 
-def _ensure_compiled() -> float:
+def _ensure_compiled(codes: tuple[int, int, int]) -> float:
+    """Compile (or load from numba's cache) the Jacobian kernel and the network kernel for
+    the fit's ``codes`` (:attr:`skbnn.target.Target.kernel_codes`) with its batch
+    evaluation; return the seconds spent."""
+
     def warm():
         from ..target import Target
 
         x = np.linspace(-1.0, 1.0, 4)[:, None]
         target = Target(x, x[:, 0], (2,), "tanh", "gaussian", noise="gibbs")
+        target.compile_codes = codes
         theta = np.ones(target.n_params)
         Network(target.layout, 2).map_jacobians(x, theta, 0, lambda *a: None)
         # the evaluations the polish and the exact Hessian make from Python
         target.evaluator()(theta)
         target.logp_grad_batch(theta[None])
 
-    return compile_once((knet.jacobian, knet.logp_grad, knet.logp_grad_batch), warm)
+    kernels = (knet.jacobian, knet.logp_grad_for(*codes), knet.logp_grad_batch)
+    return compile_once(kernels, warm)
 
 
 def log_symmetric_modes(layout, theta, variance, activation: str) -> float:
@@ -667,7 +673,7 @@ n_iter_no_change
                 "scale-mixture prior"
             )
         t0 = time.perf_counter()
-        compile_time = _ensure_compiled()
+        compile_time = _ensure_compiled(target.kernel_codes)
         # a private copy: the updates write the prior scales and noise precisions
         target = copy.copy(target)
         target.prior_scale = target.prior_scale.copy()

@@ -29,7 +29,13 @@ from .vi import VariationalInference, _inverse_softplus
 PATH_DRAWS = 10_000
 
 
-def _ensure_compiled() -> float:
+def _ensure_compiled(codes: tuple[int, int, int]) -> float:
+    """Compile (or load from numba's cache) the variational kernels and the network kernel
+    the ELBO's estimate evaluates; return the seconds spent. ``codes`` (the fit's
+    :attr:`skbnn.target.Target.kernel_codes`, as the training engine's compile takes them)
+    are not used: that network kernel reads them at run time, its branches being compiled
+    for the variational kernels anyway."""
+
     def warm():
         from ..target import Target
 
@@ -44,7 +50,10 @@ def _ensure_compiled() -> float:
                            None, Member(lam), vcfg)  # fmt: skip
             method._elbo(target, lam, rng, 2, 1)
 
-    return compile_once((kvi.run_vi_epoch, kvi.spike_slab_terms, knet.logp_grad_batch), warm)
+    kernels = (
+        kvi.run_vi_epoch, kvi.spike_slab_terms, knet.logp_grad_batch, knet.logp_grad
+    )  # fmt: skip
+    return compile_once(kernels, warm)
 
 
 def path_probabilities(alphas: list, rng: np.random.Generator | None = None) -> np.ndarray:

@@ -191,7 +191,7 @@ class SMC(BaseMethod):
                 "Target with noise='marginal' (as the estimators do)"
             )
         t_start = time.perf_counter()
-        compile_time = _ensure_compiled()
+        compile_time = _ensure_compiled(target.kernel_codes)
         rng = np.random.default_rng(seed_sequence(random_state))
         n, d = int(n_samples), target.n_params
         tempered = _TemperedLoglik(target)
@@ -547,13 +547,13 @@ def _residual(w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 _RESAMPLERS = {"systematic": _systematic, "multinomial": _multinomial, "residual": _residual}
 
 
-def _warm() -> None:
+def _warm(codes: tuple[int, int, int]) -> None:
     from ..target import Target
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((3, 1))
     target = Target(x, x[:, 0], (1,), "tanh", "gaussian", noise="marginal")
-    tgt = knet.density_target(target.kernel_target(), aside=True)
+    tgt = knet.density_target(target.kernel_target(), aside=True, codes=codes)
     d = target.n_params
     thetas = np.zeros((2, d))
     stats = np.zeros((2, 3))
@@ -572,13 +572,17 @@ def _warm() -> None:
     ksmc.hmc_moves(*moves)
     if not tgt.density.compiled_aside:
         # the helper process, when there is one, compiles it while the particles move
-        knet.forward_batch(
-            np.zeros((1, d)), target.XT, target.layout.sizes, target.layout.offsets, 2, 3,
+        knet.forward_batch_for(codes[0])(
+            np.zeros((1, d)), target.XT, target.layout.sizes, target.layout.offsets, 3,
             np.zeros((1, 1, 3)),
         )  # fmt: skip
 
 
-def _ensure_compiled() -> float:
-    """Compile (or load from numba's cache) the SMC kernels; return the seconds spent."""
-    kernels = (ksmc.hmc_moves, ksmc.evaluate, ksmc.log_marginal_rows)
-    return compile_once(kernels, _warm)
+def _ensure_compiled(codes: tuple[int, int, int]) -> float:
+    """Compile (or load from numba's cache) the SMC kernels, and the network kernel for the
+    fit's activation, likelihood and prior ``codes``
+    (:attr:`skbnn.target.Target.kernel_codes`); return the seconds spent."""
+    kernels = (
+        ksmc.hmc_moves, ksmc.evaluate, ksmc.log_marginal_rows, knet.logp_grad_for(*codes)
+    )  # fmt: skip
+    return compile_once(kernels, lambda: _warm(codes))

@@ -46,7 +46,13 @@ def elbo_trend(curve, window: int) -> tuple[float, float]:
     return float(a.mean() - b.mean()), se
 
 
-def _ensure_compiled() -> float:
+def _ensure_compiled(codes: tuple[int, int, int]) -> float:
+    """Compile (or load from numba's cache) the variational kernels and the network kernel
+    the ELBO's estimate evaluates; return the seconds spent. ``codes`` (the fit's
+    :attr:`skbnn.target.Target.kernel_codes`, as the training engine's compile takes them)
+    are not used: that network kernel reads them at run time, its branches being compiled
+    for the variational kernels anyway."""
+
     def warm():
         from ..priors import ScaleMixturePrior
         from ..target import Target
@@ -68,7 +74,8 @@ def _ensure_compiled() -> float:
                                rng, None, member, vcfg)  # fmt: skip
                 method._elbo(target, lam, vcfg, rng, 2)
 
-    return compile_once((kvi.run_vi_epoch, knet.logp_grad_batch), warm)
+    kernels = (kvi.run_vi_epoch, knet.logp_grad_batch, knet.logp_grad)
+    return compile_once(kernels, warm)
 
 
 class VariationalInference(_Trainer):
