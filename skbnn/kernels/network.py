@@ -1317,7 +1317,8 @@ class CompiledDensity(WrapperAddressProtocol):
         """Start compiling the function into numba's cache in a helper process, unless it
         is compiled or cached already; :meth:`resolve` then waits for it and loads it. The
         helper goes on to compile the kernels of a first prediction
-        (:func:`forward_batch`, :func:`skbnn.kernels.predict.mixture_quantiles`) and ends.
+        (:func:`forward_batch_for` its activation,
+        :func:`skbnn.kernels.predict.mixture_quantiles`) and ends.
 
         A kernel that calls the function through its address compiles without its code, so
         the two compile at once, on two cores in about the time of the longer: the cold
