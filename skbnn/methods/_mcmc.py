@@ -112,10 +112,7 @@ def _ensure_compiled(kernel, moves: bool | None, codes: tuple[int, int, int]) ->
         kernel(rng, chain, tgt, settings, np.zeros((1, 2), dtype=np.uint8), 0, 2, moves)
         if not tgt.density.compiled_aside:
             # the helper process, when there is one, compiles it while the chains run
-            predict(
-                np.zeros((1, d)), target.XT, target.layout.sizes, target.layout.offsets, 3,
-                np.zeros((1, 1, 3)),
-            )  # fmt: skip
+            predict.compile(knet.FORWARD_BATCH_ARGS)
 
     return compile_once((kernel, density), warm, compiled)
 

@@ -572,10 +572,7 @@ def _warm(codes: tuple[int, int, int]) -> None:
     ksmc.hmc_moves(*moves)
     if not tgt.density.compiled_aside:
         # the helper process, when there is one, compiles it while the particles move
-        knet.forward_batch_for(codes[0])(
-            np.zeros((1, d)), target.XT, target.layout.sizes, target.layout.offsets, 3,
-            np.zeros((1, 1, 3)),
-        )  # fmt: skip
+        knet.forward_batch_for(codes[0]).compile(knet.FORWARD_BATCH_ARGS)
 
 
 def _ensure_compiled(codes: tuple[int, int, int]) -> float:
