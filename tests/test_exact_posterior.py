@@ -661,6 +661,23 @@ def test_mixture_quantiles_against_brentq(n_components):
         np.testing.assert_allclose(out, mu + sd[0] * stats.norm.ppf(probs), rtol=1e-10)
 
 
+def test_mixture_quantiles_of_a_nonfinite_mixture_are_nan():
+    # a point whose components hold a NaN mean or an infinite sd has no quantile: NaN, as
+    # numpy's min and max would give, not a number from a bracket that is not one; the
+    # other points are as if computed alone
+    rng = np.random.default_rng(0)
+    mu = rng.normal(size=(4, 5))
+    sd = rng.uniform(0.5, 1.5, (4, 5))
+    w, probs = np.full(5, 0.2), np.array([0.05, 0.95])
+    alone = np.empty((4, 2))
+    mixture_quantiles(mu, sd, w, probs, alone)
+    mu[1, 2], sd[2, 4], mu[3, 0] = np.nan, np.inf, -np.inf
+    out = np.empty((4, 2))
+    mixture_quantiles(mu, sd, w, probs, out)
+    assert np.isnan(out[1:]).all()
+    np.testing.assert_array_equal(out[0], alone[0])
+
+
 @pytest.mark.statistical
 @pytest.mark.parametrize(
     "method",

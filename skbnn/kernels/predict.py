@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 from numba.core import types
 
 from ._jit import njit
@@ -45,10 +46,23 @@ def mixture_quantiles(mu, sd, w, probs, out):
     shared = sd.shape[0] == 1
     for i in range(n_points):
         sd_i = sd[0] if shared else sd[i]
-        sd_max = sd_i.max()
         row = mu[i]
-        lo0 = row.min() - 40.0 * sd_max
-        hi0 = row.max() + 40.0 * sd_max
+        # plain loops: numpy's min and max would compile a kernel each (0.5 s cold)
+        sd_max = sd_i[0]
+        row_min = row[0]
+        row_max = row[0]
+        finite = 0.0  # stays 0 unless a mean or sd is NaN or infinite
+        for s in range(row.shape[0]):
+            sd_max = max(sd_max, sd_i[s])
+            row_min = min(row_min, row[s])
+            row_max = max(row_max, row[s])
+            finite += 0.0 * row[s] + 0.0 * sd_i[s]
+        if finite != 0.0:
+            for j in range(probs.shape[0]):
+                out[i, j] = np.nan  # as numpy's min and max would propagate it
+            continue
+        lo0 = row_min - 40.0 * sd_max
+        hi0 = row_max + 40.0 * sd_max
         for j in range(probs.shape[0]):
             lo = lo0
             hi = hi0
