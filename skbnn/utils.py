@@ -166,7 +166,7 @@ def compile_for(kernel, *args) -> None:
 
     A kernel that takes a :data:`~skbnn.kernels.network.DensityTarget` waits, when first
     called, for the network kernel that a helper process may be compiling beside a cold fit
-    (:meth:`~skbnn.kernels.network.CompiledDensity.compile_aside`); compiling it from the
+    (:func:`~skbnn.kernels.network.compile_aside`); compiling it from the
     types alone does not, so a fit's warm-up compiles each of its kernels this way first,
     and waits once, when it calls them.
     """

@@ -223,19 +223,57 @@ def test_a_second_process_loads_the_kernels_its_first_compiled():
         "X = np.linspace(-1, 1, 20)[:, None]\n"
         "BayesianMLPRegressor((2,), method=NUTS(n_chains=1, n_warmup=20), n_samples=10,\n"
         "                     random_state=0).fit(X, X[:, 0])\n"
-        "kernels = (chain.run_nuts_block, network.logp_grad_for(2, 0, 0),\n"
-        "           network.forward_batch_for(2))\n"
+        "kernels = (chain.run_nuts_block, chain.after_transition_kernel,\n"
+        "           network.logp_grad_for(2, 0, 0), network.forward_batch_for(2))\n"
         "print(json.dumps({k.__name__: [len(k.stats.cache_hits), len(k.stats.cache_misses)]\n"
         "                  for k in kernels}))\n"
     )
     runs = _json_of_two_processes(code)
     # [hits, misses] per kernel (the network and prediction kernels for tanh, a Gaussian
-    # likelihood and prior): the second process compiled nothing and loaded all three
+    # likelihood and prior): the second process compiled nothing and loaded all four
     assert runs[1] == {
         "run_nuts_block": [1, 0],
+        "after_transition_kernel": [1, 0],
         "logp_grad_2_0_0": [1, 0],
         "forward_batch_2": [1, 0],
     }
+
+
+_COLD_NUTS = """
+import json, numpy as np
+from skbnn import BayesianMLPRegressor
+from skbnn.kernels import chain, network
+from skbnn.methods import NUTS
+X = np.linspace(-1, 1, 20)[:, None]
+BayesianMLPRegressor((2,), method=NUTS(n_chains=1, n_warmup=20), n_samples=10,
+                     random_state=0).fit(X, X[:, 0])
+kernels = (chain.run_nuts_block, chain.after_transition_kernel,
+           network.logp_grad_for(2, 0, 0), network.forward_batch_for(2))
+out = {k.__name__: [len(k.stats.cache_hits), len(k.stats.cache_misses)] for k in kernels}
+# a kernel only the bookkeeping calls: compiled here if the block kernel had been with it
+out["bookkeeping_compiled_here"] = bool(chain._gaussian_loglik.signatures)
+print(json.dumps(out))
+"""
+
+
+def test_a_cold_nuts_fit_compiles_its_bookkeeping_and_network_kernel_in_the_helper(tmp_path):
+    # A cold NUTS fit splits its compiling over two processes: the fit's compiles the block
+    # kernel without the bookkeeping that follows each transition, which it calls through
+    # an address, while the helper compiles that bookkeeping, the network kernel and then
+    # prediction's kernel; the fit's process loads all three from the cache (a hit each,
+    # prediction's after waiting for the helper to end) and compiles only its own.
+    import os
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "SKBNN_COMPILE_ASIDE": "1"}
+    first, second = _json_of_two_processes(_COLD_NUTS, env)
+    assert first == {
+        "run_nuts_block": [0, 1],
+        "after_transition_kernel": [1, 0],
+        "logp_grad_2_0_0": [1, 0],
+        "forward_batch_2": [1, 0],
+        "bookkeeping_compiled_here": False,
+    }
+    assert second == {**first, "run_nuts_block": [1, 0]}
 
 
 _ASIDE = """
@@ -292,7 +330,7 @@ def test_the_helper_process_imports_the_kernels_without_scikit_learn():
 
     from skbnn.kernels import network as knet
 
-    program = knet._COMPILE_ASIDE.split("sig, codes", 1)[0] + (
+    program = knet._COMPILE_ASIDE.split("jobs, activation", 1)[0] + (
         "print('sklearn' in sys.modules, 'skbnn.estimators' in sys.modules,"
         " network.logp_grad.__module__)\n"
     )
@@ -351,8 +389,9 @@ for act in ("tanh", "relu"):
     stats = np.empty((2, 3))
     smc.evaluate(thetas, tgt, stats, 0, 2)  # through the density's address
     direct = np.empty(3)
-    knet.logp_grad(thetas[1], target.kernel_target(), target.workspace(), np.empty(0), direct,
-                   False)
+    # called from Python: the kernel compiled for this activation (the same bits)
+    tgt.density.dispatcher()(thetas[1], target.kernel_target(), target.workspace(),
+                             np.empty(0), direct, False)
     same.append(stats[1].tolist() == direct.tolist())
 print(json.dumps(same))
 """

@@ -826,3 +826,32 @@ def test_warm_start_refuses_other_data_or_fewer_draws_and_others_fit_anew():
     est.set_params(method=hot).fit(X, y)
     again = BayesianMLPRegressor((3,), method=hot, n_samples=60, random_state=0).fit(X, y)
     np.testing.assert_array_equal(est.posterior_.thetas, again.posterior_.thetas)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # short runs
+@pytest.mark.parametrize("metric", ["diagonal", "dense"])
+def test_nuts_bookkeeping_through_its_address_draws_the_same_bits(metric, monkeypatch):
+    # NUTS's block kernel calls what follows each transition (dual averaging, the metric's
+    # Welford sums, the kept draw's record) through the address of a kernel compiled apart,
+    # so that a cold fit compiles it in the helper process. Run inline instead, the chains
+    # must be the same bits, and every figure of the trace the same.
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((30, 2))
+    y = X[:, 0] - X[:, 1] + 0.3 * rng.standard_normal(30)
+
+    def fit(by_address):
+        monkeypatch.setattr(NUTS, "_after_by_address", by_address)
+        method = NUTS(n_chains=2, n_warmup=80, metric=metric)
+        return BayesianMLPRegressor((3,), method=method, n_samples=40, random_state=0).fit(X, y)
+
+    through, inline = fit(True), fit(False)
+    np.testing.assert_array_equal(through.posterior_.thetas, inline.posterior_.thetas)
+    np.testing.assert_array_equal(
+        through.posterior_.noise_precision, inline.posterior_.noise_precision
+    )
+    for key in ("loglik", "step_size", "accept_rate", "mean_n_leapfrog", "inverse_mass_matrix"):
+        np.testing.assert_array_equal(through.diagnostics_[key], inline.diagnostics_[key])
+    assert through.diagnostics_["n_grad_evals"] == inline.diagnostics_["n_grad_evals"]
+    # the draws were made and recorded, not left at zero by a kernel that did nothing
+    assert np.all(np.isfinite(through.diagnostics_["loglik"]))
+    assert np.unique(through.posterior_.thetas[:, 0]).size > 10

@@ -33,7 +33,7 @@ from . import _numba_cache_dir
 CACHE = _numba_cache_dir(Path(__file__).with_name("network.py")) is not None
 if not CACHE:
     # imported here: skbnn.exceptions imports scikit-learn, which the process that compiles
-    # the network kernel beside a fit (network.CompiledDensity) would otherwise load for
+    # the network kernel beside a fit (network.compile_aside) would otherwise load for
     # nothing (about 1.2 s of its start)
     from ..exceptions import CompilationCacheWarning
 

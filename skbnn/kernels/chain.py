@@ -57,7 +57,10 @@ NaN as the energy.
 import math
 from collections import namedtuple
 
+import numba
 import numpy as np
+from numba.core import types
+from numba.extending import overload
 
 from ._jit import njit
 from .adaptation import (
@@ -75,8 +78,8 @@ from .gibbs import (
 )
 from .integrators import logp_and_grad
 from .linalg import Metric, copy
-from .network import _LOG_2PI, weight_sum
-from .transitions import hmc, mala, nuts, random_walk, workspace
+from .network import _LOG_2PI, CompiledKernel, compiled_kernel, weight_sum
+from .transitions import TransitionInfo, hmc, mala, nuts, random_walk, workspace
 
 TRACE_FIELDS = (
     "loglik",
@@ -313,8 +316,61 @@ def after_transition(it, sched, chain, tgt, settings, info, eps):
                 taus[j, k + layer] = (c / s_layer) ** 2
 
 
+def _after(after, it, sched, chain, tgt, settings, info, eps):
+    """:func:`after_transition` when ``after`` is None, else ``after``, its kernel
+    (:func:`compiled_after`), called through its address: chosen while numba types the
+    block kernel, which is then compiled with the one or the other."""
+
+
+# numba prunes a branch on `after is None` only when after is None, not when it is a
+# function, so the choice is made by an overload, from the argument's type
+@overload(_after, inline="always", jit_options={"nogil": True, "error_model": "numpy"})
+def _after_overload(after, it, sched, chain, tgt, settings, info, eps):
+    if isinstance(after, types.NoneType):
+
+        def inline(after, it, sched, chain, tgt, settings, info, eps):
+            after_transition(it, sched, chain, tgt, settings, info, eps)
+
+        return inline
+
+    def through_address(after, it, sched, chain, tgt, settings, info, eps):
+        after(it, sched, chain, tgt.target, settings, info, eps)
+
+    return through_address
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
-def run_nuts_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves):
+def after_transition_kernel(it, sched, chain, tgt, settings, info, eps):
+    """:func:`after_transition` as a kernel of its own, for the block kernels to call
+    through its address (:func:`compiled_after`); ``tgt`` is a
+    :data:`~skbnn.kernels.network.KernelTarget`."""
+    after_transition(it, sched, chain, tgt, settings, info, eps)
+
+
+def compiled_after(tgt) -> CompiledKernel:
+    """:func:`after_transition_kernel` compiled for the chains of a target of ``tgt``'s
+    types (a :data:`~skbnn.kernels.network.KernelTarget`), as the block kernels' ``after``.
+
+    The NUTS kernel calls it through its address: compiled without it, the block kernel
+    takes about 1.2 s less to compile, and a cold fit compiles it in the helper process
+    beside the network kernel (doc/performance.md). Its once-per-iteration indirect call
+    costs nothing measurable beside a NUTS transition's gradients.
+    """
+    chain = make_chain(np.zeros(1), 3, n_taus=1)
+    sig = types.none(
+        types.int64,
+        numba.typeof(np.zeros((1, 2), dtype=np.uint8)),
+        numba.typeof(chain),
+        numba.typeof(tgt),
+        numba.typeof(make_settings()),
+        numba.typeof(TransitionInfo(0.0, 0, 0, 0.0, False, 0.0)),
+        types.float64,
+    )
+    return compiled_kernel(sig, (__name__, "after_transition_kernel", None))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def run_nuts_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves, after):
     """Run NUTS iterations ``[it_start, it_stop)`` of one chain.
 
     ``chain.state[0].logp``, ``chain.grad`` and ``chain.stats`` must hold the log density,
@@ -324,7 +380,10 @@ def run_nuts_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves):
     ``chain.draws``, ``chain.trace`` and ``chain.taus``.
 
     ``moves``: None when :func:`needs_moves` is False (the kernel is then compiled without
-    :func:`gibbs_moves`), else True.
+    :func:`gibbs_moves`), else True. ``after``: None to run :func:`after_transition` in
+    the kernel, or :func:`compiled_after` to call it through its address (the kernel is
+    then compiled without it, and a cold fit compiles it in the helper process beside the
+    network kernel).
 
     Returns the iteration it stopped before: ``it_stop``, or an earlier one when
     ``settings[0].interrupt`` was set (Ctrl-C; the chain is then left mid-block).
@@ -340,12 +399,12 @@ def run_nuts_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves):
             draw_marginal_noise(rng, chain, tgt, settings)
         else:
             gibbs_moves(rng, chain, tgt, settings, work.net)
-        after_transition(it, sched, chain, tgt, settings, info, eps)
+        _after(after, it, sched, chain, tgt, settings, info, eps)
     return it_stop
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def run_hmc_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves):
+def run_hmc_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves, after):
     """Run static-HMC iterations ``[it_start, it_stop)`` of one chain (see run_nuts_block)."""
     work = workspace(tgt, chain.q.shape[0], 0)
     for it in range(it_start, it_stop):
@@ -358,12 +417,12 @@ def run_hmc_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves):
             draw_marginal_noise(rng, chain, tgt, settings)
         else:
             gibbs_moves(rng, chain, tgt, settings, work.net)
-        after_transition(it, sched, chain, tgt, settings, info, eps)
+        _after(after, it, sched, chain, tgt, settings, info, eps)
     return it_stop
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def run_mala_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves):
+def run_mala_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves, after):
     """Run MALA iterations ``[it_start, it_stop)`` of one chain (see run_nuts_block)."""
     work = workspace(tgt, chain.q.shape[0], 0)
     for it in range(it_start, it_stop):
@@ -376,12 +435,12 @@ def run_mala_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves):
             draw_marginal_noise(rng, chain, tgt, settings)
         else:
             gibbs_moves(rng, chain, tgt, settings, work.net)
-        after_transition(it, sched, chain, tgt, settings, info, eps)
+        _after(after, it, sched, chain, tgt, settings, info, eps)
     return it_stop
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def run_am_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves):
+def run_am_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves, after):
     """Run adaptive-Metropolis iterations ``[it_start, it_stop)`` of one chain (Haario et al.
     2001; see run_nuts_block).
 
@@ -410,7 +469,7 @@ def run_am_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves):
             draw_marginal_noise(rng, chain, tgt, settings)
         else:
             gibbs_moves(rng, chain, tgt, settings, work.net)
-        after_transition(it, sched, chain, tgt, settings, info, 0.0)
+        _after(after, it, sched, chain, tgt, settings, info, 0.0)
         if it >= t0 // 2:
             # the first t0 / 2 steps climb from the prior start; a covariance that kept them
             # would be inflated by that transient for thousands of steps

@@ -1285,80 +1285,44 @@ def density(q, tgt, ws, grad, stats, with_grad):
     return tgt.density(q, tgt.target, ws, grad, stats, with_grad)
 
 
-class CompiledDensity(WrapperAddressProtocol):
-    """:func:`logp_grad_for` one activation, likelihood and prior, compiled (or loaded from
-    the cache) for one signature, handed to kernels by address as a
-    :data:`DensityTarget`'s ``density``.
+class CompiledKernel(WrapperAddressProtocol):
+    """A kernel compiled (or loaded from numba's cache) for one signature and handed to
+    other kernels by address: numba's first-class function type.
 
-    The kernels that take it are compiled for its signature, not for the function, so
-    numba's cache keeps them across processes; the address is looked up in each process
-    (a pickled one compiles or loads its function again where it is unpickled).
+    A kernel that takes it is compiled for its signature, not for the function, and calls
+    it through a pointer: numba links no copy of it (and of the tree below it) into the
+    caller's machine code, and the two can compile at once in two processes
+    (:func:`compile_aside`). The address is looked up in each process (a pickled one
+    compiles or loads its kernel again where it is unpickled).
 
     Parameters
     ----------
     sig : numba.core.typing.Signature
-        ``float64(q, KernelTarget, ws, grad, stats, with_grad)`` with the target's types.
-    codes : tuple of int or None
-        The activation, likelihood and prior codes (:func:`target_codes`); None for
-        :func:`logp_grad`, which reads them at run time.
+        The signature to compile for.
+    source : tuple
+        ``(module, name, args)``: the kernel is the attribute ``name`` of the module, or,
+        when ``args`` is not None, what that attribute returns for ``args`` (a factory such
+        as :func:`logp_grad_for`). Picklable, so a helper process can find the kernel.
     """
 
-    def __init__(
-        self, sig: numba.core.typing.Signature, codes: tuple[int, int, int] | None
-    ) -> None:
+    def __init__(self, sig: numba.core.typing.Signature, source: tuple) -> None:
         self._sig = sig
-        self._codes = codes
+        self._source = source
         self._address = None
         self._helper = None
         self._aside = False
         self._lock = threading.Lock()
 
-    def compile_aside(self) -> None:
-        """Start compiling the function into numba's cache in a helper process, unless it
-        is compiled or cached already; :meth:`resolve` then waits for it and loads it. The
-        helper goes on to compile the kernels of a first prediction
-        (:func:`forward_batch_for` its activation,
-        :func:`skbnn.kernels.predict.mixture_quantiles`) and ends.
-
-        A kernel that calls the function through its address compiles without its code, so
-        the two compile at once, on two cores in about the time of the longer: the cold
-        quickstart's compiling went from 30-34 s to about 20 s on 2 cores
-        (doc/performance.md).
-        """
-        with self._lock:
-            if (
-                self._address is not None
-                or self._helper is not None
-                or _cached(self.dispatcher(), self._sig)
-            ):
-                return
-            try:
-                helper = subprocess.Popen(
-                    [sys.executable, "-c", _COMPILE_ASIDE],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
-                )
-                helper.stdin.write(pickle.dumps((self._sig, self._codes)))
-                helper.stdin.close()
-            except (OSError, pickle.PicklingError):  # no helper: resolve() compiles here
-                return
-            self._helper = helper
-            self._aside = True
-
     def resolve(self) -> int:
-        """Compile or load the function (once a helper process compiling it has cached it,
+        """Compile or load the kernel (once a helper process compiling it has cached it,
         or ended); return the address of its C-callable wrapper."""
         with self._lock:
             if self._address is None:
                 if self._helper is not None:
-                    # a line when the function is in the cache, or the end of a helper that
-                    # failed: compiling here covers either. The helper goes on to compile
-                    # prediction's kernels while this process samples; it is not waited for.
-                    self._helper.stdout.readline()
-                    self._helper.stdout.close()
-                    _BACKGROUND[:] = [p for p in _BACKGROUND if p.poll() is None]
-                    _BACKGROUND.append(self._helper)
+                    # its line when the kernel is in the cache, or the end of a helper that
+                    # failed: compiling here covers either. The helper may go on to other
+                    # kernels while this process samples; it is not waited for.
+                    self._helper.wait_for(self._job)
                     self._helper = None
                 kernel = self.dispatcher()
                 kernel.compile(self._sig.args)
@@ -1377,44 +1341,146 @@ class CompiledDensity(WrapperAddressProtocol):
 
     @property
     def compiled_aside(self) -> bool:
-        """Whether a helper process was started for it (:meth:`compile_aside`); that
-        process then also compiles prediction's kernels into the cache."""
+        """Whether a helper process was started to compile it (:func:`compile_aside`)."""
         return self._aside
 
     def dispatcher(self) -> numba.core.registry.CPUDispatcher:
-        """The kernel it is the address of, :func:`logp_grad_for` its codes (or
-        :func:`logp_grad` without codes): for calls from Python."""
-        return logp_grad if self._codes is None else logp_grad_for(*self._codes)
+        """The kernel it is the address of: for calls from Python."""
+        return _kernel_of(self._source)
+
+    def _needs_compiling(self) -> bool:
+        return (
+            self._address is None
+            and self._helper is None
+            and not _cached(self.dispatcher(), self._sig)
+        )
 
     def __reduce__(self):
-        return (_resolved_density, (self._sig, self._codes))
+        return (_resolved_kernel, (self._sig, self._source))
 
 
-# what the helper process of CompiledDensity.compile_aside runs: this very package's kernels
-# (not a skbnn the working folder might hold), with the signature and the codes from stdin.
-# The package is registered as an empty module so that its __init__, which imports the
-# estimators and scikit-learn, does not run: the kernels need only numba, and the helper's
-# start is on the cold fit's critical path (1.2 s of its 1.8 s of imports). Once the
-# network kernel is in the cache it says so on stdout, and goes on with the kernels a first
-# prediction compiles (1-1.5 s), while the fit's process, no longer waiting, samples.
+class CompiledDensity(CompiledKernel):
+    """:func:`logp_grad_for` one activation, likelihood and prior, as a
+    :class:`CompiledKernel`: a :data:`DensityTarget`'s ``density``.
+
+    Parameters
+    ----------
+    sig : numba.core.typing.Signature
+        ``float64(q, KernelTarget, ws, grad, stats, with_grad)`` with the target's types.
+    codes : tuple of int or None
+        The activation, likelihood and prior codes (:func:`target_codes`); None for
+        :func:`logp_grad`, which reads them at run time.
+    """
+
+    def __init__(
+        self, sig: numba.core.typing.Signature, codes: tuple[int, int, int] | None
+    ) -> None:
+        source = (__name__, "logp_grad", None) if codes is None else (
+            __name__, "logp_grad_for", tuple(codes)
+        )  # fmt: skip
+        super().__init__(sig, source)
+
+
+def _kernel_of(source: tuple) -> numba.core.registry.CPUDispatcher:
+    import importlib
+
+    module, name, args = source
+    kernel = getattr(importlib.import_module(module), name)
+    return kernel if args is None else kernel(*args)
+
+
+class _Helper:
+    # one helper process and the lines it has printed so far, one per kernel it has cached:
+    # the kernels it compiles wait for their own line
+    def __init__(self, process: subprocess.Popen) -> None:
+        self._process = process
+        self._lines = 0
+        self._lock = threading.Lock()
+
+    def wait_for(self, job: int) -> None:
+        with self._lock:
+            while self._lines <= job:
+                if not self._process.stdout.readline():
+                    self._lines = sys.maxsize  # ended (or failed): nothing more to wait for
+                    break
+                self._lines += 1
+
+
+def compile_aside(*kernels: CompiledKernel, activation: int | None = None) -> None:
+    """Start compiling ``kernels`` into numba's cache in one helper process, in this order,
+    skipping those compiled or cached already; each one's :meth:`CompiledKernel.resolve`
+    then waits until the helper has cached it, and loads it. The helper goes on to compile
+    the kernels of a first prediction (:func:`forward_batch_for` ``activation`` unless it
+    is None, :func:`skbnn.kernels.predict.mixture_quantiles`) and ends; :func:`wait_for_helpers`
+    waits for that.
+
+    Nothing is started when :func:`compile_aside_enabled` is False or every kernel is
+    cached: each then compiles or loads where it is first called. A kernel that calls these
+    through their addresses compiles without their code, so the two processes compile at
+    once, on two cores in about the time of the longer: the cold quickstart's compiling went
+    from 30-34 s to about 20 s on 2 cores (doc/performance.md).
+    """
+    if not compile_aside_enabled():
+        return
+    todo = [k for k in dict.fromkeys(kernels) if k._needs_compiling()]
+    if not todo:
+        return
+    jobs = [(k._sig, k._source) for k in todo]
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-c", _COMPILE_ASIDE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        process.stdin.write(pickle.dumps((jobs, activation)))
+        process.stdin.close()
+    except (OSError, pickle.PicklingError):  # no helper: each compiles where it is called
+        return
+    _BACKGROUND[:] = [p for p in _BACKGROUND if p.poll() is None]
+    _BACKGROUND.append(process)
+    helper = _Helper(process)
+    for job, kernel in enumerate(todo):
+        with kernel._lock:
+            kernel._helper, kernel._job, kernel._aside = helper, job, True
+
+
+# what the helper process of compile_aside runs: this very package's kernels (not a skbnn
+# the working folder might hold), with the jobs from stdin. The package is registered as an
+# empty module so that its __init__, which imports the estimators and scikit-learn, does
+# not run: the kernels need only numba, and the helper's start is on the cold fit's critical
+# path (1.2 s of its 1.8 s of imports). It prints a line once each kernel is in the cache,
+# then goes on with the kernels a first prediction compiles (1-1.5 s), while the fit's
+# process, no longer waiting, samples.
 _COMPILE_ASIDE = (
     "import pickle, sys, types\n"
     "package = types.ModuleType('skbnn')\n"
     f"package.__path__ = [{os.path.dirname(os.path.dirname(__file__))!r}]\n"
     "sys.modules['skbnn'] = package\n"
     "from skbnn.kernels import network, predict\n"
-    "sig, codes = pickle.load(sys.stdin.buffer)\n"
-    "specialized = codes is not None\n"
-    "(network.logp_grad_for(*codes) if specialized else network.logp_grad).compile(sig.args)\n"
-    "print('cached', flush=True)\n"
-    "if specialized:\n"
-    "    network.forward_batch_for(codes[0]).compile(network.FORWARD_BATCH_ARGS)\n"
+    "jobs, activation = pickle.load(sys.stdin.buffer)\n"
+    "for sig, source in jobs:\n"
+    "    network._kernel_of(source).compile(sig.args)\n"
+    "    print('cached', flush=True)\n"
+    "if activation is not None:\n"
+    "    network.forward_batch_for(activation).compile(network.FORWARD_BATCH_ARGS)\n"
     "predict.mixture_quantiles.compile(predict.MIXTURE_QUANTILES_ARGS)\n"
 )
 
-# helper processes still compiling prediction's kernels: referenced until they end, so that
-# none is collected (and warned about) while it runs
+# helper processes that may still be compiling: referenced until they end, so that none is
+# collected (and warned about) while it runs
 _BACKGROUND: list = []
+
+
+def wait_for_helpers(timeout: float = 10.0) -> None:
+    """Wait (at most ``timeout`` seconds each) for the helper processes of
+    :func:`compile_aside` to end: prediction's kernels are then in the cache. A first
+    prediction right after a cold fit calls it rather than compile them a second time."""
+    for process in _BACKGROUND:
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 @atexit.register
@@ -1460,14 +1526,20 @@ def compile_aside_enabled() -> bool:
 
 
 @functools.cache
-def _compiled_density(sig, codes) -> CompiledDensity:
-    return CompiledDensity(sig, codes)
+def compiled_kernel(sig: numba.core.typing.Signature, source: tuple) -> CompiledKernel:
+    """The one :class:`CompiledKernel` of this process for ``sig`` and ``source`` (a
+    :class:`CompiledDensity` for :func:`logp_grad` and :func:`logp_grad_for`), so that a
+    fit finds the one its warm-up started a helper process for."""
+    module, name, args = source
+    if module == __name__ and name in ("logp_grad", "logp_grad_for"):
+        return CompiledDensity(sig, args)
+    return CompiledKernel(sig, source)
 
 
-def _resolved_density(sig, codes) -> CompiledDensity:
-    density = _compiled_density(sig, codes)
-    density.resolve()
-    return density
+def _resolved_kernel(sig, source) -> CompiledKernel:
+    kernel = compiled_kernel(sig, source)
+    kernel.resolve()
+    return kernel
 
 
 _VECTOR = types.Array(types.float64, 1, "C")
@@ -1485,6 +1557,7 @@ def density_target(
     aside: bool = False,
     codes: tuple[int, int, int] | None = None,
     specialized: bool = True,
+    aside_with: tuple = (),
 ) -> DensityTarget:
     """``tgt`` with :func:`logp_grad_for` its codes (:func:`target_codes`), compiled for its
     types, as its ``density`` field.
@@ -1494,15 +1567,17 @@ def density_target(
     tgt : KernelTarget
     aside : bool, default=False
         If the function is neither compiled nor cached, compile it in a helper process
-        (:meth:`CompiledDensity.compile_aside`, when :func:`compile_aside_enabled`) while
-        this one compiles the kernel it is first passed to; otherwise compile or load it
-        now.
+        (:func:`compile_aside`, when :func:`compile_aside_enabled`) while this one
+        compiles the kernel it is first passed to; otherwise compile or load it now.
     codes : tuple of int, default=None
         The activation, likelihood and prior to compile for instead of ``tgt``'s (the
         warm-up problems of a fit's first compile stand in for its target).
     specialized : bool, default=True
         False: :func:`logp_grad` itself, which reads the codes at run time (for the
         variational methods, whose own kernels compile its branches anyway).
+    aside_with : tuple of CompiledKernel, default=()
+        With ``aside``: other kernels for the same helper process to compile after it
+        (the NUTS kernel's bookkeeping, :func:`skbnn.kernels.chain.compiled_after`).
 
     Returns
     -------
@@ -1515,9 +1590,12 @@ def density_target(
         codes = None
     elif codes is None:
         codes = target_codes(tgt)
-    density = _compiled_density(sig, None if codes is None else tuple(codes))
+    source = (__name__, "logp_grad", None) if codes is None else (
+        __name__, "logp_grad_for", tuple(int(c) for c in codes)
+    )  # fmt: skip
+    density = compiled_kernel(sig, source)
     if aside and compile_aside_enabled():
-        density.compile_aside()
+        compile_aside(density, *aside_with, activation=None if codes is None else source[2][0])
     else:
         density.resolve()
     return DensityTarget(*tgt, tgt, density)

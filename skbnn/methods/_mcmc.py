@@ -82,16 +82,18 @@ def stan_windows(n_warmup: int) -> np.ndarray:
     return sched
 
 
-def _ensure_compiled(kernel, moves: bool | None, codes: tuple[int, int, int]) -> float:
-    """Compile (or load from numba's cache) a chain kernel for its ``moves`` argument (see
-    :func:`skbnn.kernels.chain.needs_moves`), and the network and prediction kernels for the
-    fit's activation, likelihood and prior ``codes`` (:func:`skbnn.kernels.network.target_codes`);
-    return the seconds spent."""
-    moves_type = numba.typeof(moves)
+def _ensure_compiled(kernel, moves: bool | None, after, codes: tuple[int, int, int]) -> float:
+    """Compile (or load from numba's cache) a chain kernel for its ``moves`` and ``after``
+    arguments (see :func:`skbnn.kernels.chain.run_nuts_block`), and the network and
+    prediction kernels for the fit's activation, likelihood and prior ``codes``
+    (:func:`skbnn.kernels.network.target_codes`); return the seconds spent."""
+    last_types = (numba.typeof(moves), numba.typeof(after))
     density, predict = knet.logp_grad_for(*codes), knet.forward_batch_for(codes[0])
 
     def compiled() -> bool:
-        return any(sig[-1] == moves_type for sig in kernel.signatures) and bool(density.signatures)
+        return any(tuple(sig[-2:]) == last_types for sig in kernel.signatures) and bool(
+            density.signatures
+        )
 
     def warm():
         from ..target import Target
@@ -100,7 +102,9 @@ def _ensure_compiled(kernel, moves: bool | None, codes: tuple[int, int, int]) ->
         x = rng.standard_normal((3, 1))
         target = Target(x, x[:, 0], (1,), "tanh", "gaussian")
         # the fit's network kernel compiles in another process meanwhile, if it can
-        tgt = knet.density_target(target.kernel_target(), aside=True, codes=codes)
+        tgt = knet.density_target(
+            target.kernel_target(), aside=True, codes=codes, aside_with=(after,) if after else ()
+        )
         d = target.n_params
         # any valid two-iteration run: numba compiles every branch whatever the values
         settings = kchain.make_settings(
@@ -109,7 +113,8 @@ def _ensure_compiled(kernel, moves: bool | None, codes: tuple[int, int, int]) ->
             max_delta_energy=1000.0, path_length=1.0, step_jitter=0.1, gamma=1.0,
         )  # fmt: skip
         chain = kchain.make_chain(np.zeros(d), n_stats=3, n_taus=1)
-        kernel(rng, chain, tgt, settings, np.zeros((1, 2), dtype=np.uint8), 0, 2, moves)
+        sched = np.zeros((1, 2), dtype=np.uint8)
+        kernel(rng, chain, tgt, settings, sched, 0, 2, moves, after)
         if not tgt.density.compiled_aside:
             # the helper process, when there is one, compiles it while the chains run
             predict.compile(knet.FORWARD_BATCH_ARGS)
@@ -314,10 +319,13 @@ class _ChainBlocks:
     bits wherever it runs.
     """
 
-    def __init__(self, method, settings, moves, sched, stops, n_warmup, n_keep, dense, grad_metric):
+    def __init__(
+        self, method, settings, moves, after, sched, stops, n_warmup, n_keep, dense, grad_metric
+    ):
         self.method = method
         self.settings = settings
         self.moves = moves
+        self.after = after
         self.sched = sched
         # the driver's own list: extending the run appends to it
         self.stops = stops
@@ -355,8 +363,9 @@ class _ChainBlocks:
             first, last = n_warmup, n_warmup + 1
         kernel = type(method)._block_kernel
         stopped = kernel(
-            chain["rng"], arrays, chain["tgt"], self.settings, sched, first, last, self.moves
-        )
+            chain["rng"], arrays, chain["tgt"], self.settings, sched, first, last, self.moves,
+            self.after,
+        )  # fmt: skip
         if stopped < last:
             # stopped by Ctrl-C (the driver's stop_chains): the fit is abandoned
             raise KeyboardInterrupt
@@ -426,6 +435,11 @@ class _HMCFamily(BaseMethod):
     #: Whether the kernel integrates with a step size (tuned by Stan's heuristic and dual
     #: averaging) and adapts the metric over Stan's windows; a random walk does neither.
     _uses_step_size = True
+    #: Whether the block kernel calls the bookkeeping after each transition through its
+    #: address (:func:`skbnn.kernels.chain.compiled_after`), compiled apart: for NUTS,
+    #: whose block kernel is a cold fit's longest compile, so that the helper process
+    #: compiles that part; the other kernels compile in less than the helper's work.
+    _after_by_address = False
 
     def _settings(self) -> dict:
         """The kernel's fields of :data:`skbnn.kernels.chain.SETTINGS` (the driver sets the
@@ -494,7 +508,8 @@ class _HMCFamily(BaseMethod):
         self._check_target(target)
         # None compiles the kernel without the moves this fit never makes
         moves = True if kchain.needs_moves(settings, target.hierarchical) else None
-        compile_time = _ensure_compiled(self._block_kernel, moves, target.kernel_codes)
+        after = kchain.compiled_after(target.kernel_target()) if self._after_by_address else None
+        compile_time = _ensure_compiled(self._block_kernel, moves, after, target.kernel_codes)
         if self._uses_step_size:
             sched = stan_windows(n_warmup)
         else:
@@ -607,6 +622,7 @@ class _HMCFamily(BaseMethod):
             self,
             settings,
             moves,
+            after,
             sched,
             stops,
             n_warmup,
@@ -901,7 +917,10 @@ class _HMCFamily(BaseMethod):
         xt = target.XT.reshape(target.n_features, target.n_rows)[:, rows]
         thetas = np.concatenate([c["arrays"].draws for c in chains])
         outputs = np.empty((thetas.shape[0], target.n_outputs, rows.size))
-        knet.forward_batch_for(target.activation_code)(
+        predict = knet.forward_batch_for(target.activation_code)
+        if not predict.signatures:
+            knet.wait_for_helpers()  # the fit's helper process may be compiling it
+        predict(
             thetas, np.ascontiguousarray(xt).ravel(), target.layout.sizes,
             target.layout.offsets, rows.size, outputs,
         )  # fmt: skip
