@@ -828,30 +828,64 @@ def test_warm_start_refuses_other_data_or_fewer_draws_and_others_fit_anew():
     np.testing.assert_array_equal(est.posterior_.thetas, again.posterior_.thetas)
 
 
-@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # short runs
-@pytest.mark.parametrize("metric", ["diagonal", "dense"])
-def test_nuts_bookkeeping_through_its_address_draws_the_same_bits(metric, monkeypatch):
-    # NUTS's block kernel calls what follows each transition (dual averaging, the metric's
-    # Welford sums, the kept draw's record) through the address of a kernel compiled apart,
-    # so that a cold fit compiles it in the helper process. Run inline instead, the chains
-    # must be the same bits, and every figure of the trace the same.
-    rng = np.random.default_rng(3)
-    X = rng.standard_normal((30, 2))
-    y = X[:, 0] - X[:, 1] + 0.3 * rng.standard_normal(30)
+def test_the_bookkeeping_through_its_address_is_the_inline_one():
+    # The block kernels call what follows each transition (dual averaging, the metric's
+    # Welford sums, the kept draw's record) through the address of a kernel compiled apart
+    # (so that a cold NUTS fit compiles it in the helper process). A block kernel that runs
+    # it inline, as they all did before, must leave every array of the chain the same bits,
+    # through warm-up and sampling, for a diagonal and a dense metric.
+    from numba import njit
 
-    def fit(by_address):
-        monkeypatch.setattr(NUTS, "_after_by_address", by_address)
-        method = NUTS(n_chains=2, n_warmup=80, metric=metric)
-        return BayesianMLPRegressor((3,), method=method, n_samples=40, random_state=0).fit(X, y)
+    from skbnn.kernels import chain as kchain
+    from skbnn.kernels import network as knet
+    from skbnn.kernels.linalg import Metric
+    from skbnn.kernels.transitions import nuts, workspace
+    from skbnn.target import Target
 
-    through, inline = fit(True), fit(False)
-    np.testing.assert_array_equal(through.posterior_.thetas, inline.posterior_.thetas)
-    np.testing.assert_array_equal(
-        through.posterior_.noise_precision, inline.posterior_.noise_precision
-    )
-    for key in ("loglik", "step_size", "accept_rate", "mean_n_leapfrog", "inverse_mass_matrix"):
-        np.testing.assert_array_equal(through.diagnostics_[key], inline.diagnostics_[key])
-    assert through.diagnostics_["n_grad_evals"] == inline.diagnostics_["n_grad_evals"]
-    # the draws were made and recorded, not left at zero by a kernel that did nothing
-    assert np.all(np.isfinite(through.diagnostics_["loglik"]))
-    assert np.unique(through.posterior_.thetas[:, 0]).size > 10
+    @njit
+    def inline_block(rng, chain, tgt, settings, sched, it_start, it_stop):
+        work = workspace(tgt, chain.q.shape[0], settings[0].max_tree_depth)
+        for it in range(it_start, it_stop):
+            eps = chain.state[0].step_size
+            info = nuts(rng, chain, tgt, settings, work)
+            kchain._begin_moves(chain, info)
+            kchain.draw_marginal_noise(rng, chain, tgt, settings)
+            kchain.after_transition(it, sched, chain, tgt, settings, info, eps)
+        return it_stop
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((25, 2))
+    target = Target(X, X[:, 0] - X[:, 1], (3,), "tanh", "gaussian", noise="marginal")
+    n_warmup, n_keep = 60, 20
+    sched = stan_windows(n_warmup)
+    for dense in (False, True):
+        settings = kchain.make_settings(
+            max_tree_depth=6, noise_update=kchain.NOISE_MARGINAL, dense=dense,
+            target_accept=0.8, max_delta_energy=1000.0,
+        )  # fmt: skip
+        runs = []
+        for through_address in (True, False):
+            tgt = knet.density_target(target.kernel_target(own=True))
+            q = target.sample_prior(np.random.default_rng(0), 1)[0]
+            size = q.size if dense else 1  # the dense factors: placeholders when diagonal
+            metric = Metric(np.ones(q.size), np.eye(size), np.eye(size))
+            chain = kchain.make_chain(q, 3, metric, dense, n_keep, 1)
+            ws = target.workspace()
+            chain.state[0]["logp"] = knet.log_density(q, tgt, ws, chain.grad, chain.stats, True)
+            chain_rng = np.random.default_rng(1)
+            if through_address:
+                after = kchain.compiled_after(tgt.target)
+                kchain.run_nuts_block(
+                    chain_rng, chain, tgt, settings, sched, 0, n_warmup + n_keep, None, after
+                )
+            else:
+                inline_block(chain_rng, chain, tgt, settings, sched, 0, n_warmup + n_keep)
+            runs.append(chain)
+        through, inline = runs
+        for field in kchain.Chain._fields:
+            a, b = getattr(through, field), getattr(inline, field)
+            for x, y in zip(a, b, strict=True) if field == "metric" else [(a, b)]:
+                np.testing.assert_array_equal(x, y, err_msg=field)
+        # the draws were made and recorded, not left as they started
+        assert np.unique(through.draws[:, 0]).size > 5
+        assert through.state[0]["n_adapt"] > 0 and np.all(np.isfinite(through.trace))

@@ -60,7 +60,6 @@ from collections import namedtuple
 import numba
 import numpy as np
 from numba.core import types
-from numba.extending import overload
 
 from ._jit import njit
 from .adaptation import (
@@ -316,29 +315,6 @@ def after_transition(it, sched, chain, tgt, settings, info, eps):
                 taus[j, k + layer] = (c / s_layer) ** 2
 
 
-def _after(after, it, sched, chain, tgt, settings, info, eps):
-    """:func:`after_transition` when ``after`` is None, else ``after``, its kernel
-    (:func:`compiled_after`), called through its address: chosen while numba types the
-    block kernel, which is then compiled with the one or the other."""
-
-
-# numba prunes a branch on `after is None` only when after is None, not when it is a
-# function, so the choice is made by an overload, from the argument's type
-@overload(_after, inline="always", jit_options={"nogil": True, "error_model": "numpy"})
-def _after_overload(after, it, sched, chain, tgt, settings, info, eps):
-    if isinstance(after, types.NoneType):
-
-        def inline(after, it, sched, chain, tgt, settings, info, eps):
-            after_transition(it, sched, chain, tgt, settings, info, eps)
-
-        return inline
-
-    def through_address(after, it, sched, chain, tgt, settings, info, eps):
-        after(it, sched, chain, tgt.target, settings, info, eps)
-
-    return through_address
-
-
 @njit(cache=True, nogil=True, error_model="numpy")
 def after_transition_kernel(it, sched, chain, tgt, settings, info, eps):
     """:func:`after_transition` as a kernel of its own, for the block kernels to call
@@ -351,10 +327,10 @@ def compiled_after(tgt) -> CompiledKernel:
     """:func:`after_transition_kernel` compiled for the chains of a target of ``tgt``'s
     types (a :data:`~skbnn.kernels.network.KernelTarget`), as the block kernels' ``after``.
 
-    The NUTS kernel calls it through its address: compiled without it, the block kernel
-    takes about 1.2 s less to compile, and a cold fit compiles it in the helper process
-    beside the network kernel (doc/performance.md). Its once-per-iteration indirect call
-    costs nothing measurable beside a NUTS transition's gradients.
+    The block kernels call it through its address, so they compile without it (the NUTS
+    kernel in about 1.2 s less), and a cold NUTS fit compiles it in the helper process
+    beside the network kernel, which balances the two processes (doc/performance.md); the
+    other samplers compile it in their own, as the block kernel's part it was.
     """
     chain = make_chain(np.zeros(1), 3, n_taus=1)
     sig = types.none(
@@ -380,10 +356,10 @@ def run_nuts_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves, a
     ``chain.draws``, ``chain.trace`` and ``chain.taus``.
 
     ``moves``: None when :func:`needs_moves` is False (the kernel is then compiled without
-    :func:`gibbs_moves`), else True. ``after``: None to run :func:`after_transition` in
-    the kernel, or :func:`compiled_after` to call it through its address (the kernel is
-    then compiled without it, and a cold fit compiles it in the helper process beside the
-    network kernel).
+    :func:`gibbs_moves`), else True. ``after``: :func:`compiled_after`, the bookkeeping
+    after each transition (:func:`after_transition`), called through its address: the
+    block kernel compiles without it, and a cold NUTS fit compiles it in the helper
+    process beside the network kernel.
 
     Returns the iteration it stopped before: ``it_stop``, or an earlier one when
     ``settings[0].interrupt`` was set (Ctrl-C; the chain is then left mid-block).
@@ -399,7 +375,7 @@ def run_nuts_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves, a
             draw_marginal_noise(rng, chain, tgt, settings)
         else:
             gibbs_moves(rng, chain, tgt, settings, work.net)
-        _after(after, it, sched, chain, tgt, settings, info, eps)
+        after(it, sched, chain, tgt.target, settings, info, eps)
     return it_stop
 
 
@@ -417,7 +393,7 @@ def run_hmc_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves, af
             draw_marginal_noise(rng, chain, tgt, settings)
         else:
             gibbs_moves(rng, chain, tgt, settings, work.net)
-        _after(after, it, sched, chain, tgt, settings, info, eps)
+        after(it, sched, chain, tgt.target, settings, info, eps)
     return it_stop
 
 
@@ -435,7 +411,7 @@ def run_mala_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves, a
             draw_marginal_noise(rng, chain, tgt, settings)
         else:
             gibbs_moves(rng, chain, tgt, settings, work.net)
-        _after(after, it, sched, chain, tgt, settings, info, eps)
+        after(it, sched, chain, tgt.target, settings, info, eps)
     return it_stop
 
 
@@ -469,7 +445,7 @@ def run_am_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves, aft
             draw_marginal_noise(rng, chain, tgt, settings)
         else:
             gibbs_moves(rng, chain, tgt, settings, work.net)
-        _after(after, it, sched, chain, tgt, settings, info, 0.0)
+        after(it, sched, chain, tgt.target, settings, info, 0.0)
         if it >= t0 // 2:
             # the first t0 / 2 steps climb from the prior start; a covariance that kept them
             # would be inflated by that transient for thousands of steps

@@ -82,11 +82,15 @@ def stan_windows(n_warmup: int) -> np.ndarray:
     return sched
 
 
-def _ensure_compiled(kernel, moves: bool | None, after, codes: tuple[int, int, int]) -> float:
+def _ensure_compiled(
+    kernel, moves: bool | None, after, codes: tuple[int, int, int], after_aside: bool
+) -> float:
     """Compile (or load from numba's cache) a chain kernel for its ``moves`` and ``after``
     arguments (see :func:`skbnn.kernels.chain.run_nuts_block`), and the network and
     prediction kernels for the fit's activation, likelihood and prior ``codes``
-    (:func:`skbnn.kernels.network.target_codes`); return the seconds spent."""
+    (:func:`skbnn.kernels.network.target_codes`); return the seconds spent. With
+    ``after_aside``, a helper process compiling the network kernel compiles ``after``
+    too."""
     last_types = (numba.typeof(moves), numba.typeof(after))
     density, predict = knet.logp_grad_for(*codes), knet.forward_batch_for(codes[0])
 
@@ -102,9 +106,8 @@ def _ensure_compiled(kernel, moves: bool | None, after, codes: tuple[int, int, i
         x = rng.standard_normal((3, 1))
         target = Target(x, x[:, 0], (1,), "tanh", "gaussian")
         # the fit's network kernel compiles in another process meanwhile, if it can
-        tgt = knet.density_target(
-            target.kernel_target(), aside=True, codes=codes, aside_with=(after,) if after else ()
-        )
+        also = (after,) if after_aside else ()
+        tgt = knet.density_target(target.kernel_target(), aside=True, codes=codes, aside_with=also)
         d = target.n_params
         # any valid two-iteration run: numba compiles every branch whatever the values
         settings = kchain.make_settings(
@@ -114,6 +117,9 @@ def _ensure_compiled(kernel, moves: bool | None, after, codes: tuple[int, int, i
         )  # fmt: skip
         chain = kchain.make_chain(np.zeros(d), n_stats=3, n_taus=1)
         sched = np.zeros((1, 2), dtype=np.uint8)
+        if not after_aside:
+            # compiled here before the call, which may wait for the helper's network kernel
+            after.resolve()
         kernel(rng, chain, tgt, settings, sched, 0, 2, moves, after)
         if not tgt.density.compiled_aside:
             # the helper process, when there is one, compiles it while the chains run
@@ -435,11 +441,11 @@ class _HMCFamily(BaseMethod):
     #: Whether the kernel integrates with a step size (tuned by Stan's heuristic and dual
     #: averaging) and adapts the metric over Stan's windows; a random walk does neither.
     _uses_step_size = True
-    #: Whether the block kernel calls the bookkeeping after each transition through its
-    #: address (:func:`skbnn.kernels.chain.compiled_after`), compiled apart: for NUTS,
-    #: whose block kernel is a cold fit's longest compile, so that the helper process
-    #: compiles that part; the other kernels compile in less than the helper's work.
-    _after_by_address = False
+    #: Whether a cold fit's helper process compiles the bookkeeping after each transition
+    #: (:func:`skbnn.kernels.chain.compiled_after`) beside the network kernel: for NUTS,
+    #: whose block kernel is otherwise the longer of the two processes' work; the other
+    #: samplers' kernels compile in less than the helper's, so they compile it themselves.
+    _after_aside = False
 
     def _settings(self) -> dict:
         """The kernel's fields of :data:`skbnn.kernels.chain.SETTINGS` (the driver sets the
@@ -508,8 +514,10 @@ class _HMCFamily(BaseMethod):
         self._check_target(target)
         # None compiles the kernel without the moves this fit never makes
         moves = True if kchain.needs_moves(settings, target.hierarchical) else None
-        after = kchain.compiled_after(target.kernel_target()) if self._after_by_address else None
-        compile_time = _ensure_compiled(self._block_kernel, moves, after, target.kernel_codes)
+        after = kchain.compiled_after(target.kernel_target())
+        compile_time = _ensure_compiled(
+            self._block_kernel, moves, after, target.kernel_codes, self._after_aside
+        )
         if self._uses_step_size:
             sched = stan_windows(n_warmup)
         else:

@@ -133,7 +133,7 @@ class NUTS(_HMCFamily):
 
     name = "nuts"
     _block_kernel = staticmethod(kchain.run_nuts_block)
-    _after_by_address = True
+    _after_aside = True
     _parameter_constraints: dict = {
         **_HMCFamily._parameter_constraints,
         **TEMPERING_CONSTRAINTS,
