@@ -252,6 +252,8 @@ kernels = (chain.run_nuts_block, chain.after_transition_kernel,
 out = {k.__name__: [len(k.stats.cache_hits), len(k.stats.cache_misses)] for k in kernels}
 # a kernel only the bookkeeping calls: compiled here if the block kernel had been with it
 out["bookkeeping_compiled_here"] = bool(chain._gaussian_loglik.signatures)
+# every line the helper prints has been read: its pipe is closed, not left to the collector
+out["helper_pipes_closed"] = all(p.stdout.closed for p in network._BACKGROUND)
 print(json.dumps(out))
 """
 
@@ -272,6 +274,7 @@ def test_a_cold_nuts_fit_compiles_its_bookkeeping_and_network_kernel_in_the_help
         "logp_grad_2_0_0": [1, 0],
         "forward_batch_2": [1, 0],
         "bookkeeping_compiled_here": False,
+        "helper_pipes_closed": True,
     }
     assert second == {**first, "run_nuts_block": [1, 0]}
 

@@ -1392,8 +1392,9 @@ def _kernel_of(source: tuple) -> numba.core.registry.CPUDispatcher:
 class _Helper:
     # one helper process and the lines it has printed so far, one per kernel it has cached:
     # the kernels it compiles wait for their own line
-    def __init__(self, process: subprocess.Popen) -> None:
+    def __init__(self, process: subprocess.Popen, n_jobs: int) -> None:
         self._process = process
+        self._n_jobs = n_jobs
         self._lines = 0
         self._lock = threading.Lock()
 
@@ -1404,6 +1405,8 @@ class _Helper:
                     self._lines = sys.maxsize  # ended (or failed): nothing more to wait for
                     break
                 self._lines += 1
+            if self._lines >= self._n_jobs and not self._process.stdout.closed:
+                self._process.stdout.close()  # every line read: the rest is not waited for
 
 
 def compile_aside(*kernels: CompiledKernel, activation: int | None = None) -> None:
@@ -1439,7 +1442,7 @@ def compile_aside(*kernels: CompiledKernel, activation: int | None = None) -> No
         return
     _BACKGROUND[:] = [p for p in _BACKGROUND if p.poll() is None]
     _BACKGROUND.append(process)
-    helper = _Helper(process)
+    helper = _Helper(process, len(todo))
     for job, kernel in enumerate(todo):
         with kernel._lock:
             kernel._helper, kernel._job, kernel._aside = helper, job, True
