@@ -636,8 +636,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         bounds = np.empty((2, X.shape[0], self.n_outputs_))
         q = np.empty((X.shape[0], 2))
         n_threads = max(1, effective_n_jobs(self.n_jobs))
-        if not mixture_quantiles.signatures:
-            knet.wait_for_helpers()  # a cold fit's helper process may be compiling it
+        knet.wait_for_helpers(mixture_quantiles)  # a cold fit's helper may be compiling it
         for rows, w, f, fvar, sd in self._components(X):
             if fvar is not None:
                 sd = np.sqrt(sd**2 + fvar)

@@ -110,8 +110,7 @@ class Network:
         bounds = np.linspace(0, n_draws, n_threads + 1).astype(int)
         sizes, offsets = self.layout.sizes, self.layout.offsets
         predict = knet.forward_batch_for(self.activation)
-        if not predict.signatures:
-            knet.wait_for_helpers()  # one may be compiling it after a cold fit
+        knet.wait_for_helpers(predict)  # one may be compiling it after a cold fit
         for lo in range(0, n, chunk):
             hi = min(n, lo + chunk)
             xt = np.array(X[lo:hi].T, dtype=np.float64, order="C").ravel()

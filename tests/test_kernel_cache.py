@@ -358,7 +358,8 @@ def test_compile_for_compiles_a_kernel_without_asking_for_the_density(monkeypatc
     X = np.linspace(-1, 1, 6)[:, None]
     target = Target(X, X[:, 0], (2,), "tanh", "gaussian")
     tgt = knet.density_target(target.kernel_target())
-    density = knet.CompiledDensity(tgt.density.signature(), knet.target_codes(tgt))
+    source = knet.density_source(knet.target_codes(tgt))
+    density = knet.CompiledKernel(tgt.density.signature(), source)
     monkeypatch.setattr(density, "resolve", lambda: pytest.fail("the address was asked for"))
     unresolved = tgt._replace(density=density)
     thetas, stats = np.zeros((2, target.n_params)), np.zeros((2, 3))

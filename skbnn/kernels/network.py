@@ -1359,26 +1359,13 @@ class CompiledKernel(WrapperAddressProtocol):
         return (_resolved_kernel, (self._sig, self._source))
 
 
-class CompiledDensity(CompiledKernel):
-    """:func:`logp_grad_for` one activation, likelihood and prior, as a
-    :class:`CompiledKernel`: a :data:`DensityTarget`'s ``density``.
-
-    Parameters
-    ----------
-    sig : numba.core.typing.Signature
-        ``float64(q, KernelTarget, ws, grad, stats, with_grad)`` with the target's types.
-    codes : tuple of int or None
-        The activation, likelihood and prior codes (:func:`target_codes`); None for
-        :func:`logp_grad`, which reads them at run time.
-    """
-
-    def __init__(
-        self, sig: numba.core.typing.Signature, codes: tuple[int, int, int] | None
-    ) -> None:
-        source = (__name__, "logp_grad", None) if codes is None else (
-            __name__, "logp_grad_for", tuple(codes)
-        )  # fmt: skip
-        super().__init__(sig, source)
+def density_source(codes: tuple[int, int, int] | None) -> tuple:
+    """The :class:`CompiledKernel` source of a :data:`DensityTarget`'s ``density``:
+    :func:`logp_grad_for` the activation, likelihood and prior ``codes``
+    (:func:`target_codes`), or :func:`logp_grad`, which reads them at run time, for None."""
+    if codes is None:
+        return (__name__, "logp_grad", None)
+    return (__name__, "logp_grad_for", tuple(int(c) for c in codes))
 
 
 def _kernel_of(source: tuple) -> numba.core.registry.CPUDispatcher:
@@ -1475,10 +1462,13 @@ _COMPILE_ASIDE = (
 _BACKGROUND: list = []
 
 
-def wait_for_helpers(timeout: float = 10.0) -> None:
-    """Wait (at most ``timeout`` seconds each) for the helper processes of
-    :func:`compile_aside` to end: prediction's kernels are then in the cache. A first
-    prediction right after a cold fit calls it rather than compile them a second time."""
+def wait_for_helpers(*kernels, timeout: float = 10.0) -> None:
+    """Unless every one of ``kernels`` is compiled in this process already, wait (at most
+    ``timeout`` seconds each) for the helper processes of :func:`compile_aside` to end:
+    prediction's kernels are then in the cache. A first prediction right after a cold fit
+    calls it rather than compile them a second time."""
+    if kernels and all(k.signatures for k in kernels):
+        return
     for process in _BACKGROUND:
         try:
             process.wait(timeout=timeout)
@@ -1530,12 +1520,8 @@ def compile_aside_enabled() -> bool:
 
 @functools.cache
 def compiled_kernel(sig: numba.core.typing.Signature, source: tuple) -> CompiledKernel:
-    """The one :class:`CompiledKernel` of this process for ``sig`` and ``source`` (a
-    :class:`CompiledDensity` for :func:`logp_grad` and :func:`logp_grad_for`), so that a
+    """The one :class:`CompiledKernel` of this process for ``sig`` and ``source``, so that a
     fit finds the one its warm-up started a helper process for."""
-    module, name, args = source
-    if module == __name__ and name in ("logp_grad", "logp_grad_for"):
-        return CompiledDensity(sig, args)
     return CompiledKernel(sig, source)
 
 
@@ -1593,9 +1579,7 @@ def density_target(
         codes = None
     elif codes is None:
         codes = target_codes(tgt)
-    source = (__name__, "logp_grad", None) if codes is None else (
-        __name__, "logp_grad_for", tuple(int(c) for c in codes)
-    )  # fmt: skip
+    source = density_source(codes)
     density = compiled_kernel(sig, source)
     if aside and compile_aside_enabled():
         compile_aside(density, *aside_with, activation=None if codes is None else source[2][0])
@@ -1627,7 +1611,7 @@ def _typeof_density_target(val, c):
     keys = tuple(_array_key(a) for a in val[: len(KernelTarget._fields)]) + tuple(
         _array_key(a) for a in val.target
     )
-    if None in keys or not isinstance(val.density, CompiledDensity):
+    if None in keys or not isinstance(val.density, CompiledKernel):
         return types.BaseTuple.from_types([typeof_impl(v, c) for v in val], type(val))
     key = (keys, val.density.signature())
     ty = _DENSITY_TARGET_TYPES.get(key)
@@ -1683,7 +1667,7 @@ def forward_batch_for(activation: int) -> numba.core.registry.CPUDispatcher:
     """:func:`forward_batch` compiled for one activation code, without its ``act``
     parameter: ``(thetas, XT, sizes, offsets, n, out)``. It shares the network kernels that
     :func:`logp_grad_for` compiles for that activation, and the process that compiles the
-    network kernel beside a cold fit compiles it too (:class:`CompiledDensity`)."""
+    network kernel beside a cold fit compiles it too (:func:`compile_aside`)."""
     activation = int(activation)
 
     def kernel(thetas, XT, sizes, offsets, n, out):

@@ -926,8 +926,7 @@ class _HMCFamily(BaseMethod):
         thetas = np.concatenate([c["arrays"].draws for c in chains])
         outputs = np.empty((thetas.shape[0], target.n_outputs, rows.size))
         predict = knet.forward_batch_for(target.activation_code)
-        if not predict.signatures:
-            knet.wait_for_helpers()  # the fit's helper process may be compiling it
+        knet.wait_for_helpers(predict)  # the fit's helper process may be compiling it
         predict(
             thetas, np.ascontiguousarray(xt).ravel(), target.layout.sizes,
             target.layout.offsets, rows.size, outputs,
