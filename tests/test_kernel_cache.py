@@ -369,6 +369,38 @@ def test_compile_for_compiles_a_kernel_without_asking_for_the_density(monkeypatc
         ksmc.evaluate(thetas, unresolved, stats, 0, 2)
 
 
+def test_compiling_pauses_the_garbage_collector_and_restores_its_state():
+    # numba's compiler leaves cyclic garbage that every automatic full collection would walk
+    # the whole process for; compile_once pauses collection while it compiles, and leaves
+    # it as it found it, also when the compile fails
+    import gc
+
+    import pytest
+
+    from skbnn.utils import compile_once
+
+    class Kernel:
+        signatures: list = []
+
+    seen = []
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            compile_once([Kernel()], lambda: seen.append(gc.isenabled()))
+            assert gc.isenabled() is enabled
+
+            def fails():
+                raise RuntimeError("compile failed")
+
+            with pytest.raises(RuntimeError, match="compile failed"):
+                compile_once([Kernel()], fails)
+            assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert seen == [False, False]
+
+
 _ONE_CODE = """
 import sys, numpy as np
 from skbnn.kernels import network as knet

@@ -1441,9 +1441,11 @@ def compile_aside(*kernels: CompiledKernel, activation: int | None = None) -> No
 # not run: the kernels need only numba, and the helper's start is on the cold fit's critical
 # path (1.2 s of its 1.8 s of imports). It prints a line once each kernel is in the cache,
 # then goes on with the kernels a first prediction compiles (1-1.5 s), while the fit's
-# process, no longer waiting, samples.
+# process, no longer waiting, samples. It never collects garbage: it lives only to compile,
+# and numba's compiler leaves cycles behind that every collection would walk again.
 _COMPILE_ASIDE = (
-    "import pickle, sys, types\n"
+    "import gc, pickle, sys, types\n"
+    "gc.disable()\n"
     "package = types.ModuleType('skbnn')\n"
     f"package.__path__ = [{os.path.dirname(os.path.dirname(__file__))!r}]\n"
     "sys.modules['skbnn'] = package\n"
