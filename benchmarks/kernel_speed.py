@@ -25,6 +25,14 @@ Each line also gives the kernel's arithmetic rate against this core's measured F
   it runs in a subprocess without them, so ``share_of_peak`` stays the share of what the
   hardware can do. ``numba_cpu_name`` says how the kernels themselves were compiled.
 * ``gflops = flops_per_eval * grad_evals_per_s``; ``share_of_peak = gflops / peak``.
+
+With ``--parts``, one more line per activation times each step of the gradient alone, in
+the same layout and loop (microseconds per call): the first dense layer, the activation
+pass, the output layer, the likelihood and its delta, the prior, the output layer's weight
+gradient, the delta below it and the first layer's weight gradient, with their sum beside
+the whole gradient's time::
+
+    python benchmarks/kernel_speed.py --parts
 """
 
 from __future__ import annotations
@@ -118,12 +126,138 @@ def host_fma_peak_gflops() -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+#: The steps of a one-hidden-layer gradient that ``--parts`` times, in the kernel's order.
+PARTS = (
+    "dense_first",
+    "activation",
+    "dense_output",
+    "likelihood",
+    "prior",
+    "wgrad_output",
+    "delta_below",
+    "wgrad_first",
+)
+
+
+@njit(nogil=True)
+def _part_loop(thetas, tgt, ws, grad, stats, part, n):
+    # the step ``part`` of logp_grad (index into PARTS) for a network with one hidden layer,
+    # on the workspace a full gradient leaves: activations, output, then two delta buffers
+    XT, sizes, offsets, cfg = tgt.XT, tgt.sizes, tgt.offsets, tgt.cfg[0]
+    rows = XT.shape[0] // sizes[0]
+    n_in, n_hid = sizes[0], sizes[1]
+    out = n_hid * rows
+    delta = out + rows
+    nxt = delta + n_hid * rows
+    b_first = offsets[0] + n_in * n_hid
+    b_out = offsets[1] + n_hid
+    sw = knet.weight_sum(tgt)
+    n_w = thetas.shape[1] - cfg.n_noise
+    total = 0.0
+    m = thetas.shape[0]
+    for i in range(n):
+        theta = thetas[i % m]
+        if part == 0:
+            knet._dense(XT, 0, n_in, theta, offsets[0], b_first, ws, 0, n_hid, rows)
+        elif part == 1:
+            knet._activate(ws, 0, n_hid * rows, cfg.activation)
+        elif part == 2:
+            knet._dense(ws, 0, n_hid, theta, offsets[1], b_out, ws, out, 1, rows)
+        elif part == 3:
+            total += knet._loglik_delta(
+                ws,
+                out,
+                tgt.YT,
+                tgt.W,
+                sw,
+                tgt.tau,
+                cfg.likelihood,
+                1,
+                rows,
+                ws,
+                delta,
+                stats,
+                cfg,
+                cfg.noise_marginal,
+            )
+        elif part == 4:
+            total += knet.log_prior(
+                theta, tgt.prior_mean, tgt.prior_scale, cfg, n_w, grad, True, cfg.prior
+            )
+        elif part == 5:
+            knet._wgrad(
+                ws[:out], n_hid, ws[delta : delta + rows], 1, rows, grad, offsets[1], b_out, 1.0
+            )
+        elif part == 6:
+            knet._delta_below(
+                theta,
+                ws,
+                ws[delta : delta + rows],
+                nxt,
+                0,
+                n_hid,
+                1,
+                offsets[1],
+                rows,
+                cfg.activation,
+            )
+        else:
+            knet._wgrad(
+                XT, n_in, ws[nxt : nxt + n_hid * rows], n_hid, rows, grad, offsets[0], b_first, 1.0
+            )
+    return total
+
+
+def _best_us(loop, args, n: int, repeats: int) -> float:
+    """Microseconds per call of ``loop(*args, n)``: the best of ``repeats`` timed runs."""
+    best = np.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        loop(*args, n)
+        best = min(best, time.perf_counter() - start)
+    return 1e6 * best / n
+
+
 def gradient_flops(sizes) -> int:
     """Flops of one gradient per row, as counted in the module docstring: two per
     multiply-add of the forward pass, the weight gradients and the deltas below hidden
     layers."""
     products = [n_in * n_out for n_in, n_out in zip(sizes[:-1], sizes[1:], strict=True)]
     return 2 * (2 * sum(products) + sum(products[1:]))
+
+
+def parts(n_rows: int = 455, n_features: int = 13, hidden: int = 10, repeats: int = 7) -> None:
+    """Print one JSON line per activation: each step of the gradient timed alone (see
+    :data:`PARTS`), their sum and the whole gradient, in microseconds per call."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n_rows, n_features))
+    y = rng.standard_normal(n_rows)
+    for activation in ("relu", "tanh", "logistic", "identity"):
+        target = Target(X, y, (hidden,), activation, "gaussian", prior=GaussianPrior())
+        tgt, ws = target.kernel_target(padded=True), target.workspace(padded=True)
+        grad, stats = np.empty(target.n_params), np.empty(3)
+        thetas = target.sample_prior(rng, 1000)
+        n = 20000
+        _loop(thetas, tgt, ws, grad, stats, 10)
+        whole = _best_us(_loop, (thetas, tgt, ws, grad, stats), n, repeats)
+        times = {}
+        for code, name in enumerate(PARTS):
+            # the whole gradient first, so each part starts from the workspace it leaves
+            _loop(thetas, tgt, ws, grad, stats, 1)
+            args = (thetas, tgt, ws, grad, stats, code)
+            _part_loop(*args, 10)
+            times[name] = round(_best_us(_part_loop, args, n, repeats), 3)
+        line = {
+            "benchmark": "gradient_parts",
+            "activation": activation,
+            "network": f"{n_features}-{hidden}-1",
+            "n_rows": n_rows,
+            "us_per_call": times,
+            "sum_of_parts_us": round(sum(times.values()), 2),
+            "whole_gradient_us": round(whole, 2),
+            "numba_cpu_name": os.environ.get("NUMBA_CPU_NAME", "host"),
+        }
+        print(json.dumps(line), flush=True)
 
 
 def main(n_rows: int = 455, n_features: int = 13, hidden=(10,), repeats: int = 7) -> None:
@@ -171,5 +305,7 @@ def main(n_rows: int = 455, n_features: int = 13, hidden=(10,), repeats: int = 7
 if __name__ == "__main__":
     if sys.argv[1:] == ["--peak"]:
         print(fma_peak_gflops())
+    elif sys.argv[1:] == ["--parts"]:
+        parts()
     else:
         main()

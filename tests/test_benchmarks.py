@@ -231,3 +231,35 @@ def test_torch_bbb_predictive_is_skbnn_predictive(monkeypatch):
     got = torch_bbb.predictive_log_density(reg.posterior_.thetas, (3, 4, 1), X_test, y[:20],
                                            float(reg._y_mean[0]), float(reg._y_std[0]))  # fmt: skip
     np.testing.assert_allclose(got, reg._log_predictive_density(X_test, y[:20]), rtol=1e-10)
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_kernel_speed_parts_are_the_steps_of_the_gradient(activation, monkeypatch):
+    # kernel_speed.py --parts times each step of logp_grad alone; run in order on one
+    # parameter vector, the steps must give the gradient and log density logp_grad gives,
+    # or the timings would be of some other computation
+    from skbnn.kernels import network as knet
+    from skbnn.priors import GaussianPrior
+    from skbnn.target import Target
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    speed = runpy.run_path(str(BENCH / "kernel_speed.py"))
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((21, 5))
+    y = rng.standard_normal(21)
+    target = Target(X, y, (4,), activation, "gaussian", prior=GaussianPrior())
+    tgt, ws = target.kernel_target(padded=True), target.workspace(padded=True)
+    thetas = target.sample_prior(rng, 1)
+    grad, stats = np.empty(target.n_params), np.empty(3)
+    logp = knet.logp_grad(thetas[0], tgt, ws, grad, stats, True)
+    expected = grad.copy()
+
+    ws[:] = np.nan  # nothing may be read that the steps did not write
+    steps, step_stats = np.full(target.n_params, np.nan), np.empty(3)
+    terms = [
+        speed["_part_loop"](thetas, tgt, ws, steps, step_stats, code, 1)
+        for code in range(len(speed["PARTS"]))
+    ]
+    np.testing.assert_allclose(steps, expected, rtol=1e-12, atol=1e-12)
+    # the likelihood's step returns the log-likelihood, the prior's the log prior
+    np.testing.assert_allclose(terms[3] + terms[4], logp, rtol=1e-12)
