@@ -151,7 +151,6 @@ def _part_loop(thetas, tgt, ws, grad, stats, part, n):
     nxt = delta + n_hid * rows
     b_first = offsets[0] + n_in * n_hid
     b_out = offsets[1] + n_hid
-    sw = knet.weight_sum(tgt)
     n_w = thetas.shape[1] - cfg.n_noise
     total = 0.0
     m = thetas.shape[0]
@@ -164,6 +163,8 @@ def _part_loop(thetas, tgt, ws, grad, stats, part, n):
         elif part == 2:
             knet._dense(ws, 0, n_hid, theta, offsets[1], b_out, ws, out, 1, rows)
         elif part == 3:
+            # the weighted row count too, which logp_grad sums once per evaluation
+            sw = knet.weight_sum(tgt)
             total += knet._loglik_delta(
                 ws,
                 out,
@@ -226,27 +227,35 @@ def gradient_flops(sizes) -> int:
     return 2 * (2 * sum(products) + sum(products[1:]))
 
 
-def parts(n_rows: int = 455, n_features: int = 13, hidden: int = 10, repeats: int = 7) -> None:
-    """Print one JSON line per activation: each step of the gradient timed alone (see
-    :data:`PARTS`), their sum and the whole gradient, in microseconds per call."""
+#: Calls per timed run.
+N_CALLS = 20000
+
+
+def _problems(n_rows: int, n_features: int, hidden: tuple, repeats: int):
+    """For each activation: its name, the gradient loop's arguments (the samplers' layout:
+    rows padded to a multiple of 8 and cache-line aligned; 1,000 prior draws to cycle over),
+    warmed up, and the whole gradient's microseconds per call (:func:`_best_us`)."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((n_rows, n_features))
     y = rng.standard_normal(n_rows)
     for activation in ("relu", "tanh", "logistic", "identity"):
-        target = Target(X, y, (hidden,), activation, "gaussian", prior=GaussianPrior())
+        target = Target(X, y, hidden, activation, "gaussian", prior=GaussianPrior())
         tgt, ws = target.kernel_target(padded=True), target.workspace(padded=True)
-        grad, stats = np.empty(target.n_params), np.empty(3)
-        thetas = target.sample_prior(rng, 1000)
-        n = 20000
-        _loop(thetas, tgt, ws, grad, stats, 10)
-        whole = _best_us(_loop, (thetas, tgt, ws, grad, stats), n, repeats)
+        args = (target.sample_prior(rng, 1000), tgt, ws, np.empty(target.n_params), np.empty(3))
+        _loop(*args, 10)
+        yield activation, args, _best_us(_loop, args, N_CALLS, repeats)
+
+
+def parts(n_rows: int = 455, n_features: int = 13, hidden: int = 10, repeats: int = 7) -> None:
+    """Print one JSON line per activation: each step of the gradient timed alone (see
+    :data:`PARTS`), their sum and the whole gradient, in microseconds per call."""
+    for activation, args, whole in _problems(n_rows, n_features, (hidden,), repeats):
         times = {}
         for code, name in enumerate(PARTS):
             # the whole gradient first, so each part starts from the workspace it leaves
-            _loop(thetas, tgt, ws, grad, stats, 1)
-            args = (thetas, tgt, ws, grad, stats, code)
-            _part_loop(*args, 10)
-            times[name] = round(_best_us(_part_loop, args, n, repeats), 3)
+            _loop(*args, 1)
+            _part_loop(*args, code, 10)
+            times[name] = round(_best_us(_part_loop, (*args, code), N_CALLS, repeats), 3)
         line = {
             "benchmark": "gradient_parts",
             "activation": activation,
@@ -261,45 +270,26 @@ def parts(n_rows: int = 455, n_features: int = 13, hidden: int = 10, repeats: in
 
 
 def main(n_rows: int = 455, n_features: int = 13, hidden=(10,), repeats: int = 7) -> None:
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((n_rows, n_features))
-    y = rng.standard_normal(n_rows)
     peak = host_fma_peak_gflops()
     flops = gradient_flops((n_features, *hidden, 1)) * n_rows
-    for activation in ("relu", "tanh", "logistic", "identity"):
-        target = Target(X, y, hidden, activation, "gaussian", prior=GaussianPrior())
-        # the samplers' layout: rows padded to a multiple of 8 and cache-line aligned
-        tgt, ws = target.kernel_target(padded=True), target.workspace(padded=True)
-        grad, stats = np.empty(target.n_params), np.empty(3)
-        thetas = target.sample_prior(rng, 1000)
-        _loop(thetas, tgt, ws, grad, stats, 10)
-        n = 20000
-        best = np.inf
-        for _ in range(repeats):
-            start = time.perf_counter()
-            _loop(thetas, tgt, ws, grad, stats, n)
-            best = min(best, time.perf_counter() - start)
-        gflops = flops * n / best / 1e9
-        print(
-            json.dumps(
-                {
-                    "benchmark": "gradient_kernel",
-                    "activation": activation,
-                    "network": f"{n_features}-{'-'.join(map(str, hidden))}-1",
-                    "n_rows": n_rows,
-                    "threads": 1,
-                    "distinct_parameter_vectors": thetas.shape[0],
-                    "grad_evals_per_s": round(n / best),
-                    "us_per_eval": round(1e6 * best / n, 2),
-                    "flops_per_eval": flops,
-                    "gflops": round(gflops, 2),
-                    "peak_gflops_measured": round(peak, 2),
-                    "share_of_peak": round(gflops / peak, 3),
-                    "numba_cpu_name": os.environ.get("NUMBA_CPU_NAME", "host"),
-                }
-            ),
-            flush=True,
-        )
+    for activation, args, us in _problems(n_rows, n_features, hidden, repeats):
+        gflops = flops / us / 1e3
+        line = {
+            "benchmark": "gradient_kernel",
+            "activation": activation,
+            "network": f"{n_features}-{'-'.join(map(str, hidden))}-1",
+            "n_rows": n_rows,
+            "threads": 1,
+            "distinct_parameter_vectors": args[0].shape[0],
+            "grad_evals_per_s": round(1e6 / us),
+            "us_per_eval": round(us, 2),
+            "flops_per_eval": flops,
+            "gflops": round(gflops, 2),
+            "peak_gflops_measured": round(peak, 2),
+            "share_of_peak": round(gflops / peak, 3),
+            "numba_cpu_name": os.environ.get("NUMBA_CPU_NAME", "host"),
+        }
+        print(json.dumps(line), flush=True)
 
 
 if __name__ == "__main__":
