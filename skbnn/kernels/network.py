@@ -1584,7 +1584,7 @@ def density_target(
     source = density_source(codes)
     density = compiled_kernel(sig, source)
     if aside and compile_aside_enabled():
-        compile_aside(density, *aside_with, activation=None if codes is None else source[2][0])
+        compile_aside(density, *aside_with, activation=None if codes is None else int(codes[0]))
     else:
         density.resolve()
     return DensityTarget(*tgt, tgt, density)
