@@ -165,13 +165,19 @@ _ROUND_SHIFT_BITS = 0x4338000000000000
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
-def _expm1_reduced(v):
-    # v = k ln2 + r with |r| <= ln2 / 2 (k the integer nearest v / ln2); returns k and
-    # expm1(r). v must be finite and above -2**50.
+def _reduce_ln2(v):
+    # k and r with v = k ln2 + r, |r| <= ln2 / 2 (k the integer nearest v / ln2); v must be
+    # finite and above -2**50
     u = v * _LOG2E + _ROUND_SHIFT
     kf = u - _ROUND_SHIFT
     k = np.float64(u).view(np.int64) - _ROUND_SHIFT_BITS
-    r = (v - kf * _LN2_HI) - kf * _LN2_LO
+    return k, (v - kf * _LN2_HI) - kf * _LN2_LO
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+def _expm1_reduced(v):
+    # k and expm1(r) for v = k ln2 + r (_reduce_ln2)
+    k, r = _reduce_ln2(v)
     # expm1(r) = r + r^2 q(r), q by Estrin's scheme: about 20 cycles of latency rather than
     # Horner's 50, which let too few elements overlap in the vectorized loops (2x slower)
     r2 = r * r
@@ -189,42 +195,81 @@ def _pow2(k):
     return np.int64((k + 1023) << 52).view(np.float64)
 
 
+# exp(r) = (E(r^2) + r O(r^2)) / (E(r^2) - r O(r^2)) is the [6/6] Pade approximant of exp,
+# whose numerator is sum_j (12 - j)! 6! / (12! j! (6 - j)!) r^j; on |r| <= ln2 / 2 it is off by
+# at most 2e-19 relative. tanh and the logistic are ratios themselves, so with it they need
+# one division and two short polynomials in r^2 instead of expm1's twelve terms.
+_PE1 = 5.0 / 44.0
+_PE2 = 1.0 / 792.0
+_PE3 = 1.0 / 665280.0
+_PO0 = 0.5
+_PO1 = 1.0 / 66.0
+_PO2 = 1.0 / 15840.0
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+def _exp_pade(v):
+    # k, E and t = r O for v = k ln2 + r (_reduce_ln2), with e^v = 2^k (E + t) / (E - t),
+    # E in [1, 1.014] and |t| < 0.18
+    k, r = _reduce_ln2(v)
+    z = r * r
+    e = 1.0 + z * (_PE1 + z * (_PE2 + z * _PE3))
+    t = r * (_PO0 + z * (_PO1 + z * _PO2))
+    return k, e, t
+
+
 @njit(cache=True, nogil=True, fastmath=_FM_EXACT, error_model="numpy")
 def _tanh(x):
-    # With e = exp(-2|x|) and m = expm1(-2|x|) = e - 1: tanh|x| = -m / (1 + e) keeps full
-    # relative accuracy near 0. Beyond |x| = 1 it uses 1 - 2e / (1 + e) instead, because m
-    # drops the low bits of a tiny e and would round to 1 slightly before tanh does. Both
-    # sides are computed and selected so the loop stays branch-free. The clamp (tanh rounds
-    # to 1 long before) lets NaN through, and NaN then runs through every step (the range
-    # reduction has no integer conversion) and comes out as NaN without a select.
+    # With e^(-2|x|) = s (E + t) / (E - t), s = 2^k (_exp_pade): tanh|x| = (1 - e) / (1 + e)
+    # = (E (1 - s) - t (1 + s)) / (E (1 + s) - t (1 - s)), where 1 - s and 1 + s are exact;
+    # at k = 0 the numerator is -2t, so small |x| keep their relative accuracy. Beyond
+    # |x| = 1/2 it uses 1 - 2 s (E + t) / (the same denominator) instead, whose quotient is
+    # at most 1/2, so its rounding is smaller in the result: the ratio's own would round
+    # to 1 slightly before tanh does (measured: 1/2 is where the two errors cross). Both
+    # dividends are computed and selected so the loop stays branch-free, with one
+    # division. The clamp (tanh rounds to 1 long before) lets NaN through, and NaN then
+    # runs through every step (the range reduction has no integer conversion) and comes
+    # out as NaN without a select. Within 3 ulp (tests/test_kernels.py).
     v = -2.0 * abs(x)
     v = -44.0 if v < -44.0 else v
-    k, p = _expm1_reduced(v)
+    k, e, t = _exp_pade(v)
     s = _pow2(k)
-    e = s * p + s
-    if v > -2.0:
-        a = 0.0
-        num = s * p + (s - 1.0)
+    a = 1.0 - s
+    b = 1.0 + s
+    den = e * b - t * a
+    if v > -1.0:
+        c = 0.0
+        num = t * b - e * a
     else:
-        a = 1.0
-        num = 2.0 * e
+        c = 1.0
+        num = (2.0 * s) * (e + t)
     # (A select returning x itself for NaN made LLVM store tanh(z[t]) over z[t] with a
     # masked store, microcoded and about 10x slower on AMD.)
-    return math.copysign(a - num / (1.0 + e), x)
+    return math.copysign(c - num / den, x)
 
 
 @njit(cache=True, nogil=True, fastmath=_FM_EXACT, error_model="numpy")
 def _logistic(x):
-    # 1 / (1 + e^-x) for x >= 0 and e^x / (1 + e^x) below, so neither side overflows. e^-|x|
-    # is scaled by two powers of 2 to reach the subnormal range; below -750 it rounds to 0.
-    # NaN passes the clamp and comes out as NaN, as in _tanh.
+    # With e^-|x| = s (E + t) / (E - t) (_exp_pade): 1 / (1 + e^-x) = (E - t) / (E - t +
+    # s (E + t)) for x >= 0, and s (E + t) over the same below, so neither side overflows.
+    # s is applied as two powers of 2 to reach the subnormal range, and below 0 the second
+    # after dividing, so that a subnormal result is rounded once; below -750 it rounds to
+    # 0. NaN passes the clamp and comes out as NaN, as in _tanh.
     v = -abs(x)
     v = -750.0 if v < -750.0 else v
-    k, p = _expm1_reduced(v)
+    k, e, t = _exp_pade(v)
     h = k >> 1
-    e = ((1.0 + p) * _pow2(h)) * _pow2(k - h)
-    num = 1.0 if x >= 0.0 else e
-    return num / (1.0 + e)
+    a = e - t
+    b = (e + t) * _pow2(h)
+    rest = _pow2(k - h)
+    den = a + b * rest
+    if x >= 0.0:
+        num = a
+        scale = 1.0
+    else:
+        num = b
+        scale = rest
+    return (num / den) * scale
 
 
 # Series of 2 atanh(s) = log((1 + s) / (1 - s)) beyond its leading 2s: 2 / (2j + 1) for the
