@@ -229,7 +229,7 @@ def _tanh(x):
     # dividends are computed and selected so the loop stays branch-free, with one
     # division. The clamp (tanh rounds to 1 long before) lets NaN through, and NaN then
     # runs through every step (the range reduction has no integer conversion) and comes
-    # out as NaN without a select. Within 3 ulp (tests/test_kernels.py).
+    # out as NaN without a select. Within 4 ulp (tests/test_kernels.py).
     v = -2.0 * abs(x)
     v = -44.0 if v < -44.0 else v
     k, e, t = _exp_pade(v)
