@@ -57,6 +57,30 @@ MOMENTS = np.dtype(
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def rows_weight(data):
+    """The summed row weights of ``data.rows``: an epoch's loss is per unit of it."""
+    n_w = 0.0
+    for i in range(data.rows.shape[0]):
+        n_w += data.W[data.rows[i]]
+    return n_w
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def batch_target(tgt, data, i0, nb):
+    """Rows ``data.rows[i0:i0 + nb]`` gathered into ``data``'s batch buffers, and the
+    :data:`~skbnn.kernels.network.KernelTarget` over them with ``tgt``'s network, prior,
+    noise and ``cfg``."""
+    n_all = n_rows(tgt)
+    d = tgt.sizes[0]
+    ky = tgt.YT.shape[0] // n_all
+    _gather(data, i0, nb, d, ky, n_all)
+    return KernelTarget(
+        data.xb[: d * nb], data.yb[: ky * nb], data.wb[:nb], tgt.sizes, tgt.offsets,
+        tgt.prior_mean, tgt.prior_scale, tgt.tau, tgt.cfg,
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _gather(data, i0, nb, d, ky, n_all):
     # rows[i0:i0 + nb] of the feature-major data into the batch buffers
     XT, YT, W, rows, xb, yb, wb = data
@@ -149,23 +173,14 @@ def run_epoch(theta, tgt, data, batch_size, lrs, opt, mom, ws, grad, stats):
         epoch's batches (weighted by their rows); NaN as soon as a step meets a non-finite
         loss, which leaves ``theta`` at the last finite point.
     """
-    n_all = n_rows(tgt)
-    d = tgt.sizes[0]
-    ky = tgt.YT.shape[0] // n_all
     n = data.rows.shape[0]
-    n_w = 0.0
-    for i in range(n):
-        n_w += data.W[data.rows[i]]
+    n_w = rows_weight(data)
     cfg = tgt.cfg[0]
     total = 0.0
     b = 0
     for i0 in range(0, n, batch_size):
         nb = min(batch_size, n - i0)
-        _gather(data, i0, nb, d, ky, n_all)
-        bt = KernelTarget(
-            data.xb[: d * nb], data.yb[: ky * nb], data.wb[:nb], tgt.sizes, tgt.offsets,
-            tgt.prior_mean, tgt.prior_scale, tgt.tau, tgt.cfg,
-        )  # fmt: skip
+        bt = batch_target(tgt, data, i0, nb)
         cfg.beta = n / nb
         # through the pointer the target carries, so this kernel links no copy of logp_grad
         lp = tgt.density(theta, bt, ws, grad, stats, True)

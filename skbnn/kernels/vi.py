@@ -32,6 +32,7 @@ the Monte Carlo terms), so the optimizer settles instead of jittering around the
 (1: the path-derivative entropy gradient; 0: the analytic one, for gradient checks).
 """
 
+import functools
 import math
 from collections import namedtuple
 
@@ -41,18 +42,17 @@ from ._jit import njit
 from .network import (
     _FM,
     _LOG_2PI,
-    KernelTarget,
     _activate,
     _backward,
     _dense,
     _loglik_delta,
+    _named,
     _wgrad,
     forward,
     log_prior,
-    n_rows,
     weight_sum,
 )
-from .optim import _gather, _step
+from .optim import _step, batch_target, rows_weight
 
 VI_CONFIG = np.dtype(
     [
@@ -362,17 +362,34 @@ def _accumulate(p, rank, work, first, last, scale):
             glam[(2 + a) * p + i] += za * g[i]
 
 
+#: The variational families: :func:`run_vi_epoch_for`'s and :func:`mc_term`'s ``fam``.
+GAUSSIAN, SPIKE_SLAB = 0, 1
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
-def mc_term(lam, p, tgt, vcfg, work, ws, stats, rng, with_grad, scale):
+def mc_term(lam, p, tgt, vcfg, work, ws, stats, rng, with_grad, scale, fam):
     """One Monte Carlo draw of ``beta loglik + log p`` on the rows of ``tgt`` (without the
     weights' Gaussian prior under ``closed_kl``), its gradient in ``lam`` times ``scale``
-    added to ``work.glam``."""
-    vc = vcfg[0]
+    added to ``work.glam``; ``fam`` is the family (:data:`GAUSSIAN`, or
+    :data:`SPIKE_SLAB`, whose ``vcfg`` then says which estimator). Compiled with both
+    families' branches; a fit's epochs compile one (:func:`run_vi_epoch_for`)."""
+    if fam == SPIKE_SLAB:
+        return _spike_slab_mc_term(lam, p, tgt, vcfg[0], work, ws, stats, rng, with_grad, scale)
+    return _gaussian_mc_term(lam, p, tgt, vcfg[0], work, ws, stats, rng, with_grad, scale)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _spike_slab_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale):
+    # mc_term for the spike-and-slab family, by the estimator vc.lbbnn says
     if vc.lbbnn == 1:
         return lbbnn_lrt_term(lam, p, tgt, work, ws, stats, rng, with_grad, scale)
-    if vc.lbbnn == 2:
-        return lbbnn_concrete_term(lam, p, tgt, vc.temperature, work, ws, stats, rng,
-                                   with_grad, scale)  # fmt: skip
+    return lbbnn_concrete_term(lam, p, tgt, vc.temperature, work, ws, stats, rng, with_grad,
+                               scale)  # fmt: skip
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _gaussian_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale):
+    # mc_term for the Gaussian family; vc is the VI_CONFIG record
     XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
     cfg = cfgs[0]
     n = XT.shape[0] // sizes[0]
@@ -473,15 +490,20 @@ def _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale):
         work.glam[p + n_w + o] += scale * ge * work.eps[n_w + o] * work.dsigma[n_w + o]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def run_vi_epoch(lam, tgt, data, batch_size, lrs, opt, vcfg, work, ws, stats, rng):
-    """One pass over ``data.rows`` in minibatches, one optimizer step on the negative
-    ELBO per batch; returns minus the epoch's ELBO estimate per unit of row weight.
+@functools.cache
+def run_vi_epoch_for(fam: int):
+    """The kernel of one epoch of VI for the family ``fam`` (:data:`GAUSSIAN` or
+    :data:`SPIKE_SLAB`): one pass over ``data.rows`` in minibatches, one optimizer step on
+    the negative ELBO per batch.
 
-    Parameters
-    ----------
-    lam : ndarray of shape ((2 + rank) * n_params,)
-        ``[mu, rho, V]``, updated in place.
+    The family is a constant of the kernel, so numba compiles its terms only: a VI fit
+    does not compile LBBNN's, nor an LBBNN fit VI's (an LBBNN fit's cold compile went from
+    29.5 to about 20 s, doc/performance.md). Cached on disk per family, like any kernel.
+
+    The kernel's parameters:
+
+    lam : ndarray of shape ((2 + rank) * n_params,) (``3 n_params`` for the spike and slab)
+        ``[mu, rho, V]`` (or ``[kappa, rho, lambda]``), updated in place.
     tgt : KernelTarget
         The member's own target over all rows (its ``cfg.beta`` and ``tau`` are written).
     data : skbnn.kernels.optim.Batches
@@ -495,59 +517,58 @@ def run_vi_epoch(lam, tgt, data, batch_size, lrs, opt, vcfg, work, ws, stats, rn
     stats : ndarray of shape (2 + n_outputs,)
     rng : numpy.random.Generator
 
-    Returns
-    -------
-    float
-        ``-(sum over batches of (B / n) ELBO_B) / n_w``, with ``ELBO_B`` the step's
-        estimate ``(n / B) loglik_B + E_q[log p] + H``: an unbiased estimate of ``-ELBO /
-        n_w``. NaN as soon as a step meets a non-finite objective.
+    It returns ``-(sum over batches of (B / n) ELBO_B) / n_w``, with ``ELBO_B`` the
+    step's estimate ``(n / B) loglik_B + E_q[log p] + H``: an unbiased estimate of
+    ``-ELBO / n_w``; NaN as soon as a step meets a non-finite objective.
     """
-    n_all = n_rows(tgt)
-    d = tgt.sizes[0]
-    ky = tgt.YT.shape[0] // n_all
-    n = data.rows.shape[0]
-    p = work.sigma.shape[0]
-    vc = vcfg[0]
-    n_w = 0.0
-    for i in range(n):
-        n_w += data.W[data.rows[i]]
-    cfg = tgt.cfg[0]
-    total = 0.0
-    b = 0
-    inv_mc = 1.0 / vc.n_mc
-    for i0 in range(0, n, batch_size):
-        nb = min(batch_size, n - i0)
-        _gather(data, i0, nb, d, ky, n_all)
-        bt = KernelTarget(
-            data.xb[: d * nb], data.yb[: ky * nb], data.wb[:nb], tgt.sizes, tgt.offsets,
-            tgt.prior_mean, tgt.prior_scale, tgt.tau, tgt.cfg,
-        )  # fmt: skip
-        cfg.beta = n / nb
-        set_sigmas(lam, p, work)
-        glam = work.glam
-        for i in range(glam.shape[0]):
-            glam[i] = 0.0
-        if vc.lbbnn:
-            set_alphas(lam, p, work)
-            value = spike_slab_terms(lam, p, p - cfg.n_noise, work, True)
-        else:
-            value = analytic_terms(lam, p, p - cfg.n_noise, vc.rank, vc.closed_kl,
-                                   tgt.prior_mean, tgt.prior_scale, work, True,
-                                   vc.local or not vc.stl)  # fmt: skip
-        for _ in range(vc.n_mc):
-            value += inv_mc * mc_term(lam, p, bt, vcfg, work, ws, stats, rng, True, inv_mc)
-        if not math.isfinite(value):
-            cfg.beta = 1.0
-            return np.nan
-        for i in range(glam.shape[0]):
-            if not math.isfinite(glam[i]):
+    # a constant of the closure: numba prunes the other family's branches before typing
+    spike = int(fam) == SPIKE_SLAB
+
+    def kernel(lam, tgt, data, batch_size, lrs, opt, vcfg, work, ws, stats, rng):
+        n = data.rows.shape[0]
+        p = work.sigma.shape[0]
+        vc = vcfg[0]
+        n_w = rows_weight(data)
+        cfg = tgt.cfg[0]
+        total = 0.0
+        b = 0
+        inv_mc = 1.0 / vc.n_mc
+        for i0 in range(0, n, batch_size):
+            nb = min(batch_size, n - i0)
+            bt = batch_target(tgt, data, i0, nb)
+            cfg.beta = n / nb
+            set_sigmas(lam, p, work)
+            glam = work.glam
+            for i in range(glam.shape[0]):
+                glam[i] = 0.0
+            if spike:
+                set_alphas(lam, p, work)
+                value = spike_slab_terms(lam, p, p - cfg.n_noise, work, True)
+            else:
+                value = analytic_terms(lam, p, p - cfg.n_noise, vc.rank, vc.closed_kl,
+                                       tgt.prior_mean, tgt.prior_scale, work, True,
+                                       vc.local or not vc.stl)  # fmt: skip
+            for _ in range(vc.n_mc):
+                if spike:
+                    value += inv_mc * _spike_slab_mc_term(lam, p, bt, vc, work, ws, stats, rng,
+                                                          True, inv_mc)  # fmt: skip
+                else:
+                    value += inv_mc * _gaussian_mc_term(lam, p, bt, vc, work, ws, stats, rng,
+                                                        True, inv_mc)  # fmt: skip
+            if not math.isfinite(value):
                 cfg.beta = 1.0
                 return np.nan
-        total += -value * nb / n
-        _step(lam, glam, -1.0 / n_w, lrs[b], opt)
-        b += 1
-    cfg.beta = 1.0
-    return total / n_w
+            for i in range(glam.shape[0]):
+                if not math.isfinite(glam[i]):
+                    cfg.beta = 1.0
+                    return np.nan
+            total += -value * nb / n
+            _step(lam, glam, -1.0 / n_w, lrs[b], opt)
+            b += 1
+        cfg.beta = 1.0
+        return total / n_w
+
+    return njit(cache=True, nogil=True, error_model="numpy")(_named(kernel, f"run_vi_epoch_{fam}"))
 
 
 # --- the spike-and-slab family of latent binary BNNs (LBBNN; Hubin and Storvik 2019,

@@ -51,7 +51,8 @@ def _ensure_compiled(codes: tuple[int, int, int]) -> float:
             method._elbo(target, lam, rng, 2, 1)
 
     kernels = (
-        kvi.run_vi_epoch, kvi.spike_slab_terms, knet.logp_grad_batch, knet.logp_grad
+        kvi.run_vi_epoch_for(kvi.SPIKE_SLAB), kvi.spike_slab_terms, knet.logp_grad_batch,
+        knet.logp_grad,
     )  # fmt: skip
     return compile_once(kernels, warm)
 
@@ -184,6 +185,8 @@ validation_fraction, n_iter_no_change
 
     name = "lbbnn"
     _compile = staticmethod(_ensure_compiled)
+    #: the variational family, :func:`skbnn.kernels.vi.run_vi_epoch_for`'s ``fam``
+    _family = kvi.SPIKE_SLAB
 
     _parameter_constraints: dict = {
         **_Trainer._parameter_constraints,

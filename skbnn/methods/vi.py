@@ -74,7 +74,7 @@ def _ensure_compiled(codes: tuple[int, int, int]) -> float:
                                rng, None, member, vcfg)  # fmt: skip
                 method._elbo(target, lam, vcfg, rng, 2)
 
-    kernels = (kvi.run_vi_epoch, knet.logp_grad_batch, knet.logp_grad)
+    kernels = (kvi.run_vi_epoch_for(kvi.GAUSSIAN), knet.logp_grad_batch, knet.logp_grad)
     return compile_once(kernels, warm)
 
 
@@ -159,6 +159,8 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
     name = "vi"
     default_n_samples = 100
     _compile = staticmethod(_ensure_compiled)
+    #: the variational family, :func:`skbnn.kernels.vi.run_vi_epoch_for`'s ``fam``
+    _family = kvi.GAUSSIAN
 
     _parameter_constraints: dict = {
         **_Trainer._parameter_constraints,
@@ -284,14 +286,15 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
         val_weight = None if val is None else float(target.W[val].sum())
         window = int(s.n_iter_no_change)
         best, best_lam, count = np.inf, None, 0
+        epoch_kernel = kvi.run_vi_epoch_for(self._family)
         member.converged = False
         for epoch in range(s.max_iter):
             check_interrupt()  # a member on the pool stops here on Ctrl-C
             data = data._replace(rows=rng.permutation(train))
             lrs = _schedule(s.learning_rate, s.learning_rate_init, epoch, s.max_iter, n_steps)
             try:
-                loss = kvi.run_vi_epoch(lam, tgt, data, batch, lrs, opt, vcfg, work, ws, stats,
-                                        rng)  # fmt: skip
+                loss = epoch_kernel(lam, tgt, data, batch, lrs, opt, vcfg, work, ws, stats,
+                                    rng)  # fmt: skip
             except np.linalg.LinAlgError:
                 # the low-rank family's Cholesky factor of a matrix a divergent step made
                 # non-finite: a diverged loss, restarted like any other
