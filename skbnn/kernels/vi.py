@@ -378,7 +378,7 @@ def mc_term(lam, p, tgt, vcfg, work, ws, stats, rng, with_grad, scale, fam):
     return _gaussian_mc_term(lam, p, tgt, vcfg[0], work, ws, stats, rng, with_grad, scale)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _spike_slab_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale):
     # mc_term for the spike-and-slab family, by the estimator vc.lbbnn says
     if vc.lbbnn == 1:
@@ -387,7 +387,7 @@ def _spike_slab_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale)
                                scale)  # fmt: skip
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _gaussian_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale):
     # mc_term for the Gaussian family; vc is the VI_CONFIG record
     XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
@@ -634,7 +634,7 @@ def spike_slab_terms(lam, p, n_w, work, with_grad):
     return value
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def lbbnn_lrt_term(lam, p, tgt, work, ws, stats, rng, with_grad, scale):
     """One Monte Carlo draw of ``beta loglik + log p(eta)`` by the local reparameterization
     trick for spike-and-slab weights: each pre-activation drawn per row from the Gaussian
@@ -682,7 +682,7 @@ def lbbnn_lrt_term(lam, p, tgt, work, ws, stats, rng, with_grad, scale):
     return beta * ll + lp
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def lbbnn_concrete_term(lam, p, tgt, temperature, work, ws, stats, rng, with_grad, scale):
     """One Monte Carlo draw of ``beta loglik + log p(eta)`` at a draw of the weights with
     the indicators relaxed to the concrete (binary Gumbel-softmax) distribution of
