@@ -451,7 +451,7 @@ def test_tanh_and_logistic_are_within_four_ulp(act):
     assert err.max() < bound, x[normal][np.argmax(err)]
     # subnormal logistic results (x below -708): within 2 of the smallest subnormal
     assert np.all(np.abs(z[~normal] - exact[~normal].astype(np.float64)) <= 2 * 5e-324)
-    # odd (tanh) and bounded: tanh in [-1, 1], the logistic in [0, 1]
+    # bounded: tanh in [-1, 1], the logistic in [0, 1]
     assert np.all(np.abs(z) <= 1.0) and (act == 2 or np.all(z >= 0.0))
     special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0])
     _activation_in_place(special, act)

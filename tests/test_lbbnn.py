@@ -67,7 +67,7 @@ def test_gradient_of_the_elbo_estimate_is_exact(likelihood, local):
         work.glam[:] = 0.0
         value = kvi.spike_slab_terms(lam_, p, target.layout.n_weights, work, with_grad)
         value += kvi.mc_term(lam_, p, tgt, vcfg, work, ws, stats_, np.random.default_rng(5),
-                             with_grad, 1.0, kvi.SPIKE_SLAB)  # fmt: skip
+                             with_grad, 1.0)  # fmt: skip
         return value, work.glam.copy()
 
     _, grad = estimate(lam, True)

@@ -175,7 +175,7 @@ def test_gradient_of_the_elbo_estimate_is_exact(likelihood, prior, family, local
                                    int(vcfg[0]["closed_kl"]), tgt.prior_mean, tgt.prior_scale,
                                    work, with_grad, True)  # fmt: skip
         value += kvi.mc_term(lam_, p, tgt, vcfg, work, ws, stats_, np.random.default_rng(5),
-                             with_grad, 1.0, kvi.GAUSSIAN)  # fmt: skip
+                             with_grad, 1.0)  # fmt: skip
         return value, work.glam.copy()
 
     _, grad = estimate(lam, True)
@@ -206,7 +206,7 @@ def test_path_derivative_entropy_gradient_is_unbiased():
             work.glam[:] = 0.0
             kvi.analytic_terms(lam, p, target.layout.n_weights, 2, 1, tgt.prior_mean,
                                tgt.prior_scale, work, True, stl == 0)  # fmt: skip
-            kvi.mc_term(lam, p, tgt, vcfg, work, ws, st, rng, True, 1.0, kvi.GAUSSIAN)
+            kvi.mc_term(lam, p, tgt, vcfg, work, ws, st, rng, True, 1.0)
             out.append(work.glam.copy())
         grads[stl] = np.array(out)
     diff = grads[1] - grads[0]  # the same draws: the difference is the dropped term

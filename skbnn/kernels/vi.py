@@ -362,20 +362,21 @@ def _accumulate(p, rank, work, first, last, scale):
             glam[(2 + a) * p + i] += za * g[i]
 
 
-#: The variational families: :func:`run_vi_epoch_for`'s and :func:`mc_term`'s ``fam``.
+#: The variational families, :func:`run_vi_epoch_for`'s ``fam``: VI_CONFIG's ``lbbnn`` is
+#: 0 for the first and the estimator (1 or 2) for the second.
 GAUSSIAN, SPIKE_SLAB = 0, 1
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def mc_term(lam, p, tgt, vcfg, work, ws, stats, rng, with_grad, scale, fam):
+def mc_term(lam, p, tgt, vcfg, work, ws, stats, rng, with_grad, scale):
     """One Monte Carlo draw of ``beta loglik + log p`` on the rows of ``tgt`` (without the
     weights' Gaussian prior under ``closed_kl``), its gradient in ``lam`` times ``scale``
-    added to ``work.glam``; ``fam`` is the family (:data:`GAUSSIAN`, or
-    :data:`SPIKE_SLAB`, whose ``vcfg`` then says which estimator). Compiled with both
-    families' branches; a fit's epochs compile one (:func:`run_vi_epoch_for`)."""
-    if fam == SPIKE_SLAB:
-        return _spike_slab_mc_term(lam, p, tgt, vcfg[0], work, ws, stats, rng, with_grad, scale)
-    return _gaussian_mc_term(lam, p, tgt, vcfg[0], work, ws, stats, rng, with_grad, scale)
+    added to ``work.glam``. Compiled with both families' branches, chosen by ``vcfg``; a
+    fit's epochs compile one (:func:`run_vi_epoch_for`)."""
+    vc = vcfg[0]
+    if vc.lbbnn:
+        return _spike_slab_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale)
+    return _gaussian_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -497,8 +498,10 @@ def run_vi_epoch_for(fam: int):
     the negative ELBO per batch.
 
     The family is a constant of the kernel, so numba compiles its terms only: a VI fit
-    does not compile LBBNN's, nor an LBBNN fit VI's (an LBBNN fit's cold compile went from
-    29.5 to about 20 s, doc/performance.md). Cached on disk per family, like any kernel.
+    does not compile LBBNN's, nor an LBBNN fit VI's (doc/performance.md: with the Monte
+    Carlo terms inlined, an LBBNN fit's cold compile went from 21-28 s to 16.5 s, VI's from
+    25-28 s to 23 s). ``vcfg``'s ``lbbnn`` must agree with ``fam``. Cached on disk per
+    family, like any kernel.
 
     The kernel's parameters:
 
