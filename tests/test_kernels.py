@@ -216,6 +216,28 @@ def test_kernels_keep_the_codes_they_are_called_with_as_constants():
     assert "int64 Literal[int](2)" in kinds
 
 
+def test_every_kernel_sets_its_own_fastmath_flags():
+    # numba compiles a kernel that leaves fastmath unset with the flags of whichever caller
+    # compiles it first, and caches that code for all: its speed (and, for a reduction, its
+    # last bits) would then depend on what ran first in a cache's life
+    import importlib
+    import pkgutil
+
+    from numba.core.registry import CPUDispatcher
+
+    import skbnn.kernels
+
+    found = []
+    for info in pkgutil.iter_modules(skbnn.kernels.__path__):
+        module = importlib.import_module(f"skbnn.kernels.{info.name}")
+        for name, obj in vars(module).items():
+            if isinstance(obj, CPUDispatcher) and obj.py_func.__module__ == module.__name__:
+                found.append(name)
+                assert "fastmath" in obj.targetoptions, f"{info.name}.{name}"
+    assert {"weight_sum", "logp_grad", "nuts", "run_epoch"} <= set(found)
+    assert "fastmath" in knet.logp_grad_for(1, 0, 0).targetoptions
+
+
 def test_noise_parameter_is_last_and_has_gamma_prior():
     target = _make_target("gaussian", 2, "theta", "tanh", (3,), GaussianPrior())
     assert target.n_params == target.layout.n_weights + 2

@@ -105,11 +105,16 @@ def _compile_calls_unliteral(dispatcher) -> None:
 
 def njit(*args, **kwargs):
     """:func:`numba.njit`, with ``cache=True`` dropped when numba cannot cache (:data:`CACHE`),
-    and the cache's saves locked across processes."""
+    the cache's saves locked across processes, and ``fastmath`` off unless given."""
     if args and callable(args[0]):  # a bare @njit
         return njit(**kwargs)(args[0])
     if not CACHE:
         kwargs["cache"] = False
+    # numba compiles a kernel that leaves fastmath unset with its first caller's flags and
+    # caches that code for every later caller: weight_sum, first compiled by a caller
+    # without fastmath, summed its rows one by one (a 20th of a gradient) in one cache and
+    # vectorized in another. Set, the flags are the kernel's own whoever compiles it first.
+    kwargs.setdefault("fastmath", False)
     decorate = numba.njit(*args, **kwargs)
 
     def wrap(func):

@@ -1070,7 +1070,7 @@ def n_rows(tgt):
     return tgt.XT.shape[0] // tgt.sizes[0]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def weight_sum(tgt):
     """Sum of the row weights of a kernel target: its number of rows, counted by weight."""
     total = 0.0
@@ -1296,7 +1296,7 @@ def target_codes(tgt) -> tuple[int, int, int]:
     return int(cfg["activation"]), int(cfg["likelihood"]), int(cfg["prior"])
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def log_marginal(n, k, stats, a, b, beta):
     """Log of ``int p(y | theta, tau)^beta Gamma(tau | a, b) dtau``, summed over outputs.
 
