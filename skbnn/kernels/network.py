@@ -396,24 +396,39 @@ def _bernoulli_delta(f, y, e):
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def _dense(src, src_base, n_in, theta, w_start, b_start, dst, dst_base, n_out, n):
-    # dst[j, :] = b[j] + sum_i W[i, j] src[i, :]. Two outputs and four inputs per pass over
-    # the rows: each loaded src value feeds two FMAs, each dst row is read and written once
-    # per four inputs, and the eight weights stay in registers. An odd last output goes
-    # alone, four inputs per pass. (Also folding the leftover inputs into the pass that
-    # writes the biases saved little and added 2-3 s to the cold compile of logp_grad.)
+    # dst[j, :] = b[j] + sum_i W[i, j] src[i, :]. Two outputs per pass over the rows. The
+    # r = n_in % 4 inputs that do not fill a group of four come first, one per pass, the
+    # first of them in the pass that writes the biases (with none, that pass adds input 0
+    # at weight 0); then four inputs per pass: each loaded src value feeds two FMAs, each
+    # dst row is read and written once per four inputs, and the eight weights stay in
+    # registers. An odd last output goes alone, in the same passes. Each pass writes both
+    # dst rows, and the stores, not the FMAs, bound the passes of one input: a pass of its
+    # own for the biases cost as much as one more input.
+    r = n_in % 4
+    x = src[src_base : src_base + n]
     j = 0
     while j < n_out:
         two = j + 1 < n_out
         z0 = dst[dst_base + j * n : dst_base + (j + 1) * n]
         b0 = theta[b_start + j]
+        v0 = theta[w_start + j] if r > 0 else 0.0
         if two:
             z1 = dst[dst_base + (j + 1) * n : dst_base + (j + 2) * n]
             b1 = theta[b_start + j + 1]
+            u0 = theta[w_start + j + 1] if r > 0 else 0.0
             for t in range(n):
-                z0[t] = b0
-                z1[t] = b1
-            i = 0
-            while i + 4 <= n_in:
+                a0 = x[t]
+                z0[t] = b0 + v0 * a0
+                z1[t] = b1 + u0 * a0
+            for i in range(1, r):
+                v0 = theta[w_start + i * n_out + j]
+                u0 = theta[w_start + i * n_out + j + 1]
+                x0 = src[src_base + i * n : src_base + (i + 1) * n]
+                for t in range(n):
+                    z0[t] += v0 * x0[t]
+                    z1[t] += u0 * x0[t]
+            i = r
+            while i < n_in:
                 g = w_start + i * n_out + j
                 v0 = theta[g]
                 u0 = theta[g + 1]
@@ -435,20 +450,17 @@ def _dense(src, src_base, n_in, theta, w_start, b_start, dst, dst_base, n_out, n
                     z0[t] += v0 * a0 + v1 * a1 + v2 * a2 + v3 * a3
                     z1[t] += u0 * a0 + u1 * a1 + u2 * a2 + u3 * a3
                 i += 4
-            while i < n_in:
-                v0 = theta[w_start + i * n_out + j]
-                u0 = theta[w_start + i * n_out + j + 1]
-                x0 = src[src_base + i * n : src_base + (i + 1) * n]
-                for t in range(n):
-                    z0[t] += v0 * x0[t]
-                    z1[t] += u0 * x0[t]
-                i += 1
             j += 2
         else:
             for t in range(n):
-                z0[t] = b0
-            i = 0
-            while i + 4 <= n_in:
+                z0[t] = b0 + v0 * x[t]
+            for i in range(1, r):
+                v0 = theta[w_start + i * n_out + j]
+                x0 = src[src_base + i * n : src_base + (i + 1) * n]
+                for t in range(n):
+                    z0[t] += v0 * x0[t]
+            i = r
+            while i < n_in:
                 v0 = theta[w_start + i * n_out + j]
                 v1 = theta[w_start + (i + 1) * n_out + j]
                 v2 = theta[w_start + (i + 2) * n_out + j]
@@ -460,12 +472,6 @@ def _dense(src, src_base, n_in, theta, w_start, b_start, dst, dst_base, n_out, n
                 for t in range(n):
                     z0[t] += v0 * x0[t] + v1 * x1[t] + v2 * x2[t] + v3 * x3[t]
                 i += 4
-            while i < n_in:
-                v0 = theta[w_start + i * n_out + j]
-                x0 = src[src_base + i * n : src_base + (i + 1) * n]
-                for t in range(n):
-                    z0[t] += v0 * x0[t]
-                i += 1
             j += 1
 
 
