@@ -1007,7 +1007,7 @@ def _first_delta_pass(nd, w0, d0, w1, d1, a, n, act):
     the derivative of activation ``act`` at ``a`` (compiled by its overload)."""
 
 
-@overload(_first_delta_pass, inline="always", **_OVERLOAD)
+@overload(_first_delta_pass, **_OVERLOAD)
 def _first_delta_pass_overload(nd, w0, d0, w1, d1, a, n, act):
     def relu(nd, w0, d0, w1, d1, a, n, act):
         _relu_delta(nd, w0, d0, w1, d1, a, n)
