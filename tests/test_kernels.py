@@ -45,7 +45,7 @@ def _make_target(likelihood, k, noise, activation, hidden, prior, seed=0, n=23, 
 
 @pytest.mark.parametrize("likelihood, k, noise", CASES)
 @pytest.mark.parametrize("activation", ACTIVATIONS)
-@pytest.mark.parametrize("hidden", [(), (5,), (4, 3)])
+@pytest.mark.parametrize("hidden", [(), (5,), (4, 3), (6, 7)])
 @pytest.mark.parametrize("prior", PRIORS, ids=["fan_in", "plain", "logistic", "logistic-fan_in"])
 def test_gradient_matches_finite_differences(likelihood, k, noise, activation, hidden, prior):
     target = _make_target(likelihood, k, noise, activation, hidden, prior)
@@ -61,6 +61,27 @@ def test_gradient_matches_finite_differences(likelihood, k, noise, activation, h
          for e in basis]
     )  # fmt: skip
     np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-5 * (1 + np.abs(fd).max()))
+
+
+def test_weight_gradient_and_dense_layer_are_the_matrix_products():
+    # every blocking of the two products: outputs by two and a last odd one alone, inputs
+    # by four and the ones left over, the dense layer's biases with the first of those
+    rng = np.random.default_rng(3)
+    n = 13
+    for n_in in (1, 2, 3, 4, 5, 13):
+        for n_out in (1, 2, 3, 4, 5, 6, 7, 10):
+            X = rng.standard_normal((n_in, n))
+            D = rng.standard_normal((n_out, n))
+            W = rng.standard_normal((n_in, n_out))
+            b = rng.standard_normal(n_out)
+            grad = rng.standard_normal(n_in * n_out + n_out)
+            expected = grad + 0.7 * np.concatenate([(X @ D.T).ravel(), D.sum(axis=1)])
+            knet._wgrad(X.ravel(), n_in, D.ravel(), n_out, n, grad, 0, n_in * n_out, 0.7)
+            np.testing.assert_allclose(grad, expected, rtol=1e-12, atol=1e-12)
+            theta = np.concatenate([W.ravel(), b])
+            out = np.full(n_out * n, np.nan)
+            knet._dense(X.ravel(), 0, n_in, theta, 0, n_in * n_out, out, 0, n_out, n)
+            np.testing.assert_allclose(out.reshape(n_out, n), W.T @ X + b[:, None], rtol=1e-12)
 
 
 @pytest.mark.parametrize(
