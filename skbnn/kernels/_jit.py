@@ -112,7 +112,7 @@ def njit(*args, **kwargs):
         kwargs["cache"] = False
     # numba compiles a kernel that leaves fastmath unset with its first caller's flags and
     # caches that code for every later caller: weight_sum, first compiled by a caller
-    # without fastmath, summed its rows one by one (a 20th of a gradient) in one cache and
+    # without fastmath, summed its rows one by one (4 % of a gradient) in one cache and
     # vectorized in another. Set, the flags are the kernel's own whoever compiles it first.
     kwargs.setdefault("fastmath", False)
     decorate = numba.njit(*args, **kwargs)
