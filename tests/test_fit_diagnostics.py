@@ -12,6 +12,7 @@ from skbnn.estimators import _weighted_rows
 from skbnn.kernels import chain as kchain
 from skbnn.kernels import network as knet
 from skbnn.kernels import transitions
+from skbnn.kernels._jit import call
 from skbnn.methods import HMC, MALA, NUTS, AdaptiveMetropolis
 from skbnn.posterior import class_probabilities
 from skbnn.priors import GaussianPrior
@@ -99,8 +100,8 @@ def test_hmc_counts_only_the_leapfrog_steps_it_took():
     settings = kchain.make_settings(
         kind=kchain.HMC, path_length=n_planned * eps, max_steps=n_planned, max_delta_energy=1000.0
     )
-    work = transitions.workspace(tgt, d, 0)
-    info = transitions.hmc(np.random.default_rng(1), chain, tgt, settings, work)
+    work = call(transitions.workspace, tgt, d, 0)
+    info = call(transitions.hmc, np.random.default_rng(1), chain, tgt, settings, work)
     assert info.tree_depth == n_planned  # static HMC reports its planned steps there
     assert 1 <= info.n_leapfrog < 20 and info.accept_stat == 0.0
 

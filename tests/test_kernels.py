@@ -5,6 +5,7 @@ import pytest
 from numba import njit
 
 from skbnn.kernels import network as knet
+from skbnn.kernels._jit import call
 from skbnn.network import NetworkLayout
 from skbnn.priors import GaussianPrior, LogisticPrior, ScaleMixturePrior
 from skbnn.target import ROW_ALIGN, Target
@@ -76,11 +77,11 @@ def test_weight_gradient_and_dense_layer_are_the_matrix_products():
             b = rng.standard_normal(n_out)
             grad = rng.standard_normal(n_in * n_out + n_out)
             expected = grad + 0.7 * np.concatenate([(X @ D.T).ravel(), D.sum(axis=1)])
-            knet._wgrad(X.ravel(), n_in, D.ravel(), n_out, n, grad, 0, n_in * n_out, 0.7)
+            call(knet._wgrad, X.ravel(), n_in, D.ravel(), n_out, n, grad, 0, n_in * n_out, 0.7)
             np.testing.assert_allclose(grad, expected, rtol=1e-12, atol=1e-12)
             theta = np.concatenate([W.ravel(), b])
             out = np.full(n_out * n, np.nan)
-            knet._dense(X.ravel(), 0, n_in, theta, 0, n_in * n_out, out, 0, n_out, n)
+            call(knet._dense, X.ravel(), 0, n_in, theta, 0, n_in * n_out, out, 0, n_out, n)
             np.testing.assert_allclose(out.reshape(n_out, n), W.T @ X + b[:, None], rtol=1e-12)
 
 
@@ -105,9 +106,9 @@ def test_padded_rows_change_nothing(likelihood, k, noise, activation, n):
     thetas = target.sample_prior(np.random.default_rng(1), 4)
     plain = target.kernel_target(own=True)
     padded = target.kernel_target(own=True, padded=True)
-    m = knet.n_rows(padded)
+    m = call(knet.n_rows, padded)
     assert m % ROW_ALIGN == 0 and n <= m < n + ROW_ALIGN
-    assert knet.weight_sum(padded) == pytest.approx(target.W.sum(), rel=1e-14)
+    assert call(knet.weight_sum, padded) == pytest.approx(target.W.sum(), rel=1e-14)
     for a in (padded.XT, padded.YT, padded.W, target.workspace(n, padded=True)):
         assert a.ctypes.data % 64 == 0
     ws0, ws1 = target.workspace(), target.workspace(padded=True)
@@ -127,7 +128,7 @@ def test_padded_copy_follows_replaced_data():
     first = target.kernel_target(padded=True)
     assert target.kernel_target(padded=True).XT is first.XT
     target.W = np.full(target.n_rows, 2.0)
-    assert knet.weight_sum(target.kernel_target(padded=True)) == 2.0 * target.n_rows
+    assert call(knet.weight_sum, target.kernel_target(padded=True)) == 2.0 * target.n_rows
 
 
 def test_padded_rows_give_the_same_gibbs_output_layer_draw():
@@ -257,6 +258,21 @@ def test_every_kernel_sets_its_own_fastmath_flags():
                 assert "fastmath" in obj.targetoptions, f"{info.name}.{name}"
     assert {"weight_sum", "logp_grad", "nuts", "run_epoch"} <= set(found)
     assert "fastmath" in knet.logp_grad_for(1, 0, 0).targetoptions
+
+
+def test_kernels_without_an_entry_from_python_refuse_python_calls():
+    # compiled without numba's wrappers: a call from Python must raise, not jump to a null
+    # address (a segmentation fault), and _jit.call must still reach the kernel
+    from skbnn.kernels._jit import KernelOnlyDispatcher
+
+    assert isinstance(knet._dense, KernelOnlyDispatcher)
+    assert knet._dense.targetoptions["no_cpython_wrapper"]
+    with pytest.raises(TypeError, match="network._log is compiled without an entry point"):
+        knet._log(2.0)
+    assert call(knet._log, 2.0) == np.log(2.0)
+    # the kernels a sampler or a fit calls from Python keep theirs
+    for kernel in (knet.logp_grad, knet.logp_grad_for(1, 0, 0), knet.forward_batch):
+        assert not isinstance(kernel, KernelOnlyDispatcher)
 
 
 def test_noise_parameter_is_last_and_has_gamma_prior():
@@ -428,9 +444,9 @@ def test_exp_neg_is_within_an_ulp():
         [0.0, 5e-324, 1e-17, 708.4, 745.13, 745.14, 744.44, 746.0, 1000.0, 1e300],
     ])  # fmt: skip
     _check_elementary(0, x, np.exp)
-    assert knet._exp_neg(0.0) == 1.0
-    assert knet._exp_neg(-np.inf) == 0.0
-    assert np.isnan(knet._exp_neg(np.nan))
+    assert call(knet._exp_neg, 0.0) == 1.0
+    assert call(knet._exp_neg, -np.inf) == 0.0
+    assert np.isnan(call(knet._exp_neg, np.nan))
 
 
 def test_log_is_within_an_ulp():
@@ -446,11 +462,11 @@ def test_log_is_within_an_ulp():
          2.225073858507201e-308, np.finfo(np.float64).max],
     ])  # fmt: skip
     _check_elementary(1, x, np.log)
-    assert knet._log(1.0) == 0.0
-    assert knet._log(0.0) == -np.inf
-    assert knet._log(np.inf) == np.inf
-    assert np.isnan(knet._log(np.nan))
-    assert np.isnan(knet._log(-1.0))
+    assert call(knet._log, 1.0) == 0.0
+    assert call(knet._log, 0.0) == -np.inf
+    assert call(knet._log, np.inf) == np.inf
+    assert np.isnan(call(knet._log, np.nan))
+    assert np.isnan(call(knet._log, -1.0))
 
 
 def test_log1p_on_the_unit_interval_is_within_an_ulp():
@@ -461,7 +477,7 @@ def test_log1p_on_the_unit_interval_is_within_an_ulp():
         [0.0, 5e-324, 1e-300, 0.5, np.nextafter(0.5, 0.0), 1.0, np.nextafter(1.0, 0.0)],
     ])  # fmt: skip
     _check_elementary(2, x, np.log1p)
-    assert np.isnan(knet._log1p_unit(np.nan))
+    assert np.isnan(call(knet._log1p_unit, np.nan))
 
 
 @njit
@@ -514,7 +530,9 @@ def _loglik_delta(likelihood, F, Y):
     stats = np.empty(2 + k)
     cfg = np.ones(1, dtype=knet.CONFIG)[0]
     W = np.ones(n)
-    ll = knet._loglik_delta(ws, 0, YT, W, float(n), np.ones(k), lik, k, n, delta, 0, stats, cfg, 0)
+    ll = call(
+        knet._loglik_delta, ws, 0, YT, W, float(n), np.ones(k), lik, k, n, delta, 0, stats, cfg, 0
+    )
     return ll, delta.reshape(k, n)
 
 

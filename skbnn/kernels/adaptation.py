@@ -82,7 +82,7 @@ def welford(q, g, w_mean, w_m2, count, dense):
     return count + 1
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def scale_metric(metric, dense, scale):
     """Multiply the proposal covariance (and its diagonal) by ``scale``, in place."""
     inv_m, sigma, chol = metric
@@ -96,7 +96,7 @@ def scale_metric(metric, dense, scale):
                 chol[i, j] *= math.sqrt(scale)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def am_refresh(metric, dense, w_m2, count, scale, jitter):
     """Adaptive Metropolis: ``Sigma = scale (C + jitter I)`` from the running covariance
     ``C = w_m2 / (count - 1)``, and its Cholesky factor, into ``metric``."""

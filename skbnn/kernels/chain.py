@@ -179,7 +179,7 @@ def make_chain(q, n_stats, metric=None, dense=False, n_draws=1, n_taus=0) -> Cha
     )
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _gaussian_loglik(tgt, st0):
     # the Gaussian log-likelihood at the noise precisions tgt.tau, from the residual sums
     # of squares in st0

@@ -55,7 +55,7 @@ def gibbs_prior_precision(rng, q0, g0, tgt):
     return dlp
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def set_layer_precision(q0, g0, tgt, layer, std_gamma):
     """Set layer ``layer``'s precision to ``std_gamma / (b + sum(w^2 / c^2) / 2)``.
 
@@ -160,14 +160,14 @@ def gibbs_output_layer(rng, q0, tgt, ws):
         q0[b_start + o] = rhs[h]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _log_gig_t(t, lam, a, b):
     # log-density of t = log u when u ~ GIG(lam, a, b) (density u^(lam-1) e^(-(a u + b/u)/2)),
     # the Jacobian du = u dt included
     return lam * t - 0.5 * (a * math.exp(t) + b * math.exp(-t))
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _slice_width(lam, a, b):
     # sd of t at its mode log u*, u* the positive root of a u^2 - 2 lam u - b (written to
     # avoid cancellation whichever the sign of lam); 0 or inf when a, b are degenerate
@@ -176,7 +176,7 @@ def _slice_width(lam, a, b):
     return math.sqrt(2.0 / (a * u + b / u))
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _slice_log_gig(rng, t, lam, a, b, width):
     # One slice-sampling update of t (Neal 2003, stepping out, then shrinkage). The density
     # is log-concave in t, so a width of one sd at the mode brackets the slice in a step or

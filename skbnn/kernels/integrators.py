@@ -24,7 +24,7 @@ def logp_and_grad(q, tgt, ws, g, st):
     return density(q, tgt, ws, g, st, g.shape[0] > 0)
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def leapfrog(q, p, g, eps, metric, dense, tmp, tgt, ws, st):
     """One leapfrog step of size ``eps`` from ``(q, p)`` with gradient ``g``, in place.
 
@@ -64,7 +64,7 @@ def draw_momentum(rng, p, metric, dense):
             p[i] = rng.standard_normal() / math.sqrt(inv_m[i])
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def metric_normal(rng, metric, dense, z, out):
     """``out ~ N(0, sigma)`` from the standard normals it draws into ``z``."""
     # L z with sigma = L L^T (dense), or sqrt(inv_m) z (diagonal)

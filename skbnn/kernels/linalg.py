@@ -23,7 +23,7 @@ Metric = namedtuple("Metric", ["inv_m", "sigma", "chol"])
 _FM = {"reassoc", "contract"}
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def copy(dst, src):
     """``dst[:] = src`` for vectors of equal length."""
     # an explicit loop: slice assignment would compile numpy's shape-mismatch error path,
@@ -32,7 +32,7 @@ def copy(dst, src):
         dst[i] = src[i]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def add(dst, src):
     """``dst += src`` for vectors of equal length."""
     for i in range(dst.shape[0]):
@@ -48,7 +48,7 @@ def dot(a, b):
     return acc
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def cholesky_inplace(a):
     """Overwrite the symmetric positive definite ``a`` with its lower Cholesky factor.
 
@@ -70,7 +70,7 @@ def cholesky_inplace(a):
             a[i, j] = 0.0
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def velocity(p, metric, dense, out):
     """``out = M^-1 p``: the velocity of momentum ``p`` under the diagonal or dense metric."""
     d = p.shape[0]

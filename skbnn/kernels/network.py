@@ -164,7 +164,7 @@ _ROUND_SHIFT = 6755399441055744.0
 _ROUND_SHIFT_BITS = 0x4338000000000000
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT, from_python=False)
 def _reduce_ln2(v):
     # k and r with v = k ln2 + r, |r| <= ln2 / 2 (k the integer nearest v / ln2); v must be
     # finite and above -2**50
@@ -174,7 +174,7 @@ def _reduce_ln2(v):
     return k, (v - kf * _LN2_HI) - kf * _LN2_LO
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT, from_python=False)
 def _expm1_reduced(v):
     # k and expm1(r) for v = k ln2 + r (_reduce_ln2)
     k, r = _reduce_ln2(v)
@@ -189,7 +189,7 @@ def _expm1_reduced(v):
     return k, r + r2 * q
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT, from_python=False)
 def _pow2(k):
     # 2**k for integer -1022 <= k <= 1023, built from the exponent bits
     return np.int64((k + 1023) << 52).view(np.float64)
@@ -207,7 +207,7 @@ _PO1 = 1.0 / 66.0
 _PO2 = 1.0 / 15840.0
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT, from_python=False)
 def _exp_pade(v):
     # k, E and t = r O for v = k ln2 + r (_reduce_ln2), with e^v = 2^k (E + t) / (E - t),
     # E in [1, 1.014] and |t| < 0.18
@@ -218,7 +218,7 @@ def _exp_pade(v):
     return k, e, t
 
 
-@njit(cache=True, nogil=True, fastmath=_FM_EXACT, error_model="numpy")
+@njit(cache=True, nogil=True, fastmath=_FM_EXACT, error_model="numpy", from_python=False)
 def _tanh(x):
     # With e^(-2|x|) = s (E + t) / (E - t), s = 2^k (_exp_pade): tanh|x| = (1 - e) / (1 + e)
     # = (E (1 - s) - t (1 + s)) / (E (1 + s) - t (1 - s)), where 1 - s and 1 + s are exact;
@@ -248,7 +248,7 @@ def _tanh(x):
     return math.copysign(c - num / den, x)
 
 
-@njit(cache=True, nogil=True, fastmath=_FM_EXACT, error_model="numpy")
+@njit(cache=True, nogil=True, fastmath=_FM_EXACT, error_model="numpy", from_python=False)
 def _logistic(x):
     # With e^-|x| = s (E + t) / (E - t) (_exp_pade): 1 / (1 + e^-x) = (E - t) / (E - t +
     # s (E + t)) for x >= 0, and s (E + t) over the same below, so neither side overflows.
@@ -291,7 +291,7 @@ _TINY = 2.2250738585072014e-308  # smallest normal float64
 _TWO54 = 18014398509481984.0
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT, from_python=False)
 def _exp_neg(v):
     # e^v for v <= 0, where it cannot overflow; -inf gives 0 and NaN stays NaN. As in
     # _logistic, two powers of 2 reach the subnormal range with a single rounding there, and
@@ -305,7 +305,7 @@ def _exp_neg(v):
     return e if v == v else v
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT, from_python=False)
 def _log1p_corr(f):
     # c with log(1 + f) = f - c, for -0.3 <= f <= 0.5. log(1 + f) = 2 atanh(s) with
     # s = f / (2 + f), and 2s = f - f s, so c = s (f - series). f itself is exact and c is
@@ -318,7 +318,7 @@ def _log1p_corr(f):
     return s * (f - z * q)
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT, from_python=False)
 def _log(x):
     # Natural log from the bits, because math.log is an opaque libm call that keeps loops
     # scalar. x = 2^e m with sqrt(1/2) <= m < sqrt(2): subtracting the bits of sqrt(1/2)
@@ -336,7 +336,7 @@ def _log(x):
     return r if x > 0.0 else (-np.inf if x == 0.0 else np.nan)
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT, from_python=False)
 def _log1p_unit(e):
     # log(1 + e) for 0 <= e <= 1 (NaN stays NaN), to full relative accuracy even for tiny e,
     # where log(1.0 + e) would lose e. Above 1/2 it uses log(1 + e) = ln2 + log1p((e - 1) / 2),
@@ -347,7 +347,7 @@ def _log1p_unit(e):
     return j * _LN2_HI + (f - (_log1p_corr(f) - j * _LN2_LO))
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT, from_python=False)
 def _logistic_logpdf(z):
     # log of the standard logistic density e^-z / (1 + e^-z)^2, symmetric in z, as
     # -|z| - 2 log1p(e^-|z|) so neither term overflows; NaN stays NaN, +-inf gives -inf
@@ -355,7 +355,7 @@ def _logistic_logpdf(z):
     return -a - 2.0 * _log1p_unit(_exp_neg(-a))
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT, from_python=False)
 def _mixture_logpdf(d, s1, s2, log_w1, log_w2):
     """``log(w1 N(d | 0, s1^2) + w2 N(d | 0, s2^2)) + log(2 pi) / 2`` and its derivative in
     ``d``, by log-sum-exp: each component's weight in the derivative is its posterior
@@ -374,7 +374,7 @@ def _mixture_logpdf(d, s1, s2, log_w1, log_w2):
     return top + math.log(total), -d * (e1 / (s1 * s1) + e2 / (s2 * s2)) / total
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT, from_python=False)
 def _bernoulli_ll(f, y, e):
     # y f - softplus(f) with e = e^-|f|, softplus(f) = max(f, 0) + log1p(e). Subtracting
     # max(f, 0) first cancels exactly against y f for a confidently right label (y = 1,
@@ -382,7 +382,7 @@ def _bernoulli_ll(f, y, e):
     return (y * f - (f if f >= 0.0 else 0.0)) - _log1p_unit(e)
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM_EXACT, from_python=False)
 def _bernoulli_delta(f, y, e):
     # y - sigmoid(f) with e = e^-|f|, as y q - (1 - y) p with p = sigmoid(f) and q = 1 - p
     # both computed directly (equal since p + q = 1), so it keeps its relative accuracy where
@@ -394,7 +394,7 @@ def _bernoulli_delta(f, y, e):
     return y * q - (1.0 - y) * p
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def _dense(src, src_base, n_in, theta, w_start, b_start, dst, dst_base, n_out, n):
     # dst[j, :] = b[j] + sum_i W[i, j] src[i, :]. Two outputs per pass over the rows. The
     # r = n_in % 4 inputs that do not fill a group of four come first, one per pass, the
@@ -475,7 +475,7 @@ def _dense(src, src_base, n_in, theta, w_start, b_start, dst, dst_base, n_out, n
             j += 1
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def _activate(buf, base, size, act):
     # Branch-free bodies (selects, no libm calls) so every case vectorizes; NaN passes through.
     _activation_pass(buf[base : base + size], act)
@@ -532,7 +532,7 @@ def _activation_pass_overload(z, act):
     return _dispatch(act, {1: relu, 2: tanh, 3: logistic}, identity) or any_activation
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def forward(theta, XT, sizes, offsets, act, n, ws):
     """Run the network on ``n`` feature-major rows; return the output's offset in ``ws``."""
     n_layers = sizes.shape[0] - 1
@@ -555,7 +555,7 @@ def forward(theta, XT, sizes, offsets, act, n, ws):
     return src_base
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, delta, delta_base, stats, cfg, marg):
     # Log-likelihood of the outputs and d loglik / d output into delta, each row's term
     # multiplied by its weight W[t]; sw is their sum (read by the Gaussian only, which the
@@ -740,7 +740,7 @@ def _categorical_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base, st
     return ll
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def _wgrad(src, n_in, delta, n_out, n, grad, w_start, b_start, beta):
     # grad[W[i, j]] += beta * src[i, :] . delta[j, :] and grad[b[j]] += beta * sum(delta[j, :]).
     # Two outputs and four inputs per pass over the rows: six loads feed eight FMAs into eight
@@ -843,7 +843,7 @@ def _wgrad(src, n_in, delta, n_out, n, grad, w_start, b_start, beta):
         grad[b_start + j] += beta * s0
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def _backward(theta, XT, sizes, offsets, act, n, ws, grad, beta):
     # Backpropagate the output delta (already in the first delta buffer) into grad,
     # scaled by beta. Hidden activations are read back from ws.
@@ -872,7 +872,7 @@ def _backward(theta, XT, sizes, offsets, act, n, ws, grad, beta):
         act_end = in_base
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def _delta_below(theta, ws, delta, nxt, in_base, n_in, n_out, w_start, n, act):
     # delta of the layer below into ws[nxt:]: (W delta) times the activation's derivative,
     # read back from the activations at ws[in_base:]. Two outputs per pass; the pass over
@@ -976,7 +976,7 @@ def _first_delta_pass_overload(nd, w0, d0, w1, d1, a, n, act):
     return _dispatch(act, variants, identity) or any_activation
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def _jacobian_rows(src, n_in, delta, n_out, n, J, w_start, b_start):
     # Per-row gradients of one layer: J[w_ij, t] = src[i, t] delta[j, t], J[b_j, t] = delta[j, t]
     for j in range(n_out):
@@ -1055,7 +1055,7 @@ def jacobian(theta, XT, sizes, offsets, act, n, first_layer, ws, out, J):
             act_end = in_base
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def _noise_terms(theta, tgt, k, n_w):
     # With the noise in theta (log precisions eta), move it into tau and return the log
     # prior of eta: tau ~ Gamma(a, b) gives log p(eta) = a*eta - b*e^eta + a log b - lgamma(a).
@@ -1070,13 +1070,13 @@ def _noise_terms(theta, tgt, k, n_w):
     return lp
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def n_rows(tgt):
     """Number of data rows of a kernel target."""
     return tgt.XT.shape[0] // tgt.sizes[0]
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def weight_sum(tgt):
     """Sum of the row weights of a kernel target: its number of rows, counted by weight."""
     total = 0.0
@@ -1097,7 +1097,7 @@ def workspace_size(sizes, n):
     return (total + 2 * widest) * n
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def log_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad, prior):
     """The prior's log density of ``theta[:n_w]`` (the network parameters), and with
     ``with_grad`` its gradient written over ``grad[:n_w]``: ``prior`` (``cfg.prior``, or

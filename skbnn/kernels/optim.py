@@ -56,7 +56,7 @@ MOMENTS = np.dtype(
 )
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def rows_weight(data):
     """The summed row weights of ``data.rows``: an epoch's loss is per unit of it."""
     n_w = 0.0
@@ -65,7 +65,7 @@ def rows_weight(data):
     return n_w
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def batch_target(tgt, data, i0, nb):
     """Rows ``data.rows[i0:i0 + nb]`` gathered into ``data``'s batch buffers, and the
     :data:`~skbnn.kernels.network.KernelTarget` over them with ``tgt``'s network, prior,
@@ -80,7 +80,7 @@ def batch_target(tgt, data, i0, nb):
     )  # fmt: skip
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _gather(data, i0, nb, d, ky, n_all):
     # rows[i0:i0 + nb] of the feature-major data into the batch buffers
     XT, YT, W, rows, xb, yb, wb = data
@@ -98,7 +98,7 @@ def _gather(data, i0, nb, d, ky, n_all):
         wb[t] = W[rows[i0 + t]]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _step(theta, g, scale, lr, opt):
     # one step on the loss whose gradient is scale * g (g the log density's gradient)
     cfg = opt.cfg[0]
@@ -125,7 +125,7 @@ def _step(theta, g, scale, lr, opt):
             theta[i] += mu * m1[i] - lr * gi if nesterov else m1[i]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _collect(theta, mom):
     # SWAG: running moments, and the deviation from the updated mean into the ring buffer
     cfg = mom.cfg[0]

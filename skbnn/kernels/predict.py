@@ -16,7 +16,7 @@ _VECTOR = types.Array(types.float64, 1, "C")
 MIXTURE_QUANTILES_ARGS = (_MATRIX, _MATRIX, _VECTOR, _VECTOR, _MATRIX)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _mixture_cdf(x, mu, sd, w):
     c = 0.0
     for s in range(mu.shape[0]):

@@ -38,7 +38,7 @@ TransitionInfo = namedtuple(
 Workspace = namedtuple("Workspace", ["net", "vecs", "ckpt", "stats", "stats_sub"])
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def workspace(tgt, d, max_depth):
     """A :data:`Workspace` for ``d`` parameters and trees up to ``max_depth``."""
     k = tgt.tau.shape[0]
@@ -51,7 +51,7 @@ def workspace(tgt, d, max_depth):
     )
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def _no_turn_diff(ps_a, ps_b, r1, r0, extra):
     # Generalized no-U-turn criterion (Betancourt 2017) with rho = r1 - r0 + extra: both
     # ends' velocities must point along the summed momentum (extra carries Stan's checks
@@ -65,7 +65,7 @@ def _no_turn_diff(ps_a, ps_b, r1, r0, extra):
     return sa > 0.0 and sb > 0.0
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _logaddexp(a, b):
     if a == -np.inf:
         return b
@@ -226,7 +226,7 @@ def nuts(rng, chain, tgt, settings, work):
     return TransitionInfo(lp_prop, depth, n_leap, sum_acc / max(n_leap, 1), divergent, h_prop)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def hmc(rng, chain, tgt, settings, work):
     """One static-path HMC transition: ``ceil(path_length / eps)`` leapfrog steps (at most
     ``max_steps``) with the step size jittered by ``+-step_jitter`` of itself."""
@@ -269,7 +269,7 @@ def hmc(rng, chain, tgt, settings, work):
     return TransitionInfo(lp0, n_steps, n_done, acc, divergent, h0)
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def _mala_log_q(q_to, q_from, g_from, eps, metric, dense, tmp, tmp2):
     # log N(q_to | q_from + eps^2/2 M^-1 g_from, eps^2 M^-1) up to a constant shared by
     # both directions: -|v|^2_M / (2 eps^2) with v the displacement from the drift mean
@@ -294,7 +294,7 @@ def _mala_log_q(q_to, q_from, g_from, eps, metric, dense, tmp, tmp2):
     return -0.5 * acc / (eps * eps)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def mala(rng, chain, tgt, settings, work):
     """One Metropolis-adjusted Langevin transition with preconditioner ``M^-1``.
 
@@ -337,7 +337,7 @@ def mala(rng, chain, tgt, settings, work):
     return TransitionInfo(lp0, 0, 1, acc, divergent, np.nan)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def random_walk(rng, chain, tgt, settings, work):
     """One random-walk Metropolis step with proposal ``N(q, Sigma)``.
 

@@ -97,7 +97,7 @@ def new_work(n_params: int, rank: int, psi=None, slab=None) -> Work:
     )  # fmt: skip
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def softplus(x):
     """``log(1 + e^x)`` without overflow."""
     if x > 0.0:
@@ -105,7 +105,7 @@ def softplus(x):
     return math.log1p(math.exp(x))
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _sigmoid(x):
     if x >= 0.0:
         return 1.0 / (1.0 + math.exp(-x))
@@ -126,7 +126,7 @@ def lrt_workspace_size(sizes, n):
     return (total + 4 * widest) * n
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _bases(sizes, n):
     # starts in ws of: the squared input of each layer, each layer's output (activations),
     # each layer's xi / (2 sd), then the variance buffer and the three delta buffers
@@ -149,7 +149,7 @@ def _bases(sizes, n):
     return sq, out, kb, pos, widest * n
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def lrt_forward(mu, var, XT, sizes, offsets, act, n, ws, rng):
     """The network on ``n`` feature-major rows with every layer's pre-activations drawn
     per row from ``N(a mu_W + mu_b, a^2 var_W + var_b)``; returns the output's offset in
@@ -187,7 +187,7 @@ def lrt_forward(mu, var, XT, sizes, offsets, act, n, ws, rng):
     return out[n_layers - 1]
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def lrt_backward(mu, var, XT, sizes, offsets, act, n, ws, gmu, gvar, beta):
     """Backpropagate the output delta (in the first delta buffer) of :func:`lrt_forward`
     into ``gmu`` (the means) and ``gvar`` (the variances), scaled by ``beta``."""
@@ -317,7 +317,7 @@ def analytic_terms(lam, p, n_w, rank, closed_kl, prior_mean, prior_scale, work, 
     return value
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _draw_theta(lam, p, rank, work, rng, first, last):
     # theta[first:last] = mu + sigma eps (+ V' z), the normals kept in work.eps and work.z
     w = work.w
@@ -333,7 +333,7 @@ def _draw_theta(lam, p, rank, work, rng, first, last):
             w[i] += va[i] * za
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _noise_draw(lam, p, n_w, k, tau, cfg, work, rng):
     # the log noise precisions eta ~ q, tau = e^eta, and the MC log prior of eta
     a = cfg.noise_shape
@@ -348,7 +348,7 @@ def _noise_draw(lam, p, n_w, k, tau, cfg, work, rng):
     return lp
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _accumulate(p, rank, work, first, last, scale):
     # chain rule from d/d theta (work.grad) to d/d lam for theta = mu + sigma eps + V' z
     g = work.grad
@@ -457,7 +457,7 @@ def _gaussian_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale):
     return beta * ll + lp
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _entropy_path(lam, p, rank, work):
     # adds - d log q(theta) / d theta = Sigma^-1 (theta - mu) to work.grad, by Woodbury:
     # Sigma^-1 = D^-1 - D^-1 V' M^-1 V D^-1
@@ -480,7 +480,7 @@ def _entropy_path(lam, p, rank, work):
             g[i] -= va[i] * sol[a] / (sigma[i] * sigma[i])
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale):
     # d/d eta of beta [sw eta / 2 - e^eta ssr / 2] and of eta's Gamma log prior, to lam
     a = cfg.noise_shape
