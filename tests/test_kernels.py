@@ -65,8 +65,8 @@ def test_gradient_matches_finite_differences(likelihood, k, noise, activation, h
 
 
 def test_weight_gradient_and_dense_layer_are_the_matrix_products():
-    # every blocking of the two products: outputs by two and a last odd one alone, inputs
-    # by four and the ones left over, the dense layer's biases with the first of those
+    # every blocking of the two products: outputs by four, two and one (a last odd one
+    # paired with itself), inputs by four and the ones left over, biases with the first
     rng = np.random.default_rng(3)
     n = 13
     for n_in in (1, 2, 3, 4, 5, 13):
