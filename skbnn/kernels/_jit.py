@@ -117,7 +117,7 @@ class KernelOnlyDispatcher(CPUDispatcher):
         )
 
 
-def njit(*args, from_python: bool = True, **kwargs):
+def njit(*args, from_python: bool = True, by_address: bool = False, **kwargs):
     """:func:`numba.njit`, with ``cache=True`` dropped when numba cannot cache (:data:`CACHE`),
     the cache's saves locked across processes, and ``fastmath`` off unless given.
 
@@ -125,15 +125,17 @@ def njit(*args, from_python: bool = True, **kwargs):
     wrappers numba adds to every compiled function, one that converts Python arguments and
     one with a C signature. A callee's wrappers are compiled, optimized and cached with it
     and never used: they took 0.9 s of the 6.3 s the tanh network kernel compiles in.
-    Its dispatcher is a :class:`KernelOnlyDispatcher`.
+    ``by_address=True`` keeps the C one, for a kernel that others call through its address
+    (:class:`skbnn.kernels.network.CompiledKernel`). Its dispatcher is then a
+    :class:`KernelOnlyDispatcher`.
     """
     if args and callable(args[0]):  # a bare @njit
-        return njit(from_python=from_python, **kwargs)(args[0])
+        return njit(from_python=from_python, by_address=by_address, **kwargs)(args[0])
     if not CACHE:
         kwargs["cache"] = False
     if not from_python:
         kwargs["no_cpython_wrapper"] = True
-        kwargs["no_cfunc_wrapper"] = True
+        kwargs["no_cfunc_wrapper"] = not by_address
     # numba compiles a kernel that leaves fastmath unset with its first caller's flags and
     # caches that code for every later caller: weight_sum, first compiled by a caller
     # without fastmath, summed its rows one by one (4 % of a gradient) in one cache and

@@ -315,7 +315,7 @@ def after_transition(it, sched, chain, tgt, settings, info, eps):
                 taus[j, k + layer] = (c / s_layer) ** 2
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False, by_address=True)
 def after_transition_kernel(it, sched, chain, tgt, settings, info, eps):
     """:func:`after_transition` as a kernel of its own, for the block kernels to call
     through its address (:func:`compiled_after`); ``tgt`` is a
