@@ -64,6 +64,23 @@ def test_gradient_matches_finite_differences(likelihood, k, noise, activation, h
     np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-5 * (1 + np.abs(fd).max()))
 
 
+def test_four_by_four_weight_gradient_follows_the_compile_target():
+    # the blocking is chosen from the CPU numba compiles for, not the host's: a generic
+    # x86-64 build (SSE2) must not get sixteen sums it has no registers for
+    import os
+    import subprocess
+    import sys
+
+    code = "from skbnn.kernels import network; print(network._FOUR_BY_FOUR)"
+    env = dict(os.environ, NUMBA_CPU_NAME="generic")
+    env.pop("NUMBA_CPU_FEATURES", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["False"], out.stderr
+    env.update(NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES="+avx,+avx2,+fma,+sse4.2")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["True"], out.stderr
+
+
 def test_weight_gradient_and_dense_layer_are_the_matrix_products():
     # every blocking of the two products: outputs by four, two and one (a last odd one
     # paired with itself), inputs by four and the ones left over, biases with the first

@@ -108,6 +108,25 @@ HETERO_MIN_VAR = 1e-6
 # non-negative it turns such loops into gathers or leaves them scalar (several times slower).
 _FM = {"reassoc", "contract"}
 
+
+def _compiles_for_avx2() -> bool:
+    """Whether numba compiles for a CPU with AVX2 (the host's, or ``NUMBA_CPU_NAME`` and
+    ``NUMBA_CPU_FEATURES``): sixteen registers of four doubles, or AVX-512's thirty-two of
+    eight, where SSE2 has sixteen of two."""
+    from numba.core.registry import cpu_target
+
+    features = cpu_target.target_context.codegen().magic_tuple()[2]
+    return "+avx2" in features.split(",")
+
+
+# The weight gradient's four-by-four passes keep sixteen sums and eight loaded vectors in
+# registers. With AVX2 or AVX-512 they ran 2-7 % faster than passes over two outputs; with
+# SSE2's sixteen two-double registers (NUMBA_CPU_NAME=generic) 3-9 % slower, so that build
+# compiles without them (numba prunes a branch on this constant before typing it). numba's
+# cache is keyed by the same CPU name and features, so a cached kernel always had this value.
+_FOUR_BY_FOUR = _compiles_for_avx2()
+
+
 # The activation, likelihood and prior codes select branches. A kernel compiled by
 # logp_grad_for passes them as constants (literal types, see _jit.LITERAL_PARAMETERS), and
 # the functions below that branch on one are overloaded on its type: for a literal code
@@ -743,99 +762,101 @@ def _categorical_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base, st
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def _wgrad(src, n_in, delta, n_out, n, grad, w_start, b_start, beta):
     # grad[W[i, j]] += beta * src[i, :] . delta[j, :] and grad[b[j]] += beta * sum(delta[j, :]).
-    # Four outputs and four inputs per pass over the rows: eight loads feed sixteen FMAs into
-    # sixteen independent sums (AVX-512 has the registers), where two outputs' passes are
-    # bound by their loads (six for eight FMAs; 36 against 54 GFLOP/s for 12 inputs by 8
-    # outputs on a Zen 4). The outputs that do not fill a four go by two, a last odd one
-    # paired with itself (its sums twice, one of them dropped): a pass of its own for one
-    # output would add to the compile of every network kernel.
+    # Four outputs and four inputs per pass over the rows where the CPU has the registers
+    # (_FOUR_BY_FOUR): eight loads feed sixteen FMAs into sixteen independent sums, where two
+    # outputs' passes are bound by their loads (six for eight FMAs; 36 against 54 GFLOP/s for
+    # 12 inputs by 8 outputs on a Zen 4). The outputs that do not fill a four (all of them
+    # on SSE2) go by two, a last odd one paired with itself (its sums twice, one of them
+    # dropped): a pass of its own for one output would add to the compile of every network
+    # kernel.
     j = 0
-    while j + 4 <= n_out:
-        d0 = delta[j * n : (j + 1) * n]
-        d1 = delta[(j + 1) * n : (j + 2) * n]
-        d2 = delta[(j + 2) * n : (j + 3) * n]
-        d3 = delta[(j + 3) * n : (j + 4) * n]
-        i = 0
-        while i + 4 <= n_in:
-            x0 = src[i * n : (i + 1) * n]
-            x1 = src[(i + 1) * n : (i + 2) * n]
-            x2 = src[(i + 2) * n : (i + 3) * n]
-            x3 = src[(i + 3) * n : (i + 4) * n]
-            s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = 0.0
-            s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = 0.0
-            for t in range(n):
-                a0 = d0[t]
-                a1 = d1[t]
-                a2 = d2[t]
-                a3 = d3[t]
-                e0 = x0[t]
-                e1 = x1[t]
-                e2 = x2[t]
-                e3 = x3[t]
-                s00 += e0 * a0
-                s01 += e0 * a1
-                s02 += e0 * a2
-                s03 += e0 * a3
-                s10 += e1 * a0
-                s11 += e1 * a1
-                s12 += e1 * a2
-                s13 += e1 * a3
-                s20 += e2 * a0
-                s21 += e2 * a1
-                s22 += e2 * a2
-                s23 += e2 * a3
-                s30 += e3 * a0
-                s31 += e3 * a1
-                s32 += e3 * a2
-                s33 += e3 * a3
-            g = w_start + i * n_out + j
-            grad[g] += beta * s00
-            grad[g + 1] += beta * s01
-            grad[g + 2] += beta * s02
-            grad[g + 3] += beta * s03
-            g += n_out
-            grad[g] += beta * s10
-            grad[g + 1] += beta * s11
-            grad[g + 2] += beta * s12
-            grad[g + 3] += beta * s13
-            g += n_out
-            grad[g] += beta * s20
-            grad[g + 1] += beta * s21
-            grad[g + 2] += beta * s22
-            grad[g + 3] += beta * s23
-            g += n_out
-            grad[g] += beta * s30
-            grad[g + 1] += beta * s31
-            grad[g + 2] += beta * s32
-            grad[g + 3] += beta * s33
-            i += 4
-        # the inputs left over, one per pass, and the biases in a pass of their own
-        while i < n_in:
-            x0 = src[i * n : (i + 1) * n]
+    if _FOUR_BY_FOUR:
+        while j + 4 <= n_out:
+            d0 = delta[j * n : (j + 1) * n]
+            d1 = delta[(j + 1) * n : (j + 2) * n]
+            d2 = delta[(j + 2) * n : (j + 3) * n]
+            d3 = delta[(j + 3) * n : (j + 4) * n]
+            i = 0
+            while i + 4 <= n_in:
+                x0 = src[i * n : (i + 1) * n]
+                x1 = src[(i + 1) * n : (i + 2) * n]
+                x2 = src[(i + 2) * n : (i + 3) * n]
+                x3 = src[(i + 3) * n : (i + 4) * n]
+                s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = 0.0
+                s20 = s21 = s22 = s23 = s30 = s31 = s32 = s33 = 0.0
+                for t in range(n):
+                    a0 = d0[t]
+                    a1 = d1[t]
+                    a2 = d2[t]
+                    a3 = d3[t]
+                    e0 = x0[t]
+                    e1 = x1[t]
+                    e2 = x2[t]
+                    e3 = x3[t]
+                    s00 += e0 * a0
+                    s01 += e0 * a1
+                    s02 += e0 * a2
+                    s03 += e0 * a3
+                    s10 += e1 * a0
+                    s11 += e1 * a1
+                    s12 += e1 * a2
+                    s13 += e1 * a3
+                    s20 += e2 * a0
+                    s21 += e2 * a1
+                    s22 += e2 * a2
+                    s23 += e2 * a3
+                    s30 += e3 * a0
+                    s31 += e3 * a1
+                    s32 += e3 * a2
+                    s33 += e3 * a3
+                g = w_start + i * n_out + j
+                grad[g] += beta * s00
+                grad[g + 1] += beta * s01
+                grad[g + 2] += beta * s02
+                grad[g + 3] += beta * s03
+                g += n_out
+                grad[g] += beta * s10
+                grad[g + 1] += beta * s11
+                grad[g + 2] += beta * s12
+                grad[g + 3] += beta * s13
+                g += n_out
+                grad[g] += beta * s20
+                grad[g + 1] += beta * s21
+                grad[g + 2] += beta * s22
+                grad[g + 3] += beta * s23
+                g += n_out
+                grad[g] += beta * s30
+                grad[g + 1] += beta * s31
+                grad[g + 2] += beta * s32
+                grad[g + 3] += beta * s33
+                i += 4
+            # the inputs left over, one per pass, and the biases in a pass of their own
+            while i < n_in:
+                x0 = src[i * n : (i + 1) * n]
+                s00 = s01 = s02 = s03 = 0.0
+                for t in range(n):
+                    e0 = x0[t]
+                    s00 += e0 * d0[t]
+                    s01 += e0 * d1[t]
+                    s02 += e0 * d2[t]
+                    s03 += e0 * d3[t]
+                g = w_start + i * n_out + j
+                grad[g] += beta * s00
+                grad[g + 1] += beta * s01
+                grad[g + 2] += beta * s02
+                grad[g + 3] += beta * s03
+                i += 1
             s00 = s01 = s02 = s03 = 0.0
             for t in range(n):
-                e0 = x0[t]
-                s00 += e0 * d0[t]
-                s01 += e0 * d1[t]
-                s02 += e0 * d2[t]
-                s03 += e0 * d3[t]
-            g = w_start + i * n_out + j
-            grad[g] += beta * s00
-            grad[g + 1] += beta * s01
-            grad[g + 2] += beta * s02
-            grad[g + 3] += beta * s03
-            i += 1
-        s00 = s01 = s02 = s03 = 0.0
-        for t in range(n):
-            s00 += d0[t]
-            s01 += d1[t]
-            s02 += d2[t]
-            s03 += d3[t]
-        grad[b_start + j] += beta * s00
-        grad[b_start + j + 1] += beta * s01
-        grad[b_start + j + 2] += beta * s02
-        grad[b_start + j + 3] += beta * s03
-        j += 4
+                s00 += d0[t]
+                s01 += d1[t]
+                s02 += d2[t]
+                s03 += d3[t]
+            grad[b_start + j] += beta * s00
+            grad[b_start + j + 1] += beta * s01
+            grad[b_start + j + 2] += beta * s02
+            grad[b_start + j + 3] += beta * s03
+            j += 4
     while j < n_out:
         two = j + 1 < n_out
         d0 = delta[j * n : (j + 1) * n]
