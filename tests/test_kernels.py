@@ -277,6 +277,20 @@ def test_every_kernel_sets_its_own_fastmath_flags():
     assert "fastmath" in knet.logp_grad_for(1, 0, 0).targetoptions
 
 
+def test_disabled_jit_is_refused_at_import():
+    # with NUMBA_DISABLE_JIT the kernels numba overloads implement would be no-ops
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    out = subprocess.run(
+        [sys.executable, "-c", "import skbnn"], env=env, capture_output=True, text=True
+    )
+    assert out.returncode != 0
+    assert "NUMBA_DISABLE_JIT=1 is not supported" in out.stderr
+
+
 def test_kernels_without_an_entry_from_python_refuse_python_calls():
     # compiled without numba's wrappers: a call from Python must raise, not jump to a null
     # address (a segmentation fault), and _jit.call must still reach the kernel

@@ -145,6 +145,12 @@ def njit(*args, from_python: bool = True, by_address: bool = False, **kwargs):
 
     def wrap(func):
         dispatcher = decorate(func)
+        if not isinstance(dispatcher, CPUDispatcher):
+            # NUMBA_DISABLE_JIT returns the function itself, and the functions that only
+            # numba overloads implement would then do nothing, silently
+            raise RuntimeError(
+                "skbnn's kernels need numba's compiler: NUMBA_DISABLE_JIT=1 is not supported"
+            )
         if not from_python:
             # same state, a __call__ that refuses
             dispatcher.__class__ = KernelOnlyDispatcher
