@@ -1,11 +1,16 @@
 """The numba kernels against finite differences and against each other."""
 
+import os
+import platform
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from numba import njit
 
 from skbnn.kernels import network as knet
-from skbnn.kernels._jit import call
+from skbnn.kernels._jit import KernelOnlyDispatcher, call
 from skbnn.network import NetworkLayout
 from skbnn.priors import GaussianPrior, LogisticPrior, ScaleMixturePrior
 from skbnn.target import ROW_ALIGN, Target
@@ -67,11 +72,6 @@ def test_gradient_matches_finite_differences(likelihood, k, noise, activation, h
 def test_four_by_four_weight_gradient_follows_the_compile_target():
     # the blocking is chosen from the CPU numba compiles for, not the host's: a generic
     # x86-64 build (SSE2) must not get sixteen sums it has no registers for
-    import os
-    import platform
-    import subprocess
-    import sys
-
     code = "from skbnn.kernels import network; print(network._FOUR_BY_FOUR)"
     env = dict(os.environ, NUMBA_CPU_NAME="generic")
     env.pop("NUMBA_CPU_FEATURES", None)
@@ -282,10 +282,6 @@ def test_every_kernel_sets_its_own_fastmath_flags():
 
 def test_disabled_jit_is_refused_at_import():
     # with NUMBA_DISABLE_JIT the kernels numba overloads implement would be no-ops
-    import os
-    import subprocess
-    import sys
-
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
     out = subprocess.run(
         [sys.executable, "-c", "import skbnn"], env=env, capture_output=True, text=True
@@ -297,8 +293,6 @@ def test_disabled_jit_is_refused_at_import():
 def test_kernels_without_an_entry_from_python_refuse_python_calls():
     # compiled without numba's wrappers: a call from Python must raise, not jump to a null
     # address (a segmentation fault), and _jit.call must still reach the kernel
-    from skbnn.kernels._jit import KernelOnlyDispatcher
-
     assert isinstance(knet._dense, KernelOnlyDispatcher)
     assert knet._dense.targetoptions["no_cpython_wrapper"]
     with pytest.raises(TypeError, match="network._log is compiled without an entry point"):

@@ -125,9 +125,9 @@ def njit(*args, from_python: bool = True, by_address: bool = False, **kwargs):
     wrappers numba adds to every compiled function, one that converts Python arguments and
     one with a C signature. A callee's wrappers are compiled, optimized and cached with it
     and never used: they took 0.9 s of the 6.3 s the tanh network kernel compiles in.
-    ``by_address=True`` keeps the C one, for a kernel that others call through its address
-    (:class:`skbnn.kernels.network.CompiledKernel`). Its dispatcher is then a
-    :class:`KernelOnlyDispatcher`.
+    Its dispatcher is a :class:`KernelOnlyDispatcher`. ``by_address=True`` keeps the C one,
+    for a kernel that others call through its address
+    (:class:`skbnn.kernels.network.CompiledKernel`).
     """
     if args and callable(args[0]):  # a bare @njit
         return njit(from_python=from_python, by_address=by_address, **kwargs)(args[0])
