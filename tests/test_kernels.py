@@ -71,7 +71,7 @@ def test_gradient_matches_finite_differences(likelihood, k, noise, activation, h
 
 def test_four_by_four_weight_gradient_follows_the_compile_target():
     # the blocking is chosen from the CPU numba compiles for, not the host's: a generic
-    # x86-64 build (SSE2) must not get sixteen sums it has no registers for
+    # x86-64 build (SSE2) or an AVX2 one must not get sixteen sums it has no registers for
     code = "from skbnn.kernels import network; print(network._FOUR_BY_FOUR)"
     env = dict(os.environ, NUMBA_CPU_NAME="generic")
     env.pop("NUMBA_CPU_FEATURES", None)
@@ -79,7 +79,12 @@ def test_four_by_four_weight_gradient_follows_the_compile_target():
     assert out.stdout.split() == ["False"], out.stderr
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return  # an x86 CPU name means nothing to another target's LLVM
-    env.update(NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES="+avx,+avx2,+fma,+sse4.2")
+    avx2 = "+avx,+avx2,+fma,+sse4.2"
+    env.update(NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES=avx2)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.split() == ["False"], out.stderr
+    avx512 = avx2 + ",+avx512f,+avx512dq,+avx512bw,+avx512vl,+avx512cd"
+    env.update(NUMBA_CPU_NAME="skylake-avx512", NUMBA_CPU_FEATURES=avx512)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.split() == ["True"], out.stderr
 

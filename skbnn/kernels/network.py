@@ -109,22 +109,23 @@ HETERO_MIN_VAR = 1e-6
 _FM = {"reassoc", "contract"}
 
 
-def _compiles_for_avx2() -> bool:
-    """Whether numba compiles for a CPU with AVX2 (the host's, or ``NUMBA_CPU_NAME`` and
-    ``NUMBA_CPU_FEATURES``): sixteen registers of four doubles, or AVX-512's thirty-two of
-    eight, where SSE2 has sixteen of two."""
+def _compiles_for_avx512() -> bool:
+    """Whether numba compiles for a CPU with AVX-512 (the host's, or ``NUMBA_CPU_NAME`` and
+    ``NUMBA_CPU_FEATURES``): thirty-two vector registers, where AVX2 and SSE2 have sixteen."""
     from numba.core.registry import cpu_target
 
     features = cpu_target.target_context.codegen().magic_tuple()[2]
-    return "+avx2" in features.split(",")
+    return "+avx512f" in features.split(",")
 
 
 # The weight gradient's four-by-four passes keep sixteen sums and eight loaded vectors in
-# registers. With AVX2 or AVX-512 they ran 2-7 % faster than passes over two outputs; with
-# SSE2's sixteen two-double registers (NUMBA_CPU_NAME=generic) 3-9 % slower, so that build
-# compiles without them (numba prunes a branch on this constant before typing it). numba's
-# cache is keyed by the same CPU name and features, so a cached kernel always had this value.
-_FOUR_BY_FOUR = _compiles_for_avx2()
+# registers: twenty-four, which AVX-512's thirty-two hold (the 13-10-1 weight gradient 13-30 %
+# faster than by pairs, compiled for a Zen 4 or, with 256-bit vectors, a Skylake-SP), and
+# AVX2's or SSE2's sixteen do not (spilled sums: 26-35 % slower compiled for a Haswell or a
+# Zen 3 with AVX2 only, 3-9 % for SSE2). Only AVX-512 builds compile them (numba prunes a
+# branch on this constant before typing it). numba's cache is keyed by the same CPU name
+# and features, so a cached kernel always had this value.
+_FOUR_BY_FOUR = _compiles_for_avx512()
 
 
 # The activation, likelihood and prior codes select branches. A kernel compiled by
@@ -763,12 +764,12 @@ def _categorical_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base, st
 def _wgrad(src, n_in, delta, n_out, n, grad, w_start, b_start, beta):
     # grad[W[i, j]] += beta * src[i, :] . delta[j, :] and grad[b[j]] += beta * sum(delta[j, :]).
     # Four outputs and four inputs per pass over the rows where the CPU has the registers
-    # (_FOUR_BY_FOUR): eight loads feed sixteen FMAs into sixteen independent sums, where two
-    # outputs' passes are bound by their loads (six for eight FMAs; 36 against 54 GFLOP/s for
-    # 12 inputs by 8 outputs on a Zen 4). The outputs that do not fill a four (all of them
-    # on SSE2) go by two, a last odd one paired with itself (its sums twice, one of them
-    # dropped): a pass of its own for one output would add to the compile of every network
-    # kernel.
+    # (_FOUR_BY_FOUR, AVX-512): eight loads feed sixteen FMAs into sixteen independent sums,
+    # where two outputs' passes are bound by their loads (six for eight FMAs; 36 against 54
+    # GFLOP/s for 12 inputs by 8 outputs on a Zen 4). The outputs that do not fill a four
+    # (all of them without AVX-512) go by two, a last odd one paired with itself (its sums
+    # twice, one of them dropped): a pass of its own for one output would add to the compile
+    # of every network kernel.
     j = 0
     if _FOUR_BY_FOUR:
         while j + 4 <= n_out:
