@@ -67,7 +67,8 @@ def standardize(X_train: np.ndarray, X_test: np.ndarray) -> tuple[np.ndarray, np
 
 
 def machine() -> dict:
-    """Cores and CPU model of this machine, for the record."""
+    """Cores and CPU model of this machine, and the CPU numba compiles for (``NUMBA_CPU_NAME``
+    and ``NUMBA_CPU_FEATURES``, ``host`` when unset), for the record."""
     import os
     import platform
 
@@ -77,7 +78,13 @@ def machine() -> dict:
             cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return {"cores": os.cpu_count(), "cpu": cpu, "python": platform.python_version()}
+    return {
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "numba_cpu_name": os.environ.get("NUMBA_CPU_NAME", "host"),
+        "numba_cpu_features": os.environ.get("NUMBA_CPU_FEATURES", "host"),
+    }
 
 
 def fresh_numba_cache(prefix: str = "skbnn-compare-") -> None:
