@@ -15,7 +15,13 @@ import pytest
 
 SCRIPT = textwrap.dedent(
     r"""
-    import _thread, json, sys, threading, time
+    import _thread, faulthandler, json, signal, sys, threading, time
+    # Ctrl-C's meaning in an interactive session. A process started in the background by a
+    # shell without job control inherits SIGINT ignored (CI run as "bash .ci/run &"), and
+    # interrupt_main then does nothing: the fit ran on for the test's 600 s.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # a fit that does not stop fails the test in minutes, with every thread's stack
+    faulthandler.dump_traceback_later(300, exit=True)
     import numpy as np
     from sklearn.base import clone
     from sklearn.datasets import make_regression
@@ -111,7 +117,7 @@ def outcomes():
         text=True,
         timeout=600,
     )
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 0, out.stderr[-8000:]
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     return {case: [row for row in rows if row["case"] == case] for case in CASES}
 
