@@ -72,21 +72,24 @@ def test_gradient_matches_finite_differences(likelihood, k, noise, activation, h
 def test_four_by_four_weight_gradient_follows_the_compile_target():
     # the blocking is chosen from the CPU numba compiles for, not the host's: a generic
     # x86-64 build (SSE2) or an AVX2 one must not get sixteen sums it has no registers for
-    code = "from skbnn.kernels import network; print(network._FOUR_BY_FOUR)"
-    env = dict(os.environ, NUMBA_CPU_NAME="generic")
-    env.pop("NUMBA_CPU_FEATURES", None)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert out.stdout.split() == ["False"], out.stderr
+    def four_by_four(cpu_name, features=None):
+        env = dict(os.environ, NUMBA_CPU_NAME=cpu_name)
+        env.pop("NUMBA_CPU_FEATURES", None)
+        if features is not None:
+            env["NUMBA_CPU_FEATURES"] = features
+        code = "from skbnn.kernels import network; print(network._FOUR_BY_FOUR)"
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        return out.stdout.split(), out.stderr
+
+    out, err = four_by_four("generic")
+    assert out == ["False"], err
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return  # an x86 CPU name means nothing to another target's LLVM
     avx2 = "+avx,+avx2,+fma,+sse4.2"
-    env.update(NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES=avx2)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert out.stdout.split() == ["False"], out.stderr
-    avx512 = avx2 + ",+avx512f,+avx512dq,+avx512bw,+avx512vl,+avx512cd"
-    env.update(NUMBA_CPU_NAME="skylake-avx512", NUMBA_CPU_FEATURES=avx512)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert out.stdout.split() == ["True"], out.stderr
+    out, err = four_by_four("haswell", avx2)
+    assert out == ["False"], err
+    out, err = four_by_four("skylake-avx512", avx2 + ",+avx512f,+avx512dq,+avx512bw,+avx512vl")
+    assert out == ["True"], err
 
 
 def test_weight_gradient_and_dense_layer_are_the_matrix_products():
