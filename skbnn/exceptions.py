@@ -1,7 +1,52 @@
-"""Warnings skbnn raises besides scikit-learn's (``ConvergenceWarning`` for fits that did not
-converge)."""
+"""The warnings skbnn raises.
 
+Each subclasses the scikit-learn or Python warning of the same meaning, so a filter on
+that one covers skbnn's too: ``warnings.filterwarnings("ignore",
+category=sklearn.exceptions.ConvergenceWarning)`` silences :class:`ConvergenceWarning`.
+Every warning points at the line of your code that called skbnn (``fit`` directly, or
+through a ``Pipeline`` or ``GridSearchCV``), not at skbnn's internals.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import functools
+import os
+import sys
+import threading
+import warnings
+
+import joblib
+import sklearn
+from sklearn.exceptions import ConvergenceWarning as _SklearnConvergenceWarning
+from sklearn.exceptions import EfficiencyWarning as _SklearnEfficiencyWarning
 from sklearn.exceptions import InconsistentVersionWarning as _SklearnInconsistentVersionWarning
+
+
+class ConvergenceWarning(_SklearnConvergenceWarning):
+    """The fit's result is materially affected by a computation that did not finish.
+
+    Raised when samplers' chains disagree or diverge, when an optimizer stopped while the
+    loss was still improving by more than the method's tolerance, when training diverged,
+    and when an approximation's assumptions fail at the point it reached. The text gives
+    the figures and a setting that addresses it, in a form that runs as written
+    (``method=DeepEnsemble(max_iter=1000)``). It subclasses scikit-learn's
+    :class:`sklearn.exceptions.ConvergenceWarning`, so a filter on that warning covers
+    this one.
+    """
+
+
+class SlowFitWarning(_SklearnEfficiencyWarning):
+    """The fit you asked for will take long: the projected time and faster alternatives.
+
+    Raised before a sampler named explicitly (``method="nuts"``, ...) starts when its
+    projected run time on this machine is over a few minutes, and when a setting costs far
+    more than it needs to (a dense proposal over many parameters). The result does not
+    depend on it: the projection only informs the message. ``method="auto"`` (the default)
+    never raises it, since it picks a method whose cost suits the problem's size. It
+    subclasses scikit-learn's :class:`sklearn.exceptions.EfficiencyWarning`.
+    """
 
 
 class DataScaleWarning(UserWarning):
@@ -62,3 +107,42 @@ class CompilationCacheWarning(UserWarning):
     variable ``NUMBA_CACHE_DIR`` to a writable folder, shared by the processes that should
     start warm.
     """
+
+
+def _folder(module) -> str:
+    return os.path.dirname(os.path.abspath(module.__file__)) + os.sep
+
+
+#: Where a warning's stack walk does not stop: skbnn, and the layers a fit passes through
+#: between the user's call and skbnn (scikit-learn's Pipeline, GridSearchCV and
+#: cross_validate, joblib, threads, decorators).
+_INTERNAL_FOLDERS = tuple(_folder(m) for m in (sys.modules[__package__], sklearn, joblib))
+_INTERNAL_FILES = frozenset(
+    os.path.abspath(m.__file__) for m in (contextlib, functools, threading, warnings)
+)
+_INTERNAL_FOLDERS += (_folder(concurrent.futures),)
+
+
+def _internal(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return (
+        filename.startswith("<frozen")
+        or path.startswith(_INTERNAL_FOLDERS)
+        or path in _INTERNAL_FILES
+    )
+
+
+def warn(message: str | Warning, category: type[Warning] | None = None) -> None:
+    """``warnings.warn(message, category)`` attributed to the user's line that started the
+    fit: the first frame outside skbnn, scikit-learn, joblib and the standard library's
+    threads and decorators.
+
+    Where every frame is internal (a fit in a joblib worker) the warning points at the
+    outermost one. ``message`` may be a Warning instance, as for ``warnings.warn``.
+    """
+    frame = sys._getframe(1)
+    level = 1
+    while frame.f_back is not None and _internal(frame.f_code.co_filename):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level + 1)

@@ -59,9 +59,21 @@ class BaseMethod(BaseEstimator):
     #: fitting anything, a candidate whose method cannot be weighed by its evidence.
     provides_evidence: bool = False
 
-    def likelihood(self, likelihood: str) -> str:
+    def _fix(self, **changes) -> str:
+        """``method=<this method, with changes>`` as code a user can paste: the class with
+        every knob that differs from its default, ``changes`` applied, so the fix a warning
+        names runs as written and keeps the user's other settings."""
+        defaults = type(self)().get_params(deep=False)
+        params = {**self.get_params(deep=False), **changes}
+        changed = ", ".join(
+            f"{key}={value!r}" for key, value in params.items() if value != defaults[key]
+        )
+        return f"method={type(self).__name__}({changed})"
+
+    def likelihood(self, likelihood: str, infer_noise: bool = True) -> str:
         """The likelihood the method fits in place of the estimator's ``likelihood``
-        (``"gaussian"``, ``"bernoulli"`` or ``"categorical"``); the same by default."""
+        (``"gaussian"``, ``"bernoulli"`` or ``"categorical"``; ``infer_noise`` says whether
+        a Gaussian's noise is inferred or fixed by ``noise_std``); the same by default."""
         return likelihood
 
     def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:

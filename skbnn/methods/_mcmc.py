@@ -7,7 +7,6 @@ import copy
 import math
 import threading
 import time
-import warnings
 from numbers import Integral, Real
 
 import numba
@@ -15,10 +14,10 @@ import numpy as np
 from joblib import effective_n_jobs
 from scipy.linalg import solve_triangular
 from scipy.special import expit, softmax
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..diagnostics import ess_bulk, ess_tail, rhat
+from ..exceptions import ConvergenceWarning, warn
 from ..kernels import chain as kchain
 from ..kernels import network as knet
 from ..kernels.linalg import Metric
@@ -36,16 +35,12 @@ MIN_TIMED_DRAWS = 20
 #: With ``max_time``, time bounds the run, and the draws held while it grows (every draw,
 #: its trace row and noise precisions, all chains) at most this many bytes.
 MAX_EXTENSION_BYTES = 2**29
-#: What a ConvergenceWarning says when max_time ran out with the chains still apart: what
-#: the measurements in doc/samplers.md ("Out of reach") say a user can do instead.
+#: What a ConvergenceWarning says when max_time ran out with the chains still apart.
 OUT_OF_REACH = (
-    "Some network posteriors are out of reach of any chain in minutes: with 50 ReLU units "
-    "on UCI energy, every trajectory of NUTS hit the depth cap and R-hat stayed at "
-    "1.15-2.07 after 600 s of sampling until converged (doc/samplers.md). The draws mix the "
-    "modes the chains found, an ensemble of modes rather than the posterior: on energy "
-    "they still predicted better than method='laplace' or method='ensemble' (test "
-    "log-likelihood -0.2 against -0.65 and -1.37 over UCI splits), but read their "
-    "intervals as an ensemble's, and try fewer hidden units"
+    "Some network posteriors are out of reach of any chain in minutes (every trajectory at "
+    "the depth cap, R-hat well above 1.05 however long the chains run). The draws then mix "
+    "the modes the chains found, an ensemble of modes rather than the posterior: read "
+    "their intervals as an ensemble's, or use fewer hidden units"
 )
 #: R-hat above this raises a ConvergenceWarning (Vehtari et al. 2021 recommend 1.01 for
 #: final inference; 1.05 flags clear failures without crying wolf on short runs).
@@ -946,7 +941,7 @@ class _HMCFamily(BaseMethod):
     def _warn(self, diag: dict) -> None:
         message = self._convergence_message(diag)
         if message is not None:
-            warnings.warn(message, ConvergenceWarning, stacklevel=4)
+            warn(message, ConvergenceWarning)
 
     def _convergence_message(self, diag: dict) -> str | None:
         """The ConvergenceWarning's text for a run's diagnostics, or None when nothing is
@@ -986,13 +981,14 @@ class _HMCFamily(BaseMethod):
                 f"{diag['budget_time']:.0f} s (stopped_because={stopped!r})"
             )
         advice = []
+        max_time = getattr(self, "max_time", None)
+        longer_time = None if max_time is None else 2 * max_time
         if too_short:
             advice.append(
                 f"too few draws to judge: {diag['n_draws_per_chain']} per chain, and split "
                 "R-hat needs at least 4 (nan above); "
                 + (
-                    f"the time ran out first: raise method={cls}(max_time=...) (now "
-                    f"{self.max_time:g} s)"
+                    f"the time ran out first: {self._fix(max_time=longer_time)}"
                     if out_of_time
                     else f"raise the estimator's n_samples (now {n_kept} over "
                     f"{diag['n_chains']} chains)"
@@ -1002,14 +998,14 @@ class _HMCFamily(BaseMethod):
             advice.append(
                 f"{depth_share:.0%} of the trajectories stopped at the depth cap: the "
                 "posterior needs longer paths than the cap allows. Raise it, "
-                f"method=NUTS(max_tree_depth={self.max_tree_depth + 2}) (each level doubles "
+                f"{self._fix(max_tree_depth=self.max_tree_depth + 2)} (each level doubles "
                 "the cost of a draw), or simplify the network"
             )
         if divergent:
+            accept = round(min(0.99, 1 - (1 - self.target_accept) / 2), 3)
             advice.append(
                 "divergent transitions: the step size is too large for parts of the "
-                f"posterior; raise method={cls}(target_accept=...) (now "
-                f"{self.target_accept}; e.g. {min(0.99, 1 - (1 - self.target_accept) / 2):.3g})"
+                f"posterior; raise the acceptance target: {self._fix(target_accept=accept)}"
             )
         if disagree:
             text = (
@@ -1018,31 +1014,31 @@ class _HMCFamily(BaseMethod):
             )
             if out_of_time:
                 text += (
-                    f". Raise method={cls}(max_time=...) (now {self.max_time:g} s) if they "
-                    f"were still approaching. {OUT_OF_REACH}"
+                    f". If they were still approaching, give them more time: "
+                    f"{self._fix(max_time=longer_time)}. {OUT_OF_REACH}"
                 )
             elif stopped == "max_draws":
                 text += (
-                    f": {cls} held as many draws as it may without max_time; set "
-                    f"method={cls}(max_time=...) to let time bound the run instead"
+                    f": {cls} held as many draws as it may without max_time; let time bound "
+                    f"the run instead: {self._fix(max_time=600)}"
                 )
             elif self.name in ("mala", "amcmc"):
                 text += (
                     f"; {cls} mixes slowly on network posteriors, and method='nuts' is "
-                    "usually far faster per effective draw (doc/samplers.md); or run longer: "
-                    f"method={cls}(n_warmup={2 * self.n_warmup}) and n_samples={2 * n_kept}"
+                    "usually far faster per effective draw; or run longer: "
+                    f"{self._fix(n_warmup=2 * self.n_warmup)} and n_samples={2 * n_kept}"
                 )
             else:
                 text += (
-                    f". If the chains are still approaching, run longer (method={cls}("
-                    f"n_warmup={2 * self.n_warmup}) and n_samples={2 * n_kept}), or let them "
-                    f"run until they agree: method={cls}(target_rhat=1.01, target_ess=400, "
-                    "max_time=600) extends them in blocks and stops when R-hat and ESS meet "
-                    "their targets (on UCI Boston, concrete and wine with 50 units, in 1-2 "
-                    "minutes; doc/samplers.md). If they sit in separate modes, more of "
-                    f"the same rarely joins them: try method={cls}(n_temperatures=4) "
-                    "(parallel tempering), method='smc' (on up to a few thousand rows; it "
-                    "also returns the evidence), or fewer hidden units"
+                    f". If the chains are still approaching, run longer "
+                    f"({self._fix(n_warmup=2 * self.n_warmup)} and n_samples={2 * n_kept}), "
+                    "or let them run until they agree: "
+                    f"{self._fix(target_rhat=1.01, target_ess=400, max_time=600)} extends them "
+                    "in blocks and stops when R-hat and ESS meet their targets. If they sit "
+                    "in separate modes, more of the same rarely joins them: try "
+                    f"{self._fix(n_temperatures=4)} (parallel tempering), method='smc' (on up "
+                    "to a few thousand rows; it also returns the evidence), method='ensemble', "
+                    "or fewer hidden units"
                 )
             advice.append(text)
         name = {"amcmc": "ADAPTIVE METROPOLIS"}.get(self.name, self.name.upper())

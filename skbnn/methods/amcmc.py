@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import warnings
 from numbers import Integral, Real
 
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from ..exceptions import warn
 from ..kernels import chain as kchain
 from ._mcmc import _HMCFamily
 
@@ -121,13 +121,12 @@ class AdaptiveMetropolis(_HMCFamily):
 
     def _check_target(self, target) -> None:
         if self.variant == "dense" and target.n_params > DENSE_WARN_PARAMS:
-            warnings.warn(
+            warn(
                 f"AdaptiveMetropolis(variant='dense') keeps a {target.n_params} x "
                 f"{target.n_params} covariance per chain and updates it at every step "
                 f"(O(K^2)); above {DENSE_WARN_PARAMS} parameters use variant='diagonal', or "
                 "a gradient method (NUTS, MALA).",
                 UserWarning,
-                stacklevel=4,
             )
 
     def _settings(self):

@@ -12,9 +12,9 @@ import numpy as np
 from scipy.linalg import LinAlgError, cho_factor, cho_solve, eigh
 from scipy.optimize import minimize
 from scipy.special import expit, softmax
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from ..exceptions import ConvergenceWarning, warn
 from ..kernels import network as knet
 from ..posterior import LaplacePosterior, Network, cholesky_inverse, single_threaded_blas
 from ..utils import compile_once, seed_sequence
@@ -464,7 +464,7 @@ n_iter_no_change
         vals, vecs = eigh(precision)
         floor = max(vals.max(), 1.0) * 1e-8
         low = int(np.sum(vals < floor))
-        warnings.warn(
+        warn(
             f"the Hessian of the negative log posterior at the MAP is not positive definite "
             f"({low} of {vals.size} eigenvalues below {floor:.3g}, the smallest "
             f"{vals.min():.3g}): the MAP is not a strict mode, or the 'full' Hessian's "
@@ -473,7 +473,6 @@ n_iter_no_change
             "train longer (max_iter, tol) or use hessian='ggn', positive definite by "
             "construction.",
             ConvergenceWarning,
-            stacklevel=5,
         )
         vals = np.maximum(vals, floor)
         repaired = (vecs * vals) @ vecs.T
@@ -745,12 +744,11 @@ n_iter_no_change
             if not updating or stall >= PATIENCE or (update > 0 and abs(gain) < self.evidence_tol):
                 break
             if update == int(self.max_prior_updates):
-                warnings.warn(
+                warn(
                     f"the evidence still rose by {gain:.3g} nats in the last of "
                     f"max_prior_updates={self.max_prior_updates} empirical Bayes updates; "
                     "raise max_prior_updates",
                     ConvergenceWarning,
-                    stacklevel=3,
                 )
                 break
             if gain > 0:
@@ -775,7 +773,7 @@ n_iter_no_change
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         if state.decrement > MAX_DECREMENT:
-            warnings.warn(
+            warn(
                 f"the MAP is not a mode of the log posterior: a Newton step from it would "
                 f"still gain {state.decrement:.3g} nats (largest gradient "
                 f"{np.max(np.abs(target.evaluator()(state.theta)[1][sl])):.3g}), so the "
@@ -786,17 +784,15 @@ n_iter_no_change
                 "where no gradient vanishes. On Boston, 10 tanh units reached a mode where "
                 "50 did not.",
                 ConvergenceWarning,
-                stacklevel=3,
             )
         if state.fallback:
-            warnings.warn(
+            warn(
                 "the exact Hessian is not positive definite at the MAP: it is a saddle or a "
                 "ridge of the log posterior (hidden units that collapsed into one make "
                 "both), where the Laplace approximation does not exist. The GGN, positive "
                 "definite by construction, was used instead (diagnostics_['hessian'] says "
                 "which was used).",
                 ConvergenceWarning,
-                stacklevel=3,
             )
         # the best state's effective number of parameters, under its own hyperparameters
         gamma = self._update(target, state, sl, groups, first_layer, False, False)

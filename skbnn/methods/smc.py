@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -12,9 +11,9 @@ from joblib import effective_n_jobs
 from scipy.optimize import brentq
 from scipy.special import logsumexp
 from scipy.stats import truncnorm
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from ..exceptions import ConvergenceWarning, warn
 from ..kernels import network as knet
 from ..kernels import smc as ksmc
 from ..posterior import WeightedDraws
@@ -308,7 +307,7 @@ class SMC(BaseMethod):
             what = (f"max_stages={self.max_stages}" if stopped == "max_stages"
                     else f"max_time={self.max_time:g} s")  # fmt: skip
             per_stage = float(np.mean(rec["stage_time"]))
-            warnings.warn(
+            warn(
                 f"SMC reached {what} at lambda={forced_from:.3g} after "
                 f"{len(rec['lambda']) - 1} stages and jumped to lambda=1; the final ESS is "
                 f"{rec['ess'][-1]:.0f} of {n} particles and the evidence is unreliable. "
@@ -317,15 +316,13 @@ class SMC(BaseMethod):
                 "particles (n_samples) or n_mcmc_steps, or method='laplace' for an evidence "
                 "on many rows.",
                 ConvergenceWarning,
-                stacklevel=4,
             )
         elif diagnostics["accept_rate"] < MIN_FINAL_ACCEPT:
-            warnings.warn(
+            warn(
                 f"SMC's moves at the posterior accepted only {diagnostics['accept_rate']:.2f} "
                 f"of proposals; {diagnostics['n_unique']} of {n} particles are distinct. "
                 "Raise n_mcmc_steps or n_samples, or simplify the network.",
                 ConvergenceWarning,
-                stacklevel=4,
             )
         return FitResult(posterior=posterior, log_evidence=float(log_z), diagnostics=diagnostics)
 
