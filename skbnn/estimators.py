@@ -4,7 +4,6 @@ building the target, calling the method, and predicting from posterior draws."""
 from __future__ import annotations
 
 import time
-import warnings
 from functools import partial, wraps
 from numbers import Integral, Real
 
@@ -12,7 +11,7 @@ import joblib
 import numpy as np
 from joblib import effective_n_jobs
 from numpy.typing import ArrayLike
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
@@ -23,12 +22,13 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from .exceptions import DataScaleWarning, InconsistentVersionWarning
+from .exceptions import DataScaleWarning, InconsistentVersionWarning, warn
 from .kernels import network as knet
 from .kernels.predict import mixture_quantiles
 from .methods import METHODS, BaseMethod
+from .methods._auto import resolve as resolve_auto
 from .metrics._scores import _mixture_log_density
-from .network import ACTIVATIONS
+from .network import ACTIVATIONS, NetworkLayout
 from .posterior import Network
 from .priors import PRIORS, GaussianPrior, HierarchicalPrior, LogisticPrior, ScaleMixturePrior
 from .target import Target
@@ -133,7 +133,7 @@ def _warn_unscaled(X, estimator):
     rms = np.sqrt(np.mean(X**2, axis=0)) if X.shape[0] else np.zeros(0)
     if rms.size and rms.max() > _MAX_FEATURE_RMS:
         j = int(np.argmax(rms))
-        warnings.warn(
+        warn(
             f"X has {int(np.sum(rms > _MAX_FEATURE_RMS))} feature(s) far from standardized "
             f"(the largest root mean square is {rms[j]:.3g}, in column {j}). The priors "
             "assume inputs of unit scale: unscaled features make the posterior narrow in "
@@ -141,7 +141,6 @@ def _warn_unscaled(X, estimator):
             f"StandardScaler before the estimator: make_pipeline(StandardScaler(), "
             f"{type(estimator).__name__}(...)).",
             DataScaleWarning,
-            stacklevel=3,
         )
 
 
@@ -151,7 +150,7 @@ class _BaseBayesianMLP(BaseEstimator):
     _parameter_constraints: dict = {
         "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
         "activation": [StrOptions(set(ACTIVATIONS))],
-        "method": [StrOptions(set(METHODS)), BaseMethod],
+        "method": [StrOptions({"auto", *METHODS}), BaseMethod],
         # the public classes, so a wrong prior's error message names what is accepted
         "prior": [
             StrOptions(set(PRIORS)),
@@ -197,6 +196,14 @@ class _BaseBayesianMLP(BaseEstimator):
         for name, registry in self._NESTED.items():
             nested = any(key.startswith(name + "__") for key in params)
             value = params.get(name, getattr(self, name, None))
+            if nested and name == "method" and value == "auto":
+                knob = next(key for key in params if key.startswith("method__"))
+                raise ValueError(
+                    f"method='auto' has no knobs of its own, so {knob} cannot be set: it "
+                    "runs NUTS or DeepEnsemble by the problem's size. Name the method "
+                    "whose knob you set, e.g. set_params(method='ensemble', "
+                    f"{knob}=...), or method=DeepEnsemble(...)."
+                )
             if nested and isinstance(value, str) and value in registry:
                 params[name] = registry[value]()
         return super().set_params(**params)
@@ -213,18 +220,25 @@ class _BaseBayesianMLP(BaseEstimator):
         state = dict(state)
         pickled = state.pop("_skbnn_version", "unknown")
         if pickled != __version__:
-            warnings.warn(
+            warn(
                 InconsistentVersionWarning(
                     estimator_name=type(self).__name__,
                     current_version=__version__,
                     original_version=pickled,
-                ),
-                stacklevel=2,
+                )
             )
         super().__setstate__(state)
 
-    def _resolve_method(self) -> BaseMethod:
-        return METHODS[self.method]() if isinstance(self.method, str) else self.method
+    def _resolve_method(self, X, Y, hidden, likelihood) -> BaseMethod:
+        """The method object to run: a new one for a name (``"auto"`` chosen from the size
+        of ``X`` and the network), a copy of a given one."""
+        if self.method == "auto":
+            n_weights = NetworkLayout((X.shape[1], *hidden, Y.shape[1])).n_weights
+            task = "regression" if likelihood == "gaussian" else "classification"
+            return resolve_auto(X.shape[0], n_weights, Y.shape[1], task)
+        if isinstance(self.method, str):
+            return METHODS[self.method]()
+        return clone(self.method)
 
     def _resolve_prior(self):
         registry = self._NESTED["prior"]
@@ -233,8 +247,8 @@ class _BaseBayesianMLP(BaseEstimator):
     def _run(self, X, Y, W, likelihood, noise_precision=1.0, noise="fixed"):
         start = time.perf_counter()
         hidden = _check_hidden_layer_sizes(self.hidden_layer_sizes)
-        method = self._resolve_method()
-        likelihood = method.likelihood(likelihood)
+        method = self._resolve_method(X, Y, hidden, likelihood)
+        likelihood = method.likelihood(likelihood, infer_noise=noise == "infer")
         if likelihood == "heteroscedastic":
             if noise != "infer":
                 raise ValueError(
@@ -293,6 +307,7 @@ class _BaseBayesianMLP(BaseEstimator):
         for name, value in result.attributes.items():
             setattr(self, name, value)
         self._method_attributes = tuple(result.attributes)
+        self.method_ = method
         self.diagnostics_ = dict(result.diagnostics)
         self.diagnostics_["wall_time"] = time.perf_counter() - start
         self._layout = target.layout
@@ -436,7 +451,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         self,
         hidden_layer_sizes=(10,),
         activation="tanh",
-        method="nuts",
+        method="auto",
         prior="gaussian",
         n_samples=None,
         noise_std=None,
@@ -490,13 +505,12 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         rows, Y, W = _weighted_rows(X, y.reshape(len(y), -1), sample_weight)
         self._y_mean, scale = _weighted_mean_sd(Y, W)
         if np.any(scale == 0):
-            warnings.warn(
+            warn(
                 f"y is constant (output(s) {np.flatnonzero(scale == 0).tolist()}): the "
                 "network can fit it exactly, so an inferred noise sd shrinks to what its "
                 "prior allows and sampling is slow. The prediction is the constant; a "
                 "DummyRegressor gives it at once, or set noise_std.",
                 DataScaleWarning,
-                stacklevel=2,
             )
         # a constant output has no scale to standardize by; leave it in original units
         self._y_std = np.where(scale > 0, scale, 1.0)
@@ -823,7 +837,7 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         self,
         hidden_layer_sizes=(10,),
         activation="tanh",
-        method="nuts",
+        method="auto",
         prior="gaussian",
         n_samples=None,
         random_state=None,

@@ -173,6 +173,9 @@ def _method_without_evidence(final) -> str | None:
     if not hasattr(final, "method"):
         return None
     method = final.method
+    if method == "auto":
+        # NUTS or the deep ensemble, by the data's size: neither has an evidence
+        return "auto"
     cls = METHODS.get(method) if isinstance(method, str) else type(method)
     if cls is None or getattr(cls, "provides_evidence", False):
         return None

@@ -244,9 +244,10 @@ def test_invalid_method_parameter_values(cls, params, message):
 
 # Knobs valid on their own that these data cannot honour: the message names the knob.
 KNOBS_TOO_BIG_FOR_THE_DATA = [
-    # 20 rows x 0.01 rounds to no validation row
-    (DeepEnsemble(solver="adam", early_stopping=True, validation_fraction=0.01),
-     r"validation_fraction=0\.01 leaves no validation or no training rows out of 20"),
+    # 20 rows x 0.99 rounds to every row held out (a fraction that rounds to no row holds
+    # out none: early stopping is the default, and must not fail on a few rows)
+    (DeepEnsemble(solver="adam", early_stopping=True, validation_fraction=0.99),
+     r"validation_fraction=0\.99 leaves no training rows out of 20"),
     # one collection epoch is one snapshot, and a low-rank covariance needs two
     (SWAG(swa_epochs=1, max_iter=5), r"SWAG collected 1 snapshot.*raise swa_epochs \(1\)"),
 ]  # fmt: skip

@@ -27,7 +27,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import StandardScaler
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
-from skbnn.methods import SWAG, DeepEnsemble, RandomizedMAP
+from skbnn.methods import METHODS, SWAG, DeepEnsemble, RandomizedMAP
 from skbnn.methods._optim import _minibatch_epochs, _Settings, glorot_init
 from skbnn.model_selection import log_predictive_scorer
 from skbnn.posterior import GaussianPosterior
@@ -113,6 +113,7 @@ SOLVERS = {
     # max_iter so the stopping rule cannot end a run early (it then warns at max_iter)
     "adam": {
         "solver": "adam",
+        "early_stopping": False,
         "learning_rate": "cosine",
         "learning_rate_init": 0.05,
         "batch_size": 1000,
@@ -185,6 +186,7 @@ def test_early_stopping_stops_and_reports_the_validation_curve():
     method = DeepEnsemble(
         solver="adam",
         learning_rate_init=0.02,
+        learning_rate="constant",
         max_iter=1000,
         tol=0.0,
         early_stopping=True,
@@ -316,7 +318,9 @@ def test_adam_with_a_huge_rate_gives_finite_predictions(kind):
     # below ~1e6 and the fixed-noise and Bernoulli losses finite: the fit must succeed,
     # whatever it is worth, and predict finite numbers.
     X, y = _linear_data()
-    method = DeepEnsemble(solver="adam", learning_rate_init=1e3, batch_size=10, max_iter=50)
+    method = DeepEnsemble(solver="adam", learning_rate_init=1e3, batch_size=10, max_iter=50,
+                          early_stopping=False, learning_rate="constant",
+                          heteroscedastic=False)  # fmt: skip
     if kind == "regressor":
         est = BayesianMLPRegressor(
             hidden_layer_sizes=(5,), method=method, noise_std=0.5, n_samples=3, random_state=0
@@ -343,20 +347,30 @@ def test_a_member_whose_loss_overflows_is_restarted():
     # non-finite at the next step. Every member restarts at 100, where exp(+-100) is
     # finite: the fit succeeds with finite predictions and says how many restarts it took.
     X, y = _linear_data()
-    method = DeepEnsemble(solver="adam", learning_rate_init=1e3, batch_size=10, max_iter=50)
+    method = DeepEnsemble(solver="adam", learning_rate_init=1e3, batch_size=10, max_iter=50,
+                          early_stopping=False, learning_rate="constant",
+                          heteroscedastic=False)  # fmt: skip
     est = BayesianMLPRegressor(hidden_layer_sizes=(), method=method, n_samples=3, random_state=0)
     _fit(est, X, y)
     assert np.all(est.diagnostics_["n_restarts"] >= 1)
     assert np.all(np.isfinite(est.predict(X))) and np.isfinite(est.noise_std_)
 
 
-def test_a_restarted_member_warns():
+def test_a_restarted_member_that_converges_does_not_warn():
+    # deterministic (every member's first step overflows, above): the restart at a 10x
+    # smaller rate recovers, so the fit is what was asked for and says so only in its
+    # diagnostics; a warning is for results that are materially affected
     X, y = _linear_data()
-    method = DeepEnsemble(solver="adam", learning_rate_init=1e3, batch_size=10, max_iter=50)
+    method = DeepEnsemble(solver="adam", learning_rate_init=1e3, batch_size=10, max_iter=50,
+                          early_stopping=False, learning_rate="constant",
+                          heteroscedastic=False)  # fmt: skip
     est = BayesianMLPRegressor(hidden_layer_sizes=(), method=method, n_samples=3, random_state=0)
-    caught = _fit(est, X, y)
+    caught = [str(w.message) for w in _fit(est, X, y)]
     assert np.all(est.diagnostics_["n_restarts"] >= 1)
-    assert caught, "no ConvergenceWarning although every member's loss became non-finite"
+    # here one member diverges at every rate and is dropped, which must be said
+    dropped = est.diagnostics_["n_dropped"]
+    assert len([m for m in caught if "diverged" in m]) == (dropped > 0)
+    assert all("were dropped" in m for m in caught if "diverged" in m)
 
 
 def test_sgd_whose_loss_explodes_warns_or_raises():
@@ -372,12 +386,12 @@ def test_sgd_whose_loss_explodes_warns_or_raises():
     except ValueError as exc:
         assert "learning_rate_init" in str(exc)
         return
-    # never NaN, and either a warning or a sane fit
+    # never NaN, and either a warning or a sane fit: members restarted at a lower rate
+    # whose loss then settled near the least-squares fit's (about 0.45 per row here)
     assert np.all(np.isfinite(est.predict(X)))
-    assert caught, (
-        f"no ConvergenceWarning; final losses {est.diagnostics_['final_loss']}, "
-        f"|prediction| up to {np.abs(est.predict(X)).max():.3g}"
-    )
+    if not caught:
+        assert np.all(est.diagnostics_["n_restarts"] >= 1)
+        assert np.all(est.diagnostics_["final_loss"] < 1.0), est.diagnostics_["final_loss"]
 
 
 # --------------------------------------------------------------------------------------
@@ -578,7 +592,11 @@ def test_inferred_noise_is_the_map_in_original_units(name):
     phi = _design(X)
     residual = y - phi @ np.linalg.lstsq(phi, y, rcond=None)[0]
     residual_sd = np.sqrt(np.mean(residual**2))
-    est = BayesianMLPRegressor(hidden_layer_sizes=(), method=name, random_state=0).fit(X, y)
+    # at the MAP: L-BFGS on all rows, and one noise for every row
+    method = METHODS[name](solver="lbfgs")
+    if name == "ensemble":
+        method.set_params(heteroscedastic=False)
+    est = BayesianMLPRegressor(hidden_layer_sizes=(), method=method, random_state=0).fit(X, y)
     assert isinstance(est.noise_std_, float) and est.noise_std_ > 0
     ratio = est.noise_std_ / residual_sd / math.sqrt(200 / 202)
     assert abs(ratio - 1) < 0.01

@@ -276,7 +276,7 @@ def test_nested_parameters_work_from_the_string_defaults(cls):
     # deterministic: "nuts" and "gaussian" stand for NUTS() and GaussianPrior(), whose knobs
     # get_params lists and set_params reaches, turning the name into the object
     # ("gaussian" is GaussianPrior(std=3) for the classifier: its logits need the scale)
-    est = cls()
+    est = cls(method="nuts")
     params = est.get_params()
     assert params["method"] == "nuts" and params["method__target_accept"] == 0.8
     std = 1.0 if cls is BayesianMLPRegressor else 3.0
@@ -290,9 +290,22 @@ def test_nested_parameters_work_from_the_string_defaults(cls):
     assert isinstance(est.method, SMC) and est.method.target_ess == 0.7
     assert est.prior.get_params() == {"scale": 0.5, "fan_in_scaling": False}
     with pytest.raises(ValueError, match="Invalid parameter 'nonsense'"):
-        cls().set_params(method__nonsense=1)
+        cls(method="nuts").set_params(method__nonsense=1)
     # the object "gaussian" stands for is the one a fit uses
     assert cls()._resolve_prior().get_params() == {"std": std, "fan_in_scaling": True}
+
+
+@pytest.mark.parametrize("cls", ESTIMATORS)
+def test_auto_has_no_knobs_and_says_which_to_name(cls):
+    # deterministic: the default method="auto" lists no nested knobs, and setting one is a
+    # ValueError that names the way to set it, instead of an AttributeError on a string
+    est = cls()
+    assert est.get_params()["method"] == "auto"
+    assert not any(key.startswith("method__") for key in est.get_params())
+    with pytest.raises(ValueError, match=r"method='auto' has no knobs.*method='ensemble'"):
+        est.set_params(method__max_iter=10)
+    est.set_params(method="ensemble", method__max_iter=10)
+    assert est.method.max_iter == 10
 
 
 def test_grid_search_tunes_the_knob_of_a_named_method():
@@ -712,7 +725,7 @@ def test_n_samples_draws_are_kept_in_total(n_samples, n_chains):
 def test_no_log_evidence_for_methods_without_one(cls, method):
     X, y = _data_for(cls)
     est = _fast(cls, method).fit(X, y)
-    assert not est._resolve_method().provides_evidence
+    assert not est.method_.provides_evidence
     assert hasattr(est, "posterior_")  # fitted, so the absence below is meaningful
     assert not hasattr(est, "log_evidence_")
 
@@ -722,7 +735,7 @@ def test_no_log_evidence_for_methods_without_one(cls, method):
 def test_evidence_methods_have_a_finite_log_evidence(cls, method):
     X, y = _data_for(cls)
     est = _fast(cls, method).fit(X, y)
-    assert est._resolve_method().provides_evidence
+    assert est.method_.provides_evidence
     assert np.ndim(est.log_evidence_) == 0 and np.isfinite(est.log_evidence_)
     # a density of n labels (each probability <= 1) or of n continuous values
     if cls is BayesianMLPClassifier:

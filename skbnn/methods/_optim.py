@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
 import numpy as np
 from joblib import effective_n_jobs
 from scipy.optimize import minimize
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from ..exceptions import ConvergenceWarning, warn
 from ..kernels import network as knet
 from ..kernels import optim as kopt
 from ..posterior import single_threaded_blas
@@ -41,11 +40,23 @@ LBFGS_MAX_ROWS = 5000
 #: Restarts of a member whose loss became non-finite, each from a fresh initialization with
 #: a learning rate ten times smaller, before it is dropped.
 MAX_RESTARTS = 2
-#: ``max_iter=None``: epochs of Adam and SGD (scikit-learn's default), and iterations of
-#: L-BFGS, each of which is one pass over the data; on networks of tens of units L-BFGS needs
-#: a few hundred to reach ``tol``.
-DEFAULT_EPOCHS = 200
+#: ``max_iter=None`` for Adam and SGD: epochs enough for this many optimizer steps, and at
+#: least ``MIN_EPOCHS``. A cap, not a length: the stopping rule ends a run long before it on
+#: most data.
+DEFAULT_STEPS = 300_000
+MIN_EPOCHS = 200
+#: ``max_iter=None`` for L-BFGS: iterations, each one pass over the data; networks of tens
+#: of units need a few hundred to reach ``tol``.
 DEFAULT_LBFGS_ITER = 1000
+#: ``batch_size="auto"``: rows per minibatch, raised on many rows so that an epoch takes at
+#: most ``AUTO_BATCH_STEPS`` steps.
+AUTO_BATCH = 32
+AUTO_BATCH_STEPS = 1000
+#: ``learning_rate="adaptive"``: the rate is divided by this factor at each plateau of the
+#: monitored loss (scikit-learn's "adaptive" divides by 5), at most this many times; the
+#: member stops at the plateau after the last division.
+ADAPTIVE_FACTOR = 5.0
+ADAPTIVE_REDUCTIONS = 3
 
 
 @dataclass
@@ -66,6 +77,8 @@ class Member:
     #: SWAG's collection learning rate after any restarts, and whether it stayed stable
     swa_learning_rate: float = float("nan")
     swag_stable: bool = True
+    #: the loss's largest curvature at the pre-trained optimum (SWAG's automatic rate)
+    curvature: float = float("nan")
 
 
 def glorot_init(target, rng: np.random.Generator) -> np.ndarray:
@@ -133,6 +146,9 @@ def _schedule(kind: str, lr0: float, epoch: int, n_epochs: int, n_steps: int,
         total = n_epochs * n_steps
         t = epoch * n_steps + np.arange(n_steps)
         return lr0 * 0.5 * (1.0 + np.cos(np.pi * t / total))
+    if kind == "adaptive":
+        # lowered by the epoch loop at each plateau
+        return np.full(n_steps, float(lr0))
     if kind == "step":
         factor = 0.1 ** (int(epoch >= n_epochs / 2) + int(epoch >= 3 * n_epochs / 4))
         return np.full(n_steps, lr0 * factor)
@@ -231,6 +247,7 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
     lr_kind = s.learning_rate if lr_kind is None else lr_kind
     lr0 = s.learning_rate_init if lr0 is None else lr0
     best, best_theta, count = np.inf, None, 0
+    reductions = 0
     if not collecting:
         member.converged = False
     for epoch in range(n_epochs):
@@ -252,6 +269,14 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
             count = _no_improvement(member.loss_curve, best, count, s.tol)
             best = min(best, loss)
         if count > s.n_iter_no_change:
+            if lr_kind == "adaptive" and reductions < ADAPTIVE_REDUCTIONS:
+                # a plateau at this rate: go on at a fifth of it, from the best point
+                reductions += 1
+                lr0 /= ADAPTIVE_FACTOR
+                count = 0
+                if best_theta is not None:
+                    theta[:] = best_theta
+                continue
             member.converged = True
             break
     if not collecting and member.loss_curve and _ended_far_above_best(member.loss_curve):
@@ -309,7 +334,7 @@ class _Trainer(BaseMethod):
     _parameter_constraints: dict = {
         "solver": [StrOptions({"auto", "lbfgs", "adam", "sgd"})],
         "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
-        "learning_rate": [StrOptions({"constant", "cosine", "step"})],
+        "learning_rate": [StrOptions({"constant", "cosine", "step", "adaptive"})],
         "momentum": [Interval(Real, 0, 1, closed="left")],
         "nesterovs_momentum": ["boolean"],
         "beta_1": [Interval(Real, 0, 1, closed="left")],
@@ -327,10 +352,16 @@ class _Trainer(BaseMethod):
         solver = self.solver
         if solver == "auto":
             solver = "lbfgs" if n_rows <= LBFGS_MAX_ROWS else "adam"
-        batch = min(200, n_rows) if self.batch_size == "auto" else int(self.batch_size)
+        if self.batch_size == "auto":
+            batch = min(n_rows, max(AUTO_BATCH, -(-n_rows // AUTO_BATCH_STEPS)))
+        else:
+            batch = int(self.batch_size)
         max_iter = self.max_iter
-        if max_iter is None:
-            max_iter = DEFAULT_LBFGS_ITER if solver == "lbfgs" else DEFAULT_EPOCHS
+        if max_iter is None and solver == "lbfgs":
+            max_iter = DEFAULT_LBFGS_ITER
+        elif max_iter is None:
+            _, steps = batches(n_rows, batch)
+            max_iter = max(MIN_EPOCHS, -(-DEFAULT_STEPS // steps))
         return _Settings(
             solver=solver,
             learning_rate_init=float(self.learning_rate_init),
@@ -357,10 +388,14 @@ class _Trainer(BaseMethod):
         if not holdout:
             return rows, None
         n_val = int(round(self.validation_fraction * rows.size))
-        if n_val < 1 or n_val >= rows.size:
+        if n_val < 1:
+            # too few rows to hold one out: the member trains on all of them
+            return rows, None
+        if n_val >= rows.size:
             raise ValueError(
-                f"validation_fraction={self.validation_fraction} leaves no validation or no "
-                f"training rows out of {rows.size}"
+                f"validation_fraction={self.validation_fraction} leaves no training rows "
+                f"out of {rows.size}; lower it, or turn early stopping off: "
+                f"{self._fix(early_stopping=False)}"
             )
         perm = rng.permutation(rows)
         return np.sort(perm[n_val:]), np.sort(perm[:n_val])
@@ -378,14 +413,18 @@ class _Trainer(BaseMethod):
 
     def _not_converged(self, settings, slow: int, kept: list) -> str:
         """The warning for ``slow`` of the ``kept`` members that did not converge."""
-        what = (
-            "L-BFGS reached max_iter" if settings.solver == "lbfgs"
-            else "the optimizer reached max_iter"
-        )  # fmt: skip
+        if settings.solver == "lbfgs":
+            what = "L-BFGS stopped at its iteration limit before the gradient fell below tol"
+        else:
+            what = (
+                "the optimizer ran all its epochs while the "
+                + ("validation" if settings.early_stopping else "training")
+                + f" loss still improved by more than tol={settings.tol:g} per row"
+            )
         return (
-            f"{slow} of {len(kept)} members did not converge: {what}={settings.max_iter} "
-            f"before the loss improved by less than tol={settings.tol:g} for "
-            f"n_iter_no_change={settings.n_iter_no_change} epochs. Increase max_iter."
+            f"{slow} of {len(kept)} members did not converge: {what} "
+            f"(max_iter={settings.max_iter}). Train longer: "
+            f"{self._fix(max_iter=2 * settings.max_iter)}."
         )
 
     def _train(self, target, settings, start, ss, data_fraction=1.0, bar=None, after=None):
@@ -465,29 +504,19 @@ class _Trainer(BaseMethod):
                 f"learning_rate_init (now {settings.learning_rate_init:g}) or check the data"
             )
         if dropped:
-            warnings.warn(
-                f"{dropped} of {n_members} members diverged (non-finite loss, or far above its "
-                f"best) even after "
-                f"{MAX_RESTARTS} restarts and were dropped; {len(kept)} remain. Lower "
-                "learning_rate_init.",
+            # a member that diverged and then converged at a lower rate is a result as good
+            # as any (diagnostics_["n_restarts"] counts them); one that never did is missing
+            lower = self._fix(learning_rate_init=settings.learning_rate_init / 10)
+            warn(
+                f"{dropped} of {n_members} members diverged (their loss became non-finite, "
+                f"or ended far above its best) even after {MAX_RESTARTS} restarts at a 10x "
+                f"smaller learning rate each, and were dropped; {len(kept)} remain. Lower "
+                f"the learning rate: {lower}.",
                 ConvergenceWarning,
-                stacklevel=3,
-            )
-        restarted = sum(m.restarts > 0 for m in kept)
-        if restarted:
-            warnings.warn(
-                f"the loss of {restarted} of {len(kept)} members diverged (non-finite, or far "
-                "above its best); they were restarted from a fresh initialization with a 10x "
-                f"smaller learning rate (diagnostics_['n_restarts']). Lower learning_rate_init "
-                f"(now {settings.learning_rate_init:g}).",
-                ConvergenceWarning,
-                stacklevel=3,
             )
         slow = sum(not m.converged for m in kept)
         if slow:
-            warnings.warn(
-                self._not_converged(settings, slow, kept), ConvergenceWarning, stacklevel=3
-            )
+            warn(self._not_converged(settings, slow, kept), ConvergenceWarning)
         diagnostics = {
             "solver": settings.solver,
             "n_members": len(kept),

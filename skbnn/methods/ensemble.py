@@ -5,7 +5,7 @@ from __future__ import annotations
 from numbers import Real
 
 import numpy as np
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..posterior import WeightedDraws
 from ._base import FitResult
@@ -15,16 +15,17 @@ from ._optim import _Trainer, glorot_init, noise_of
 class DeepEnsemble(_Trainer):
     """Independently initialized and trained networks, averaged as equally weighted draws.
 
-    Each of the estimator's ``n_samples`` members is a MAP fit (the prior acts as weight
-    decay) from its own random initialization, and optionally its own share of the rows.
-    The spread across members is the epistemic uncertainty; with ``heteroscedastic=True``
-    each member also predicts the noise of every row, and the prediction is the Gaussian
-    mixture over members, the configuration of the Deep Ensembles paper.
+    Each of the estimator's ``n_samples`` members minimizes the negative log posterior (the
+    prior acts as weight decay) from its own random initialization, stopped early on its
+    own held-out rows, and optionally on its own share of the rows. The spread across
+    members is the epistemic uncertainty. With the noise inferred (``noise_std=None``), each
+    member also predicts the noise of every row (``heteroscedastic="auto"``) and the
+    prediction is the Gaussian mixture over members, the configuration of the Deep
+    Ensembles paper (Lakshminarayanan et al. 2017); with ``heteroscedastic=False`` each
+    member's noise precision is one MAP estimate under its ``Gamma(1, 1e-3)`` prior.
 
     Every prior with a gradient works; a hierarchical prior's layer precisions are held at
-    their prior mean (the optimizer does not learn them). With ``noise_std=None`` each
-    member's noise precision is a MAP estimate, optimized with the weights under its
-    ``Gamma(1, 1e-3)`` prior.
+    their prior mean (the optimizer does not learn them).
 
     Five members are the default (``n_samples=None`` in the estimator): the paper's UCI
     figures use five, and the predictive log-likelihood gains little beyond five to ten
@@ -32,39 +33,53 @@ class DeepEnsemble(_Trainer):
 
     Parameters
     ----------
-    solver : {"auto", "lbfgs", "adam", "sgd"}, default="auto"
-        ``"auto"`` is full-batch L-BFGS up to 5,000 rows (no learning rate to tune, one
-        pass over the data is cheap) and Adam above.
-    learning_rate_init : float, default=1e-3
-        Step size of Adam and SGD (on the per-row loss, as scikit-learn's MLP).
-    learning_rate : {"constant", "cosine", "step"}, default="constant"
-        Schedule over the epochs: constant, cosine decay to zero, or x0.1 at half and at
-        three quarters of ``max_iter``.
+    solver : {"adam", "sgd", "lbfgs", "auto"}, default="adam"
+        The optimizer. Adam is the default because early stopping, the guard against
+        overfitting that the defaults rely on, needs a minibatch solver. ``"lbfgs"`` is
+        full-batch L-BFGS (no learning rate; it ignores early stopping, as in
+        scikit-learn); ``"auto"`` is L-BFGS up to 5,000 rows and Adam above.
+    learning_rate_init : float, default=0.01
+        Step size of Adam and SGD (on the per-row loss, as scikit-learn's MLP). With the
+        adaptive schedule a large start costs nothing: a plateau lowers it.
+    learning_rate : {"adaptive", "constant", "cosine", "step"}, default="adaptive"
+        Schedule over the epochs. ``"adaptive"`` (scikit-learn's name): when the monitored
+        loss has not improved by ``tol`` for ``n_iter_no_change`` epochs, the rate is
+        divided by 5 and training goes on from the best parameters so far; at the plateau
+        after the third division the member stops. A fast start and a precise end, which
+        near-noiseless data need. ``"constant"``; ``"cosine"``, decay to zero over
+        ``max_iter``; ``"step"``, x0.1 at half and at three quarters of ``max_iter``.
     momentum : float, default=0.9
         SGD's momentum.
     nesterovs_momentum : bool, default=True
     beta_1, beta_2, epsilon : float, default=0.9, 0.999, 1e-8
         Adam's moment decay rates and its denominator's floor.
     batch_size : int or "auto", default="auto"
-        Rows per minibatch; ``"auto"`` is ``min(200, n_rows)`` as in scikit-learn.
+        Rows per minibatch; ``"auto"`` is 32, raised on more than 32,000 rows so that an
+        epoch takes at most 1,000 steps.
     max_iter : int, default=None
-        Epochs of Adam and SGD, iterations of L-BFGS; ``None`` is 200 epochs (as
-        scikit-learn's MLP) or 1000 L-BFGS iterations, each one pass over the data: networks
-        of tens of units need a few hundred to reach ``tol``.
+        Epochs of Adam and SGD, iterations of L-BFGS. ``None`` is a cap rather than a
+        length: epochs for 300,000 steps and at least 200 (the stopping rule ends most
+        runs far sooner), or 1000 L-BFGS iterations.
     tol : float, default=1e-4
-        A member stops when its loss (or validation loss) has not improved by ``tol`` for
-        more than ``n_iter_no_change`` epochs. For L-BFGS it is the gradient tolerance,
-        as in scikit-learn; scipy's relative reduction test (``ftol=2.2e-9``) may stop it
-        first.
-    early_stopping : bool, default=False
-        Hold out ``validation_fraction`` of each member's rows and stop on their
-        log-likelihood, keeping the best parameters (Adam and SGD only, as in scikit-learn).
+        An epoch counts as an improvement when it lowers the monitored loss (nats per row)
+        by more than ``tol``. For L-BFGS it is the gradient tolerance, as in scikit-learn.
+    early_stopping : bool, default=True
+        Hold out ``validation_fraction`` of each member's rows, monitor their
+        log-likelihood instead of the training loss, and keep the best parameters. On by
+        default: a network of tens of units fitted to its optimum on a few hundred rows
+        overfits, and its noise estimate shrinks with the training residuals, so its
+        intervals under-cover. Each member holds out its own rows, which also decorrelates
+        the members. A member with too few rows to hold one out trains on all of them.
     validation_fraction : float, default=0.1
-    n_iter_no_change : int, default=10
-    heteroscedastic : bool, default=False
+    n_iter_no_change : int, default=20
+        Epochs without improvement that make a plateau.
+    heteroscedastic : bool or "auto", default="auto"
         Regression only: each member has a second output per target, mapped through
         ``softplus + 1e-6`` to the noise variance of each row, and is trained on the
-        Gaussian likelihood with that variance. ``noise_std`` must then be None.
+        Gaussian likelihood with that variance (the configuration of the Deep Ensembles
+        paper). ``"auto"`` is True where the noise is inferred (``noise_std=None``), so the
+        intervals widen where the data are noisier, and False for a fixed ``noise_std`` and
+        for classifiers; True needs ``noise_std=None``.
     data_fraction : float, default=1.0
         Each member trains on a random subset of this share of the rows (drawn without
         replacement), which decorrelates the members further.
@@ -84,15 +99,15 @@ class DeepEnsemble(_Trainer):
 
     _parameter_constraints: dict = {
         **_Trainer._parameter_constraints,
-        "heteroscedastic": ["boolean"],
+        "heteroscedastic": ["boolean", StrOptions({"auto"})],
         "data_fraction": [Interval(Real, 0, 1, closed="right")],
     }
 
     def __init__(
         self,
-        solver="auto",
-        learning_rate_init=1e-3,
-        learning_rate="constant",
+        solver="adam",
+        learning_rate_init=0.01,
+        learning_rate="adaptive",
         momentum=0.9,
         nesterovs_momentum=True,
         beta_1=0.9,
@@ -101,10 +116,10 @@ class DeepEnsemble(_Trainer):
         batch_size="auto",
         max_iter=None,
         tol=1e-4,
-        early_stopping=False,
+        early_stopping=True,
         validation_fraction=0.1,
-        n_iter_no_change=10,
-        heteroscedastic=False,
+        n_iter_no_change=20,
+        heteroscedastic="auto",
         data_fraction=1.0,
     ):
         self.solver = solver
@@ -124,9 +139,13 @@ class DeepEnsemble(_Trainer):
         self.heteroscedastic = heteroscedastic
         self.data_fraction = data_fraction
 
-    def likelihood(self, likelihood: str) -> str:
-        """The heteroscedastic Gaussian in place of the Gaussian when asked for."""
-        if not self.heteroscedastic:
+    def likelihood(self, likelihood: str, infer_noise: bool = True) -> str:
+        """The heteroscedastic Gaussian in place of the Gaussian when asked for, and with
+        ``"auto"`` where the noise is inferred."""
+        hetero = self.heteroscedastic
+        if hetero == "auto":
+            hetero = likelihood == "gaussian" and infer_noise
+        if not hetero:
             return likelihood
         if likelihood != "gaussian":
             raise ValueError(

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from ..exceptions import ConvergenceWarning, warn
 from ..kernels import optim as kopt
 from ..posterior import GaussianPosterior
 from ..utils import seed_sequence
@@ -19,6 +18,51 @@ from ._optim import MAX_RESTARTS, _minibatch_epochs, _Trainer, batches, glorot_i
 #: Nats per row by which the collection phase's loss may exceed the pre-trained optimum's
 #: before the phase counts as unstable (its iterates left the optimum's basin)
 UNSTABLE = 1.0
+#: ``swa_learning_rate="auto"``: the collection rate is this over the loss's largest
+#: curvature at the pre-trained optimum, and at most ``SWA_RATE``. SGD with momentum ``m``
+#: diverges along a direction of curvature ``lambda`` once ``rate * lambda > 2 (1 + m)``
+#: (3.8 at 0.9); a quarter of that leaves room for the minibatches' own, larger curvature.
+SWA_STABILITY = 1.0
+SWA_RATE = 0.01
+#: Power iterations for that curvature.
+POWER_ITERATIONS = 20
+
+
+def largest_curvature(evaluate, theta, n, rng, iterations=POWER_ITERATIONS) -> float:
+    """The largest eigenvalue of the Hessian of the per-row loss ``-evaluate(theta) / n``,
+    by power iteration on Hessian-vector products (central differences of the gradient).
+
+    Parameters
+    ----------
+    evaluate : callable
+        ``theta -> (log density, gradient)``, such as :meth:`skbnn.target.Target.evaluator`.
+    theta : ndarray
+        Where to measure.
+    n : float
+        The rows' total weight (the loss is per row).
+    rng : numpy.random.Generator
+        Draws the starting direction.
+    iterations : int, default=20
+
+    Returns
+    -------
+    float
+        The largest eigenvalue in magnitude (0 where the loss is flat or not finite).
+    """
+    v = rng.standard_normal(theta.size)
+    v /= np.linalg.norm(v)
+    h = 1e-5 * (1.0 + float(np.linalg.norm(theta)) / math.sqrt(theta.size))
+    lam = 0.0
+    for _ in range(iterations):
+        g_plus = evaluate(theta + h * v)[1].copy()
+        g_minus = evaluate(theta - h * v)[1]
+        hv = -(g_plus - g_minus) / (2.0 * h * n)
+        norm = float(np.linalg.norm(hv))
+        if not math.isfinite(norm) or norm == 0.0:
+            return lam
+        lam = norm
+        v = hv / norm
+    return lam
 
 
 class SWAG(_Trainer):
@@ -45,9 +89,15 @@ class SWAG(_Trainer):
     ----------
     swa_epochs : int, default=20
         Epochs of the collection phase.
-    swa_learning_rate : float, default=0.01
+    swa_learning_rate : float or "auto", default="auto"
         SGD's learning rate while collecting (the top of each cycle when cyclic); it sets
-        the spread of the iterates and so of the fitted Gaussian.
+        the spread of the iterates and so of the fitted Gaussian. ``"auto"`` is 0.01 (Maddox
+        et al.'s order of magnitude), lowered to ``1 / lambda`` where the loss's largest
+        curvature ``lambda`` at the pre-trained optimum (``diagnostics_["swa_curvature"]``,
+        by power iteration) makes that unstable: where the noise is small the likelihood is
+        steep, and SGD at a fixed rate leaves the optimum instead of sampling around it. A
+        phase that still leaves it (its loss more than a nat per row above the optimum's)
+        restarts at a tenth of the rate, twice at most.
     swa_schedule : {"constant", "cyclic"}, default="constant"
         ``"cyclic"`` decreases the rate linearly to 1/100 of it within every
         ``collect_every`` steps and takes each snapshot at the bottom.
@@ -71,7 +121,7 @@ n_iter_no_change
     _parameter_constraints: dict = {
         **_Trainer._parameter_constraints,
         "swa_epochs": [Interval(Integral, 1, None, closed="left")],
-        "swa_learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "swa_learning_rate": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "swa_schedule": [StrOptions({"constant", "cyclic"})],
         "collect_every": [StrOptions({"epoch"}), Interval(Integral, 1, None, closed="left")],
         "rank": [Interval(Integral, 2, None, closed="left")],
@@ -82,15 +132,15 @@ n_iter_no_change
     def __init__(
         self,
         swa_epochs=20,
-        swa_learning_rate=0.01,
+        swa_learning_rate="auto",
         swa_schedule="constant",
         collect_every="epoch",
         rank=20,
         covariance="lowrank",
         n_members=1,
-        solver="auto",
-        learning_rate_init=1e-3,
-        learning_rate="constant",
+        solver="adam",
+        learning_rate_init=0.01,
+        learning_rate="adaptive",
         momentum=0.9,
         nesterovs_momentum=True,
         beta_1=0.9,
@@ -99,9 +149,9 @@ n_iter_no_change
         batch_size="auto",
         max_iter=None,
         tol=1e-4,
-        early_stopping=False,
+        early_stopping=True,
         validation_fraction=0.1,
-        n_iter_no_change=10,
+        n_iter_no_change=20,
     ):
         self.swa_epochs = swa_epochs
         self.swa_learning_rate = swa_learning_rate
@@ -141,7 +191,14 @@ n_iter_no_change
             every = steps if self.collect_every == "epoch" else int(self.collect_every)
             start_theta = theta.copy()
             start_loss = member.loss_curve[-1]
-            lr = float(self.swa_learning_rate)
+            if self.swa_learning_rate == "auto":
+                evaluate = target.evaluator(prior_mean, train, YT)
+                curvature = largest_curvature(evaluate, theta, float(target.W[train].sum()),
+                                              rng)  # fmt: skip
+                lr = SWA_RATE if curvature <= 0 else min(SWA_RATE, SWA_STABILITY / curvature)
+                member.curvature = curvature
+            else:
+                lr = float(self.swa_learning_rate)
             for attempt in range(MAX_RESTARTS + 1):
                 # SGD is unstable where the curvature exceeds 2 / lr, as a small noise makes
                 # the likelihood steep: its iterates then wander far from the optimum (or
@@ -212,14 +269,17 @@ n_iter_no_change
         )
         diagnostics["n_snapshots"] = np.array([m.moments[3] for m in members])
         diagnostics["swa_learning_rate"] = np.array([m.swa_learning_rate for m in members])
-        unstable = sum(not m.swag_stable for m in members)
+        if self.swa_learning_rate == "auto":
+            diagnostics["swa_curvature"] = np.array([m.curvature for m in members])
+        unstable = [m for m in members if not m.swag_stable]
         if unstable:
-            warnings.warn(
-                f"SGD's iterates in SWAG's collection phase left the optimum (loss up by more "
-                f"than {UNSTABLE} nat per row, or non-finite) in {unstable} of "
-                f"{len(members)} runs even at swa_learning_rate="
-                f"{self.swa_learning_rate * 10.0**-MAX_RESTARTS:g}; lower swa_learning_rate.",
+            lowest = min(m.swa_learning_rate for m in unstable)
+            warn(
+                f"SWAG's collection phase left the optimum (its loss rose by more than "
+                f"{UNSTABLE} nat per row, or overflowed) in {len(unstable)} of {len(members)} "
+                f"runs, even at swa_learning_rate={lowest:.3g}, so its Gaussian describes "
+                "iterates far from the optimum. Lower the rate: "
+                f"method=SWAG(swa_learning_rate={lowest / 10:.3g}).",
                 ConvergenceWarning,
-                stacklevel=2,
             )
         return FitResult(posterior, diagnostics=diagnostics)

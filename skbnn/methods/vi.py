@@ -30,6 +30,8 @@ from ._optim import (
 #: Optimizer steps that ``max_iter=None`` aims for: the epochs are this many steps'
 #: worth (at least 20), since the variances converge in steps, not in epochs.
 DEFAULT_STEPS = 10_000
+#: ``batch_size="auto"``: rows per minibatch (scikit-learn's ``min(200, n_rows)``).
+VI_BATCH = 200
 
 
 def _inverse_softplus(s: float) -> float:
@@ -220,6 +222,8 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
     def _settings(self, n_rows: int) -> _Settings:
         s = _Trainer._settings(self, n_rows)
         s.solver = "adam" if self.solver == "auto" else self.solver
+        if self.batch_size == "auto":
+            s.batch_size = min(VI_BATCH, n_rows)
         if self.max_iter is None:
             _, steps = batches(n_rows, s.batch_size)
             s.max_iter = max(20, -(-DEFAULT_STEPS // steps))
