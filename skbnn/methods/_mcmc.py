@@ -1241,9 +1241,12 @@ def map_starts(target, seeds, n_jobs) -> tuple[list, int]:
         solver="lbfgs" if lbfgs else "adam",
         learning_rate_init=0.01,
         max_iter=MAP_INIT_LBFGS_ITER if lbfgs else MAP_INIT_EPOCHS,
+        learning_rate="constant",
+        early_stopping=False,
+        heteroscedastic=False,
     )
     trainer._compile(target.kernel_codes)
-    settings = trainer._settings(target.n_rows)
+    settings = trainer._settings(target)
 
     def start(target, rng):
         return glorot_init(target, rng), None, None

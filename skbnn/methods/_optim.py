@@ -343,15 +343,21 @@ class _Trainer(BaseMethod):
         "batch_size": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left"), None],
         "tol": [Interval(Real, 0, None, closed="left")],
-        "early_stopping": ["boolean"],
+        "early_stopping": ["boolean", StrOptions({"auto"})],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
     }
 
-    def _settings(self, n_rows: int) -> _Settings:
+    def _settings(self, target) -> _Settings:
+        n_rows = target.n_rows
+        early = self.early_stopping
+        if early == "auto":
+            # where the noise is learned with the weights: fitted to the optimum, the
+            # training residuals (and so the noise) shrink with the overfit
+            early = target.likelihood == "heteroscedastic" or target.layout.n_noise > 0
         solver = self.solver
         if solver == "auto":
-            solver = "lbfgs" if n_rows <= LBFGS_MAX_ROWS else "adam"
+            solver = "lbfgs" if n_rows <= LBFGS_MAX_ROWS and not early else "adam"
         if self.batch_size == "auto":
             batch = min(n_rows, max(AUTO_BATCH, -(-n_rows // AUTO_BATCH_STEPS)))
         else:
@@ -374,7 +380,7 @@ class _Trainer(BaseMethod):
             batch_size=batch,
             max_iter=int(max_iter),
             tol=float(self.tol),
-            early_stopping=bool(self.early_stopping),
+            early_stopping=bool(early),
             n_iter_no_change=int(self.n_iter_no_change),
         )
 
@@ -465,7 +471,7 @@ class _Trainer(BaseMethod):
         self._validate_params()
         t0 = time.perf_counter()
         compile_time = self._compile(target.kernel_codes)
-        settings = self._settings(target.n_rows)
+        settings = self._settings(target)
         per_member = settings.max_iter if epochs_per_member is None else epochs_per_member
         desc = f"{type(self).__name__}: {n_members} members x {per_member} epochs"
         bar = _ProgressBar(n_members * per_member, verbose, desc)

@@ -33,11 +33,11 @@ class DeepEnsemble(_Trainer):
 
     Parameters
     ----------
-    solver : {"adam", "sgd", "lbfgs", "auto"}, default="adam"
-        The optimizer. Adam is the default because early stopping, the guard against
-        overfitting that the defaults rely on, needs a minibatch solver. ``"lbfgs"`` is
-        full-batch L-BFGS (no learning rate; it ignores early stopping, as in
-        scikit-learn); ``"auto"`` is L-BFGS up to 5,000 rows and Adam above.
+    solver : {"auto", "adam", "sgd", "lbfgs"}, default="auto"
+        The optimizer. ``"auto"`` is Adam where members stop early (early stopping needs a
+        minibatch solver) or have more than 5,000 rows, and full-batch L-BFGS otherwise
+        (no learning rate; it trains to the optimum, and ignores early stopping, as in
+        scikit-learn).
     learning_rate_init : float, default=0.01
         Step size of Adam and SGD (on the per-row loss, as scikit-learn's MLP). With the
         adaptive schedule a large start costs nothing: a plateau lowers it.
@@ -63,13 +63,17 @@ class DeepEnsemble(_Trainer):
     tol : float, default=1e-4
         An epoch counts as an improvement when it lowers the monitored loss (nats per row)
         by more than ``tol``. For L-BFGS it is the gradient tolerance, as in scikit-learn.
-    early_stopping : bool, default=True
+    early_stopping : bool or "auto", default="auto"
         Hold out ``validation_fraction`` of each member's rows, monitor their
-        log-likelihood instead of the training loss, and keep the best parameters. On by
-        default: a network of tens of units fitted to its optimum on a few hundred rows
-        overfits, and its noise estimate shrinks with the training residuals, so its
-        intervals under-cover. Each member holds out its own rows, which also decorrelates
-        the members. A member with too few rows to hold one out trains on all of them.
+        log-likelihood instead of the training loss, and keep the best parameters.
+        ``"auto"`` is True where the noise is learned with the weights (regression with
+        ``noise_std=None``): a network of tens of units fitted to its optimum on a few
+        hundred rows overfits, and its noise estimate shrinks with the training residuals,
+        so its intervals under-cover. It is False for classifiers and a fixed
+        ``noise_std``, whose members are trained to the optimum: there the prior regularizes
+        alone, and a held-out share only costs rows. Each member holds out its own rows,
+        which also decorrelates the members. A member with too few rows to hold one out
+        trains on all of them.
     validation_fraction : float, default=0.1
     n_iter_no_change : int, default=20
         Epochs without improvement that make a plateau.
@@ -105,7 +109,7 @@ class DeepEnsemble(_Trainer):
 
     def __init__(
         self,
-        solver="adam",
+        solver="auto",
         learning_rate_init=0.01,
         learning_rate="adaptive",
         momentum=0.9,
@@ -116,7 +120,7 @@ class DeepEnsemble(_Trainer):
         batch_size="auto",
         max_iter=None,
         tol=1e-4,
-        early_stopping=True,
+        early_stopping="auto",
         validation_fraction=0.1,
         n_iter_no_change=20,
         heteroscedastic="auto",

@@ -42,6 +42,11 @@ PATIENCE = 3
 #: Nats a Newton step would still gain at the reported MAP above which Laplace warns that
 #: the MAP is not a mode (its evidence is then off by about that much).
 MAX_DECREMENT = 0.1
+#: A MAP that is not a mode warns when one more Newton step from it would change the
+#: evidence by more than this many nats per training row, and at least one nat in all. The
+#: linearized (GLM) predictive is that of the network linearized where training stopped,
+#: defined there whether or not it is a mode, so it is not what decides.
+MAX_EVIDENCE_CHANGE = 0.01
 #: Bounds of the prior and noise precisions empirical Bayes may choose.
 PRECISION_RANGE = (1e-8, 1e8)
 
@@ -212,15 +217,22 @@ class Laplace(_Trainer):
         training can end in a poor one: on iris, one hidden layer of 2 ReLU units, single
         initializations' evidences were 5-6 nats apart. For choosing an architecture by
         the evidence, 5 or more; ``diagnostics_["init_log_evidence"]`` shows the spread.
-    max_prior_updates : int, default=50
-        Most empirical Bayes updates.
+    max_prior_updates : int, default=30
+        Most empirical Bayes updates. Each polishes the MAP before it under the new
+        hyperparameters (the first is trained); a warning says when the evidence still
+        rose materially at the last one.
     evidence_tol : float, default=1e-3
         Stop the updates when one moves the best evidence by less than this many nats.
     solver, learning_rate_init, learning_rate, momentum, nesterovs_momentum, beta_1, \
 beta_2, epsilon, batch_size, max_iter, tol, early_stopping, validation_fraction, \
 n_iter_no_change
         The training engine's knobs, with scikit-learn MLP's names; see
-        :class:`DeepEnsemble`.
+        :class:`DeepEnsemble`. The first MAP is trained on all rows (``early_stopping``
+        is False: the approximation needs a mode of the log posterior, and empirical Bayes
+        is what keeps it from overfitting) by Adam with the adaptive schedule, on any number
+        of rows (in the benchmarks it predicted as well as a tuned training, where L-BFGS's
+        MAP predicted worse on some); each empirical Bayes update then polishes the MAP
+        before it.
 
     Notes
     -----
@@ -276,11 +288,11 @@ n_iter_no_change
         predictive="glm",
         link_approx="probit",
         n_init=1,
-        max_prior_updates=50,
+        max_prior_updates=30,
         evidence_tol=1e-3,
-        solver="auto",
-        learning_rate_init=1e-3,
-        learning_rate="constant",
+        solver="adam",
+        learning_rate_init=0.01,
+        learning_rate="adaptive",
         momentum=0.9,
         nesterovs_momentum=True,
         beta_1=0.9,
@@ -291,7 +303,7 @@ n_iter_no_change
         tol=1e-4,
         early_stopping=False,
         validation_fraction=0.1,
-        n_iter_no_change=10,
+        n_iter_no_change=20,
     ):
         self.hessian = hessian
         self.subset = subset
@@ -525,10 +537,11 @@ n_iter_no_change
         state, steps = self._newton(state, ggn, MAX_NEWTON_STEPS, evaluator, target, net,
                                     first_layer, sl, n_jobs)  # fmt: skip
         q = sl.stop - sl.start
-        if state.decrement > 0.1 * MAX_DECREMENT and q * q * target.n_rows <= EXACT_NEWTON_BUDGET:
-            # Gauss-Newton converges slowly where the GGN misses much of the curvature
-            # (tanh units near saturation); Newton steps with the exact Hessian (2 q
-            # gradient passes each) finish the job where they are affordable
+        if state.decrement > 1e-12 and q * q * target.n_rows <= EXACT_NEWTON_BUDGET:
+            # Gauss-Newton converges slowly (linearly) where the GGN misses some of the
+            # curvature (residuals that do not vanish, tanh units near saturation); Newton
+            # steps with the exact Hessian (2 q gradient passes each) finish the job where
+            # they are affordable
             state, more = self._newton(state, exact, EXACT_NEWTON_STEPS, evaluator, target,
                                        net, first_layer, sl, n_jobs)  # fmt: skip
             steps += more
@@ -572,6 +585,28 @@ n_iter_no_change
             if small:
                 break
         return state, steps
+
+    def _step_change(self, target, net, state, first_layer, sl, n_jobs, evaluator):
+        """What one more Gauss-Newton step from ``state`` would change: the evidence (nats)
+        and the predictive distribution, as the mean over the training rows of the KL
+        divergence its mean shift makes (``0.5 d' G d / n``, ``G`` the likelihood's GGN)."""
+        current, grad = evaluator(state.theta)
+        step = cho_solve(state.ggn_factor, grad[sl].copy())
+        if target.likelihood == "gaussian":
+            lik = np.tensordot(target.tau, state.curvature, axes=1)
+        else:
+            lik = state.curvature[0]
+        quad = float(step @ (lik * step if lik.ndim == 1 else lik @ step))
+        predictive = 0.5 * quad / target.weight_sum
+        for _ in range(20):
+            trial = state.theta.copy()
+            trial[sl] += step
+            if evaluator.value(trial) >= current:
+                moved = self._assemble(target, net, trial, first_layer, sl, n_jobs, evaluator)
+                symmetry = self._log_symmetric_modes(target, moved, first_layer)
+                return moved.log_evidence + symmetry - state.log_evidence, predictive
+            step = 0.5 * step
+        return 0.0, predictive
 
     @staticmethod
     def _covariance(state):
@@ -699,17 +734,21 @@ n_iter_no_change
         diagnostics = {}
         steps_total = 0
         n_updates = 0
+        members = []
         for update in range(int(self.max_prior_updates) + 1):
             hyper = (target.prior_scale.copy(), target.tau.copy())
-            # the first MAP from n_init initializations; later ones from the best MAP
-            n_members = int(self.n_init) if update == 0 else 1
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                members, train_diag = self._train_members(
-                    target, n_members, train_seed, n_jobs, verbose, start
-                )
+            if update == 0:
+                # the first MAP trained from n_init initializations; each later one polished
+                # from the MAP before it, which new hyperparameters move by little
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    members, train_diag = self._train_members(
+                        target, int(self.n_init), train_seed, n_jobs, verbose, start
+                    )
+                theta = members[0].theta.copy()
+            else:
+                members = []
             evaluator = target.evaluator()
-            theta = members[0].theta.copy()
             if len(members) > 1:
                 # the initializations ranked after a short polish, the best polished on
                 ranked = []
@@ -744,12 +783,14 @@ n_iter_no_change
             if not updating or stall >= PATIENCE or (update > 0 and abs(gain) < self.evidence_tol):
                 break
             if update == int(self.max_prior_updates):
-                warn(
-                    f"the evidence still rose by {gain:.3g} nats in the last of "
-                    f"max_prior_updates={self.max_prior_updates} empirical Bayes updates; "
-                    "raise max_prior_updates",
-                    ConvergenceWarning,
-                )
+                if gain > max(1.0, MAX_EVIDENCE_CHANGE * target.weight_sum):
+                    warn(
+                        f"empirical Bayes stopped at max_prior_updates="
+                        f"{self.max_prior_updates} with the evidence still rising by "
+                        f"{gain:.3g} nats per update; allow more: "
+                        f"{self._fix(max_prior_updates=2 * self.max_prior_updates)}.",
+                        ConvergenceWarning,
+                    )
                 break
             if gain > 0:
                 gamma = self._update(
@@ -772,17 +813,23 @@ n_iter_no_change
         target.tau[:] = tau
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        evidence_change, predictive_change = 0.0, 0.0
         if state.decrement > MAX_DECREMENT:
+            evidence_change, predictive_change = self._step_change(
+                target, net, state, first_layer, sl, jobs, target.evaluator()
+            )
+        evidence_bound = max(1.0, MAX_EVIDENCE_CHANGE * target.weight_sum)
+        if abs(evidence_change) > evidence_bound:
             warn(
-                f"the MAP is not a mode of the log posterior: a Newton step from it would "
-                f"still gain {state.decrement:.3g} nats (largest gradient "
-                f"{np.max(np.abs(target.evaluator()(state.theta)[1][sl])):.3g}), so the "
-                "evidence and covariance are those of this point, off by about that much "
-                "from a mode's. The training and polish stopped short of one, as where the "
-                "log posterior keeps rising toward sharper fits (many parameters for the "
-                "rows: UCI with 50 units, ReLU and tanh alike) or at a ReLU network's kinks, "
-                "where no gradient vanishes. On Boston, 10 tanh units reached a mode where "
-                "50 did not.",
+                "the MAP is not a mode of the log posterior, and log_evidence_ depends on "
+                f"where training stopped: a Newton step from it would gain "
+                f"{state.decrement:.3g} nats of log posterior and change the evidence by "
+                f"{evidence_change:+.3g} nats ({evidence_change / target.weight_sum:+.2g} "
+                "per row). The predictions are those of the network linearized where it "
+                "stopped, which need no mode. Where the log posterior keeps rising toward "
+                "sharper fits (many parameters for the rows), no training reaches a mode: "
+                "compare architectures with fewer hidden units, or by "
+                "skbnn.model_selection.log_predictive_scorer on held-out rows.",
                 ConvergenceWarning,
             )
         if state.fallback:
@@ -791,7 +838,7 @@ n_iter_no_change
                 "ridge of the log posterior (hidden units that collapsed into one make "
                 "both), where the Laplace approximation does not exist. The GGN, positive "
                 "definite by construction, was used instead (diagnostics_['hessian'] says "
-                "which was used).",
+                f"which was used), as {self._fix(hessian='ggn')} does.",
                 ConvergenceWarning,
             )
         # the best state's effective number of parameters, under its own hyperparameters
@@ -824,6 +871,8 @@ n_iter_no_change
                 "effective_parameters": gamma,
                 "newton_steps": steps,
                 "newton_decrement": state.decrement,
+                "newton_evidence_change": evidence_change,
+                "newton_predictive_change": predictive_change,
                 "gradient_norm": float(np.max(np.abs(grad[sl]))),
                 "laplace_time": time.perf_counter() - t0,
             }

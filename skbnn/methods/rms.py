@@ -27,12 +27,12 @@ class RandomizedMAP(_Trainer):
 
     Parameters
     ----------
-    solver : {"adam", "sgd", "lbfgs", "auto"}, default="adam"
-        As for :class:`DeepEnsemble`, whose defaults these are (Adam at 0.01 with the
-        adaptive schedule, each member stopped early on its own held-out rows): on noisy
-        data of a few hundred rows they predict better than members trained to their
-        optimum. Exactness (above) needs each member at its optimum:
-        ``RandomizedMAP(solver="lbfgs")``, which trains to it on all rows.
+    solver : {"auto", "adam", "sgd", "lbfgs"}, default="auto"
+        As for :class:`DeepEnsemble`, whose defaults these are (where the noise is
+        inferred, Adam at 0.01 with the adaptive schedule, each member stopped early on its
+        own held-out rows: on noisy data of a few hundred rows they predict better than
+        members trained to their optimum). Exactness (above) needs each member at its
+        optimum: ``RandomizedMAP(solver="lbfgs")`` trains to it on all rows.
     learning_rate_init, learning_rate, momentum, nesterovs_momentum, beta_1, beta_2, \
 epsilon, batch_size, max_iter, tol, early_stopping, validation_fraction, n_iter_no_change
         The training engine's knobs; see :class:`DeepEnsemble`.
@@ -43,7 +43,7 @@ epsilon, batch_size, max_iter, tol, early_stopping, validation_fraction, n_iter_
 
     def __init__(
         self,
-        solver="adam",
+        solver="auto",
         learning_rate_init=0.01,
         learning_rate="adaptive",
         momentum=0.9,
@@ -54,7 +54,7 @@ epsilon, batch_size, max_iter, tol, early_stopping, validation_fraction, n_iter_
         batch_size="auto",
         max_iter=None,
         tol=1e-4,
-        early_stopping=True,
+        early_stopping="auto",
         validation_fraction=0.1,
         n_iter_no_change=20,
     ):

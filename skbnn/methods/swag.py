@@ -138,7 +138,7 @@ n_iter_no_change
         rank=20,
         covariance="lowrank",
         n_members=1,
-        solver="adam",
+        solver="auto",
         learning_rate_init=0.01,
         learning_rate="adaptive",
         momentum=0.9,
@@ -149,7 +149,7 @@ n_iter_no_change
         batch_size="auto",
         max_iter=None,
         tol=1e-4,
-        early_stopping=True,
+        early_stopping="auto",
         validation_fraction=0.1,
         n_iter_no_change=20,
     ):
@@ -186,7 +186,7 @@ n_iter_no_change
             return glorot_init(target, rng), None, None
 
         def collect(target, theta, train, prior_mean, YT, rng, member, bar):
-            s = self._settings(target.n_rows)
+            s = self._settings(target)
             _, steps = batches(train.size, s.batch_size)
             every = steps if self.collect_every == "epoch" else int(self.collect_every)
             start_theta = theta.copy()
@@ -236,7 +236,7 @@ n_iter_no_change
         ss = seed_sequence(random_state)
         members, diagnostics = self._train_members(
             target, int(self.n_members), ss, n_jobs, verbose, start, after=collect,
-            epochs_per_member=self._settings(target.n_rows).max_iter + int(self.swa_epochs),
+            epochs_per_member=self._settings(target).max_iter + int(self.swa_epochs),
         )  # fmt: skip
         means, variances, factors = [], [], []
         for m in members:

@@ -16,6 +16,8 @@ from ..posterior import GaussianPosterior
 from ..utils import check_interrupt, compile_once, seed_sequence
 from ._base import FitResult
 from ._optim import (
+    ADAPTIVE_FACTOR,
+    ADAPTIVE_REDUCTIONS,
     Member,
     _ended_far_above_best,
     _record_epoch,
@@ -27,9 +29,12 @@ from ._optim import (
     glorot_init,
 )
 
-#: Optimizer steps that ``max_iter=None`` aims for: the epochs are this many steps'
-#: worth (at least 20), since the variances converge in steps, not in epochs.
+#: Optimizer steps that ``max_iter=None`` aims for on up to ``STEPS_ROWS`` rows, growing
+#: as the square root of the rows beyond: the epochs are this many steps' worth (at least
+#: 20), since the variances converge in steps, not in epochs, and more rows narrow the
+#: posterior they shrink toward.
 DEFAULT_STEPS = 10_000
+STEPS_ROWS = 1000
 #: ``batch_size="auto"``: rows per minibatch (scikit-learn's ``min(200, n_rows)``).
 VI_BATCH = 200
 
@@ -138,7 +143,9 @@ class VariationalInference(_Trainer):
     solver : {"auto", "adam", "sgd"}, default="auto"
         ``"auto"`` is Adam (the objective is stochastic: L-BFGS does not apply).
     max_iter : int, default=None
-        Epochs; None is enough epochs for 10,000 steps, at least 20.
+        Epochs; None is enough epochs for 10,000 steps on up to 1,000 rows, and
+        ``10,000 sqrt(n / 1000)`` on ``n`` rows above (the posterior narrows as rows are
+        added, and the variances take longer to shrink to it), at least 20.
     learning_rate_init, learning_rate, momentum, nesterovs_momentum, beta_1, beta_2, \
 epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
         As in :class:`DeepEnsemble`; ``tol`` and ``n_iter_no_change`` in the stopping
@@ -219,14 +226,16 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
 
-    def _settings(self, n_rows: int) -> _Settings:
-        s = _Trainer._settings(self, n_rows)
+    def _settings(self, target) -> _Settings:
+        s = _Trainer._settings(self, target)
+        n_rows = target.n_rows
         s.solver = "adam" if self.solver == "auto" else self.solver
         if self.batch_size == "auto":
             s.batch_size = min(VI_BATCH, n_rows)
         if self.max_iter is None:
             _, steps = batches(n_rows, s.batch_size)
-            s.max_iter = max(20, -(-DEFAULT_STEPS // steps))
+            total = DEFAULT_STEPS * max(1.0, math.sqrt(n_rows / STEPS_ROWS))
+            s.max_iter = max(20, math.ceil(total / steps))
         return s
 
     def _vcfg(self, target) -> np.ndarray:
@@ -292,10 +301,11 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
         best, best_lam, count = np.inf, None, 0
         epoch_kernel = kvi.run_vi_epoch_for(self._family)
         member.converged = False
+        lr0, reductions, since = s.learning_rate_init, 0, 0
         for epoch in range(s.max_iter):
             check_interrupt()  # a member on the pool stops here on Ctrl-C
             data = data._replace(rows=rng.permutation(train))
-            lrs = _schedule(s.learning_rate, s.learning_rate_init, epoch, s.max_iter, n_steps)
+            lrs = _schedule(s.learning_rate, lr0, epoch, s.max_iter, n_steps)
             try:
                 loss = epoch_kernel(lam, tgt, data, batch, lrs, opt, vcfg, work, ws, stats,
                                     rng)  # fmt: skip
@@ -316,13 +326,19 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
                 if count > s.n_iter_no_change:
                     member.converged = True
                     break
-            elif len(member.loss_curve) >= 2 * window:
+            elif since >= 2 * window:
                 gain, se = elbo_trend(member.loss_curve, window)
-                # only once the windows are precise enough to tell: a noisy window's
+                # a plateau, once the windows are precise enough to tell: a noisy window's
                 # chance low point must not stop a run that is still improving
                 if 2.0 * se < s.tol and gain + 2.0 * se < s.tol:
-                    member.converged = True
-                    break
+                    if s.learning_rate != "adaptive" or reductions == ADAPTIVE_REDUCTIONS:
+                        member.converged = True
+                        break
+                    # the adaptive schedule goes on at a fifth of the rate
+                    reductions += 1
+                    lr0 /= ADAPTIVE_FACTOR
+                    since = 0
+            since += 1
         curve = member.loss_curve
         if validation is None and not member.converged:
             w = min(window, len(curve) // 2)
