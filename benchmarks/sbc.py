@@ -55,7 +55,7 @@ X_CHECK = _design.standard_normal((3, N_INPUTS))
 SAMPLERS = {
     "nuts": (lambda: NUTS(n_chains=2, n_warmup=200), 400),
     "hmc": (lambda: HMC(n_chains=2, n_warmup=200), 400),
-    "mala": (lambda: MALA(n_chains=2, n_warmup=500), 2000),
+    "mala": (lambda: MALA(n_chains=2, n_warmup=500, thin=1), 2000),
     "smc": (lambda: SMC(), 400),
 }
 

@@ -46,13 +46,18 @@ _SHARED_PARAMS_DOC = """
     activation : {"tanh", "relu", "logistic", "identity"}, default="tanh"
         Hidden-layer activation. ``tanh`` is the default because its smooth posterior suits
         gradient-based samplers: the kinks of ``relu`` cost energy errors and smaller steps.
-    method : str or method object, default="nuts"
+    method : str or method object, default="auto"
         How the posterior is computed: a name (``"nuts"``, ``"hmc"``, ``"mala"``,
         ``"amcmc"``, ``"smc"``; ``"ensemble"``, ``"rms"``, ``"swag"``, ``"laplace"``,
-        ``"vi"`` for the optimization methods, which scale to many rows) or an object from
-        :mod:`skbnn.methods` carrying its own knobs (``NUTS(target_accept=0.9)``), which
-        ``GridSearchCV`` can tune as ``method__<knob>``. NUTS is the default because it
-        needs no tuning of the path length.
+        ``"vi"``, ``"lbbnn"`` for the optimization methods, which scale to many rows) or an
+        object from :mod:`skbnn.methods` carrying its own knobs (``NUTS(target_accept=0.9)``),
+        which ``GridSearchCV`` can tune as ``method__<knob>``. ``"auto"`` chooses from the
+        problem's size alone, so that a default fit answers in about a minute at most:
+        NUTS (exact, no path length to tune) for regression where rows x network
+        parameters is at most 250,000 (the diabetes data and a 10-unit network: 442 x 121),
+        and the deep ensemble beyond, and for every classifier (whose held-out log loss
+        it gave at or below ``LogisticRegression``'s); ``method_`` says which ran (see
+        :mod:`skbnn.methods._auto`).
     prior : {"gaussian", "logistic", "hierarchical", "scale_mixture"} or prior object, \
 default="gaussian"
         Prior over weights and biases; ``"gaussian"`` is ``GaussianPrior()``, N(0, 1) with
@@ -235,7 +240,10 @@ class _BaseBayesianMLP(BaseEstimator):
         if self.method == "auto":
             n_weights = NetworkLayout((X.shape[1], *hidden, Y.shape[1])).n_weights
             task = "regression" if likelihood == "gaussian" else "classification"
-            return resolve_auto(X.shape[0], n_weights, Y.shape[1], task)
+            method = resolve_auto(X.shape[0], n_weights, Y.shape[1], task)
+            # its choice is fast at this size: no projection to announce
+            method._slow_warning = False
+            return method
         if isinstance(self.method, str):
             return METHODS[self.method]()
         return clone(self.method)
@@ -398,6 +406,8 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
     feature_names_in_ : ndarray of str
         Only when X has feature names.
     n_outputs_ : int
+    method_ : method object
+        The method that ran: a copy of ``method``, or the one ``"auto"`` chose.
     posterior_ : skbnn.posterior.WeightedDraws
         Posterior draws of the flat parameter vector (standardized scale).
     diagnostics_ : dict
@@ -780,6 +790,8 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when X has feature names.
+    method_ : method object
+        The method that ran: a copy of ``method``, or the one ``"auto"`` chose.
     posterior_ : skbnn.posterior.WeightedDraws
     diagnostics_ : dict
         See :class:`BayesianMLPRegressor`.
@@ -796,31 +808,11 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
     Notes
     -----
     ``prior="gaussian"`` means ``GaussianPrior(std=3)`` here (``GaussianPrior()`` in the
-    regressor): under N(0, 1) the output layer's fan-in-scaled weights (sd
-    ``1/sqrt(10)``) keep the logits near a prior sd of 1, and the probabilities of a network
-    that classifies well stay underconfident. Out-of-fold log loss, 5-fold stratified CV in a
-    ``StandardScaler`` pipeline, NUTS defaults otherwise; fit time summed over the folds on a
-    shared 2-core machine (``python benchmarks/defaults.py``, results in
-    ``benchmarks/results/defaults.jsonl``; ``*``: R-hat above 1.05 in some folds):
-
-    =============  ======  =====  ===========  ===========  ===========  =============
-    data           LogReg  HGB    std=1        std=3        std=5        hierarchical
-    =============  ======  =====  ===========  ===========  ===========  =============
-    iris           0.155   0.363  0.265 (9 s)  0.107 (22)   0.097 (14)   0.091 (54) *
-    wine           0.063   0.065  0.200 (10)   0.097 (27)   0.086 (18)   0.078 (45) *
-    breast_cancer  0.074   0.105  0.109 (30)   0.078 (61)   0.076 (71)   0.075 (70) *
-    digits (500)   0.199   0.277  0.630 (18)   0.317 (39)   0.289 (141)  0.235 (243) *
-    =============  ======  =====  ===========  ===========  ===========  =============
-
-    ``std=3`` cuts the gap to ``LogisticRegression`` 3-7 times on every data set, beats it
-    on iris, is within a paired standard error on breast_cancer (+0.005 +- 0.004), and
-    converged in every fold, at about twice the time of ``std=1``. The hierarchical prior
-    scores better still but costs 2-13 times the time and warned of R-hat above 1.05 in 15
-    of 20 folds: not a default. Neither reaches ``LogisticRegression`` on wine and digits:
-    even Bayesian softmax regression under ``LogisticRegression``'s own prior scores 0.078
-    on wine (its MAP, 0.064): averaging over the posterior costs those easy rows a little
-    confidence. The regressor's targets are standardized, so ``std=1`` matches their scale;
-    it stays (diabetes: all priors within 0.01 nats).
+    regressor): under N(0, 1) the output layer's fan-in-scaled weights (sd ``1/sqrt(10)``)
+    keep the logits near a prior sd of 1, and the probabilities of a network that classifies
+    well stay underconfident. With NUTS, ``std=3`` cut the gap in held-out log loss to
+    ``LogisticRegression`` three to seven times on iris, wine, breast_cancer and digits
+    against ``std=1`` (doc/choosing.md has the table).
 
     Examples
     --------

@@ -275,15 +275,15 @@ def test_weighted_rows_give_weighted_linear_regression(method, seed):
         NUTS(n_chains=4, n_warmup=400, gibbs_output_layer=True),
         NUTS(n_chains=4, n_warmup=400, n_temperatures=3),
         HMC(n_chains=4, n_warmup=400, n_temperatures=3),
-        MALA(),
-        MALA(metric="dense"),
-        MALA(metric="diagonal_grad"),
+        MALA(n_warmup=1000, thin=1),
+        MALA(n_warmup=1000, thin=1, metric="dense"),
+        MALA(n_warmup=1000, thin=1, metric="diagonal_grad"),
         AdaptiveMetropolis(variant="dense"),
         AdaptiveMetropolis(variant="diagonal"),
         # chains started at their MAPs: the start must not bias the draws after warm-up
         NUTS(n_chains=4, n_warmup=400, init="map"),
         HMC(n_chains=4, n_warmup=400, init="map"),
-        MALA(init="map"),
+        MALA(n_warmup=1000, thin=1, init="map"),
         AdaptiveMetropolis(init="map"),
     ],
     ids=[
@@ -330,7 +330,7 @@ def test_linear_regression_posterior_predictive(method, seed):
 @pytest.mark.statistical
 @pytest.mark.parametrize(
     "method",
-    [NUTS(n_chains=4, n_warmup=400), MALA(), AdaptiveMetropolis()],
+    [NUTS(n_chains=4, n_warmup=400), MALA(n_warmup=1000, thin=1), AdaptiveMetropolis()],
     ids=["nuts", "mala", "amcmc"],
 )
 def test_predict_interval_matches_exact_quantiles(method, seed):
@@ -473,13 +473,13 @@ def _check_noise(reg, y, sigma_mean, sigma_sd, output=0):
         HMC(n_chains=4, n_warmup=300, noise_update="gibbs"),
         NUTS(n_chains=4, n_warmup=300, n_temperatures=4, max_temperature=3.0),
         NUTS(n_chains=4, n_warmup=300, n_temperatures=4, max_temperature=3.0, noise_update="gibbs"),
-        MALA(),
-        MALA(noise_update="gibbs"),
+        MALA(n_warmup=1000, thin=1),
+        MALA(n_warmup=1000, thin=1, noise_update="gibbs"),
         AdaptiveMetropolis(),
         AdaptiveMetropolis(noise_update="gibbs"),
         NUTS(n_chains=4, n_warmup=300, init="map"),
         NUTS(n_chains=4, n_warmup=300, noise_update="gibbs", init="map"),
-        MALA(init="map"),
+        MALA(n_warmup=1000, thin=1, init="map"),
     ],
     ids=[
         "nuts",
@@ -683,7 +683,7 @@ def test_mixture_quantiles_of_a_nonfinite_mixture_are_nan():
     "method",
     [NUTS(n_chains=4, n_warmup=300, target_rhat=1.01, target_ess=3000),
      HMC(n_chains=4, n_warmup=400, target_rhat=1.01, target_ess=3000),
-     MALA(n_warmup=500, target_rhat=1.01, target_ess=3000)],
+     MALA(n_warmup=500, thin=1, target_rhat=1.01, target_ess=3000)],
     ids=["nuts", "hmc", "mala"],
 )  # fmt: skip
 def test_sampling_until_converged_keeps_the_draws_exact(method, seed):

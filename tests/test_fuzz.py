@@ -56,7 +56,7 @@ pytestmark = [
 TINY = {
     "nuts": {"n_chains": 1, "n_warmup": 5, "max_tree_depth": 3},
     "hmc": {"n_chains": 1, "n_warmup": 5, "max_steps": 8},
-    "mala": {"n_chains": 1, "n_warmup": 5},
+    "mala": {"n_chains": 1, "n_warmup": 5, "thin": 1},
     "amcmc": {"n_chains": 1, "n_warmup": 5, "t0": 2},
     "smc": {"n_mcmc_steps": 1, "max_leapfrog": 8, "max_stages": 5},
     "ensemble": {"max_iter": 5},

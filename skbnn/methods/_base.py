@@ -58,6 +58,10 @@ class BaseMethod(BaseEstimator):
     #: estimators' ``log_evidence_``). ``BayesianModelAverage`` reads it to refuse, before
     #: fitting anything, a candidate whose method cannot be weighed by its evidence.
     provides_evidence: bool = False
+    #: Whether a sampler warns before it starts when its projected run time is long
+    #: (:class:`skbnn.exceptions.SlowFitWarning`); ``method="auto"`` turns it off on the
+    #: object it chooses, which is fast at the sizes it chooses it for.
+    _slow_warning: bool = True
 
     def _fix(self, **changes) -> str:
         """``method=<this method, with changes>`` as code a user can paste: the class with

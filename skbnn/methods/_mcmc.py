@@ -17,7 +17,7 @@ from scipy.special import expit, softmax
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..diagnostics import ess_bulk, ess_tail, rhat
-from ..exceptions import ConvergenceWarning, warn
+from ..exceptions import ConvergenceWarning, SlowFitWarning, warn
 from ..kernels import chain as kchain
 from ..kernels import network as knet
 from ..kernels.linalg import Metric
@@ -42,6 +42,18 @@ OUT_OF_REACH = (
     "the modes the chains found, an ensemble of modes rather than the posterior: read "
     "their intervals as an ensemble's, or use fewer hidden units"
 )
+#: Seconds of projected sampling above which a named sampler warns before it starts.
+SLOW_FIT = 180.0
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds / 3600:.1f} hours"
+
+
 #: R-hat above this raises a ConvergenceWarning (Vehtari et al. 2021 recommend 1.01 for
 #: final inference; 1.05 flags clear failures without crying wolf on short runs).
 RHAT_WARN = 1.05
@@ -457,6 +469,40 @@ class _HMCFamily(BaseMethod):
     def _check_target(self, target) -> None:
         """Hook for method-specific checks or warnings about the target."""
 
+    def _max_gradients(self) -> int:
+        """The most gradient passes one iteration of a chain makes."""
+        return 1
+
+    def _warn_if_slow(self, target, n_replicas: int, n_iter: int, n_jobs) -> None:
+        """A SlowFitWarning before sampling when the run may take over ``SLOW_FIT`` seconds
+        here: a timed gradient pass (never part of the result) times the most passes the
+        iterations may make, on the threads the chains share."""
+        if not self._slow_warning or getattr(self, "max_time", None) is not None:
+            return
+        evaluate = target.evaluator()
+        theta = _finite_start(target, np.random.default_rng(0))
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            evaluate(theta)
+            times.append(time.perf_counter() - t0)
+        threads = max(1, min(effective_n_jobs(n_jobs), n_replicas))
+        passes = math.ceil(n_replicas / threads) * n_iter * self._max_gradients()
+        projected = passes * min(times)
+        if projected <= SLOW_FIT:
+            return
+        cls = type(self).__name__
+        warn(
+            f"{cls} may take up to {_duration(projected)} here: {n_iter} iterations x "
+            f"{n_replicas} chains on {threads} threads, each iteration up to "
+            f"{self._max_gradients()} gradient passes over {target.n_rows} rows and "
+            f"{target.n_params} parameters ({min(times) * 1e3:.2g} ms each). For an answer "
+            "in seconds to minutes: method='auto' (the default; NUTS where it is fast, the "
+            "deep ensemble beyond), method='ensemble' or method='vi'; method='laplace' also "
+            f"gives the evidence. Or bound the sampling time: {self._fix(max_time=600)}.",
+            SlowFitWarning,
+        )
+
     @property
     def can_resume(self) -> bool:
         """Whether a fit's chains can be continued (``warm_start``): not with parallel
@@ -595,6 +641,8 @@ class _HMCFamily(BaseMethod):
                 if "warmup_grad_evals" in saved:
                     chain["warmup_grad_evals"] = saved["warmup_grad_evals"]
         replicas = [r for ladder in ladders for r in ladder]
+        if resume is None:
+            self._warn_if_slow(target, len(replicas), n_iter, n_jobs)
 
         bar = _ProgressBar(
             len(replicas) * n_iter, verbose, f"{self.name.upper()} {n_chains} chains"
@@ -1022,28 +1070,26 @@ class _HMCFamily(BaseMethod):
                     f": {cls} held as many draws as it may without max_time; let time bound "
                     f"the run instead: {self._fix(max_time=600)}"
                 )
-            elif self.name in ("mala", "amcmc"):
-                text += (
-                    f"; {cls} mixes slowly on network posteriors, and method='nuts' is "
-                    "usually far faster per effective draw; or run longer: "
-                    f"{self._fix(n_warmup=2 * self.n_warmup)} and n_samples={2 * n_kept}"
-                )
             else:
-                text += (
-                    f". If the chains are still approaching, run longer "
-                    f"({self._fix(n_warmup=2 * self.n_warmup)} and n_samples={2 * n_kept}), "
-                    "or let them run until they agree: "
-                    f"{self._fix(target_rhat=1.01, target_ess=400, max_time=600)} extends them "
-                    "in blocks and stops when R-hat and ESS meet their targets. If they sit "
-                    "in separate modes, more of the same rarely joins them: try "
-                    f"{self._fix(n_temperatures=4)} (parallel tempering), method='smc' (on up "
-                    "to a few thousand rows; it also returns the evidence), method='ensemble', "
-                    "or fewer hidden units"
-                )
+                text += self._disagreement_advice(n_kept)
             advice.append(text)
         name = {"amcmc": "ADAPTIVE METROPOLIS"}.get(self.name, self.name.upper())
         sentences = " ".join(a[0].upper() + a[1:] + "." for a in advice)
         return f"{name} may not have converged: {', '.join(figures)}. {sentences}"
+
+    def _disagreement_advice(self, n_kept: int) -> str:
+        """What the warning advises when the chains disagree (appended to that sentence)."""
+        return (
+            f". If the chains are still approaching, run longer "
+            f"({self._fix(n_warmup=2 * self.n_warmup)} and n_samples={2 * n_kept}), "
+            "or let them run until they agree: "
+            f"{self._fix(target_rhat=1.01, target_ess=400, max_time=600)} extends them "
+            "in blocks and stops when R-hat and ESS meet their targets. If they sit "
+            "in separate modes, more of the same rarely joins them: try "
+            f"{self._fix(n_temperatures=4)} (parallel tempering), method='smc' (on up "
+            "to a few thousand rows; it also returns the evidence), method='ensemble', "
+            "or fewer hidden units"
+        )
 
 
 #: Constraints of the parallel-tempering parameters (NUTS and HMC).

@@ -29,10 +29,13 @@ class AdaptiveMetropolis(_HMCFamily):
     et al., whose chain is ergodic for the target nonetheless. No gradients are used:
     ``diagnostics_["n_grad_evals"]`` counts log-density evaluations for this method.
 
-    A random walk needs about K times more steps than a gradient method for the same
-    progress, so this method is for small networks, for checking the gradient methods, and
-    for likelihoods without gradients. The noise precision, output layer and ReLU scale
-    moves are those of :class:`NUTS`.
+    **A reference sampler, not one to fit networks with.** A random walk needs about K
+    times more steps than a gradient method for the same progress: with 121 parameters (a
+    10-unit network on the diabetes data) its chains still disagreed (R-hat 1.15-1.17)
+    after 350,000 steps each, where NUTS converges in seconds. Use it to check the gradient
+    methods on small models, or for likelihoods without gradients; for a network, use
+    ``method="nuts"`` (or the default ``"auto"``). Its ConvergenceWarning says so. The
+    noise precision, output layer and ReLU scale moves are those of :class:`NUTS`.
 
     Parameters
     ----------
@@ -128,6 +131,13 @@ class AdaptiveMetropolis(_HMCFamily):
                 "a gradient method (NUTS, MALA).",
                 UserWarning,
             )
+
+    def _disagreement_advice(self, n_kept: int) -> str:
+        return (
+            "; a random walk over a network's parameters mixes far too slowly to fit it "
+            "(AdaptiveMetropolis is a reference sampler): use method='nuts', or the default "
+            "method='auto'"
+        )
 
     def _settings(self):
         return {

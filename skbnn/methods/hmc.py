@@ -114,6 +114,9 @@ class HMC(_HMCFamily):
         self.target_ess = target_ess
         self.max_time = max_time
 
+    def _max_gradients(self) -> int:
+        return int(self.max_steps)
+
     def _settings(self):
         return {
             "kind": kchain.HMC,

@@ -17,8 +17,9 @@ class MALA(_HMCFamily):
     eps M^-1/2 xi`` with ``xi ~ N(0, I)`` and accepts it with the full Metropolis-Hastings
     ratio, ``p(theta') q(theta | theta') / (p(theta) q(theta' | theta))``: the drift makes the
     proposal asymmetric, so both proposal densities enter (Roberts & Tweedie 1996). One
-    gradient per draw, so draws are cheap but strongly autocorrelated; keep more of them
-    (``n_samples``) than with NUTS. Warm-up adapts the step size by dual averaging to
+    gradient per transition, so transitions are cheap but strongly autocorrelated: the
+    defaults run long chains and keep every 200th state. Warm-up adapts the step size by
+    dual averaging to
     ``target_accept`` and the preconditioner ``M^-1`` over Stan's windows, exactly as for
     :class:`NUTS`, and the noise precision, output layer and ReLU scale moves are handled
     as there.
@@ -27,9 +28,11 @@ class MALA(_HMCFamily):
     ----------
     n_chains : int, default=4
         Independent chains, run in parallel threads.
-    n_warmup : int, default=1000
-        Warm-up iterations per chain. More than NUTS's 500, because each iteration moves
-        the chain much less far and the windowed variance estimates need more of them.
+    n_warmup : int, default=20000
+        Warm-up iterations per chain. Many more than NUTS's 500: each iteration moves the
+        chain much less far, and the step size and windowed metric estimates need many of
+        them. An iteration costs one gradient pass, so 20,000 cost about what NUTS's
+        warm-up of trajectories of tens of steps does.
     target_accept : float, default=0.574
         Target acceptance rate: 0.574 maximizes the efficiency of MALA in high dimension
         (Roberts & Rosenthal 1998).
@@ -45,10 +48,13 @@ class MALA(_HMCFamily):
     max_delta_energy : float, default=1000.0
         A proposal whose log acceptance ratio is below minus this counts as divergent (at
         least 100).
-    thin : int, default=1
+    thin : int, default=200
         Keep every ``thin``-th state after warm-up: ``n_samples`` draws then cost
         ``n_samples * thin`` transitions, in the memory of ``n_samples``. MALA's draws are
-        strongly autocorrelated, so long thinned runs are its natural use.
+        strongly autocorrelated; with these defaults (the estimator's 1000 draws over 4
+        chains: 50,000 transitions each, one gradient pass apiece), R-hat of a 10-unit
+        network on the diabetes data was 1.00-1.01 at a bulk ESS of about 300, in about a
+        second (doc/samplers.md).
     init : {"prior", "map"}, default="prior"
         Where each chain starts, as for :class:`NUTS`.
     target_rhat, target_ess, max_time : float or None, default=None
@@ -71,14 +77,14 @@ class MALA(_HMCFamily):
     def __init__(
         self,
         n_chains: int = 4,
-        n_warmup: int = 1000,
+        n_warmup: int = 20000,
         target_accept: float = 0.574,
         metric: str = "diagonal",
         noise_update: str = "marginal",
         gibbs_output_layer: bool = False,
         rescale_units: bool = True,
         max_delta_energy: float = 1000.0,
-        thin: int = 1,
+        thin: int = 200,
         init: str = "prior",
         target_rhat: float | None = None,
         target_ess: float | None = None,
@@ -97,6 +103,13 @@ class MALA(_HMCFamily):
         self.target_rhat = target_rhat
         self.target_ess = target_ess
         self.max_time = max_time
+
+    def _disagreement_advice(self, n_kept: int) -> str:
+        return (
+            "; MALA's draws are strongly autocorrelated: run longer chains, "
+            f"{self._fix(n_warmup=2 * self.n_warmup, thin=2 * self.thin)}, or use "
+            "method='nuts', usually far faster per effective draw"
+        )
 
     def _settings(self):
         return {

@@ -174,6 +174,9 @@ class NUTS(_HMCFamily):
         self.target_ess = target_ess
         self.max_time = max_time
 
+    def _max_gradients(self) -> int:
+        return 2**self.max_tree_depth - 1
+
     def _settings(self):
         return {
             "kind": kchain.NUTS,

@@ -13,14 +13,17 @@ from scipy.special import logsumexp
 from scipy.stats import truncnorm
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ..exceptions import ConvergenceWarning, warn
+from ..exceptions import ConvergenceWarning, SlowFitWarning, warn
 from ..kernels import network as knet
 from ..kernels import smc as ksmc
 from ..posterior import WeightedDraws
 from ..utils import compile_for, compile_once, seed_sequence, thread_map
 from ._base import BaseMethod, FitResult
-from ._mcmc import _ProgressBar
+from ._mcmc import SLOW_FIT, _duration, _ProgressBar
 
+#: Stages fewer than which a run rarely takes: the first stage's time times this is the
+#: least a run may last, for the SlowFitWarning.
+MIN_STAGES = 10
 #: The talk's initial tuning: step sizes U(0, 0.1) (in units of the particles' marginal
 #: posterior sd, through the mass matrix) and path lengths uniform on 1..50 steps.
 INIT_STEP_SIZE_MAX = 0.1
@@ -266,6 +269,8 @@ class SMC(BaseMethod):
                 rec["n_leapfrog"].append(n_leap.copy())
                 rec["log_evidence"].append(log_z)
                 rec["stage_time"].append(time.perf_counter() - t_stage)
+                if len(rec["stage_time"]) == 1 and lam < 1.0:
+                    self._warn_if_slow(rec["stage_time"][0], target)
                 shown, before = int(round(1000 * lam)), shown
                 bar.update(shown - before, f"lambda {lam:.3g}")
         finally:
@@ -325,6 +330,21 @@ class SMC(BaseMethod):
                 ConvergenceWarning,
             )
         return FitResult(posterior=posterior, log_evidence=float(log_z), diagnostics=diagnostics)
+
+    def _warn_if_slow(self, stage_time: float, target) -> None:
+        """A SlowFitWarning after the first stage when the fewest stages a run takes would
+        last over ``SLOW_FIT`` seconds (the first stage's time informs the message only)."""
+        projected = MIN_STAGES * stage_time
+        if not self._slow_warning or self.max_time is not None or projected <= SLOW_FIT:
+            return
+        warn(
+            f"SMC's first tempering stage took {stage_time:.3g} s on {target.n_rows} rows, "
+            f"and a run takes tens of stages, more on more rows (later ones cost more), so "
+            f"at least {_duration(projected)} here. For an answer in seconds to minutes: "
+            "method='laplace' (which also gives the evidence), method='auto' or "
+            f"method='ensemble'; or bound the tempering time: {self._fix(max_time=600)}.",
+            SlowFitWarning,
+        )
 
     def _move(self, ranges, particles, gamma_shapes, eps, n_leap, inv_m, tgt, rng):
         """``n_mcmc_steps`` HMC transitions of every particle, in place.
