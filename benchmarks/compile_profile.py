@@ -1,6 +1,6 @@
 """Where a cold first fit spends its compile time: per kernel, and per compiler stage.
 
-Runs the quickstart's fit (``BayesianMLPRegressor`` with NUTS on diabetes, in its Pipeline,
+Runs the quickstart's fit (``BayesianMLPRegressor``, NUTS by default, on diabetes, in its Pipeline,
 then ``predict(return_std=True)`` and ``predict_interval``) in a fresh process on an empty
 ``NUMBA_CACHE_DIR``, as a new install does, and prints JSON lines:
 
@@ -24,6 +24,7 @@ the call tree below it. The stage times hook numba's internal classes
     python benchmarks/compile_profile.py            # about a minute
     python benchmarks/compile_profile.py --top 15
     python benchmarks/compile_profile.py --activation relu   # the ReLU fits' kernels
+    python benchmarks/compile_profile.py --method vi         # another method's
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import time
 from collections import defaultdict
 
 
-def _profile(top: int, activation: str) -> None:
+def _profile(top: int, activation: str, method: str) -> None:
     from numba.core import event
 
     stage_s: dict[str, float] = defaultdict(float)
@@ -118,7 +119,8 @@ def _profile(top: int, activation: str) -> None:
     X, y = load_diabetes(return_X_y=True)
     X_train, X_test, y_train, _ = train_test_split(X, y, test_size=0.25, random_state=0)
     model = make_pipeline(
-        StandardScaler(), BayesianMLPRegressor(activation=activation, random_state=0, n_jobs=-1)
+        StandardScaler(),
+        BayesianMLPRegressor(activation=activation, method=method, random_state=0, n_jobs=-1),
     )
     wall, cpu = time.perf_counter(), time.thread_time()
     model.fit(X_train, y_train)
@@ -166,15 +168,18 @@ def main() -> None:
         help="the fit's activation: tanh (the quickstart's), or relu, whose NUTS chains "
         "also compile the units' scale moves",
     )
+    parser.add_argument(
+        "--method", default="auto", help="the fit's method=: auto (NUTS here) or any name"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        _profile(args.top, args.activation)
+        _profile(args.top, args.activation, args.method)
         return
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
         cmd = [sys.executable, __file__, "--child", "--top", str(args.top)]
-        cmd += ["--activation", args.activation]
+        cmd += ["--activation", args.activation, "--method", args.method]
         subprocess.run(cmd, env=env, check=True)
 
 

@@ -341,10 +341,8 @@ class Target:
 
         def part(bounds):
             a, b = bounds
-            # the kernel that reads the codes at run time: the variational methods, which
-            # call this, compile its branches for their own kernels anyway
             tgt = knet.density_target(self.kernel_target(own=True, padded=True),
-                                      specialized=False)  # fmt: skip
+                                      codes=self.kernel_codes)  # fmt: skip
             knet.logp_grad_batch(thetas[a:b], tgt, self.workspace(padded=True), logp[a:b],
                                  np.empty((0, 0)), stats[a:b])  # fmt: skip
 

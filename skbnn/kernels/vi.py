@@ -374,23 +374,30 @@ def mc_term(lam, p, tgt, vcfg, work, ws, stats, rng, with_grad, scale):
     added to ``work.glam``. Compiled with both families' branches, chosen by ``vcfg``; a
     fit's epochs compile one (:func:`run_vi_epoch_for`)."""
     vc = vcfg[0]
+    cfg = tgt.cfg[0]
+    act, lik, prior = cfg.activation, cfg.likelihood, cfg.prior
     if vc.lbbnn:
-        return _spike_slab_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale)
-    return _gaussian_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale)
+        return _spike_slab_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act,
+                                   lik)  # fmt: skip
+    return _gaussian_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act, lik,
+                             prior, vc.local)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _spike_slab_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale):
-    # mc_term for the spike-and-slab family, by the estimator vc.lbbnn says
+def _spike_slab_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act, lik):
+    # mc_term for the spike-and-slab family, by the estimator vc.lbbnn says; act and lik
+    # are the network's codes, constants in a specialized epoch kernel
     if vc.lbbnn == 1:
-        return lbbnn_lrt_term(lam, p, tgt, work, ws, stats, rng, with_grad, scale)
+        return lbbnn_lrt_term(lam, p, tgt, work, ws, stats, rng, with_grad, scale, act, lik)
     return lbbnn_concrete_term(lam, p, tgt, vc.temperature, work, ws, stats, rng, with_grad,
-                               scale)  # fmt: skip
+                               scale, act, lik)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _gaussian_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale):
-    # mc_term for the Gaussian family; vc is the VI_CONFIG record
+def _gaussian_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act, lik, prior,
+                      local):  # fmt: skip
+    # mc_term for the Gaussian family; vc is the VI_CONFIG record, act, lik and prior the
+    # network's codes and local its vc.local, constants in a specialized epoch kernel
     XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
     cfg = cfgs[0]
     n = XT.shape[0] // sizes[0]
@@ -399,16 +406,15 @@ def _gaussian_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale):
     n_w = p - cfg.n_noise
     rank = vc.rank
     beta = cfg.beta
-    lik = cfg.likelihood
     sw = weight_sum(tgt) if lik == 0 else 0.0
     g = work.grad
-    if vc.local:
+    if local:
         lp = _noise_draw(lam, p, n_w, k, tau, cfg, work, rng)
         mu = lam[:p]
         var = work.gvar  # holds the variances until the backward pass
         for i in range(n_w):
             var[i] = work.sigma[i] * work.sigma[i]
-        out_base = lrt_forward(mu, var, XT, sizes, offsets, cfg.activation, n, ws, rng)
+        out_base = lrt_forward(mu, var, XT, sizes, offsets, act, n, ws, rng)
         _, _, _, vbuf, wn = _bases(sizes, n)
         ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, vbuf + wn, stats,
                            cfg, 0)  # fmt: skip
@@ -418,14 +424,14 @@ def _gaussian_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale):
             gv = work.w  # free until the prior's draw below
             for i in range(n_w):
                 gv[i] = 0.0
-            lrt_backward(mu, var, XT, sizes, offsets, cfg.activation, n, ws, g, gv, beta)
+            lrt_backward(mu, var, XT, sizes, offsets, act, n, ws, g, gv, beta)
             for i in range(n_w):
                 work.glam[i] += scale * g[i]
                 work.glam[p + i] += scale * gv[i] * 2.0 * work.sigma[i] * work.dsigma[i]
             _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale)
         if not vc.closed_kl:
             _draw_theta(lam, p, 0, work, rng, 0, n_w)
-            lp += log_prior(work.w, prior_mean, prior_scale, cfg, n_w, g, with_grad, cfg.prior)
+            lp += log_prior(work.w, prior_mean, prior_scale, cfg, n_w, g, with_grad, prior)
             if with_grad:
                 _accumulate(p, 0, work, 0, n_w, scale)
         return beta * ll + lp
@@ -436,7 +442,7 @@ def _gaussian_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale):
         tau[o] = math.exp(w[n_w + o])
         lp += cfg.noise_shape * w[n_w + o] - cfg.noise_rate * tau[o]
         lp += cfg.noise_shape * math.log(cfg.noise_rate) - math.lgamma(cfg.noise_shape)
-    out_base = forward(w, XT, sizes, offsets, cfg.activation, n, ws)
+    out_base = forward(w, XT, sizes, offsets, act, n, ws)
     ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, out_base + k * n, stats,
                        cfg, 0)  # fmt: skip
     if vc.closed_kl:
@@ -444,9 +450,9 @@ def _gaussian_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale):
             for i in range(n_w):
                 g[i] = 0.0
     else:
-        lp += log_prior(w, prior_mean, prior_scale, cfg, n_w, g, with_grad, cfg.prior)
+        lp += log_prior(w, prior_mean, prior_scale, cfg, n_w, g, with_grad, prior)
     if with_grad:
-        _backward(w, XT, sizes, offsets, cfg.activation, n, ws, g, beta)
+        _backward(w, XT, sizes, offsets, act, n, ws, g, beta)
         a = cfg.noise_shape
         b = cfg.noise_rate
         for o in range(p - n_w):
@@ -492,16 +498,17 @@ def _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale):
 
 
 @functools.cache
-def run_vi_epoch_for(fam: int):
+def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, local: bool):
     """The kernel of one epoch of VI for the family ``fam`` (:data:`GAUSSIAN` or
     :data:`SPIKE_SLAB`): one pass over ``data.rows`` in minibatches, one optimizer step on
     the negative ELBO per batch.
 
-    The family is a constant of the kernel, so numba compiles its terms only: a VI fit
-    does not compile LBBNN's, nor an LBBNN fit VI's (doc/performance.md: with the Monte
-    Carlo terms inlined, an LBBNN fit's cold compile went from 21-28 s to 16.5 s, VI's from
-    25-28 s to 23 s). ``vcfg``'s ``lbbnn`` must agree with ``fam``. Cached on disk per
-    family, like any kernel.
+    The family, the network's activation, likelihood and prior codes (those of
+    :func:`skbnn.kernels.network.logp_grad_for`) and whether the Gaussian family draws its
+    pre-activations per row (``vcfg``'s ``local``) are constants of the kernel, so numba
+    compiles their branches only: a VI fit compiles neither LBBNN's terms nor the other
+    activations', likelihoods', priors' or estimator's (doc/performance.md). ``vcfg`` and
+    the target must agree with them. Cached on disk per combination, like any kernel.
 
     The kernel's parameters:
 
@@ -524,8 +531,10 @@ def run_vi_epoch_for(fam: int):
     step's estimate ``(n / B) loglik_B + E_q[log p] + H``: an unbiased estimate of
     ``-ELBO / n_w``; NaN as soon as a step meets a non-finite objective.
     """
-    # a constant of the closure: numba prunes the other family's branches before typing
+    # constants of the closure: numba prunes the other branches before typing them, and the
+    # codes reach the kernels below as literals (skbnn.kernels._jit.LITERAL_PARAMETERS)
     spike = int(fam) == SPIKE_SLAB
+    act, lik, prior, local = int(activation), int(likelihood), int(prior), bool(local)
 
     def kernel(lam, tgt, data, batch_size, lrs, opt, vcfg, work, ws, stats, rng):
         n = data.rows.shape[0]
@@ -554,10 +563,11 @@ def run_vi_epoch_for(fam: int):
             for _ in range(vc.n_mc):
                 if spike:
                     value += inv_mc * _spike_slab_mc_term(lam, p, bt, vc, work, ws, stats, rng,
-                                                          True, inv_mc)  # fmt: skip
+                                                          True, inv_mc, act, lik)  # fmt: skip
                 else:
                     value += inv_mc * _gaussian_mc_term(lam, p, bt, vc, work, ws, stats, rng,
-                                                        True, inv_mc)  # fmt: skip
+                                                        True, inv_mc, act, lik, prior,
+                                                        local)  # fmt: skip
             if not math.isfinite(value):
                 cfg.beta = 1.0
                 return np.nan
@@ -571,7 +581,8 @@ def run_vi_epoch_for(fam: int):
         cfg.beta = 1.0
         return total / n_w
 
-    return njit(cache=True, nogil=True, error_model="numpy")(_named(kernel, f"run_vi_epoch_{fam}"))
+    name = f"run_vi_epoch_{fam}_{act}_{lik}_{prior}_{int(local)}"
+    return njit(cache=True, nogil=True, error_model="numpy")(_named(kernel, name))
 
 
 # --- the spike-and-slab family of latent binary BNNs (LBBNN; Hubin and Storvik 2019,
@@ -638,12 +649,13 @@ def spike_slab_terms(lam, p, n_w, work, with_grad):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def lbbnn_lrt_term(lam, p, tgt, work, ws, stats, rng, with_grad, scale):
+def lbbnn_lrt_term(lam, p, tgt, work, ws, stats, rng, with_grad, scale, act, lik):
     """One Monte Carlo draw of ``beta loglik + log p(eta)`` by the local reparameterization
     trick for spike-and-slab weights: each pre-activation drawn per row from the Gaussian
     with the mean ``sum_k x_k alpha_k kappa_k`` and the variance ``sum_k x_k^2 alpha_k
     (sigma_k^2 + (1 - alpha_k) kappa_k^2)`` of the weights' moments; its gradient in
-    ``lam`` times ``scale`` added to ``work.glam``."""
+    ``lam`` times ``scale`` added to ``work.glam``. ``act`` and ``lik`` are the network's
+    activation and likelihood codes."""
     XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
     cfg = cfgs[0]
     n = XT.shape[0] // sizes[0]
@@ -651,7 +663,7 @@ def lbbnn_lrt_term(lam, p, tgt, work, ws, stats, rng, with_grad, scale):
     k = sizes[n_layers]
     n_w = p - cfg.n_noise
     beta = cfg.beta
-    sw = weight_sum(tgt) if cfg.likelihood == 0 else 0.0
+    sw = weight_sum(tgt) if lik == 0 else 0.0
     lp = _noise_draw(lam, p, n_w, k, tau, cfg, work, rng)
     meff = work.meff
     var = work.gvar
@@ -661,17 +673,16 @@ def lbbnn_lrt_term(lam, p, tgt, work, ws, stats, rng, with_grad, scale):
         s = work.sigma[i]
         meff[i] = a * kk
         var[i] = a * (s * s + (1.0 - a) * kk * kk)
-    out_base = lrt_forward(meff, var, XT, sizes, offsets, cfg.activation, n, ws, rng)
+    out_base = lrt_forward(meff, var, XT, sizes, offsets, act, n, ws, rng)
     _, _, _, vbuf, wn = _bases(sizes, n)
-    ll = _loglik_delta(ws, out_base, YT, W, sw, tau, cfg.likelihood, k, n, ws, vbuf + wn, stats,
-                       cfg, 0)  # fmt: skip
+    ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, vbuf + wn, stats, cfg, 0)
     if with_grad:
         g = work.grad
         gv = work.w
         for i in range(p):
             g[i] = 0.0
             gv[i] = 0.0
-        lrt_backward(meff, var, XT, sizes, offsets, cfg.activation, n, ws, g, gv, beta)
+        lrt_backward(meff, var, XT, sizes, offsets, act, n, ws, g, gv, beta)
         glam = work.glam
         for i in range(n_w):
             a = work.alpha[i]
@@ -686,12 +697,13 @@ def lbbnn_lrt_term(lam, p, tgt, work, ws, stats, rng, with_grad, scale):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def lbbnn_concrete_term(lam, p, tgt, temperature, work, ws, stats, rng, with_grad, scale):
+def lbbnn_concrete_term(lam, p, tgt, temperature, work, ws, stats, rng, with_grad, scale, act,
+                        lik):  # fmt: skip
     """One Monte Carlo draw of ``beta loglik + log p(eta)`` at a draw of the weights with
     the indicators relaxed to the concrete (binary Gumbel-softmax) distribution of
     ``temperature`` (Maddison et al. 2017), ``gamma = sigmoid((lambda + logit(u)) / t)``,
     and ``beta`` reparameterized; its gradient in ``lam`` times ``scale`` added to
-    ``work.glam``."""
+    ``work.glam``. ``act`` and ``lik`` are the network's activation and likelihood codes."""
     XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
     cfg = cfgs[0]
     n = XT.shape[0] // sizes[0]
@@ -699,7 +711,7 @@ def lbbnn_concrete_term(lam, p, tgt, temperature, work, ws, stats, rng, with_gra
     k = sizes[n_layers]
     n_w = p - cfg.n_noise
     beta = cfg.beta
-    sw = weight_sum(tgt) if cfg.likelihood == 0 else 0.0
+    sw = weight_sum(tgt) if lik == 0 else 0.0
     w = work.w
     gam = work.meff
     for i in range(p):
@@ -720,14 +732,14 @@ def lbbnn_concrete_term(lam, p, tgt, temperature, work, ws, stats, rng, with_gra
     for o in range(p - n_w):
         tau[o] = math.exp(w[n_w + o])
         lp += a0 * w[n_w + o] - b0 * tau[o] + a0 * math.log(b0) - math.lgamma(a0)
-    out_base = forward(w, XT, sizes, offsets, cfg.activation, n, ws)
-    ll = _loglik_delta(ws, out_base, YT, W, sw, tau, cfg.likelihood, k, n, ws, out_base + k * n,
-                       stats, cfg, 0)  # fmt: skip
+    out_base = forward(w, XT, sizes, offsets, act, n, ws)
+    ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, out_base + k * n, stats, cfg,
+                       0)  # fmt: skip
     if with_grad:
         g = work.grad
         for i in range(n_w):
             g[i] = 0.0
-        _backward(w, XT, sizes, offsets, cfg.activation, n, ws, g, beta)
+        _backward(w, XT, sizes, offsets, act, n, ws, g, beta)
         for o in range(p - n_w):
             g[n_w + o] = beta * (0.5 * sw - 0.5 * tau[o] * stats[2 + o]) + a0 - b0 * tau[o]
         glam = work.glam

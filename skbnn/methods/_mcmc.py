@@ -1291,7 +1291,7 @@ def map_starts(target, seeds, n_jobs) -> tuple[list, int]:
         early_stopping=False,
         heteroscedastic=False,
     )
-    trainer._compile(target.kernel_codes)
+    trainer._compile(target)
     settings = trainer._settings(target)
 
     def start(target, rng):

@@ -329,8 +329,12 @@ class _Trainer(BaseMethod):
     """
 
     noise_handling = "theta"
-    #: Compiles (or loads) the kernels the members run; returns the seconds it took.
-    _compile = staticmethod(_ensure_compiled)
+
+    def _compile(self, target) -> float:
+        """Compile (or load) the kernels the members run for ``target``; return the seconds
+        it took."""
+        return _ensure_compiled(target.kernel_codes)
+
     _parameter_constraints: dict = {
         "solver": [StrOptions({"auto", "lbfgs", "adam", "sgd"})],
         "learning_rate_init": [Interval(Real, 0, None, closed="neither")],
@@ -470,7 +474,7 @@ class _Trainer(BaseMethod):
 
         self._validate_params()
         t0 = time.perf_counter()
-        compile_time = self._compile(target.kernel_codes)
+        compile_time = self._compile(target)
         settings = self._settings(target)
         per_member = settings.max_iter if epochs_per_member is None else epochs_per_member
         desc = f"{type(self).__name__}: {n_members} members x {per_member} epochs"

@@ -16,45 +16,16 @@ from joblib import effective_n_jobs
 from scipy.special import expit, logit
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ..kernels import network as knet
 from ..kernels import vi as kvi
 from ..posterior import SpikeSlabPosterior, spike_slab_draws
-from ..utils import compile_once, seed_sequence
+from ..utils import seed_sequence
 from ._base import FitResult
-from ._optim import Member, _Settings, _Trainer, glorot_init
+from ._optim import _Trainer, glorot_init
 from .vi import VariationalInference, _inverse_softplus
 
 #: Draws of the indicators behind ``feature_inclusion_`` of a network with two or more
 #: hidden layers (with fewer it is exact): a standard error of at most 0.005.
 PATH_DRAWS = 10_000
-
-
-def _ensure_compiled(codes: tuple[int, int, int]) -> float:
-    """Compile (or load from numba's cache) the variational kernels and the network kernel
-    the ELBO's estimate evaluates; return the seconds spent. ``codes`` (the fit's
-    :attr:`skbnn.target.Target.kernel_codes`, as the training engine's compile takes them)
-    are not used: that network kernel reads them at run time, its branches being compiled
-    for the variational kernels anyway."""
-
-    def warm():
-        from ..target import Target
-
-        x = np.linspace(-1.0, 1.0, 6)[:, None]
-        rng = np.random.default_rng(0)
-        target = Target(x, x[:, 0], (2,), "tanh", "gaussian", noise="theta")
-        for local in (True, False):
-            method = LBBNN(local_reparameterization=local, max_iter=1)
-            vcfg = method._vcfg(target)
-            lam = method._start(target, rng, vcfg)
-            method._epochs(target, lam, np.arange(6), None, _Settings(max_iter=1), None, rng,
-                           None, Member(lam), vcfg)  # fmt: skip
-            method._elbo(target, lam, rng, 2, 1)
-
-    kernels = (
-        kvi.run_vi_epoch_for(kvi.SPIKE_SLAB), kvi.spike_slab_terms, knet.logp_grad_batch,
-        knet.logp_grad,
-    )  # fmt: skip
-    return compile_once(kernels, warm)
 
 
 def path_probabilities(alphas: list, rng: np.random.Generator | None = None) -> np.ndarray:
@@ -184,7 +155,7 @@ validation_fraction, n_iter_no_change
     """
 
     name = "lbbnn"
-    _compile = staticmethod(_ensure_compiled)
+    _more_kernels = (kvi.spike_slab_terms,)
     #: the variational family, :func:`skbnn.kernels.vi.run_vi_epoch_for`'s ``fam``
     _family = kvi.SPIKE_SLAB
 
@@ -306,7 +277,7 @@ validation_fraction, n_iter_no_change
     def _mean_params(self, lam: np.ndarray, p: int, work) -> np.ndarray:
         return self._alpha(lam, p, work.psi) * lam[:p]
 
-    def _elbo(self, target, lam, rng, n_draws: int, n_jobs: int = 1):
+    def _elbo(self, target, lam, vcfg, rng, n_draws: int, n_jobs: int = 1):
         """``n_draws`` independent estimates of the ELBO over all rows: the closed-form
         ``-KL`` of the network parameters and entropy of the log noise precisions, plus
         the log-likelihood and the noise's log prior at draws of ``q`` with the indicators
@@ -341,7 +312,7 @@ validation_fraction, n_iter_no_change
         p = target.n_params
         rng = np.random.default_rng(elbo_seed)
         n_draws, threads = int(self.elbo_samples), effective_n_jobs(n_jobs)
-        draws, alpha, sigma = self._elbo(target, lam, rng, n_draws, threads)
+        draws, alpha, sigma = self._elbo(target, lam, vcfg, rng, n_draws, threads)
         diagnostics["elbo_se"] = float(draws.std(ddof=1) / math.sqrt(draws.size))
         diagnostics["local_reparameterization"] = bool(self.local_reparameterization)
         layout = target.layout

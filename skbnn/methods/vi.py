@@ -7,6 +7,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from joblib import effective_n_jobs
+from sklearn.base import clone
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..kernels import network as knet
@@ -53,35 +54,37 @@ def elbo_trend(curve, window: int) -> tuple[float, float]:
     return float(a.mean() - b.mean()), se
 
 
-def _ensure_compiled(codes: tuple[int, int, int]) -> float:
-    """Compile (or load from numba's cache) the variational kernels and the network kernel
-    the ELBO's estimate evaluates; return the seconds spent. ``codes`` (the fit's
-    :attr:`skbnn.target.Target.kernel_codes`, as the training engine's compile takes them)
-    are not used: that network kernel reads them at run time, its branches being compiled
-    for the variational kernels anyway."""
+def _ensure_compiled(method, target) -> float:
+    """Compile (or load from numba's cache) ``method``'s epoch kernel for ``target``'s
+    network codes and estimator, and the network kernel of the ELBO's estimate (in a helper
+    process meanwhile, where it can); return the seconds spent."""
+    codes = target.kernel_codes
+    vcfg = method._vcfg(target)
+    local = bool(vcfg[0]["local"]) and method._family == kvi.GAUSSIAN
+    kernels = (
+        kvi.run_vi_epoch_for(method._family, *codes, local),
+        knet.logp_grad_for(*codes),
+        knet.logp_grad_batch,
+        *method._more_kernels,
+    )
 
     def warm():
-        from ..priors import ScaleMixturePrior
         from ..target import Target
 
         x = np.linspace(-1.0, 1.0, 6)[:, None]
         rng = np.random.default_rng(0)
-        # the Gaussian prior's closed-form KL and a Monte Carlo prior term compile apart
-        for prior in (None, ScaleMixturePrior()):
-            target = Target(x, x[:, 0], (2,), "tanh", "gaussian", prior=prior, noise="theta")
-            for local, rank in ((True, 0), (False, 1)):
-                method = VariationalInference(
-                    family="lowrank" if rank else "meanfield", rank=max(rank, 1),
-                    local_reparameterization=local, max_iter=1,
-                )  # fmt: skip
-                vcfg = method._vcfg(target)
-                lam = method._start(target, rng, vcfg)
-                member = Member(lam)
-                method._epochs(target, lam, np.arange(6), None, _Settings(max_iter=1), None,
-                               rng, None, member, vcfg)  # fmt: skip
-                method._elbo(target, lam, vcfg, rng, 2)
+        # a tiny problem standing in for the fit's target: the kernels compile for its codes
+        tiny = Target(x, x[:, 0], (2,), "tanh", "gaussian", noise="theta")
+        tiny.compile_codes = codes
+        knet.density_target(tiny.kernel_target(), aside=True, codes=codes)
+        fast = clone(method).set_params(max_iter=1, elbo_samples=2)
+        tiny_vcfg = fast._vcfg(tiny)
+        tiny_vcfg[0]["local"] = int(local)
+        lam = fast._start(tiny, rng, tiny_vcfg)
+        fast._epochs(tiny, lam, np.arange(6), None, _Settings(max_iter=1), None, rng, None,
+                     Member(lam), tiny_vcfg)  # fmt: skip
+        fast._elbo(tiny, lam, tiny_vcfg, rng, 2)
 
-    kernels = (kvi.run_vi_epoch_for(kvi.GAUSSIAN), knet.logp_grad_batch, knet.logp_grad)
     return compile_once(kernels, warm)
 
 
@@ -167,7 +170,12 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
 
     name = "vi"
     default_n_samples = 100
-    _compile = staticmethod(_ensure_compiled)
+    #: kernels beside the epoch's and the network's that a fit needs compiled
+    _more_kernels: tuple = ()
+
+    def _compile(self, target) -> float:
+        return _ensure_compiled(self, target)
+
     #: the variational family, :func:`skbnn.kernels.vi.run_vi_epoch_for`'s ``fam``
     _family = kvi.GAUSSIAN
 
@@ -299,7 +307,8 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
         val_weight = None if val is None else float(target.W[val].sum())
         window = int(s.n_iter_no_change)
         best, best_lam, count = np.inf, None, 0
-        epoch_kernel = kvi.run_vi_epoch_for(self._family)
+        local = bool(vcfg[0]["local"]) and self._family == kvi.GAUSSIAN
+        epoch_kernel = kvi.run_vi_epoch_for(self._family, *target.kernel_codes, local)
         member.converged = False
         lr0, reductions, since = s.learning_rate_init, 0, 0
         for epoch in range(s.max_iter):
