@@ -421,6 +421,10 @@ class _Trainer(BaseMethod):
             _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, s.max_iter,
                               rng=rng, bar=bar, member=member)  # fmt: skip
 
+    def _lower_rate(self, settings) -> str:
+        """The fix, as code, for members whose loss diverged at every restart."""
+        return self._fix(learning_rate_init=settings.learning_rate_init / 10)
+
     def _not_converged(self, settings, slow: int, kept: list) -> str:
         """The warning for ``slow`` of the ``kept`` members that did not converge."""
         if settings.solver == "lbfgs":
@@ -511,12 +515,12 @@ class _Trainer(BaseMethod):
             raise ValueError(
                 f"the loss of every one of the {n_members} members diverged, also "
                 f"after {MAX_RESTARTS} restarts with a 10x smaller learning rate each; lower "
-                f"learning_rate_init (now {settings.learning_rate_init:g}) or check the data"
+                f"the learning rate, {self._lower_rate(settings)}, or check the data"
             )
         if dropped:
             # a member that diverged and then converged at a lower rate is a result as good
             # as any (diagnostics_["n_restarts"] counts them); one that never did is missing
-            lower = self._fix(learning_rate_init=settings.learning_rate_init / 10)
+            lower = self._lower_rate(settings)
             warn(
                 f"{dropped} of {n_members} members diverged (their loss became non-finite, "
                 f"or ended far above its best) even after {MAX_RESTARTS} restarts at a 10x "
@@ -529,6 +533,7 @@ class _Trainer(BaseMethod):
             warn(self._not_converged(settings, slow, kept), ConvergenceWarning)
         diagnostics = {
             "solver": settings.solver,
+            "max_iter": settings.max_iter,
             "n_members": len(kept),
             "n_dropped": dropped,
             "n_restarts": np.array([m.restarts for m in kept]),

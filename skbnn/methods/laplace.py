@@ -43,10 +43,11 @@ PATIENCE = 3
 #: the MAP is not a mode (its evidence is then off by about that much).
 MAX_DECREMENT = 0.1
 #: A MAP that is not a mode warns when one more Newton step from it would change the
-#: evidence by more than this many nats per training row, and at least one nat in all. The
+#: evidence by more than this many nats per training row, and ``MIN_EVIDENCE_CHANGE`` in all. The
 #: linearized (GLM) predictive is that of the network linearized where training stopped,
 #: defined there whether or not it is a mode, so it is not what decides.
 MAX_EVIDENCE_CHANGE = 0.01
+MIN_EVIDENCE_CHANGE = 1.0
 #: Bounds of the prior and noise precisions empirical Bayes may choose.
 PRECISION_RANGE = (1e-8, 1e8)
 
@@ -783,7 +784,7 @@ n_iter_no_change
             if not updating or stall >= PATIENCE or (update > 0 and abs(gain) < self.evidence_tol):
                 break
             if update == int(self.max_prior_updates):
-                if gain > max(1.0, MAX_EVIDENCE_CHANGE * target.weight_sum):
+                if gain > max(MIN_EVIDENCE_CHANGE, MAX_EVIDENCE_CHANGE * target.weight_sum):
                     warn(
                         f"empirical Bayes stopped at max_prior_updates="
                         f"{self.max_prior_updates} with the evidence still rising by "
@@ -818,7 +819,7 @@ n_iter_no_change
             evidence_change, predictive_change = self._step_change(
                 target, net, state, first_layer, sl, jobs, target.evaluator()
             )
-        evidence_bound = max(1.0, MAX_EVIDENCE_CHANGE * target.weight_sum)
+        evidence_bound = max(MIN_EVIDENCE_CHANGE, MAX_EVIDENCE_CHANGE * target.weight_sum)
         if abs(evidence_change) > evidence_bound:
             warn(
                 "the MAP is not a mode of the log posterior, and log_evidence_ depends on "

@@ -312,21 +312,25 @@ class SMC(BaseMethod):
             what = (f"max_stages={self.max_stages}" if stopped == "max_stages"
                     else f"max_time={self.max_time:g} s")  # fmt: skip
             per_stage = float(np.mean(rec["stage_time"]))
+            more = (
+                self._fix(max_stages=2 * self.max_stages)
+                if stopped == "max_stages"
+                else self._fix(max_time=2 * self.max_time)
+            )
             warn(
                 f"SMC reached {what} at lambda={forced_from:.3g} after "
                 f"{len(rec['lambda']) - 1} stages and jumped to lambda=1; the final ESS is "
-                f"{rec['ess'][-1]:.0f} of {n} particles and the evidence is unreliable. "
-                f"A stage took {per_stage:.2g} s on average; raise "
-                f"{'max_stages' if stopped == 'max_stages' else 'max_time'}, or use fewer "
-                "particles (n_samples) or n_mcmc_steps, or method='laplace' for an evidence "
-                "on many rows.",
+                f"{rec['ess'][-1]:.0f} of {n} particles and the evidence is unreliable. A "
+                f"stage took {per_stage:.2g} s on average. Allow more: {more}; or use fewer "
+                "particles (n_samples), or method='laplace' for an evidence on many rows.",
                 ConvergenceWarning,
             )
         elif diagnostics["accept_rate"] < MIN_FINAL_ACCEPT:
             warn(
                 f"SMC's moves at the posterior accepted only {diagnostics['accept_rate']:.2f} "
                 f"of proposals; {diagnostics['n_unique']} of {n} particles are distinct. "
-                "Raise n_mcmc_steps or n_samples, or simplify the network.",
+                f"Move the particles more, {self._fix(n_mcmc_steps=2 * self.n_mcmc_steps)}, "
+                "or raise n_samples, or simplify the network.",
                 ConvergenceWarning,
             )
         return FitResult(posterior=posterior, log_evidence=float(log_z), diagnostics=diagnostics)

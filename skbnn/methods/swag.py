@@ -175,6 +175,13 @@ n_iter_no_change
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
 
+    def _lower_rate(self, settings) -> str:
+        # a member diverges in pre-training, or in a collection whose iterates overflowed
+        lower = self._fix(learning_rate_init=settings.learning_rate_init / 10)
+        if self.swa_learning_rate == "auto":
+            return lower
+        return f"{lower} or {self._fix(swa_learning_rate=self.swa_learning_rate / 100)}"
+
     def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
         """Pre-train, collect and fit the Gaussian(s); see :meth:`BaseMethod.run`."""
         self._validate_params()

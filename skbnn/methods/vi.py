@@ -376,13 +376,13 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
             return (
                 f"the ELBO cannot be judged after max_iter={settings.max_iter} epochs: the "
                 "stopping rule compares means over windows of at least two epochs each. "
-                "Increase max_iter."
+                f"Train longer: {self._fix(max_iter=2 * settings.max_iter)}."
             )
         return (
             f"the ELBO had not stabilized at max_iter={settings.max_iter} epochs: over the "
             f"last {w} epochs it still rose by {gain:.3g} +- {se:.2g} nats per row (more "
-            f"than tol={settings.tol:g} at three standard errors). Increase max_iter or "
-            "learning_rate_init."
+            f"than tol={settings.tol:g} at three standard errors). Train longer: "
+            f"{self._fix(max_iter=2 * settings.max_iter)}."
         )
 
     def _elbo(self, target, lam, vcfg, rng, n_draws: int, n_jobs: int = 1) -> np.ndarray:
