@@ -1,74 +1,42 @@
-"""Candidate default priors of skbnn's estimators against the models a sklearn user compares.
+"""What a user gets from skbnn's defaults, against the models they compare, on real data.
 
-Issue 15, item 1: the defaults should be chosen from measurements. Every model runs in
-``make_pipeline(StandardScaler(), model)`` with its default settings (skbnn: NUTS, 4 chains,
-a (10,) tanh network; ``random_state=0, n_jobs=-1``); only the skbnn prior changes.
+Two suites (``--suite``):
 
-Classification (iris, wine, breast_cancer, digits): ``--folds``-fold ``StratifiedKFold``
-(shuffled, ``random_state=0``), out-of-fold probabilities as in ``cross_val_predict``. Per
-(dataset, model): log loss (mean over rows of ``-log p(true class)``, probabilities clipped
-at 1e-15) with its standard error over rows, Brier score in the multiclass form (mean over
-rows of the sum over classes of ``(p_k - onehot_k)**2``, between 0 and 2; for a binary
-problem twice sklearn's ``brier_score_loss``), accuracy, median top probability, and the fit
-wall time summed over folds. digits is a stratified subsample of ``--digits-rows`` rows
-(default 500, so that one NUTS fit of its 64-10-10 network stays under about a minute on 2
-shared cores).
+``methods``: every method with its defaults, as a user names it
+(``BayesianMLPRegressor(method=name)``), and the default estimator itself
+(``BayesianMLPRegressor()``, ``method="auto"``), on
 
-Regression (diabetes, ``make_friedman1(n_samples=500, noise=1.0, random_state=0)``):
-``KFold`` (shuffled, ``random_state=0``); mean test log predictive density per row in the
-target's original units (skbnn: ``skbnn.model_selection.log_predictive_scorer`` per fold,
-weighted by fold size; ``BayesianRidge`` and ``GaussianProcessRegressor``: the Gaussian
-density of ``predict(return_std=True)``, whose sd includes the noise), RMSE, the coverage of
-90 % central intervals (skbnn ``predict_interval``, the others mean +- 1.645 sd), fit time.
+* the five shared UCI sets, every split (``../shared/data/uci``; the protocol's 50 ReLU
+  units for the named methods, the estimator's own defaults for ``default``);
+* ``make_friedman1`` (noise sd 1) at 2,000, 15,000 and 100,000 training rows, and a
+  near-noiseless smooth target of 16 inputs at 10,000 rows (noise sd 1/1000 of the
+  signal's), each against 1,000 test rows;
+* the diabetes data, 5 random 75/25 splits, every method with the estimator's defaults;
+* iris, wine, breast_cancer and digits: 5-fold stratified out-of-fold log loss of the
+  default classifier and of each optimization method, beside ``LogisticRegression``.
 
-The first skbnn fit of each estimator class compiles numba kernels (cached under
-``NUMBA_CACHE_DIR``); a short warm-up fit before the timed ones keeps compilation out of the
-figures, and its time is reported on its own. The timings are wall time on a machine whose
-cores may be shared: compare them within one run.
+Per fit it records the test log-likelihood (nats per row, in the target's units) or log
+loss, RMSE, the coverage of 90 % predictive intervals, the fit's wall and compile time, the
+``ConvergenceWarning`` texts, and the method ``"auto"`` chose. ``--report FILE`` turns the
+lines into the markdown tables of doc/defaults.md: per method the share of fits that
+warned, the coverage, the test log-likelihood against today's tuned UCI runs
+(``results/uci_*.jsonl``, paired per split) and the fit time.
 
-Prints one JSON line per (dataset, model), then one summary line per dataset (the best model,
-and every skbnn candidate's gap to ``LogisticRegression`` / ``BayesianRidge`` with the standard
-error of the paired difference: over rows for classification, over folds for regression);
-``--out`` appends the same lines to a file. Usage::
+``priors``: candidate default priors of the NUTS estimators (the study behind
+``GaussianPrior(std=3)`` for the classifier; doc/choosing.md has its table). Every model
+runs in ``make_pipeline(StandardScaler(), model)``; classification by 5-fold stratified
+out-of-fold log loss, regression (diabetes, ``make_friedman1(500)``) by 5-fold test log
+predictive density, each against ``LogisticRegression`` / ``BayesianRidge``.
 
-    python benchmarks/defaults.py --datasets iris wine breast_cancer digits \\
-        --out benchmarks/results/defaults.jsonl
-    python benchmarks/defaults.py --datasets diabetes friedman1 \\
-        --candidates bayes_ridge gp bnn_gaussian bnn_hierarchical
+Usage::
 
-Candidates: ``logreg`` (``LogisticRegression()``), ``logreg_cv``
-(``LogisticRegressionCV(scoring="neg_log_loss")``), ``hgb``, ``bayes_ridge``, ``gp`` and
-``bnn_<prior>`` for every name of ``PRIOR_NAMES`` (see ``_skbnn_prior``). The default list
-includes ``bnn_hier_wide`` on digits, about 20 min on 2 cores; the recorded run left it out.
+    python benchmarks/defaults.py --suite methods --out benchmarks/results/defaults_methods.jsonl
+    python benchmarks/defaults.py --suite methods --only uci --methods ensemble --splits 0-4
+    python benchmarks/defaults.py --report benchmarks/results/defaults_methods.jsonl
+    python benchmarks/defaults.py --suite priors --datasets iris wine --out results.jsonl
 
-Results (``benchmarks/results/defaults.jsonl``; every line carries its command; 2 shared
-cores, load average 0-5, so the times are only good to a factor of about 2). Log loss, in
-brackets its paired gap to ``LogisticRegression`` (standard error over rows), then the fit time
-of 5 folds in s; ``*`` marks a ``ConvergenceWarning`` (R-hat > 1.05) in at least one fold:
-
-=================  ================  ================  ================  ================
-prior               iris              wine              breast_cancer     digits (500)
-=================  ================  ================  ================  ================
-LogisticRegression  0.155, 0.5 s      0.063, 0.2 s      0.074, 0.7 s      0.199, 0.1 s
-gaussian (default)  0.265 (+.110) 9   0.200 (+.138) 10  0.109 (+.035) 30  0.630 (+.432) 18
-GaussianPrior(2)    0.135 (-.020) 17  0.114 (+.052) 10  0.083 (+.009) 43  0.372 (+.174) 26
-GaussianPrior(3)    0.107 (-.048) 22  0.097 (+.034) 27  0.078 (+.005) 61  0.317 (+.119) 39
-GaussianPrior(5)    0.097 (-.058) 14  0.086 (+.023) 18  0.076 (+.002) 71  0.289 (+.090) 141
-hierarchical        0.091 (-.064) 54* 0.078 (+.015) 45* 0.075 (+.001) 70* 0.235 (+.037) 243*
-Hier.(1, 0.5)       0.089 (-.066) 87* 0.073 (+.011) 58* 0.075 (+.001) 71*  not run
-=================  ================  ================  ================  ================
-
-No prior reaches ``LogisticRegression`` on wine and digits. On wine even Bayesian softmax
-regression with LogisticRegression's own prior (``hidden_layer_sizes=()``,
-``GaussianPrior(std=1, fan_in_scaling=False)``) scores 0.078, and an independent importance
-sampler of that posterior agrees (0.078), while its MAP plug-in scores 0.064: averaging over
-the posterior costs confidence on rows beyond the training data, whatever the prior.
-
-Regression (mean test log predictive density per row, higher is better; fit time of 5 folds):
-diabetes: BayesianRidge -5.420, GP -5.414, gaussian -5.405 (23 s), hierarchical -5.406
-(22 s), GaussianPrior(2) -5.410 (27 s). friedman1 (noise sd 1, so at best about -1.42):
-BayesianRidge -2.435, GP -1.480, gaussian -1.569 (54 s), hierarchical -1.541 (182 s),
-GaussianPrior(2) -1.547 (204 s, R-hat 1.14).
+The timings are wall times on a machine whose cores may be shared: compare them within one
+run.
 """
 
 from __future__ import annotations
@@ -372,6 +340,301 @@ def run(args) -> None:
             out.close()
 
 
+# --------------------------------------------------------------------------------------
+# The methods suite
+# --------------------------------------------------------------------------------------
+
+#: The optimization methods, each named as a user names it, with its defaults.
+OPTIMIZATION = ("ensemble", "rms", "swag", "laplace", "vi", "lbbnn")
+#: Every method the diabetes part fits with the estimator's defaults.
+ALL_METHODS = ("default", "nuts", "hmc", "mala", "amcmc", "smc", *OPTIMIZATION)
+UCI_SETS = ("bostonHousing", "concrete", "energy", "wine-quality-red", "yacht")
+#: (name, training rows, seeds) of the synthetic regression problems
+SYNTHETIC = (("friedman", 2000, 3), ("friedman", 15000, 3), ("friedman", 100000, 1),
+             ("smooth16", 10000, 1))  # fmt: skip
+#: The tuned UCI runs each method's test log-likelihood is compared with, per split.
+TUNED = {m: f"uci_{m}.jsonl" for m in ("ensemble", "rms", "swag", "laplace", "vi")}
+
+
+def synthetic(name: str, n: int, seed: int):
+    """``(X_train, y_train, X_test, y_test)`` of a synthetic problem with 1,000 test rows."""
+    from sklearn.datasets import make_friedman1
+
+    if name == "friedman":
+        X, y = make_friedman1(n_samples=n + 1000, noise=1.0, random_state=seed)
+    else:
+        # a smooth function of 16 inputs observed with noise 1/1000 of its sd
+        rng = np.random.default_rng(seed)
+        X = rng.uniform(-1.0, 1.0, (n + 1000, 16))
+        f = (np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.5 * X[:, 3] ** 2
+             + np.tanh(X[:, 4:8].sum(axis=1)) + 0.3 * X[:, 8:].sum(axis=1))  # fmt: skip
+        y = f + rng.normal(0.0, 1e-3 * f.std(), f.size)
+    return X[:n], y[:n], X[n:], y[n:]
+
+
+def _regressor(name: str, seed: int, protocol: bool):
+    """The estimator a user writes: the default one, or ``method=name`` (with the UCI
+    protocol's 50 ReLU units when ``protocol``)."""
+    from skbnn import BayesianMLPRegressor
+
+    kw = {"random_state": seed, "n_jobs": -1}
+    if name == "default":
+        return BayesianMLPRegressor(**kw)
+    if protocol:
+        kw.update(hidden_layer_sizes=(50,), activation="relu")
+    return BayesianMLPRegressor(method=name, **kw)
+
+
+def _fit_record(est, fit) -> dict:
+    """Fit (``fit()``); wall time, compile time, the method that ran and its warnings."""
+    from skbnn.exceptions import ConvergenceWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        start = time.perf_counter()
+        fit()
+        elapsed = time.perf_counter() - start
+    final = est.steps[-1][1] if hasattr(est, "steps") else est
+    convergence = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+    others = sorted({w.category.__name__ for w in caught} - {"ConvergenceWarning"})
+    return {
+        "fit_time": elapsed,
+        "compile_time": float(final.diagnostics_.get("compile_time", 0.0)),
+        "method_": type(final.method_).__name__,
+        "warned": bool(convergence),
+        "warnings": [m[:300] for m in convergence],
+        "other_warnings": others,
+    }
+
+
+def _regression_fit(name, seed, data, protocol) -> dict:
+    from skbnn.model_selection import log_predictive_scorer
+
+    X_train, y_train, X_test, y_test = data
+    mean, sd = X_train.mean(axis=0), X_train.std(axis=0)
+    sd = np.where(sd > 0, sd, 1.0)
+    X_train, X_test = (X_train - mean) / sd, (X_test - mean) / sd
+    est = _regressor(name, seed, protocol)
+    record = _fit_record(est, lambda: est.fit(X_train, y_train))
+    low, high = est.predict_interval(X_test, coverage=0.9)
+    return {
+        **record,
+        "n_train": len(y_train),
+        "test_ll": log_predictive_scorer(est, X_test, y_test),
+        "rmse": float(np.sqrt(np.mean((est.predict(X_test) - y_test) ** 2))),
+        "coverage_90": float(np.mean((y_test >= low) & (y_test <= high))),
+    }
+
+
+def _classification_fold_fits(name, dataset):
+    """Out-of-fold metrics of the default classifier or ``method=name`` on ``dataset``."""
+    from sklearn import datasets
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import LabelEncoder, StandardScaler
+
+    from skbnn import BayesianMLPClassifier
+
+    X, y = getattr(datasets, "load_" + dataset)(return_X_y=True)
+    codes = LabelEncoder().fit_transform(y)
+    proba = np.zeros((len(y), int(codes.max()) + 1))
+    acc = {"fit_time": 0.0, "compile_time": 0.0, "warned_folds": 0, "warnings": []}
+    for train, test in StratifiedKFold(5, shuffle=True, random_state=0).split(X, codes):
+        if name == "logreg":
+            model = LogisticRegression()
+        elif name == "default":
+            model = BayesianMLPClassifier(random_state=0, n_jobs=-1)
+        else:
+            model = BayesianMLPClassifier(method=name, random_state=0, n_jobs=-1)
+        pipe = make_pipeline(StandardScaler(), model)
+        if name == "logreg":
+            start = time.perf_counter()
+            pipe.fit(X[train], codes[train])
+            acc["fit_time"] += time.perf_counter() - start
+        else:
+            record = _fit_record(pipe, lambda p=pipe, t=train: p.fit(X[t], codes[t]))
+            acc["fit_time"] += record["fit_time"]
+            acc["compile_time"] += record["compile_time"]
+            acc["warned_folds"] += record["warned"]
+            acc["warnings"] += record["warnings"]
+            acc["method_"] = record["method_"]
+        proba[test] = pipe.predict_proba(X[test])
+    row = -np.log(np.clip(proba[np.arange(len(y)), codes], 1e-15, 1.0))
+    return {
+        **acc,
+        "n_rows": len(y),
+        "log_loss": float(row.mean()),
+        "log_loss_se": float(row.std(ddof=1) / np.sqrt(len(y))),
+        "accuracy": float(np.mean(proba.argmax(axis=1) == codes)),
+    }
+
+
+def methods_suite(args, common, out) -> None:
+    from sklearn.datasets import load_diabetes
+    from sklearn.model_selection import train_test_split
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _uci import load_split, split_ids
+    from uci import parse_splits
+
+    names = args.methods or ("default", *OPTIMIZATION)
+    if "uci" in args.only:
+        for dataset in UCI_SETS:
+            splits = parse_splits(args.splits, split_ids(dataset, args.data_dir))
+            for split in splits:
+                data = load_split(dataset, split, args.data_dir)
+                for name in names:
+                    record = _regression_fit(name, split, data, protocol=True)
+                    _emit({**common, "part": "uci", "dataset": dataset, "split": split,
+                           "method": name, **record}, out)  # fmt: skip
+    if "synthetic" in args.only:
+        for problem, n, seeds in SYNTHETIC:
+            for seed in range(seeds):
+                data = synthetic(problem, n, seed)
+                for name in names:
+                    record = _regression_fit(name, seed, data, protocol=True)
+                    _emit({**common, "part": "synthetic", "dataset": f"{problem}{n}",
+                           "split": seed, "method": name, **record}, out)  # fmt: skip
+    if "diabetes" in args.only:
+        X, y = load_diabetes(return_X_y=True)
+        for name in args.methods or ALL_METHODS:
+            for split in range(5):
+                X_train, X_test, y_train, y_test = train_test_split(
+                    X, y, test_size=0.25, random_state=split
+                )
+                data = (X_train, y_train, X_test, y_test)
+                record = _regression_fit(name, split, data, protocol=False)
+                _emit({**common, "part": "diabetes", "dataset": "diabetes", "split": split,
+                       "method": name, **record}, out)  # fmt: skip
+    if "classification" in args.only:
+        for dataset in CLASSIFICATION:
+            for name in ("logreg", *(args.methods or ("default", *OPTIMIZATION))):
+                record = _classification_fold_fits(name, dataset)
+                _emit({**common, "part": "classification", "dataset": dataset,
+                       "method": name, **record}, out)  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------
+# The report
+# --------------------------------------------------------------------------------------
+
+
+def _tuned_runs() -> dict:
+    """``{(method, dataset, split): test_ll}`` of the tuned UCI runs."""
+    out = {}
+    for method, name in TUNED.items():
+        path = Path(__file__).resolve().parent / "results" / name
+        for line in open(path):
+            r = json.loads(line)
+            if "split" in r and not r.get("summary"):
+                out[(method, r["dataset"], r["split"])] = r["test_ll"]
+    return out
+
+
+def _mean_se(values) -> tuple[float, float]:
+    a = np.asarray(values, dtype=float)
+    return float(a.mean()), float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else 0.0
+
+
+def report(path: str) -> str:
+    """The markdown tables of a methods-suite file (the last record of each fit wins)."""
+    records = {}
+    for line in open(path):
+        r = json.loads(line)
+        if "part" in r:
+            records[(r["part"], r["dataset"], r.get("split"), r["method"])] = r
+    rows = list(records.values())
+    tuned = _tuned_runs()
+    lines = []
+    regression = [r for r in rows if r["part"] != "classification"]
+    methods = list(dict.fromkeys(r["method"] for r in regression))
+
+    lines += ["**Regression fits that raised a ConvergenceWarning** (fits with one / fits):", ""]
+    parts = [("uci", "UCI, every split"), ("synthetic", "synthetic"), ("diabetes", "diabetes")]
+    lines.append("| method | " + " | ".join(label for _, label in parts) + " | all |")
+    lines.append("|---" * (len(parts) + 2) + "|")
+    total = [0, 0]
+    for m in methods:
+        cells, mw, mn = [], 0, 0
+        for part, _ in parts:
+            fits = [r for r in regression if r["method"] == m and r["part"] == part]
+            warned = sum(r["warned"] for r in fits)
+            cells.append(f"{warned} / {len(fits)}" if fits else "")
+            mw, mn = mw + warned, mn + len(fits)
+        total = [total[0] + mw, total[1] + mn]
+        lines.append(f"| {m} | " + " | ".join(cells) + f" | {mw} / {mn} |")
+    classification = [r for r in rows if r["part"] == "classification" and r["method"] != "logreg"]
+    cw = sum(r["warned_folds"] for r in classification)
+    lines += ["", f"All regression fits: {total[1] - total[0]} of {total[1]} without a warning "
+              f"({(total[1] - total[0]) / max(total[1], 1):.1%}); classification folds: "
+              f"{5 * len(classification) - cw} of {5 * len(classification)}.", ""]  # fmt: skip
+
+    lines += ["**Test log-likelihood on the UCI splits** (mean +- standard error over splits; "
+              "in brackets the paired difference from the tuned run of the same method, "
+              "+ is better), **90 % interval coverage** and mean fit time:", ""]  # fmt: skip
+    lines.append("| dataset | " + " | ".join(methods) + " |")
+    lines.append("|---" * (len(methods) + 1) + "|")
+    for dataset in UCI_SETS:
+        cells = []
+        for m in methods:
+            fits = [r for r in rows if r["part"] == "uci" and r["dataset"] == dataset
+                    and r["method"] == m]  # fmt: skip
+            if not fits:
+                cells.append("")
+                continue
+            ll, se = _mean_se([r["test_ll"] for r in fits])
+            cov = np.mean([r["coverage_90"] for r in fits])
+            t = np.mean([r["fit_time"] for r in fits])
+            diffs = [r["test_ll"] - tuned[(m, dataset, r["split"])] for r in fits
+                     if (m, dataset, r["split"]) in tuned]  # fmt: skip
+            vs = ""
+            if diffs:
+                d, dse = _mean_se(diffs)
+                vs = f" ({d:+.2f} +- {dse:.2f})"
+            cells.append(f"{ll:.2f} +- {se:.2f}{vs}, {cov:.2f}, {t:.1f} s")
+        lines.append(f"| {dataset} | " + " | ".join(cells) + " |")
+
+    lines += ["", "**Synthetic problems and diabetes** (test log-likelihood, 90 % coverage, "
+              "fit time; mean over seeds or splits):", ""]  # fmt: skip
+    sets = list(dict.fromkeys(r["dataset"] for r in rows if r["part"] in ("synthetic", "diabetes")))
+    lines.append("| data | " + " | ".join(methods) + " |")
+    lines.append("|---" * (len(methods) + 1) + "|")
+    for dataset in sets:
+        cells = []
+        for m in methods:
+            fits = [r for r in rows if r["dataset"] == dataset and r["method"] == m]
+            if not fits:
+                cells.append("")
+                continue
+            ll = np.mean([r["test_ll"] for r in fits])
+            cov = np.mean([r["coverage_90"] for r in fits])
+            t = np.mean([r["fit_time"] for r in fits])
+            chose = {r["method_"] for r in fits} if m == "default" else set()
+            note = f" ({'/'.join(sorted(chose))})" if chose else ""
+            cells.append(f"{ll:.2f}, {cov:.2f}, {t:.1f} s{note}")
+        lines.append(f"| {dataset} | " + " | ".join(cells) + " |")
+
+    clf = [r for r in rows if r["part"] == "classification"]
+    if clf:
+        cmethods = list(dict.fromkeys(r["method"] for r in clf))
+        lines += ["", "**Classification**: 5-fold out-of-fold log loss (standard error over "
+                  "rows) and the fit time of the 5 folds:", ""]  # fmt: skip
+        lines.append("| data | " + " | ".join(cmethods) + " |")
+        lines.append("|---" * (len(cmethods) + 1) + "|")
+        for dataset in CLASSIFICATION:
+            cells = []
+            for m in cmethods:
+                r = next((r for r in clf if r["dataset"] == dataset and r["method"] == m), None)
+                if r is None:
+                    cells.append("")
+                    continue
+                loss = f"{r['log_loss']:.3f} +- {r['log_loss_se']:.3f}"
+                cells.append(f"{loss}, {r['fit_time']:.1f} s")
+            lines.append(f"| {dataset} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _emit(record: dict, out) -> None:
     # The cores are shared: the load says how far the wall times are from a quiet machine's.
     line = json.dumps({**record, "loadavg_1min": os.getloadavg()[0]})
@@ -383,15 +646,46 @@ def _emit(record: dict, out) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", choices=["methods", "priors"], default="priors")
+    parser.add_argument("--report", default=None, help="print the methods suite's tables")
     parser.add_argument("--datasets", nargs="+", default=[*CLASSIFICATION, *REGRESSION],
                         choices=[*CLASSIFICATION, *REGRESSION])  # fmt: skip
     parser.add_argument("--candidates", nargs="+", default=list(DEFAULT_CANDIDATES),
                         help="model names; each dataset runs those of its task")  # fmt: skip
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--digits-rows", type=int, default=500, help="stratified subsample")
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=None,
+        help="methods suite: these names (default: all, and the default one)",
+    )
+    parser.add_argument("--only", nargs="+", default=["uci", "synthetic", "diabetes",
+                        "classification"], help="methods suite: these parts")  # fmt: skip
+    parser.add_argument("--splits", default="all", help='UCI splits: "all", "0-4" or "0,3"')
+    parser.add_argument("--data-dir", default=None, help="default: ../shared/data/uci")
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else list(argv)
+    if args.report:
+        print(report(args.report), end="")
+        return
+    if args.suite == "methods":
+        import sklearn
+
+        from skbnn import __version__
+
+        common = {"benchmark": "defaults_methods", "skbnn": __version__,
+                  "sklearn": sklearn.__version__,
+                  "command": "python " + shlex.join(["benchmarks/defaults.py", *args.argv]),
+                  **machine()}  # fmt: skip
+        out = open(args.out, "a") if args.out else None  # noqa: SIM115
+        try:
+            methods_suite(args, common, out)
+        finally:
+            if out:
+                out.close()
+        return
     run(args)
 
 
