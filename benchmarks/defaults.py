@@ -13,7 +13,9 @@ Two suites (``--suite``):
   signal's), each against 1,000 test rows;
 * the diabetes data, 5 random 75/25 splits, every method with the estimator's defaults;
 * iris, wine, breast_cancer and digits: 5-fold stratified out-of-fold log loss of the
-  default classifier and of each optimization method, beside ``LogisticRegression``.
+  default classifier and of each optimization method, beside ``LogisticRegression``;
+* (``--only nuts_scaling``, not run by default) NUTS's default fit on ``make_friedman1``
+  at 250 to 4,000 rows: the time and gradient passes behind ``method="auto"``'s threshold.
 
 Per fit it records the test log-likelihood (nats per row, in the target's units) or log
 loss, RMSE, the coverage of 90 % predictive intervals, the fit's wall and compile time, the
@@ -507,6 +509,21 @@ def methods_suite(args, common, out) -> None:
                 record = _regression_fit(name, split, data, protocol=False)
                 _emit({**common, "part": "diabetes", "dataset": "diabetes", "split": split,
                        "method": name, **record}, out)  # fmt: skip
+    if "nuts_scaling" in args.only:
+        # what "auto"'s threshold rests on: NUTS's default fit against the rows
+        from skbnn import BayesianMLPRegressor
+
+        for n in (250, 500, 1000, 2000, 4000):
+            X, y, _, _ = synthetic("friedman", n, 0)
+            X = (X - X.mean(axis=0)) / X.std(axis=0)
+            est = BayesianMLPRegressor(method="nuts", random_state=0, n_jobs=-1)
+            record = _fit_record(est, lambda X=X, y=y, e=est: e.fit(X, y))
+            diag = est.diagnostics_
+            iterations = diag["n_chains"] * (est.method_.n_warmup + diag["n_draws_per_chain"])
+            _emit({**common, "part": "nuts_scaling", "dataset": f"friedman{n}", "split": 0,
+                   "method": "nuts", "n_train": n, "n_params": est._layout.n_weights,
+                   "grads_per_iteration": diag["n_grad_evals"] / iterations,
+                   "rhat_loglik": diag["rhat_loglik"], **record}, out)  # fmt: skip
     if "classification" in args.only:
         for dataset in CLASSIFICATION:
             for name in ("logreg", *(args.methods or ("default", *OPTIMIZATION))):

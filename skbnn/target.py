@@ -10,8 +10,8 @@ from .priors import NOISE_PRECISION_RATE, NOISE_PRECISION_SHAPE, GaussianPrior
 
 #: The kernels' rows are padded to a multiple of this many (one 64-byte cache line of
 #: float64) with zero-weight rows, and their arrays start on a cache line: every row of the
-#: feature-major data and of the workspace then starts on a vector boundary. With rows
-#: straddling them, as 455 rows put them, a gradient ran about 15 % slower (AVX2, Zen 3).
+#: feature-major data and of the workspace then starts on a vector boundary; rows that
+#: straddle them slow every gradient (doc/performance.md).
 ROW_ALIGN = 8
 
 

@@ -199,12 +199,12 @@ def test_engine_defaults_are_silent_on_diabetes(diabetes, name):
 
 
 def test_laplace_defaults_are_silent_on_diabetes(diabetes):
-    # A step from the reported MAP changes the evidence by about 0.1 nats against the
+    # A step from the reported MAP changes the evidence by 0-1.1 nats (8 seeds) against the
     # bound of 4.4 (0.01 per row), and empirical Bayes settles in a few of its 30 updates.
     est = BayesianMLPRegressor(method="laplace", random_state=0)
     assert _fit(est, *diabetes) == []
     d = est.diagnostics_
-    assert abs(d["newton_evidence_change"]) < 4.4 / 10
+    assert abs(d["newton_evidence_change"]) < 4.4 / 2
     assert d["n_prior_updates"] < 30 / 2
 
 

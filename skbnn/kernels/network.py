@@ -119,12 +119,11 @@ def _compiles_for_avx512() -> bool:
 
 
 # The weight gradient's four-by-four passes keep sixteen sums and eight loaded vectors in
-# registers: twenty-four, which AVX-512's thirty-two hold (the 13-10-1 weight gradient 13-30 %
-# faster than by pairs, compiled for a Zen 4 or, with 256-bit vectors, a Skylake-SP), and
-# AVX2's or SSE2's sixteen do not (spilled sums: 26-35 % slower compiled for a Haswell or a
-# Zen 3 with AVX2 only, 3-9 % for SSE2). Only AVX-512 builds compile them (numba prunes a
-# branch on this constant before typing it). numba's cache is keyed by the same CPU name
-# and features, so a cached kernel always had this value.
+# registers: twenty-four, which AVX-512's thirty-two hold, and AVX2's or SSE2's sixteen do
+# not (the sums spill, and the passes run slower than by pairs; doc/performance.md). Only
+# AVX-512 builds compile them (numba prunes a branch on this constant before typing it).
+# numba's cache is keyed by the same CPU name and features, so a cached kernel always had
+# this value.
 _FOUR_BY_FOUR = _compiles_for_avx512()
 
 
@@ -765,11 +764,10 @@ def _wgrad(src, n_in, delta, n_out, n, grad, w_start, b_start, beta):
     # grad[W[i, j]] += beta * src[i, :] . delta[j, :] and grad[b[j]] += beta * sum(delta[j, :]).
     # Four outputs and four inputs per pass over the rows where the CPU has the registers
     # (_FOUR_BY_FOUR, AVX-512): eight loads feed sixteen FMAs into sixteen independent sums,
-    # where two outputs' passes are bound by their loads (six for eight FMAs; 36 against 54
-    # GFLOP/s for 12 inputs by 8 outputs on a Zen 4). The outputs that do not fill a four
-    # (all of them without AVX-512) go by two, a last odd one paired with itself (its sums
-    # twice, one of them dropped): a pass of its own for one output would add to the compile
-    # of every network kernel.
+    # where two outputs' passes are bound by their loads (six for eight FMAs). The outputs
+    # that do not fill a four (all of them without AVX-512) go by two, a last odd one
+    # paired with itself (its sums twice, one of them dropped): a pass of its own for one
+    # output would add to the compile of every network kernel.
     j = 0
     if _FOUR_BY_FOUR:
         while j + 4 <= n_out:

@@ -550,6 +550,25 @@ class _Trainer(BaseMethod):
         return kept, diagnostics
 
 
+class _NoiseHead:
+    """``heteroscedastic``: the members of a regressor with the noise inferred predict the
+    noise of every row (a variance head per target) instead of learning one noise."""
+
+    def likelihood(self, likelihood: str, infer_noise: bool = True) -> str:
+        """The heteroscedastic Gaussian in place of the Gaussian when asked for, and with
+        ``"auto"`` where the noise is inferred."""
+        hetero = self.heteroscedastic
+        if hetero == "auto":
+            hetero = likelihood == "gaussian" and infer_noise
+        if not hetero:
+            return likelihood
+        if likelihood != "gaussian":
+            raise ValueError(
+                "heteroscedastic=True applies to regression only (a classifier has no noise)"
+            )
+        return "heteroscedastic"
+
+
 def noise_of(target, thetas) -> np.ndarray | None:
     """Each draw's noise precisions: from its trailing log precisions, or the target's fixed
     ones; None for a classifier or a heteroscedastic likelihood."""

@@ -9,10 +9,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..posterior import WeightedDraws
 from ._base import FitResult
-from ._optim import _Trainer, glorot_init, noise_of
+from ._optim import _NoiseHead, _Trainer, glorot_init, noise_of
 
 
-class DeepEnsemble(_Trainer):
+class DeepEnsemble(_NoiseHead, _Trainer):
     """Independently initialized and trained networks, averaged as equally weighted draws.
 
     Each of the estimator's ``n_samples`` members minimizes the negative log posterior (the
@@ -142,20 +142,6 @@ class DeepEnsemble(_Trainer):
         self.n_iter_no_change = n_iter_no_change
         self.heteroscedastic = heteroscedastic
         self.data_fraction = data_fraction
-
-    def likelihood(self, likelihood: str, infer_noise: bool = True) -> str:
-        """The heteroscedastic Gaussian in place of the Gaussian when asked for, and with
-        ``"auto"`` where the noise is inferred."""
-        hetero = self.heteroscedastic
-        if hetero == "auto":
-            hetero = likelihood == "gaussian" and infer_noise
-        if not hetero:
-            return likelihood
-        if likelihood != "gaussian":
-            raise ValueError(
-                "heteroscedastic=True applies to regression only (a classifier has no noise)"
-            )
-        return "heteroscedastic"
 
     def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
         """Train ``n_samples`` members; see :meth:`BaseMethod.run`."""

@@ -219,9 +219,9 @@ class Laplace(_Trainer):
         initializations' evidences were 5-6 nats apart. For choosing an architecture by
         the evidence, 5 or more; ``diagnostics_["init_log_evidence"]`` shows the spread.
     max_prior_updates : int, default=30
-        Most empirical Bayes updates. Each polishes the MAP before it under the new
-        hyperparameters (the first is trained); a warning says when the evidence still
-        rose materially at the last one.
+        Most empirical Bayes updates, each of which retrains the MAP from the one before
+        it under the new hyperparameters; a warning says when the evidence still rose
+        materially at the last one.
     evidence_tol : float, default=1e-3
         Stop the updates when one moves the best evidence by less than this many nats.
     solver, learning_rate_init, learning_rate, momentum, nesterovs_momentum, beta_1, \
@@ -232,8 +232,8 @@ n_iter_no_change
         is False: the approximation needs a mode of the log posterior, and empirical Bayes
         is what keeps it from overfitting) by Adam with the adaptive schedule, on any number
         of rows (in the benchmarks it predicted as well as a tuned training, where L-BFGS's
-        MAP predicted worse on some); each empirical Bayes update then polishes the MAP
-        before it.
+        MAP predicted worse on some); each empirical Bayes update retrains it from the one
+        before.
 
     Notes
     -----
@@ -738,17 +738,15 @@ n_iter_no_change
         members = []
         for update in range(int(self.max_prior_updates) + 1):
             hyper = (target.prior_scale.copy(), target.tau.copy())
-            if update == 0:
-                # the first MAP trained from n_init initializations; each later one polished
-                # from the MAP before it, which new hyperparameters move by little
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    members, train_diag = self._train_members(
-                        target, int(self.n_init), train_seed, n_jobs, verbose, start
-                    )
-                theta = members[0].theta.copy()
-            else:
-                members = []
+            # the first MAP from n_init initializations; each later one retrained from the
+            # MAP before it, under the new hyperparameters
+            n_members = int(self.n_init) if update == 0 else 1
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                members, train_diag = self._train_members(
+                    target, n_members, train_seed, n_jobs, verbose, start
+                )
+            theta = members[0].theta.copy()
             evaluator = target.evaluator()
             if len(members) > 1:
                 # the initializations ranked after a short polish, the best polished on

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+from sklearn.utils._param_validation import StrOptions
 
 from ..posterior import WeightedDraws
 from ._base import FitResult
-from ._optim import _Trainer, noise_of
+from ._optim import _NoiseHead, _Trainer, noise_of
 
 
-class RandomizedMAP(_Trainer):
+class RandomizedMAP(_NoiseHead, _Trainer):
     """Posterior draws as optima of randomly perturbed posteriors.
 
     Member ``m`` draws an anchor ``theta_m`` from the prior and minimizes the negative log
@@ -19,8 +20,14 @@ class RandomizedMAP(_Trainer):
     (``hidden_layer_sizes=()``) and a Gaussian prior each optimum is an exact draw from the
     posterior (randomize-then-optimize; Bardsley et al. 2014), and for networks the
     members approximate it. With the noise inferred, or for classification, only the
-    anchors are random and the noise precision is each member's MAP. Under a hierarchical
-    prior the layer precisions are held at their prior mean. Members start at their anchor.
+    anchors are random; each member then predicts the noise of every row
+    (``heteroscedastic="auto"``, as :class:`DeepEnsemble`), or with
+    ``heteroscedastic=False`` learns one noise precision. Under a hierarchical prior the
+    layer precisions are held at their prior mean. Members start at their anchor.
+
+    The members' spread includes what the data leave of the prior's: on a few hundred rows
+    their 90 % intervals covered 94-96 % of test points in the benchmarks, wider than the
+    deep ensemble's (doc/defaults.md).
 
     Ten members are the default (``n_samples=None`` in the estimator): each is a posterior
     draw, so more than an ensemble's five, at the cost of a training run each.
@@ -36,10 +43,18 @@ class RandomizedMAP(_Trainer):
     learning_rate_init, learning_rate, momentum, nesterovs_momentum, beta_1, beta_2, \
 epsilon, batch_size, max_iter, tol, early_stopping, validation_fraction, n_iter_no_change
         The training engine's knobs; see :class:`DeepEnsemble`.
+    heteroscedastic : bool or "auto", default="auto"
+        As for :class:`DeepEnsemble`: a variance head per target where the noise is
+        inferred.
     """
 
     name = "rms"
     default_n_samples = 10
+
+    _parameter_constraints: dict = {
+        **_Trainer._parameter_constraints,
+        "heteroscedastic": ["boolean", StrOptions({"auto"})],
+    }
 
     def __init__(
         self,
@@ -57,6 +72,7 @@ epsilon, batch_size, max_iter, tol, early_stopping, validation_fraction, n_iter_
         early_stopping="auto",
         validation_fraction=0.1,
         n_iter_no_change=20,
+        heteroscedastic="auto",
     ):
         self.solver = solver
         self.learning_rate_init = learning_rate_init
@@ -72,6 +88,7 @@ epsilon, batch_size, max_iter, tol, early_stopping, validation_fraction, n_iter_
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
+        self.heteroscedastic = heteroscedastic
 
     def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
         """Train ``n_samples`` anchored members; see :meth:`BaseMethod.run`."""
@@ -96,6 +113,10 @@ epsilon, batch_size, max_iter, tol, early_stopping, validation_fraction, n_iter_
             target, n_samples, random_state, n_jobs, verbose, start
         )
         thetas = np.stack([m.theta for m in members])
-        posterior = WeightedDraws(thetas, noise_precision=noise_of(target, thetas))
+        posterior = WeightedDraws(
+            thetas,
+            noise_precision=noise_of(target, thetas),
+            heteroscedastic=target.likelihood == "heteroscedastic",
+        )
         diagnostics["perturbed_targets"] = perturb
         return FitResult(posterior, diagnostics=diagnostics)

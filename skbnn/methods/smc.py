@@ -119,12 +119,11 @@ class SMC(BaseMethod):
     The cost grows as rows x particles x stages x ``n_mcmc_steps`` x leapfrog steps: every
     move of every particle evaluates the gradient on all rows, and the number of stages
     grows with the information in the data (roughly with the log-likelihood's range over
-    the prior, so with the rows). Boston (455 rows, 13-10-1) takes 6-7 s warm for 200
-    particles and 37-44 s for 1000 (``benchmarks/smc_boston.py``); a user's 7,373-row
-    regression with the defaults had not finished after 20 minutes (reported in issue 19,
-    not re-measured). Past a few thousand rows, use ``max_time``, fewer particles, or
-    Laplace (``method="laplace"``, which also gives the evidence) or variational
-    inference. With ``verbose=1`` a progress bar follows lambda from 0 to 1.
+    the prior, so with the rows): seconds for a few hundred rows, and past a few thousand
+    rows, minutes to hours (doc/samplers.md). A ``SlowFitWarning`` says so after the first
+    stage when the run will be long. There, use ``max_time``, fewer particles, or Laplace
+    (``method="laplace"``, which also gives the evidence) or variational inference. With
+    ``verbose=1`` a progress bar follows lambda from 0 to 1.
 
     Examples
     --------
