@@ -47,6 +47,7 @@ import argparse
 import json
 import os
 import shlex
+import subprocess
 import sys
 import time
 import warnings
@@ -587,31 +588,43 @@ def report(path: str) -> str:
               f"({(total[1] - total[0]) / max(total[1], 1):.1%}); classification folds: "
               f"{5 * len(classification) - cw} of {5 * len(classification)}.", ""]  # fmt: skip
 
-    lines += ["**Test log-likelihood on the UCI splits** (mean +- standard error over splits; "
-              "in brackets the paired difference from the tuned run of the same method, "
-              "+ is better), **90 % interval coverage** and mean fit time:", ""]  # fmt: skip
-    lines.append("| dataset | " + " | ".join(methods) + " |")
-    lines.append("|---" * (len(methods) + 1) + "|")
-    for dataset in UCI_SETS:
-        cells = []
-        for m in methods:
-            fits = [r for r in rows if r["part"] == "uci" and r["dataset"] == dataset
-                    and r["method"] == m]  # fmt: skip
-            if not fits:
-                cells.append("")
-                continue
-            ll, se = _mean_se([r["test_ll"] for r in fits])
-            cov = np.mean([r["coverage_90"] for r in fits])
-            t = np.mean([r["fit_time"] for r in fits])
-            diffs = [r["test_ll"] - tuned[(m, dataset, r["split"])] for r in fits
-                     if (m, dataset, r["split"]) in tuned]  # fmt: skip
-            vs = ""
-            if diffs:
-                d, dse = _mean_se(diffs)
-                vs = f" ({d:+.2f} +- {dse:.2f})"
-            cells.append(f"{ll:.2f} +- {se:.2f}{vs}, {cov:.2f}, {t:.1f} s")
-        lines.append(f"| {dataset} | " + " | ".join(cells) + " |")
+    uci = [r for r in rows if r["part"] == "uci"]
+    short = {"bostonHousing": "Boston", "wine-quality-red": "wine"}
+    head = "| method | " + " | ".join(short.get(d, d) for d in UCI_SETS) + " |"
+    rule = "|---" * (len(UCI_SETS) + 1) + "|"
 
+    def cells(metric):
+        out = []
+        for m in methods:
+            row = []
+            for dataset in UCI_SETS:
+                fits = [r for r in uci if r["dataset"] == dataset and r["method"] == m]
+                row.append(metric(m, dataset, fits) if fits else "")
+            if any(row):
+                out.append(f"| {m} | " + " | ".join(row) + " |")
+        return out
+
+    def loglik(m, dataset, fits):
+        ll, se = _mean_se([r["test_ll"] for r in fits])
+        paired = [(r["test_ll"], tuned[(m, dataset, r["split"])]) for r in fits
+                  if (m, dataset, r["split"]) in tuned]  # fmt: skip
+        if not paired:
+            return f"{ll:.2f} +- {se:.2f}"
+        t, tse = _mean_se([b for _, b in paired])
+        ok = "" if np.mean([a for a, _ in paired]) >= t - tse else " **below**"
+        return f"{ll:.2f} +- {se:.2f} ({t:.2f} +- {tse:.2f}){ok}"
+
+    lines += ["**Test log-likelihood on the UCI splits**, nats per row, mean +- standard "
+              "error over the splits; in brackets the tuned run of the same method on the "
+              "same splits (`results/uci_<method>.jsonl`), and **below** where the default "
+              "is more than one of its standard errors under it:", "", head, rule]  # fmt: skip
+    lines += cells(loglik)
+    lines += ["", "**90 % interval coverage** on the UCI splits (mean over splits):", "",
+              head, rule]  # fmt: skip
+    lines += cells(lambda m, d, fits: f"{np.mean([r['coverage_90'] for r in fits]):.3f}")
+    lines += ["", "**Fit time** per UCI split, seconds (mean; 2 cores, compile included in "
+              "the first):", "", head, rule]  # fmt: skip
+    lines += cells(lambda m, d, fits: f"{np.mean([r['fit_time'] for r in fits]):.1f}")
     lines += ["", "**Synthetic problems and diabetes** (test log-likelihood, 90 % coverage, "
               "fit time; mean over seeds or splits):", ""]  # fmt: skip
     sets = list(dict.fromkeys(r["dataset"] for r in rows if r["part"] in ("synthetic", "diabetes")))
@@ -620,7 +633,8 @@ def report(path: str) -> str:
     for dataset in sets:
         cells = []
         for m in methods:
-            fits = [r for r in rows if r["dataset"] == dataset and r["method"] == m]
+            fits = [r for r in rows if r["dataset"] == dataset and r["method"] == m
+                    and r["part"] in ("synthetic", "diabetes")]  # fmt: skip
             if not fits:
                 cells.append("")
                 continue
@@ -631,6 +645,18 @@ def report(path: str) -> str:
             note = f" ({'/'.join(sorted(chose))})" if chose else ""
             cells.append(f"{ll:.2f}, {cov:.2f}, {t:.1f} s{note}")
         lines.append(f"| {dataset} | " + " | ".join(cells) + " |")
+
+    scaling = sorted((r for r in rows if r["part"] == "nuts_scaling"), key=lambda r: r["n_train"])
+    if scaling:
+        lines += ["", "**NUTS's default fit against the rows** (`make_friedman1`, noise sd 1, the "
+                  "default 10 tanh units; `--only nuts_scaling`):", "",
+                  "| rows | rows x parameters | fit time | gradient passes per iteration "
+                  "| R-hat of the log-likelihood |", "|---|---|---|---|---|"]  # fmt: skip
+        for r in scaling:
+            lines.append(
+                f"| {r['n_train']:,} | {r['n_train'] * r['n_params']:,} | {r['fit_time']:.1f} s "
+                f"| {r['grads_per_iteration']:.0f} | {r['rhat_loglik']:.3f} |"
+            )
 
     clf = [r for r in rows if r["part"] == "classification"]
     if clf:
@@ -692,7 +718,11 @@ def main(argv: list[str] | None = None) -> None:
 
         from skbnn import __version__
 
-        common = {"benchmark": "defaults_methods", "skbnn": __version__,
+        commit = subprocess.run(
+            ["git", "-C", str(Path(__file__).resolve().parents[1]), "rev-parse", "--short",
+             "HEAD"], capture_output=True, text=True,
+        ).stdout.strip()  # fmt: skip
+        common = {"benchmark": "defaults_methods", "commit": commit, "skbnn": __version__,
                   "sklearn": sklearn.__version__,
                   "command": "python " + shlex.join(["benchmarks/defaults.py", *args.argv]),
                   **machine()}  # fmt: skip
