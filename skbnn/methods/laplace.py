@@ -482,9 +482,9 @@ n_iter_no_change
             f"({low} of {vals.size} eigenvalues below {floor:.3g}, the smallest "
             f"{vals.min():.3g}): the MAP is not a strict mode, or the 'full' Hessian's "
             "differences are too coarse. Those eigenvalues were raised to the floor, so the "
-            "covariance and evidence are finite but not a Laplace approximation there; "
-            "train longer (max_iter, tol) or use hessian='ggn', positive definite by "
-            "construction.",
+            "covariance and evidence are finite but not a Laplace approximation there. "
+            f"Use the Gauss-Newton matrix, positive definite by construction: "
+            f"{self._fix(hessian='ggn')}.",
             ConvergenceWarning,
         )
         vals = np.maximum(vals, floor)
