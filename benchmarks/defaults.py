@@ -15,7 +15,9 @@ Two suites (``--suite``):
 * iris, wine, breast_cancer and digits: 5-fold stratified out-of-fold log loss of the
   default classifier and of each optimization method, beside ``LogisticRegression``;
 * (``--only nuts_scaling``, not run by default) NUTS's default fit on ``make_friedman1``
-  at 250 to 4,000 rows: the time and gradient passes behind ``method="auto"``'s threshold.
+  at 250 to 4,000 rows: the time and gradient passes behind ``method="auto"``'s threshold;
+* (``--only cold_start``, not run by default) the quickstart and the default estimator on
+  15,000 rows, each a new process on an empty numba cache, then on the filled one.
 
 Per fit it records the test log-likelihood (nats per row, in the target's units) or log
 loss, RMSE, the coverage of 90 % predictive intervals, the fit's wall and compile time, the
@@ -49,6 +51,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -510,6 +513,20 @@ def methods_suite(args, common, out) -> None:
                 record = _regression_fit(name, split, data, protocol=False)
                 _emit({**common, "part": "diabetes", "dataset": "diabetes", "split": split,
                        "method": name, **record}, out)  # fmt: skip
+    if "cold_start" in args.only:
+        for name, cmd in (
+            ("quickstart", [sys.executable, "examples/quickstart.py"]),
+            ("default_15000", [sys.executable, __file__, "--child-15000"]),
+        ):
+            cache = Path(tempfile.mkdtemp())
+            for run in ("cold", "warm"):
+                start = time.perf_counter()
+                proc = subprocess.run(cmd, env=dict(os.environ, NUMBA_CACHE_DIR=str(cache)),
+                                      capture_output=True, text=True, check=True,
+                                      cwd=Path(__file__).resolve().parents[1])  # fmt: skip
+                _emit({**common, "part": "cold_start", "dataset": name, "method": "default",
+                       "run": run, "process_s": time.perf_counter() - start,
+                       "output": proc.stdout.strip().splitlines()[0]}, out)  # fmt: skip
     if "nuts_scaling" in args.only:
         # what "auto"'s threshold rests on: NUTS's default fit against the rows
         from skbnn import BayesianMLPRegressor
@@ -687,6 +704,26 @@ def _emit(record: dict, out) -> None:
         out.flush()
 
 
+def _default_15000() -> None:
+    """The default estimator on 15,000 ``make_friedman1`` rows in a StandardScaler pipeline:
+    fit, then a 90 % interval on 1,000 more rows; prints what ran and the coverage."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from skbnn import BayesianMLPRegressor
+
+    X, y, X_test, y_test = synthetic("friedman", 15000, 0)
+    model = make_pipeline(StandardScaler(), BayesianMLPRegressor(random_state=0, n_jobs=-1))
+    start = time.perf_counter()
+    model.fit(X, y)
+    fit = time.perf_counter() - start
+    low, high = model[-1].predict_interval(model[:-1].transform(X_test))
+    covered = np.mean((y_test >= low) & (y_test <= high))
+    compiling = model[-1].diagnostics_["compile_time"]
+    print(f"{model[-1].method_}: fit {fit:.1f} s ({compiling:.1f} s compiling), "
+          f"90 % coverage {covered:.3f}")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=["methods", "priors"], default="priors")
@@ -708,8 +745,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--splits", default="all", help='UCI splits: "all", "0-4" or "0,3"')
     parser.add_argument("--data-dir", default=None, help="default: ../shared/data/uci")
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
+    parser.add_argument("--child-15000", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else list(argv)
+    if args.child_15000:
+        _default_15000()
+        return
     if args.report:
         print(report(args.report), end="")
         return
