@@ -27,6 +27,11 @@ class DeepEnsemble(_NoiseHead, _Trainer):
     Every prior with a gradient works; a hierarchical prior's layer precisions are held at
     their prior mean (the optimizer does not learn them).
 
+    The spread across members is only as wide as the modes they find: a classifier's
+    members train to the optimum, and on small problems (iris, wine) they reach the same
+    mode up to relabelled units, so the prediction is that network's and ``predict_std``
+    is near zero. NUTS (``method="nuts"``) or Laplace gives the spread around a mode.
+
     Five members are the default (``n_samples=None`` in the estimator): the paper's UCI
     figures use five, and the predictive log-likelihood gains little beyond five to ten
     members, while each member costs a full training run.
