@@ -269,3 +269,41 @@ def test_default_classifier_is_silent_on_iris():
     est = BayesianMLPClassifier(random_state=0)
     assert _fit(est, StandardScaler().fit_transform(X), y) == []
     assert np.all(est.diagnostics_["n_iter"] < 1000)
+
+
+# --------------------------------------------------------------------------------------
+# SlowFitWarning: a named sampler's projection, never "auto"'s
+# --------------------------------------------------------------------------------------
+
+
+def test_a_named_sampler_announces_a_long_run_before_it_starts(diabetes, monkeypatch):
+    # deterministic: with the threshold at zero seconds any projection is over it; the
+    # message names the alternatives as code and the bound that keeps the sampler
+    from skbnn.exceptions import SlowFitWarning
+    from skbnn.methods import _mcmc
+
+    monkeypatch.setattr(_mcmc, "SLOW_FIT", 0.0)
+    est = BayesianMLPRegressor(method="nuts", n_samples=8, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(*diabetes)
+    (w,) = [w for w in caught if issubclass(w.category, SlowFitWarning)]
+    assert "NUTS may take up to" in str(w.message) and "method='ensemble'" in str(w.message)
+    _assert_well_formed(w, "NUTS(max_time=600)")
+
+
+def test_auto_and_a_time_bound_never_announce_a_long_run(diabetes, monkeypatch):
+    # deterministic: "auto" chooses NUTS for this size, and turns the projection off on it;
+    # a sampler given max_time is bounded already
+    from skbnn.exceptions import SlowFitWarning
+    from skbnn.methods import _mcmc
+
+    monkeypatch.setattr(_mcmc, "SLOW_FIT", 0.0)
+    bounded = NUTS(max_time=60)
+    for method in ("auto", bounded):
+        est = BayesianMLPRegressor(method=method, n_samples=8, random_state=0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            est.fit(*diabetes)
+        assert isinstance(est.method_, NUTS)
+        assert not [w for w in caught if issubclass(w.category, SlowFitWarning)]

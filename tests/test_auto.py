@@ -1,0 +1,46 @@
+"""``method="auto"``: the method it runs follows from the problem's size alone, and the
+fitted estimator says which ran."""
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_diabetes, load_iris
+
+from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
+from skbnn.methods import NUTS, DeepEnsemble
+from skbnn.methods._auto import NUTS_MAX_WORK, resolve
+
+
+def test_the_rule_is_rows_times_parameters_for_regression_and_the_ensemble_for_classes():
+    # deterministic: the threshold's two sides, and no timing involved
+    assert isinstance(resolve(NUTS_MAX_WORK // 100, 100, 1, "regression"), NUTS)
+    assert isinstance(resolve(NUTS_MAX_WORK // 100 + 1, 100, 1, "regression"), DeepEnsemble)
+    assert isinstance(resolve(10, 10, 2, "classification"), DeepEnsemble)
+
+
+@pytest.mark.parametrize(
+    "hidden, expected", [((10,), NUTS), ((1000,), DeepEnsemble)], ids=["small", "wide"]
+)
+def test_the_fitted_estimator_records_what_auto_ran(hidden, expected):
+    # deterministic: diabetes with 10 units is 442 x 121 rows x parameters; with 1000 units,
+    # 442 x 12,001, beyond the threshold. The method object that ran is a fitted attribute,
+    # and the constructor's parameter stays "auto"
+    X, y = load_diabetes(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    est = BayesianMLPRegressor(hidden, n_samples=8, random_state=0).fit(X, y)
+    assert type(est.method_) is expected and est.method == "auto"
+    assert np.all(np.isfinite(est.predict(X[:5])))
+
+
+def test_a_default_classifier_is_a_deep_ensemble():
+    X, y = load_iris(return_X_y=True)
+    X = (X - X.mean(axis=0)) / X.std(axis=0)
+    clf = BayesianMLPClassifier(random_state=0).fit(X, y)
+    assert isinstance(clf.method_, DeepEnsemble) and clf.method == "auto"
+
+
+def test_a_named_method_runs_as_a_copy():
+    # the fitted method_ is the method that ran, not the constructor's object
+    X, y = load_diabetes(return_X_y=True)
+    method = DeepEnsemble(max_iter=5)
+    est = BayesianMLPRegressor(method=method, n_samples=2, random_state=0).fit(X[:50], y[:50])
+    assert est.method_ is not method and est.method_.get_params() == method.get_params()
