@@ -974,7 +974,9 @@ def test_empirical_bayes_map_hessian_and_evidence_use_the_final_hyperparameters(
     evidence = _laplace_evidence(loglik, logprior, expected) + symmetric
     assert abs(est.posterior_.log_evidence - evidence) < 1e-8
     _assert_stationary(est, grad)
-    assert est.log_evidence_ == diag["evidence_trace"].max()
+    # the updates are ranked after a short polish, and the best one polished in full: on
+    # these small problems that moved its evidence by under 1e-5 nats
+    assert abs(est.log_evidence_ - diag["evidence_trace"].max()) < 1e-3
     assert diag["n_prior_updates"] >= 1
     # the tuning moved the precisions from GaussianPrior(std=3)'s (classifier; std=1 for
     # the regressor), and left those of the layers a last-layer Laplace does not cover

@@ -25,6 +25,10 @@ _LOG_2PI = math.log(2.0 * math.pi)
 #: Gauss-Newton steps that polish the trained MAP into a stationary point of the log
 #: posterior (one suffices for a quadratic log posterior; a few for a network near its mode).
 MAX_NEWTON_STEPS = 8
+#: Gauss-Newton steps of each empirical Bayes update's polish: the updates are ranked by
+#: their evidence after it, and the best one is then polished with ``MAX_NEWTON_STEPS``. On
+#: many rows a Gauss-Newton step costs a pass of the network's Jacobian over every row.
+UPDATE_NEWTON_STEPS = 3
 #: Newton steps with the exact Hessian after them, where they are affordable (``q^2 n`` up to
 #: the budget, about a second of gradient passes per step).
 EXACT_NEWTON_STEPS = 4
@@ -247,7 +251,9 @@ n_iter_no_change
 
     The estimators' ``diagnostics_`` gain ``prior_precision`` (one per parameter group,
     named by ``prior_groups``: ``"W1"``, ``"b1"``, ...), ``noise_precision``,
-    ``evidence_trace`` (the evidence after each update, in the estimator's units),
+    ``evidence_trace`` (the evidence after each update's short polish, by which the
+    updates are ranked, in the estimator's units; the reported evidence is the best
+    update's after a full polish),
     ``init_log_evidence`` (each of the ``n_init`` initializations' evidence after the short
     polish that ranks them, in the estimator's units; with ``n_init=1`` the first update's
     evidence), ``log_symmetric_modes``,
@@ -492,7 +498,8 @@ n_iter_no_change
         return repaired, float(np.sum(np.log(vals))), cho_factor(repaired, lower=True)
 
     def _polish(self, target, net, theta, first_layer, sl, n_jobs, evaluator,
-                lbfgs_iter=POLISH_LBFGS_ITER, newton=True):  # fmt: skip
+                lbfgs_iter=POLISH_LBFGS_ITER, newton=True,
+                newton_steps=MAX_NEWTON_STEPS):  # fmt: skip
         """The approximation at the MAP polished from the trained one, and the number of
         Gauss-Newton steps taken.
 
@@ -535,7 +542,7 @@ n_iter_no_change
             except LinAlgError:
                 return None
 
-        state, steps = self._newton(state, ggn, MAX_NEWTON_STEPS, evaluator, target, net,
+        state, steps = self._newton(state, ggn, newton_steps, evaluator, target, net,
                                     first_layer, sl, n_jobs)  # fmt: skip
         q = sl.stop - sl.start
         if state.decrement > 1e-12 and q * q * target.n_rows <= EXACT_NEWTON_BUDGET:
@@ -760,7 +767,10 @@ n_iter_no_change
                     ranked.append(quick)
                 init_evidence = [quick.log_evidence for quick in ranked]
                 theta = ranked[int(np.argmax(init_evidence))].theta.copy()
-            state, steps = self._polish(target, net, theta, first_layer, sl, jobs, evaluator)
+            # a short polish per update ranks them; the best is polished in full below
+            short = UPDATE_NEWTON_STEPS if updating else MAX_NEWTON_STEPS
+            state, steps = self._polish(target, net, theta, first_layer, sl, jobs, evaluator,
+                                        newton_steps=short)  # fmt: skip
             state.log_symmetry = self._log_symmetric_modes(target, state, first_layer)
             state.log_evidence += state.log_symmetry
             if update == 0:
@@ -810,6 +820,13 @@ n_iter_no_change
         state, (scales, tau), caught, train_diag, steps = best
         target.prior_scale[:] = scales
         target.tau[:] = tau
+        if updating and self.hessian != "diag":
+            evaluator = target.evaluator()
+            state, more = self._polish(target, net, state.theta, first_layer, sl, jobs,
+                                       evaluator)  # fmt: skip
+            state.log_symmetry = self._log_symmetric_modes(target, state, first_layer)
+            state.log_evidence += state.log_symmetry
+            steps += more
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         evidence_change, predictive_change = 0.0, 0.0
