@@ -123,7 +123,7 @@ def skbnn_step(est, X, y, X_test):
 
 
 def _skbnn_step(est, X, y, X_test):
-    from skbnn.estimators import _weighted_rows
+    from skbnn._data import weighted_rows as _weighted_rows
     from skbnn.posterior import LaplacePosterior, Network
     from skbnn.priors import GaussianPrior
     from skbnn.target import Target

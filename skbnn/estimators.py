@@ -1,5 +1,5 @@
-"""The scikit-learn layer: parameters, validation, target scaling and label encoding,
-building the target, calling the method, and predicting from posterior draws."""
+"""The scikit-learn layer: parameters, building the target from the prepared data
+(:mod:`skbnn._data`), calling the method, and predicting from posterior draws."""
 
 from __future__ import annotations
 
@@ -12,17 +12,21 @@ import numpy as np
 from joblib import effective_n_jobs
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
-from sklearn.preprocessing import LabelEncoder
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import (
-    _check_sample_weight,
     check_array,
     check_is_fitted,
     validate_data,
 )
 
-from .exceptions import DataScaleWarning, InconsistentVersionWarning, warn
+from ._data import (
+    check_hidden_layer_sizes,
+    encode_labels,
+    standardize,
+    warn_unscaled,
+    weighted_rows,
+)
+from .exceptions import InconsistentVersionWarning, warn
 from .kernels import network as knet
 from .kernels.predict import mixture_quantiles
 from .methods import METHODS, BaseMethod
@@ -33,10 +37,6 @@ from .posterior import Network
 from .priors import PRIORS, GaussianPrior, HierarchicalPrior, LogisticPrior, ScaleMixturePrior
 from .target import Target
 from .utils import data_fingerprint, seed_sequence, thread_map
-
-# A feature whose root mean square exceeds this is far from standardized: the priors assume
-# inputs of unit scale (StandardScaler gives 1; a 0/1 or one-hot feature stays below 1).
-_MAX_FEATURE_RMS = 10.0
 
 _SHARED_PARAMS_DOC = """
     hidden_layer_sizes : tuple of int, default=(10,)
@@ -73,8 +73,8 @@ default="gaussian"
         ensemble or randomized-MAP members, or draws from SWAG's Gaussian. ``None`` takes the
         method's own default: 1000 draws for the samplers (the Monte Carlo error of
         predictive means well below the posterior spread), 5 members for ``"ensemble"``, 10
-        for ``"rms"``, 100 draws for ``"swag"``, ``"laplace"`` and ``"vi"`` (see each method's
-        docstring).
+        for ``"rms"``, 100 draws for ``"swag"``, ``"laplace"``, ``"vi"`` and ``"lbbnn"`` (see
+        each method's docstring).
     random_state : int, RandomState instance or None, default=None
         Seeds everything random (chain starts, momenta, noise updates). With an int the fit
         is reproducible on the same hardware with the same library versions, and does not
@@ -96,57 +96,6 @@ default="gaussian"
         fit's; methods that cannot continue (the optimization methods, SMC, parallel
         tempering, ``target_rhat``/``target_ess``/``max_time``) fit anew.
 """
-
-
-def _check_hidden_layer_sizes(sizes) -> tuple[int, ...]:
-    if isinstance(sizes, Integral):
-        sizes = (sizes,)
-    try:
-        sizes = tuple(sizes)
-    except TypeError:
-        raise ValueError(
-            f"hidden_layer_sizes must be a tuple of positive ints, got {sizes!r}"
-        ) from None
-    if not all(isinstance(s, Integral) and s >= 1 for s in sizes):
-        raise ValueError(f"hidden_layer_sizes must be a tuple of positive ints, got {sizes!r}")
-    return tuple(int(s) for s in sizes)
-
-
-def _weighted_rows(X, Y, sample_weight):
-    """The training rows as the likelihood sees them: ``(X, Y, weights)``.
-
-    Rows equal in ``X`` and ``Y`` are merged into one whose weight is the sum of theirs, rows
-    of weight zero are dropped, and the rows are put in a canonical order. The likelihood is
-    the same (a row of weight ``w`` counts ``w`` times), so integer weights give exactly the
-    fit of repeated rows, a permutation of the rows gives the same fit, and duplicated rows
-    cost one pass.
-    """
-    # refuses negative weights and all zeros
-    w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-    Z = np.ascontiguousarray(np.hstack([X, Y]), dtype=np.float64)
-    # bytes of each row as one opaque item: np.unique sorts and merges them in one pass
-    rows = Z.view(np.dtype((np.void, Z.dtype.itemsize * Z.shape[1]))).ravel()
-    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
-    weights = np.bincount(inverse.ravel(), weights=w, minlength=len(first))
-    keep = weights > 0
-    Z = Z[first[keep]]
-    return Z[:, : X.shape[1]], Z[:, X.shape[1] :], weights[keep]
-
-
-def _warn_unscaled(X, estimator):
-    """A DataScaleWarning when a feature is far from standardized."""
-    rms = np.sqrt(np.mean(X**2, axis=0)) if X.shape[0] else np.zeros(0)
-    if rms.size and rms.max() > _MAX_FEATURE_RMS:
-        j = int(np.argmax(rms))
-        warn(
-            f"X has {int(np.sum(rms > _MAX_FEATURE_RMS))} feature(s) far from standardized "
-            f"(the largest root mean square is {rms[j]:.3g}, in column {j}). The priors "
-            "assume inputs of unit scale: unscaled features make the posterior narrow in "
-            "some directions, which slows every method, and the prior a poor fit. Put a "
-            f"StandardScaler before the estimator: make_pipeline(StandardScaler(), "
-            f"{type(estimator).__name__}(...)).",
-            DataScaleWarning,
-        )
 
 
 class _BaseBayesianMLP(BaseEstimator):
@@ -254,7 +203,7 @@ class _BaseBayesianMLP(BaseEstimator):
 
     def _run(self, X, Y, W, likelihood, noise_precision=1.0, noise="fixed"):
         start = time.perf_counter()
-        hidden = _check_hidden_layer_sizes(self.hidden_layer_sizes)
+        hidden = check_hidden_layer_sizes(self.hidden_layer_sizes)
         method = self._resolve_method(X, Y, hidden, likelihood)
         likelihood = method.likelihood(likelihood, infer_noise=noise == "infer")
         if likelihood == "heteroscedastic":
@@ -329,23 +278,6 @@ class _BaseBayesianMLP(BaseEstimator):
     def _validate_X(self, X):
         check_is_fitted(self)
         return validate_data(self, X, reset=False, dtype=np.float64)
-
-
-def _weighted_mean_sd(Y: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted mean and population sd of each column of ``Y``, without overflow or
-    underflow: the columns are divided by their largest magnitude first, so a y of 1e160
-    (whose squares overflow) or 1e-200 (whose squares underflow to a "constant" y) is
-    standardized as well as a y of 1."""
-    big = np.max(np.abs(Y), axis=0)
-    if np.all((big > 1e-100) & (big < 1e100)):
-        # no square can overflow or underflow: the plain formula, the bits of earlier fits
-        big = np.ones_like(big)
-    else:
-        big = np.where(big > 0, big, 1.0)
-        Y = Y / big
-    mean = np.average(Y, axis=0, weights=W)
-    sd = np.sqrt(np.average((Y - mean) ** 2, axis=0, weights=W))
-    return mean * big, sd * big
 
 
 def _finite_prediction(a: np.ndarray) -> np.ndarray:
@@ -511,20 +443,9 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         # validate_data converts only object arrays for y_numeric; catch str arrays too
         y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
         self.n_outputs_ = 1 if y.ndim == 1 else y.shape[1]
-        _warn_unscaled(X, self)
-        rows, Y, W = _weighted_rows(X, y.reshape(len(y), -1), sample_weight)
-        self._y_mean, scale = _weighted_mean_sd(Y, W)
-        if np.any(scale == 0):
-            warn(
-                f"y is constant (output(s) {np.flatnonzero(scale == 0).tolist()}): the "
-                "network can fit it exactly, so an inferred noise sd shrinks to what its "
-                "prior allows and sampling is slow. The prediction is the constant; a "
-                "DummyRegressor gives it at once, or set noise_std.",
-                DataScaleWarning,
-            )
-        # a constant output has no scale to standardize by; leave it in original units
-        self._y_std = np.where(scale > 0, scale, 1.0)
-        Y = (Y - self._y_mean) / self._y_std
+        warn_unscaled(X, self)
+        rows, Y, W = weighted_rows(X, y.reshape(len(y), -1), sample_weight)
+        Y, self._y_mean, self._y_std = standardize(Y, W)
         if self.noise_std is None:
             result = self._run(rows, Y, W, "gaussian", 1.0, noise="infer")
         else:
@@ -810,9 +731,8 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
     ``prior="gaussian"`` means ``GaussianPrior(std=3)`` here (``GaussianPrior()`` in the
     regressor): under N(0, 1) the output layer's fan-in-scaled weights (sd ``1/sqrt(10)``)
     keep the logits near a prior sd of 1, and the probabilities of a network that classifies
-    well stay underconfident. With NUTS, ``std=3`` cut the gap in held-out log loss to
-    ``LogisticRegression`` three to seven times on iris, wine, breast_cancer and digits
-    against ``std=1`` (doc/choosing.md has the table).
+    well stay underconfident; ``std=3`` gives the logits room (doc/choosing.md compares the
+    two).
 
     Examples
     --------
@@ -867,25 +787,9 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         self : BayesianMLPClassifier
         """
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
-        check_classification_targets(y)
-        kind = type_of_target(y)
-        if kind not in ("binary", "multiclass"):
-            raise ValueError(f"{type(self).__name__} supports binary and multiclass y, got {kind}")
-        encoder = LabelEncoder()
-        codes = encoder.fit_transform(y)
-        self.classes_ = encoder.classes_
-        if len(self.classes_) < 2:
-            raise ValueError(
-                f"{type(self).__name__} needs samples of at least 2 classes in the data, but "
-                f"the data contains only one class: {self.classes_[0]!r}"
-            )
-        _warn_unscaled(X, self)
-        if len(self.classes_) == 2:
-            Y = codes[:, None].astype(np.float64)
-            self._run(*_weighted_rows(X, Y, sample_weight), "bernoulli")
-        else:
-            Y = np.eye(len(self.classes_))[codes]
-            self._run(*_weighted_rows(X, Y, sample_weight), "categorical")
+        self.classes_, Y, likelihood = encode_labels(y, self)
+        warn_unscaled(X, self)
+        self._run(*weighted_rows(X, Y, sample_weight), likelihood)
         if hasattr(self, "log_evidence_") or hasattr(self, "elbo_"):
             # the evidence is of these rows only: evidence_scorer refuses any others
             self._evidence_data = data_fingerprint(X, y)

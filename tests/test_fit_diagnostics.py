@@ -8,7 +8,7 @@ import pytest
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.diagnostics import ess_bulk, rhat
-from skbnn.estimators import _weighted_rows
+from skbnn._data import weighted_rows as _weighted_rows
 from skbnn.kernels import chain as kchain
 from skbnn.kernels import network as knet
 from skbnn.kernels import transitions
