@@ -206,12 +206,8 @@ class _BaseBayesianMLP(BaseEstimator):
         hidden = check_hidden_layer_sizes(self.hidden_layer_sizes)
         method = self._resolve_method(X, Y, hidden, likelihood)
         likelihood = method.likelihood(likelihood, infer_noise=noise == "infer")
-        if likelihood == "heteroscedastic":
-            if noise != "infer":
-                raise ValueError(
-                    "a heteroscedastic method predicts the noise of every row; "
-                    "noise_std must be None"
-                )
+        if likelihood != "gaussian":
+            # no noise to infer: a classifier's, or a network that predicts it per row
             noise = "fixed"
         if noise == "infer":
             noise = method.noise_handling
@@ -228,7 +224,7 @@ class _BaseBayesianMLP(BaseEstimator):
         )
         n_samples = method.default_n_samples if self.n_samples is None else self.n_samples
         run_kwargs = {}
-        if getattr(method, "can_resume", False):
+        if method.can_resume:
             # what must not change for chains to continue: the data, and every parameter
             # but how many draws to keep, the threads and the progress bar
             key = joblib.hash(

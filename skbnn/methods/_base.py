@@ -74,6 +74,13 @@ class BaseMethod(BaseEstimator):
         )
         return f"method={type(self).__name__}({changed})"
 
+    @property
+    def can_resume(self) -> bool:
+        """Whether ``run`` can continue a previous fit's chains from its
+        ``FitResult.state`` (``run(..., resume=state)``, the estimators' ``warm_start``);
+        False unless a method says otherwise."""
+        return False
+
     def likelihood(self, likelihood: str, infer_noise: bool = True) -> str:
         """The likelihood the method fits in place of the estimator's ``likelihood``
         (``"gaussian"``, ``"bernoulli"`` or ``"categorical"``; ``infer_noise`` says whether

@@ -566,6 +566,10 @@ class _NoiseHead:
             raise ValueError(
                 "heteroscedastic=True applies to regression only (a classifier has no noise)"
             )
+        if not infer_noise:
+            raise ValueError(
+                "a heteroscedastic method predicts the noise of every row; noise_std must be None"
+            )
         return "heteroscedastic"
 
 
