@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import IntEnum
 from numbers import Real
 
 import numpy as np
@@ -18,6 +19,15 @@ NOISE_PRECISION_SHAPE = 1.0
 NOISE_PRECISION_RATE = 1e-3
 
 
+class PriorKind(IntEnum):
+    """Code of a prior's density in the numba kernels (the ``prior`` field of
+    :data:`skbnn.kernels.network.CONFIG`), which read it as a plain int."""
+
+    GAUSSIAN = 0
+    LOGISTIC = 1
+    SCALE_MIXTURE = 2
+
+
 def _layer_scales(layout: NetworkLayout, weight: float, bias: float, fan_in_scaling: bool):
     """``weight`` for every weight (over ``sqrt(fan_in)`` if scaled), ``bias`` for biases."""
     out = np.full(layout.n_weights, float(bias))
@@ -30,9 +40,8 @@ def _layer_scales(layout: NetworkLayout, weight: float, bias: float, fan_in_scal
 class _BasePrior(BaseEstimator):
     """What the estimators ask of a prior (not public)."""
 
-    #: Code of the prior's density in the numba kernels (0 Gaussian, 1 logistic, 2 scale
-    #: mixture).
-    kernel_id = 0
+    #: The prior's density in the numba kernels.
+    kernel_id = PriorKind.GAUSSIAN
 
     def mixture(self) -> tuple[float, float]:
         """``(pi, sigma2 / sigma1)`` of a scale-mixture prior; ``(1, 1)`` otherwise."""
@@ -118,7 +127,7 @@ class LogisticPrior(_BasePrior):
     {'fan_in_scaling': False, 'scale': 0.5}
     """
 
-    kernel_id = 1
+    kernel_id = PriorKind.LOGISTIC
 
     _parameter_constraints: dict = {
         "scale": [Interval(Real, 0, None, closed="neither")],
@@ -229,7 +238,7 @@ class ScaleMixturePrior(_BasePrior):
     0.25
     """
 
-    kernel_id = 2
+    kernel_id = PriorKind.SCALE_MIXTURE
 
     _parameter_constraints: dict = {
         "pi": [Interval(Real, 0, 1, closed="neither")],

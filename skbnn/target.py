@@ -6,7 +6,7 @@ import numpy as np
 
 from .kernels import network as knet
 from .network import ACTIVATIONS, LIKELIHOODS, NetworkLayout
-from .priors import NOISE_PRECISION_RATE, NOISE_PRECISION_SHAPE, GaussianPrior
+from .priors import NOISE_PRECISION_RATE, NOISE_PRECISION_SHAPE, GaussianPrior, PriorKind
 
 #: The kernels' rows are padded to a multiple of this many (one 64-byte cache line of
 #: float64) with zero-weight rows, and their arrays start on a cache line: every row of the
@@ -134,7 +134,7 @@ class Target:
             LIKELIHOODS[likelihood],
             n_noise,
             1 if self.noise == "marginal" else 0,
-            self.prior.kernel_id,
+            int(self.prior.kernel_id),
             0 if hyper is None else 1,
             noise_shape,
             noise_rate,
@@ -194,9 +194,9 @@ class Target:
         """Prior variance of each network parameter: ``s^2`` for the Gaussian prior,
         ``(pi s)^2 / 3`` for the logistic, ``w s^2 + (1 - w) (r s)^2`` for the scale
         mixture (weight ``w``, sd ratio ``r``)."""
-        if self.prior_kind == 1:
+        if self.prior_kind == PriorKind.LOGISTIC:
             factor = np.pi**2 / 3.0
-        elif self.prior_kind == 2:
+        elif self.prior_kind == PriorKind.SCALE_MIXTURE:
             w, r = self.mixture
             factor = w + (1.0 - w) * r * r
         else:
@@ -214,9 +214,9 @@ class Target:
         return bool(self._cfg("hierarchical"))
 
     @property
-    def prior_kind(self) -> int:
-        """Density code of the prior: 0 Gaussian, 1 logistic, 2 scale mixture."""
-        return int(self._cfg("prior"))
+    def prior_kind(self) -> PriorKind:
+        """The prior's density (an int for the kernels)."""
+        return PriorKind(int(self._cfg("prior")))
 
     @property
     def weight_sum(self) -> float:
@@ -387,11 +387,11 @@ class Target:
 
     def sample_prior(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """Draws of ``theta`` from the prior, shape ``(size, n_params)``."""
-        if self.prior_kind == 1:
+        if self.prior_kind == PriorKind.LOGISTIC:
             out = rng.logistic(size=(size, self.n_params))
         else:
             out = rng.standard_normal((size, self.n_params))
-        if self.prior_kind == 2:
+        if self.prior_kind == PriorKind.SCALE_MIXTURE:
             # the second component's draws, scaled by its sd over the first's
             w, r = self.mixture
             second = rng.random((size, self.layout.n_weights)) >= w

@@ -17,6 +17,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..exceptions import ConvergenceWarning, warn
 from ..kernels import network as knet
 from ..posterior import LaplacePosterior, Network, cholesky_inverse, single_threaded_blas
+from ..priors import PriorKind
 from ..utils import compile_once, seed_sequence
 from ._base import FitResult
 from ._optim import _Trainer, glorot_init
@@ -380,11 +381,11 @@ n_iter_no_change
         """Log prior density and its negative Hessian's diagonal over ``theta[sl]``."""
         s = target.prior_scale[sl]
         z = (theta[sl] - target.prior_mean[sl]) / s
-        if target.prior_kind == 1:
+        if target.prior_kind == PriorKind.LOGISTIC:
             a = np.abs(z)
             logp = float(np.sum(-a - 2.0 * np.log1p(np.exp(-a)) - np.log(s)))
             return logp, (1.0 - np.tanh(0.5 * z) ** 2) / (2.0 * s * s)
-        if target.prior_kind == 2:
+        if target.prior_kind == PriorKind.SCALE_MIXTURE:
             # w1 N(0, s1^2) + w2 N(0, s2^2): with responsibilities r_k, the negative second
             # derivative is A - d^2 V, A and V the mean and variance of 1/s_k^2 under r
             w, ratio = target.mixture
@@ -708,7 +709,7 @@ n_iter_no_change
     def _run(self, target, n_samples, random_state, n_jobs, verbose):
         from joblib import effective_n_jobs
 
-        if self.optimize_prior and target.prior_kind != 0:
+        if self.optimize_prior and target.prior_kind != PriorKind.GAUSSIAN:
             raise ValueError(
                 "Laplace(optimize_prior=True) needs a Gaussian prior (MacKay's updates are "
                 "for Gaussian precisions); use optimize_prior=False with the logistic or "

@@ -18,6 +18,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..kernels import vi as kvi
 from ..posterior import SpikeSlabPosterior, spike_slab_draws
+from ..priors import PriorKind
 from ..utils import seed_sequence
 from ._base import FitResult
 from ._optim import _Trainer, glorot_init
@@ -254,7 +255,7 @@ validation_fraction, n_iter_no_change
         return out
 
     def _vcfg(self, target) -> np.ndarray:
-        if target.prior_kind != 0:
+        if target.prior_kind != PriorKind.GAUSSIAN:
             raise ValueError(
                 "LBBNN's slab is Gaussian: use prior='gaussian' or 'hierarchical' (its "
                 "precisions held at their prior mean), and slab_std for its scale"

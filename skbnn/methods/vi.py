@@ -14,6 +14,7 @@ from ..kernels import network as knet
 from ..kernels import optim as kopt
 from ..kernels import vi as kvi
 from ..posterior import GaussianPosterior
+from ..priors import PriorKind
 from ..utils import check_interrupt, compile_once, seed_sequence
 from ._base import FitResult
 from ._optim import (
@@ -263,7 +264,7 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
         vcfg[0] = (
             int(self.n_mc),
             0 if lowrank or local is False else 1,
-            1 if target.prior_kind == 0 else 0,
+            1 if target.prior_kind == PriorKind.GAUSSIAN else 0,
             int(self.rank) if lowrank else 0,
             1,
             0,
