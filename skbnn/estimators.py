@@ -35,7 +35,7 @@ from .metrics._scores import _mixture_log_density
 from .network import ACTIVATIONS, NetworkLayout
 from .posterior import Network
 from .priors import PRIORS, GaussianPrior, HierarchicalPrior, LogisticPrior, ScaleMixturePrior
-from .target import Target
+from .target import Target, noise_mode
 from .utils import data_fingerprint, seed_sequence, thread_map
 
 _SHARED_PARAMS_DOC = """
@@ -201,16 +201,12 @@ class _BaseBayesianMLP(BaseEstimator):
         registry = self._NESTED["prior"]
         return registry[self.prior]() if isinstance(self.prior, str) else self.prior
 
-    def _run(self, X, Y, W, likelihood, noise_precision=1.0, noise="fixed"):
+    def _run(self, X, Y, W, likelihood, noise_precision=1.0, infer_noise=False):
         start = time.perf_counter()
         hidden = check_hidden_layer_sizes(self.hidden_layer_sizes)
         method = self._resolve_method(X, Y, hidden, likelihood)
-        likelihood = method.likelihood(likelihood, infer_noise=noise == "infer")
-        if likelihood != "gaussian":
-            # no noise to infer: a classifier's, or a network that predicts it per row
-            noise = "fixed"
-        if noise == "infer":
-            noise = method.noise_handling
+        likelihood = method.likelihood(likelihood, infer_noise=infer_noise)
+        noise = noise_mode(likelihood, infer_noise, method.noise_handling)
         target = Target(
             X,
             Y,
@@ -443,9 +439,9 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         rows, Y, W = weighted_rows(X, y.reshape(len(y), -1), sample_weight)
         Y, self._y_mean, self._y_std = standardize(Y, W)
         if self.noise_std is None:
-            result = self._run(rows, Y, W, "gaussian", 1.0, noise="infer")
+            result = self._run(rows, Y, W, "gaussian", 1.0, infer_noise=True)
         else:
-            result = self._run(rows, Y, W, "gaussian", 1.0 / self.noise_std**2, noise="fixed")
+            result = self._run(rows, Y, W, "gaussian", 1.0 / self.noise_std**2)
         # posterior mean noise sd, averaged over the training rows when it varies by row
         w = self.posterior_.normalized_weights()
         if self.posterior_.heteroscedastic:

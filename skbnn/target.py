@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 import numpy as np
 
 from .kernels import network as knet
@@ -13,6 +15,42 @@ from .priors import NOISE_PRECISION_RATE, NOISE_PRECISION_SHAPE, GaussianPrior, 
 #: feature-major data and of the workspace then starts on a vector boundary; rows that
 #: straddle them slow every gradient (doc/performance.md).
 ROW_ALIGN = 8
+
+
+class NoiseMode(StrEnum):
+    """How a Gaussian likelihood's noise precision is handled (:class:`Target`'s
+    ``noise``, a plain string there): held at the given precision (``FIXED``), held but
+    updated between trajectories by the method (``GIBBS``), integrated out of the density
+    (``MARGINAL``), or as trailing log precisions in ``theta`` (``THETA``)."""
+
+    FIXED = "fixed"
+    GIBBS = "gibbs"
+    MARGINAL = "marginal"
+    THETA = "theta"
+
+
+def noise_mode(likelihood: str, infer: bool, handling: str) -> str:
+    """The ``noise`` of a fit's :class:`Target`.
+
+    Parameters
+    ----------
+    likelihood : str
+        The likelihood the method fits (:meth:`skbnn.methods.BaseMethod.likelihood`).
+    infer : bool
+        Whether the noise is inferred (the regressor's ``noise_std=None``).
+    handling : str
+        How the method treats an inferred noise
+        (:attr:`skbnn.methods.BaseMethod.noise_handling`).
+
+    Returns
+    -------
+    str
+        ``"fixed"`` where there is no noise to infer (a classifier, a network that predicts
+        the noise of every row, or a ``noise_std`` given), else ``handling``.
+    """
+    if likelihood != "gaussian" or not infer:
+        return NoiseMode.FIXED.value
+    return handling
 
 
 def padded_rows(n: int) -> int:
@@ -59,11 +97,12 @@ class Target:
     prior : prior object from :mod:`skbnn.priors`, default=None
         ``None`` means ``GaussianPrior()``.
     noise : {"fixed", "gibbs", "marginal", "theta"}
-        How a Gaussian likelihood's noise precision is handled: held at ``noise_precision``,
-        held in ``noise_precision`` but updated between trajectories by the method
-        (``gibbs``), integrated out of the density against its Gamma prior (``marginal``;
-        the method draws it from its conditional afterwards), or as trailing log
-        precisions in ``theta`` (``theta``: sampled or optimized with the weights).
+        How a Gaussian likelihood's noise precision is handled (:class:`NoiseMode`): held
+        at ``noise_precision``, held in ``noise_precision`` but updated between
+        trajectories by the method (``gibbs``), integrated out of the density against its
+        Gamma prior (``marginal``; the method draws it from its conditional afterwards),
+        or as trailing log precisions in ``theta`` (``theta``: sampled or optimized with
+        the weights).
     noise_precision : float or ndarray of shape (n_outputs,)
         Initial or fixed noise precision per output.
     noise_shape, noise_rate : float
@@ -109,8 +148,8 @@ class Target:
         self.likelihood = likelihood
         self.activation = activation
         gaussian = likelihood == "gaussian"
-        self.noise = noise if gaussian else "fixed"
-        n_noise = self.n_outputs if self.noise == "theta" else 0
+        self.noise = noise if gaussian else NoiseMode.FIXED.value
+        n_noise = self.n_outputs if self.noise == NoiseMode.THETA else 0
         n_net = 2 * self.n_outputs if likelihood == "heteroscedastic" else self.n_outputs
         self.layout = NetworkLayout((self.n_features, *hidden_layer_sizes, n_net), n_noise=n_noise)
         self.XT = np.ascontiguousarray(X.T).ravel()
@@ -133,7 +172,7 @@ class Target:
             ACTIVATIONS[activation],
             LIKELIHOODS[likelihood],
             n_noise,
-            1 if self.noise == "marginal" else 0,
+            1 if self.noise == NoiseMode.MARGINAL else 0,
             int(self.prior.kernel_id),
             0 if hyper is None else 1,
             noise_shape,
@@ -217,6 +256,17 @@ class Target:
     def prior_kind(self) -> PriorKind:
         """The prior's density (an int for the kernels)."""
         return PriorKind(int(self._cfg("prior")))
+
+    @property
+    def noise_in_theta(self) -> bool:
+        """Whether ``theta`` ends with log noise precisions (``noise="theta"``)."""
+        return self.noise == NoiseMode.THETA
+
+    @property
+    def noise_at_tau(self) -> bool:
+        """Whether the likelihood is Gaussian with its noise precisions outside ``theta``,
+        in :attr:`tau`: fixed, or updated there by a sampler (an optimizer holds them)."""
+        return self.likelihood == "gaussian" and not self.noise_in_theta
 
     @property
     def weight_sum(self) -> float:

@@ -358,7 +358,7 @@ class _Trainer(BaseMethod):
         if early == "auto":
             # where the noise is learned with the weights: fitted to the optimum, the
             # training residuals (and so the noise) shrink with the overfit
-            early = target.likelihood == "heteroscedastic" or target.layout.n_noise > 0
+            early = target.likelihood == "heteroscedastic" or target.noise_in_theta
         solver = self.solver
         if solver == "auto":
             solver = "lbfgs" if n_rows <= LBFGS_MAX_ROWS and not early else "adam"

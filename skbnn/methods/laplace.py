@@ -18,6 +18,7 @@ from ..exceptions import ConvergenceWarning, warn
 from ..kernels import network as knet
 from ..posterior import LaplacePosterior, Network, cholesky_inverse, single_threaded_blas
 from ..priors import PriorKind
+from ..target import NoiseMode
 from ..utils import compile_once, seed_sequence
 from ._base import FitResult
 from ._optim import _Trainer, glorot_init
@@ -727,7 +728,7 @@ n_iter_no_change
         groups = self._groups(layout, first_layer)
         jobs = effective_n_jobs(n_jobs)
         net = Network(layout, target.activation_code, jobs)
-        infer_noise = target.likelihood == "gaussian" and target.noise == "gibbs"
+        infer_noise = target.noise == NoiseMode.GIBBS
         updating = self.optimize_prior or infer_noise
         ss = seed_sequence(random_state)
         train_seed, posterior_seed = ss.spawn(2)

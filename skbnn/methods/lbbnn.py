@@ -326,11 +326,10 @@ validation_fraction, n_iter_no_change
         n_weights = sum(a.size for a in alphas)
         density = sum(int((a > 0.5).sum()) for a in alphas) / n_weights
         diagnostics["expected_density"] = sum(float(a.sum()) for a in alphas) / n_weights
-        fixed = target.likelihood == "gaussian" and layout.n_noise == 0
         posterior = SpikeSlabPosterior(
             lam[:p], sigma**2, alpha, n_draws=n_samples, random_state=draw_seed,
-            n_noise=layout.n_noise, noise_precision=target.tau.copy() if fixed else None,
-            model=self.model,
+            n_noise=layout.n_noise, model=self.model,
+            noise_precision=target.tau.copy() if target.noise_at_tau else None,
         )  # fmt: skip
         attributes = {
             "inclusion_probabilities_": alphas,

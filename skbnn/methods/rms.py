@@ -93,7 +93,7 @@ epsilon, batch_size, max_iter, tol, early_stopping, validation_fraction, n_iter_
     def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
         """Train ``n_samples`` anchored members; see :meth:`BaseMethod.run`."""
         n_w = target.layout.n_weights
-        perturb = target.likelihood == "gaussian" and target.layout.n_noise == 0
+        perturb = target.noise_at_tau
 
         def start(target, rng):
             anchor = target.sample_prior(rng, 1)[0, :n_w]

@@ -264,7 +264,6 @@ n_iter_no_change
                 variances.append(diag)
         k = min(f.shape[0] for f in factors) if lowrank else 0
         factor = np.stack([f[-k:] for f in factors]) if lowrank else None
-        fixed = target.likelihood == "gaussian" and target.layout.n_noise == 0
         posterior = GaussianPosterior(
             np.stack(means),
             np.stack(variances),
@@ -272,7 +271,7 @@ n_iter_no_change
             n_draws=n_samples,
             random_state=ss.spawn(1)[0],
             n_noise=target.layout.n_noise,
-            noise_precision=target.tau.copy() if fixed else None,
+            noise_precision=target.tau.copy() if target.noise_at_tau else None,
         )
         diagnostics["n_snapshots"] = np.array([m.moments[3] for m in members])
         diagnostics["swa_learning_rate"] = np.array([m.swa_learning_rate for m in members])

@@ -439,7 +439,6 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
         diagnostics["elbo_se"] = float(draws.std(ddof=1) / math.sqrt(draws.size))
         diagnostics["local_reparameterization"] = bool(vcfg[0]["local"])
         diagnostics["closed_form_kl"] = bool(vcfg[0]["closed_kl"])
-        fixed = target.likelihood == "gaussian" and target.layout.n_noise == 0
         posterior = GaussianPosterior(
             lam[None, :p],
             sigma[None] ** 2,
@@ -447,6 +446,6 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
             n_draws=n_samples,
             random_state=draw_seed,
             n_noise=target.layout.n_noise,
-            noise_precision=target.tau.copy() if fixed else None,
+            noise_precision=target.tau.copy() if target.noise_at_tau else None,
         )
         return FitResult(posterior, diagnostics=diagnostics, elbo=elbo)
