@@ -436,8 +436,9 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
         self.n_outputs_ = 1 if y.ndim == 1 else y.shape[1]
         warn_unscaled(X, self)
-        rows, Y, W = weighted_rows(X, y.reshape(len(y), -1), sample_weight)
-        Y, self._y_mean, self._y_std = standardize(Y, W)
+        data = weighted_rows(X, y.reshape(len(y), -1), sample_weight)
+        rows, W = data.X, data.W
+        Y, self._y_mean, self._y_std = standardize(data.Y, W)
         if self.noise_std is None:
             result = self._run(rows, Y, W, "gaussian", 1.0, infer_noise=True)
         else:
@@ -449,7 +450,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
             for part, wc, _, _, sd in self.posterior_.components(
                 self._network(), rows, self.n_outputs_
             ):
-                noise += np.einsum("s,skn,n->k", wc, sd, W[part]) / W.sum()
+                noise += np.einsum("s,skn,n->k", wc, sd, W[part]) / data.weight_sum
         else:
             tau = np.broadcast_to(self.posterior_.noise_precision, (len(w), self.n_outputs_))
             noise = w @ (1.0 / np.sqrt(tau))
@@ -457,7 +458,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         self.noise_std_ = noise if self.n_outputs_ > 1 else float(noise[0])
         if result.log_evidence is not None or result.elbo is not None:
             # the density of y in original units: the standardization's Jacobian
-            jacobian = W.sum() * float(np.sum(np.log(self._y_std)))
+            jacobian = data.weight_sum * float(np.sum(np.log(self._y_std)))
             if result.log_evidence is not None:
                 self.log_evidence_ -= jacobian
             else:

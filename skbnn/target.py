@@ -273,6 +273,10 @@ class Target:
         """The number of rows counted by their weights."""
         return float(self.W.sum())
 
+    def weight_of(self, rows) -> float:
+        """The number of the rows ``rows`` (indices) counted by their weights."""
+        return float(self.W[rows].sum())
+
     @property
     def n_params(self) -> int:
         """Length of ``theta``."""

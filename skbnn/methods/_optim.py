@@ -243,7 +243,7 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
     cycle = int(moments.cfg[0]["collect_every"])
     collecting = cycle > 0
     validation = None if val is None else target.evaluator(prior_mean, val, YT)
-    val_weight = None if val is None else float(target.W[val].sum())
+    val_weight = None if val is None else target.weight_of(val)
     lr_kind = s.learning_rate if lr_kind is None else lr_kind
     lr0 = s.learning_rate_init if lr0 is None else lr0
     best, best_theta, count = np.inf, None, 0
@@ -291,7 +291,7 @@ def _lbfgs(target, theta, train, s, prior_mean, YT, member):
     """Full-batch L-BFGS on the rows ``train`` (scipy, analytic gradient), as scikit-learn's
     MLP: ``maxiter=max_iter``, ``gtol=tol``."""
     evaluate = target.evaluator(prior_mean, train, YT)
-    n = float(target.W[train].sum())
+    n = target.weight_of(train)
 
     def fun(th):
         check_interrupt()

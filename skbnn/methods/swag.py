@@ -200,7 +200,7 @@ n_iter_no_change
             start_loss = member.loss_curve[-1]
             if self.swa_learning_rate == "auto":
                 evaluate = target.evaluator(prior_mean, train, YT)
-                curvature = largest_curvature(evaluate, theta, float(target.W[train].sum()),
+                curvature = largest_curvature(evaluate, theta, target.weight_of(train),
                                               rng)  # fmt: skip
                 lr = SWA_RATE if curvature <= 0 else min(SWA_RATE, SWA_STABILITY / curvature)
                 member.curvature = curvature

@@ -309,7 +309,7 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
                   s.beta_2, s.epsilon, s.momentum)  # fmt: skip
         opt = kopt.Optimizer(cfg, np.zeros(lam.size), np.zeros(lam.size))
         validation = None if val is None else target.evaluator(None, val, YT)
-        val_weight = None if val is None else float(target.W[val].sum())
+        val_weight = None if val is None else target.weight_of(val)
         window = int(s.n_iter_no_change)
         best, best_lam, count = np.inf, None, 0
         local = bool(vcfg[0]["local"]) and self._family == kvi.GAUSSIAN
