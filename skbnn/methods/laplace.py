@@ -21,7 +21,16 @@ from ..priors import PriorKind
 from ..target import NoiseMode
 from ..utils import compile_once, seed_sequence
 from ._base import FitResult
-from ._optim import _Trainer, glorot_init
+from ._optim import (
+    ENGINE_DEFAULTS,
+    ENGINE_DOCS,
+    _Trainer,
+    engine_parameters,
+    glorot_init,
+    store_params,
+)
+
+_ENGINE = ENGINE_DEFAULTS["laplace"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 #: Gauss-Newton steps that polish the trained MAP into a stationary point of the log
@@ -160,6 +169,21 @@ class _State:
         self.covariance = None
 
 
+@engine_parameters(
+    solver=(
+        ENGINE_DOCS["solver"][0],
+        """The optimizer of the MAP. Adam (with the adaptive schedule) on any number of
+    rows: in the benchmarks it predicted as well as a tuned training, where L-BFGS's MAP
+    predicted worse on some. Each empirical Bayes update retrains the MAP from the one
+    before.""",
+    ),
+    early_stopping=(
+        ENGINE_DOCS["early_stopping"][0],
+        """False: the first MAP is trained on all rows, since the approximation needs a
+    mode of the log posterior, and empirical Bayes is what keeps it from overfitting.
+    See :class:`DeepEnsemble` for True and ``"auto"``.""",
+    ),
+)
 class Laplace(_Trainer):
     """The Laplace approximation: a Gaussian at the MAP with the log posterior's curvature.
 
@@ -230,16 +254,7 @@ class Laplace(_Trainer):
         materially at the last one.
     evidence_tol : float, default=1e-3
         Stop the updates when one moves the best evidence by less than this many nats.
-    solver, learning_rate_init, learning_rate, momentum, nesterovs_momentum, beta_1, \
-beta_2, epsilon, batch_size, max_iter, tol, early_stopping, validation_fraction, \
-n_iter_no_change
-        The training engine's knobs, with scikit-learn MLP's names; see
-        :class:`DeepEnsemble`. The first MAP is trained on all rows (``early_stopping``
-        is False: the approximation needs a mode of the log posterior, and empirical Bayes
-        is what keeps it from overfitting) by Adam with the adaptive schedule, on any number
-        of rows (in the benchmarks it predicted as well as a tuned training, where L-BFGS's
-        MAP predicted worse on some); each empirical Bayes update retrains it from the one
-        before.
+    <engine parameters>
 
     Notes
     -----
@@ -299,43 +314,22 @@ n_iter_no_change
         n_init=1,
         max_prior_updates=30,
         evidence_tol=1e-3,
-        solver="adam",
-        learning_rate_init=0.01,
-        learning_rate="adaptive",
-        momentum=0.9,
-        nesterovs_momentum=True,
-        beta_1=0.9,
-        beta_2=0.999,
-        epsilon=1e-8,
-        batch_size="auto",
-        max_iter=None,
-        tol=1e-4,
-        early_stopping=False,
-        validation_fraction=0.1,
-        n_iter_no_change=20,
+        solver=_ENGINE["solver"],
+        learning_rate_init=_ENGINE["learning_rate_init"],
+        learning_rate=_ENGINE["learning_rate"],
+        momentum=_ENGINE["momentum"],
+        nesterovs_momentum=_ENGINE["nesterovs_momentum"],
+        beta_1=_ENGINE["beta_1"],
+        beta_2=_ENGINE["beta_2"],
+        epsilon=_ENGINE["epsilon"],
+        batch_size=_ENGINE["batch_size"],
+        max_iter=_ENGINE["max_iter"],
+        tol=_ENGINE["tol"],
+        early_stopping=_ENGINE["early_stopping"],
+        validation_fraction=_ENGINE["validation_fraction"],
+        n_iter_no_change=_ENGINE["n_iter_no_change"],
     ):
-        self.hessian = hessian
-        self.subset = subset
-        self.optimize_prior = optimize_prior
-        self.predictive = predictive
-        self.link_approx = link_approx
-        self.n_init = n_init
-        self.max_prior_updates = max_prior_updates
-        self.evidence_tol = evidence_tol
-        self.solver = solver
-        self.learning_rate_init = learning_rate_init
-        self.learning_rate = learning_rate
-        self.momentum = momentum
-        self.nesterovs_momentum = nesterovs_momentum
-        self.beta_1 = beta_1
-        self.beta_2 = beta_2
-        self.epsilon = epsilon
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.tol = tol
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
+        store_params(self, locals())
 
     # -- the pieces of one approximation ------------------------------------------------
 

@@ -21,8 +21,10 @@ from ..posterior import SpikeSlabPosterior, spike_slab_draws
 from ..priors import PriorKind
 from ..utils import seed_sequence
 from ._base import FitResult
-from ._optim import _Trainer, glorot_init
-from .vi import VariationalInference, _inverse_softplus
+from ._optim import ENGINE_DEFAULTS, _Trainer, engine_parameters, glorot_init, store_params
+from .vi import VARIATIONAL_ENGINE_DOCS, VariationalInference, _inverse_softplus
+
+_ENGINE = ENGINE_DEFAULTS["variational"]
 
 #: Draws of the indicators behind ``feature_inclusion_`` of a network with two or more
 #: hidden layers (with fewer it is exact): a standard error of at most 0.005.
@@ -70,6 +72,7 @@ def path_probabilities(alphas: list, rng: np.random.Generator | None = None) -> 
     return hits / (-(-PATH_DRAWS // 500) * 500)
 
 
+@engine_parameters(**VARIATIONAL_ENGINE_DOCS)
 class LBBNN(VariationalInference):
     """Latent binary Bayesian neural network: variational inference over which weights are
     in the network and what they are.
@@ -141,10 +144,9 @@ class LBBNN(VariationalInference):
         before it prunes.
     model : {"average", "median"}, default="average"
         How the posterior predicts (see above).
-    n_mc, init_std, elbo_samples, solver, learning_rate_init, learning_rate, momentum, \
-nesterovs_momentum, beta_1, beta_2, epsilon, batch_size, max_iter, tol, early_stopping, \
-validation_fraction, n_iter_no_change
+    n_mc, init_std, elbo_samples
         As in :class:`VariationalInference`.
+    <engine parameters>
 
     Examples
     --------
@@ -190,44 +192,22 @@ validation_fraction, n_iter_no_change
         n_mc=1,
         init_std=0.01,
         elbo_samples=100,
-        solver="auto",
-        learning_rate_init=1e-3,
-        learning_rate="constant",
-        momentum=0.9,
-        nesterovs_momentum=True,
-        beta_1=0.9,
-        beta_2=0.999,
-        epsilon=1e-8,
-        batch_size="auto",
-        max_iter=None,
-        tol=1e-4,
-        early_stopping=False,
-        validation_fraction=0.1,
-        n_iter_no_change=10,
+        solver=_ENGINE["solver"],
+        learning_rate_init=_ENGINE["learning_rate_init"],
+        learning_rate=_ENGINE["learning_rate"],
+        momentum=_ENGINE["momentum"],
+        nesterovs_momentum=_ENGINE["nesterovs_momentum"],
+        beta_1=_ENGINE["beta_1"],
+        beta_2=_ENGINE["beta_2"],
+        epsilon=_ENGINE["epsilon"],
+        batch_size=_ENGINE["batch_size"],
+        max_iter=_ENGINE["max_iter"],
+        tol=_ENGINE["tol"],
+        early_stopping=_ENGINE["early_stopping"],
+        validation_fraction=_ENGINE["validation_fraction"],
+        n_iter_no_change=_ENGINE["n_iter_no_change"],
     ):
-        self.inclusion_prior = inclusion_prior
-        self.slab_std = slab_std
-        self.temperature = temperature
-        self.local_reparameterization = local_reparameterization
-        self.init_inclusion = init_inclusion
-        self.model = model
-        self.n_mc = n_mc
-        self.init_std = init_std
-        self.elbo_samples = elbo_samples
-        self.solver = solver
-        self.learning_rate_init = learning_rate_init
-        self.learning_rate = learning_rate
-        self.momentum = momentum
-        self.nesterovs_momentum = nesterovs_momentum
-        self.beta_1 = beta_1
-        self.beta_2 = beta_2
-        self.epsilon = epsilon
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.tol = tol
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
+        store_params(self, locals())
 
     def _psi(self, target) -> np.ndarray:
         """The prior inclusion probability of every parameter (1: always in)."""

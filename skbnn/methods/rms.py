@@ -7,9 +7,29 @@ from sklearn.utils._param_validation import StrOptions
 
 from ..posterior import WeightedDraws
 from ._base import FitResult
-from ._optim import _NoiseHead, _Trainer, noise_of
+from ._optim import (
+    ENGINE_DEFAULTS,
+    ENGINE_DOCS,
+    _NoiseHead,
+    _Trainer,
+    engine_parameters,
+    noise_of,
+    store_params,
+)
+
+_ENGINE = ENGINE_DEFAULTS["members"]
 
 
+@engine_parameters(
+    solver=(
+        ENGINE_DOCS["solver"][0],
+        """The optimizer, chosen as for :class:`DeepEnsemble` (where the noise is
+    inferred, Adam at 0.01 with the adaptive schedule, each member stopped early on its
+    own held-out rows: on noisy data of a few hundred rows they predict better than
+    members trained to their optimum). Exactness (above) needs each member at its
+    optimum: ``RandomizedMAP(solver="lbfgs")`` trains to it on all rows.""",
+    )
+)
 class RandomizedMAP(_NoiseHead, _Trainer):
     """Posterior draws as optima of randomly perturbed posteriors.
 
@@ -34,15 +54,7 @@ class RandomizedMAP(_NoiseHead, _Trainer):
 
     Parameters
     ----------
-    solver : {"auto", "adam", "sgd", "lbfgs"}, default="auto"
-        As for :class:`DeepEnsemble`, whose defaults these are (where the noise is
-        inferred, Adam at 0.01 with the adaptive schedule, each member stopped early on its
-        own held-out rows: on noisy data of a few hundred rows they predict better than
-        members trained to their optimum). Exactness (above) needs each member at its
-        optimum: ``RandomizedMAP(solver="lbfgs")`` trains to it on all rows.
-    learning_rate_init, learning_rate, momentum, nesterovs_momentum, beta_1, beta_2, \
-epsilon, batch_size, max_iter, tol, early_stopping, validation_fraction, n_iter_no_change
-        The training engine's knobs; see :class:`DeepEnsemble`.
+    <engine parameters>
     heteroscedastic : bool or "auto", default="auto"
         As for :class:`DeepEnsemble`: a variance head per target where the noise is
         inferred.
@@ -58,37 +70,23 @@ epsilon, batch_size, max_iter, tol, early_stopping, validation_fraction, n_iter_
 
     def __init__(
         self,
-        solver="auto",
-        learning_rate_init=0.01,
-        learning_rate="adaptive",
-        momentum=0.9,
-        nesterovs_momentum=True,
-        beta_1=0.9,
-        beta_2=0.999,
-        epsilon=1e-8,
-        batch_size="auto",
-        max_iter=None,
-        tol=1e-4,
-        early_stopping="auto",
-        validation_fraction=0.1,
-        n_iter_no_change=20,
+        solver=_ENGINE["solver"],
+        learning_rate_init=_ENGINE["learning_rate_init"],
+        learning_rate=_ENGINE["learning_rate"],
+        momentum=_ENGINE["momentum"],
+        nesterovs_momentum=_ENGINE["nesterovs_momentum"],
+        beta_1=_ENGINE["beta_1"],
+        beta_2=_ENGINE["beta_2"],
+        epsilon=_ENGINE["epsilon"],
+        batch_size=_ENGINE["batch_size"],
+        max_iter=_ENGINE["max_iter"],
+        tol=_ENGINE["tol"],
+        early_stopping=_ENGINE["early_stopping"],
+        validation_fraction=_ENGINE["validation_fraction"],
+        n_iter_no_change=_ENGINE["n_iter_no_change"],
         heteroscedastic="auto",
     ):
-        self.solver = solver
-        self.learning_rate_init = learning_rate_init
-        self.learning_rate = learning_rate
-        self.momentum = momentum
-        self.nesterovs_momentum = nesterovs_momentum
-        self.beta_1 = beta_1
-        self.beta_2 = beta_2
-        self.epsilon = epsilon
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.tol = tol
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.heteroscedastic = heteroscedastic
+        store_params(self, locals())
 
     def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
         """Train ``n_samples`` anchored members; see :meth:`BaseMethod.run`."""

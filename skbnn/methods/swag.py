@@ -13,7 +13,18 @@ from ..kernels import optim as kopt
 from ..posterior import GaussianPosterior
 from ..utils import seed_sequence
 from ._base import FitResult
-from ._optim import MAX_RESTARTS, _minibatch_epochs, _Trainer, batches, glorot_init
+from ._optim import (
+    ENGINE_DEFAULTS,
+    MAX_RESTARTS,
+    _minibatch_epochs,
+    _Trainer,
+    batches,
+    engine_parameters,
+    glorot_init,
+    store_params,
+)
+
+_ENGINE = ENGINE_DEFAULTS["members"]
 
 #: Nats per row by which the collection phase's loss may exceed the pre-trained optimum's
 #: before the phase counts as unstable (its iterates left the optimum's basin)
@@ -65,6 +76,7 @@ def largest_curvature(evaluate, theta, n, rng, iterations=POWER_ITERATIONS) -> f
     return lam
 
 
+@engine_parameters()
 class SWAG(_Trainer):
     """A Gaussian fitted to the iterates of SGD around an optimum.
 
@@ -84,6 +96,10 @@ class SWAG(_Trainer):
     Every prior with a gradient works; a hierarchical prior's layer precisions are held at
     their prior mean. With ``noise_std=None`` the log noise precision is a parameter like
     the weights, so its draws come from the same Gaussian.
+
+    The training engine's parameters (``solver`` to ``n_iter_no_change``) set the
+    pre-training phase; ``momentum``, ``nesterovs_momentum`` and ``batch_size`` also the
+    collection phase.
 
     Parameters
     ----------
@@ -108,11 +124,7 @@ class SWAG(_Trainer):
     covariance : {"lowrank", "diag"}, default="lowrank"
     n_members : int, default=1
         Independent SWAG runs (MultiSWAG when > 1).
-    solver, learning_rate_init, learning_rate, momentum, nesterovs_momentum, beta_1, \
-beta_2, epsilon, batch_size, max_iter, tol, early_stopping, validation_fraction, \
-n_iter_no_change
-        The pre-training phase; see :class:`DeepEnsemble`. ``momentum`` and
-        ``nesterovs_momentum`` also apply to the collection phase, and ``batch_size``.
+    <engine parameters>
     """
 
     name = "swag"
@@ -138,42 +150,22 @@ n_iter_no_change
         rank=20,
         covariance="lowrank",
         n_members=1,
-        solver="auto",
-        learning_rate_init=0.01,
-        learning_rate="adaptive",
-        momentum=0.9,
-        nesterovs_momentum=True,
-        beta_1=0.9,
-        beta_2=0.999,
-        epsilon=1e-8,
-        batch_size="auto",
-        max_iter=None,
-        tol=1e-4,
-        early_stopping="auto",
-        validation_fraction=0.1,
-        n_iter_no_change=20,
+        solver=_ENGINE["solver"],
+        learning_rate_init=_ENGINE["learning_rate_init"],
+        learning_rate=_ENGINE["learning_rate"],
+        momentum=_ENGINE["momentum"],
+        nesterovs_momentum=_ENGINE["nesterovs_momentum"],
+        beta_1=_ENGINE["beta_1"],
+        beta_2=_ENGINE["beta_2"],
+        epsilon=_ENGINE["epsilon"],
+        batch_size=_ENGINE["batch_size"],
+        max_iter=_ENGINE["max_iter"],
+        tol=_ENGINE["tol"],
+        early_stopping=_ENGINE["early_stopping"],
+        validation_fraction=_ENGINE["validation_fraction"],
+        n_iter_no_change=_ENGINE["n_iter_no_change"],
     ):
-        self.swa_epochs = swa_epochs
-        self.swa_learning_rate = swa_learning_rate
-        self.swa_schedule = swa_schedule
-        self.collect_every = collect_every
-        self.rank = rank
-        self.covariance = covariance
-        self.n_members = n_members
-        self.solver = solver
-        self.learning_rate_init = learning_rate_init
-        self.learning_rate = learning_rate
-        self.momentum = momentum
-        self.nesterovs_momentum = nesterovs_momentum
-        self.beta_1 = beta_1
-        self.beta_2 = beta_2
-        self.epsilon = epsilon
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.tol = tol
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
+        store_params(self, locals())
 
     def _lower_rate(self, settings) -> str:
         # a member diverges in pre-training, or in a collection whose iterates overflowed

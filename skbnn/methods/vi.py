@@ -20,6 +20,8 @@ from ._base import FitResult
 from ._optim import (
     ADAPTIVE_FACTOR,
     ADAPTIVE_REDUCTIONS,
+    ENGINE_DEFAULTS,
+    ENGINE_DOCS,
     Member,
     _ended_far_above_best,
     _record_epoch,
@@ -28,8 +30,12 @@ from ._optim import (
     _Trainer,
     _validation_epoch,
     batches,
+    engine_parameters,
     glorot_init,
+    store_params,
 )
+
+_ENGINE = ENGINE_DEFAULTS["variational"]
 
 #: Optimizer steps that ``max_iter=None`` aims for on up to ``STEPS_ROWS`` rows, growing
 #: as the square root of the rows beyond: the epochs are this many steps' worth (at least
@@ -89,6 +95,32 @@ def _ensure_compiled(method, target) -> float:
     return compile_once(kernels, warm)
 
 
+#: What the variational methods' training engine does differently (see
+#: :func:`~skbnn.methods._optim.engine_parameters`).
+VARIATIONAL_ENGINE_DOCS = {
+    "solver": (
+        '{"auto", "adam", "sgd"}',
+        """``"auto"`` is Adam (the objective is stochastic: L-BFGS does not apply).""",
+    ),
+    "max_iter": (
+        "int",
+        """Epochs; None is enough epochs for 10,000 steps on up to 1,000 rows, and
+    ``10,000 sqrt(n / 1000)`` on ``n`` rows above (the posterior narrows as rows are
+    added, and the variances take longer to shrink to it), at least 20.""",
+    ),
+    "tol": (
+        ENGINE_DOCS["tol"][0],
+        """An epoch counts as an improvement when it lowers the monitored loss (nats per row)
+    by more than ``tol``, in the stopping rule above.""",
+    ),
+    "n_iter_no_change": (
+        ENGINE_DOCS["n_iter_no_change"][0],
+        "Epochs without improvement that make a plateau, in the stopping rule above.",
+    ),
+}
+
+
+@engine_parameters(**VARIATIONAL_ENGINE_DOCS)
 class VariationalInference(_Trainer):
     """Variational inference by Bayes by Backprop: a Gaussian ``q`` over the weights
     that maximizes the evidence lower bound (ELBO).
@@ -148,16 +180,7 @@ class VariationalInference(_Trainer):
         does (and the low-rank factors at ``init_std / sqrt(rank)`` normals).
     elbo_samples : int, default=100
         Draws for the final ELBO estimate.
-    solver : {"auto", "adam", "sgd"}, default="auto"
-        ``"auto"`` is Adam (the objective is stochastic: L-BFGS does not apply).
-    max_iter : int, default=None
-        Epochs; None is enough epochs for 10,000 steps on up to 1,000 rows, and
-        ``10,000 sqrt(n / 1000)`` on ``n`` rows above (the posterior narrows as rows are
-        added, and the variances take longer to shrink to it), at least 20.
-    learning_rate_init, learning_rate, momentum, nesterovs_momentum, beta_1, beta_2, \
-epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
-        As in :class:`DeepEnsemble`; ``tol`` and ``n_iter_no_change`` in the stopping
-        rule above.
+    <engine parameters>
 
     Examples
     --------
@@ -203,41 +226,22 @@ epsilon, batch_size, tol, early_stopping, validation_fraction, n_iter_no_change
         n_mc=1,
         init_std=0.01,
         elbo_samples=100,
-        solver="auto",
-        learning_rate_init=1e-3,
-        learning_rate="constant",
-        momentum=0.9,
-        nesterovs_momentum=True,
-        beta_1=0.9,
-        beta_2=0.999,
-        epsilon=1e-8,
-        batch_size="auto",
-        max_iter=None,
-        tol=1e-4,
-        early_stopping=False,
-        validation_fraction=0.1,
-        n_iter_no_change=10,
+        solver=_ENGINE["solver"],
+        learning_rate_init=_ENGINE["learning_rate_init"],
+        learning_rate=_ENGINE["learning_rate"],
+        momentum=_ENGINE["momentum"],
+        nesterovs_momentum=_ENGINE["nesterovs_momentum"],
+        beta_1=_ENGINE["beta_1"],
+        beta_2=_ENGINE["beta_2"],
+        epsilon=_ENGINE["epsilon"],
+        batch_size=_ENGINE["batch_size"],
+        max_iter=_ENGINE["max_iter"],
+        tol=_ENGINE["tol"],
+        early_stopping=_ENGINE["early_stopping"],
+        validation_fraction=_ENGINE["validation_fraction"],
+        n_iter_no_change=_ENGINE["n_iter_no_change"],
     ):
-        self.family = family
-        self.rank = rank
-        self.local_reparameterization = local_reparameterization
-        self.n_mc = n_mc
-        self.init_std = init_std
-        self.elbo_samples = elbo_samples
-        self.solver = solver
-        self.learning_rate_init = learning_rate_init
-        self.learning_rate = learning_rate
-        self.momentum = momentum
-        self.nesterovs_momentum = nesterovs_momentum
-        self.beta_1 = beta_1
-        self.beta_2 = beta_2
-        self.epsilon = epsilon
-        self.batch_size = batch_size
-        self.max_iter = max_iter
-        self.tol = tol
-        self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
+        store_params(self, locals())
 
     def _settings(self, target) -> _Settings:
         s = _Trainer._settings(self, target)
