@@ -651,13 +651,13 @@ class Laplace(_Trainer):
         else:
             cov_diag = np.diag(cov)
         theta = state.theta
-        lam_all = 1.0 / target.prior_scale**2
+        prior_prec = 1.0 / target.prior_scale**2
         gamma_total = 0.0
         for layer in range(first_layer, target.layout.n_layers):
             for _, g in groups[2 * layer : 2 * layer + 2]:
                 local = slice(g.start - sl.start, g.stop - sl.start)
-                lam = float(np.mean(lam_all[g]))
-                gamma = (g.stop - g.start) - lam * float(np.sum(cov_diag[local]))
+                group_prec = float(np.mean(prior_prec[g]))
+                gamma = (g.stop - g.start) - group_prec * float(np.sum(cov_diag[local]))
                 gamma_total += gamma
                 if not prior:
                     continue

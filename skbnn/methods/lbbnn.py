@@ -247,34 +247,36 @@ class LBBNN(VariationalInference):
         return vcfg
 
     def _start(self, target, rng, vcfg) -> np.ndarray:
+        """The initial variational parameters: slab means, raw slab sds and inclusion
+        logits, flat."""
         p = target.n_params
-        lam = np.empty(3 * p)
-        lam[:p] = glorot_init(target, rng)
-        lam[p : 2 * p] = _inverse_softplus(float(self.init_std))
-        lam[2 * p :] = logit(float(self.init_inclusion))
-        return lam
+        vparams = np.empty(3 * p)
+        vparams[:p] = glorot_init(target, rng)
+        vparams[p : 2 * p] = _inverse_softplus(float(self.init_std))
+        vparams[2 * p :] = logit(float(self.init_inclusion))
+        return vparams
 
     def _work(self, target, vcfg):
         return kvi.new_work(target.n_params, 0, psi=self._psi(target), slab=self._slab(target))
 
-    def _alpha(self, lam: np.ndarray, p: int, psi: np.ndarray) -> np.ndarray:
-        return np.where(psi < 1.0, expit(lam[2 * p :]), 1.0)
+    def _alpha(self, vparams: np.ndarray, p: int, psi: np.ndarray) -> np.ndarray:
+        return np.where(psi < 1.0, expit(vparams[2 * p :]), 1.0)
 
-    def _mean_params(self, lam: np.ndarray, p: int, work) -> np.ndarray:
-        return self._alpha(lam, p, work.psi) * lam[:p]
+    def _mean_params(self, vparams: np.ndarray, p: int, work) -> np.ndarray:
+        return self._alpha(vparams, p, work.psi) * vparams[:p]
 
-    def _elbo(self, target, lam, vcfg, rng, n_draws: int, n_jobs: int = 1):
+    def _elbo(self, target, vparams, vcfg, rng, n_draws: int, n_jobs: int = 1):
         """``n_draws`` independent estimates of the ELBO over all rows: the closed-form
         ``-KL`` of the network parameters and entropy of the log noise precisions, plus
         the log-likelihood and the noise's log prior at draws of ``q`` with the indicators
         drawn. Returns the draws and the inclusion probabilities."""
         p = target.n_params
         work = self._work(target, None)
-        kvi.set_sigmas(lam, p, work)
-        kvi.set_alphas(lam, p, work)
-        exact = kvi.spike_slab_terms(lam, p, target.layout.n_weights, work, False)
+        kvi.set_sigmas(vparams, p, work)
+        kvi.set_alphas(vparams, p, work)
+        exact = kvi.spike_slab_terms(vparams, p, target.layout.n_weights, work, False)
         alpha = work.alpha.copy()
-        theta = spike_slab_draws(lam[:p], work.sigma**2, alpha, n_draws, rng)
+        theta = spike_slab_draws(vparams[:p], work.sigma**2, alpha, n_draws, rng)
         loglik, _ = target.loglik_batch(theta, n_jobs)
         eta = theta[:, target.layout.n_weights :]
         shape, rate = target.noise_prior
@@ -294,11 +296,11 @@ class LBBNN(VariationalInference):
             return self._start(target, rng, vcfg), None, None
 
         members, diagnostics = self._train_members(target, 1, fit_seed, n_jobs, verbose, start)
-        lam = members[0].theta
+        vparams = members[0].theta
         p = target.n_params
         rng = np.random.default_rng(elbo_seed)
         n_draws, threads = int(self.elbo_samples), effective_n_jobs(n_jobs)
-        draws, alpha, sigma = self._elbo(target, lam, vcfg, rng, n_draws, threads)
+        draws, alpha, sigma = self._elbo(target, vparams, vcfg, rng, n_draws, threads)
         diagnostics["elbo_se"] = float(draws.std(ddof=1) / math.sqrt(draws.size))
         diagnostics["local_reparameterization"] = bool(self.local_reparameterization)
         layout = target.layout
@@ -307,7 +309,7 @@ class LBBNN(VariationalInference):
         density = sum(int((a > 0.5).sum()) for a in alphas) / n_weights
         diagnostics["expected_density"] = sum(float(a.sum()) for a in alphas) / n_weights
         posterior = SpikeSlabPosterior(
-            lam[:p], sigma**2, alpha, n_draws=n_samples, random_state=draw_seed,
+            vparams[:p], sigma**2, alpha, n_draws=n_samples, random_state=draw_seed,
             n_noise=layout.n_noise, model=self.model,
             noise_precision=target.tau.copy() if target.noise_at_tau else None,
         )  # fmt: skip

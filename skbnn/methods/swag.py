@@ -63,17 +63,17 @@ def largest_curvature(evaluate, theta, n, rng, iterations=POWER_ITERATIONS) -> f
     v = rng.standard_normal(theta.size)
     v /= np.linalg.norm(v)
     h = 1e-5 * (1.0 + float(np.linalg.norm(theta)) / math.sqrt(theta.size))
-    lam = 0.0
+    largest = 0.0
     for _ in range(iterations):
         g_plus = evaluate(theta + h * v)[1].copy()
         g_minus = evaluate(theta - h * v)[1]
         hv = -(g_plus - g_minus) / (2.0 * h * n)
         norm = float(np.linalg.norm(hv))
         if not math.isfinite(norm) or norm == 0.0:
-            return lam
-        lam = norm
+            return largest
+        largest = norm
         v = hv / norm
-    return lam
+    return largest
 
 
 @engine_parameters()

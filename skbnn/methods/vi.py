@@ -87,10 +87,10 @@ def _ensure_compiled(method, target) -> float:
         fast = clone(method).set_params(max_iter=1, elbo_samples=2)
         tiny_vcfg = fast._vcfg(tiny)
         tiny_vcfg[0]["local"] = int(local)
-        lam = fast._start(tiny, rng, tiny_vcfg)
-        fast._epochs(tiny, lam, np.arange(6), None, _Settings(max_iter=1), None, rng, None,
-                     Member(lam), tiny_vcfg)  # fmt: skip
-        fast._elbo(tiny, lam, tiny_vcfg, rng, 2)
+        vparams = fast._start(tiny, rng, tiny_vcfg)
+        fast._epochs(tiny, vparams, np.arange(6), None, _Settings(max_iter=1), None, rng, None,
+                     Member(vparams), tiny_vcfg)  # fmt: skip
+        fast._elbo(tiny, vparams, tiny_vcfg, rng, 2)
 
     return compile_once(kernels, warm)
 
@@ -277,23 +277,26 @@ class VariationalInference(_Trainer):
         return vcfg
 
     def _start(self, target, rng, vcfg) -> np.ndarray:
+        """The initial variational parameters, flat as the kernels take them (the
+        ``lam`` of :mod:`skbnn.kernels.vi`): means, raw sds (``softplus`` gives ``sigma``)
+        and the low-rank factors."""
         p = target.n_params
         rank = int(vcfg[0]["rank"])
-        lam = np.empty((2 + rank) * p)
-        lam[:p] = glorot_init(target, rng)
-        lam[p : 2 * p] = _inverse_softplus(float(self.init_std))
-        lam[2 * p :] = rng.standard_normal(rank * p) * (self.init_std / math.sqrt(max(rank, 1)))
-        return lam
+        vparams = np.empty((2 + rank) * p)
+        vparams[:p] = glorot_init(target, rng)
+        vparams[p : 2 * p] = _inverse_softplus(float(self.init_std))
+        vparams[2 * p :] = rng.standard_normal(rank * p) * (self.init_std / math.sqrt(max(rank, 1)))
+        return vparams
 
     def _work(self, target, vcfg):
         """The kernel's scratch arrays (and the family's prior constants) for one run."""
         return kvi.new_work(target.n_params, int(vcfg[0]["rank"]))
 
-    def _mean_params(self, lam: np.ndarray, p: int, work) -> np.ndarray:
+    def _mean_params(self, vparams: np.ndarray, p: int, work) -> np.ndarray:
         """The mean network of ``q``, whose validation loss early stopping reads."""
-        return lam[:p]
+        return vparams[:p]
 
-    def _epochs(self, target, lam, train, val, s, YT, rng, bar, member, vcfg):
+    def _epochs(self, target, vparams, train, val, s, YT, rng, bar, member, vcfg):
         """Up to ``s.max_iter`` epochs of VI on the rows ``train``."""
         p = target.n_params
         tgt = target.kernel_target(own=True, YT=YT)
@@ -311,11 +314,11 @@ class VariationalInference(_Trainer):
         cfg = np.zeros(1, dtype=kopt.OPTIMIZER)
         cfg[0] = (1 if s.solver == "sgd" else 0, 0, int(s.nesterovs_momentum), s.beta_1,
                   s.beta_2, s.epsilon, s.momentum)  # fmt: skip
-        opt = kopt.Optimizer(cfg, np.zeros(lam.size), np.zeros(lam.size))
+        opt = kopt.Optimizer(cfg, np.zeros(vparams.size), np.zeros(vparams.size))
         validation = None if val is None else target.evaluator(None, val, YT)
         val_weight = None if val is None else target.weight_of(val)
         window = int(s.n_iter_no_change)
-        best, best_lam, count = np.inf, None, 0
+        best, best_vparams, count = np.inf, None, 0
         local = bool(vcfg[0]["local"]) and self._family == kvi.GAUSSIAN
         epoch_kernel = kvi.run_vi_epoch_for(self._family, *target.kernel_codes, local)
         member.converged = False
@@ -325,7 +328,7 @@ class VariationalInference(_Trainer):
             data = data._replace(rows=rng.permutation(train))
             lrs = _schedule(s.learning_rate, lr0, epoch, s.max_iter, n_steps)
             try:
-                loss = epoch_kernel(lam, tgt, data, batch, lrs, opt, vcfg, work, ws, stats,
+                loss = epoch_kernel(vparams, tgt, data, batch, lrs, opt, vcfg, work, ws, stats,
                                     rng)  # fmt: skip
             except np.linalg.LinAlgError:
                 # the low-rank family's Cholesky factor of a matrix a divergent step made
@@ -336,11 +339,11 @@ class VariationalInference(_Trainer):
             if validation is not None:
                 # the mean network's validation loss, as the engine's early stopping
                 improved, best, count = _validation_epoch(validation, val_weight,
-                                                          self._mean_params(lam, p, work),
+                                                          self._mean_params(vparams, p, work),
                                                           member,
                                                           best, count, s.tol)  # fmt: skip
                 if improved:
-                    best_lam = lam.copy()
+                    best_vparams = vparams.copy()
                 if count > s.n_iter_no_change:
                     member.converged = True
                     break
@@ -371,8 +374,8 @@ class VariationalInference(_Trainer):
         if len(curve) >= 2 * window and _ended_far_above_best(curve, sampled=True):
             member.diverged = True
             return member
-        if best_lam is not None:
-            lam[:] = best_lam
+        if best_vparams is not None:
+            vparams[:] = best_vparams
         return member
 
     def _optimize(self, target, theta, train, val, s, prior_mean, YT, rng, bar, member):
@@ -394,20 +397,20 @@ class VariationalInference(_Trainer):
             f"{self._fix(max_iter=2 * settings.max_iter)}."
         )
 
-    def _elbo(self, target, lam, vcfg, rng, n_draws: int, n_jobs: int = 1) -> np.ndarray:
+    def _elbo(self, target, vparams, vcfg, rng, n_draws: int, n_jobs: int = 1) -> np.ndarray:
         """``n_draws`` independent estimates of the ELBO over all rows: ``log p(y, theta)
         - log q(theta)`` at draws of ``theta`` from ``q``. Near the optimum the two terms
         move together, so this has a smaller variance than the expected log-likelihood
         alone (none at all when ``q`` is the posterior)."""
         p = target.n_params
         rank = int(vcfg[0]["rank"])
-        mu = lam[:p]
-        sigma = np.logaddexp(0.0, lam[p : 2 * p])
+        mu = vparams[:p]
+        sigma = np.logaddexp(0.0, vparams[p : 2 * p])
         eps = rng.standard_normal((n_draws, p))
         theta = mu + sigma * eps
         logdet = 2.0 * np.sum(np.log(sigma))
         if rank:
-            v = lam[2 * p :].reshape(rank, p)
+            v = vparams[2 * p :].reshape(rank, p)
             theta += rng.standard_normal((n_draws, rank)) @ v
             # the Woodbury identity and the determinant lemma, M = I + V D^-1 V'
             m = np.eye(rank) + (v / sigma**2) @ v.T
@@ -432,19 +435,19 @@ class VariationalInference(_Trainer):
             return self._start(target, rng, vcfg), None, None
 
         members, diagnostics = self._train_members(target, 1, fit_seed, n_jobs, verbose, start)
-        lam = members[0].theta
+        vparams = members[0].theta
         p = target.n_params
         rank = int(vcfg[0]["rank"])
-        sigma = np.logaddexp(0.0, lam[p : 2 * p])
-        factor = lam[2 * p :].reshape(1, rank, p) if rank else None
-        draws = self._elbo(target, lam, vcfg, np.random.default_rng(elbo_seed),
+        sigma = np.logaddexp(0.0, vparams[p : 2 * p])
+        factor = vparams[2 * p :].reshape(1, rank, p) if rank else None
+        draws = self._elbo(target, vparams, vcfg, np.random.default_rng(elbo_seed),
                            int(self.elbo_samples), effective_n_jobs(n_jobs))  # fmt: skip
         elbo = float(draws.mean())
         diagnostics["elbo_se"] = float(draws.std(ddof=1) / math.sqrt(draws.size))
         diagnostics["local_reparameterization"] = bool(vcfg[0]["local"])
         diagnostics["closed_form_kl"] = bool(vcfg[0]["closed_kl"])
         posterior = GaussianPosterior(
-            lam[None, :p],
+            vparams[None, :p],
             sigma[None] ** 2,
             factor,
             n_draws=n_samples,
