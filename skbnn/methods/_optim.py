@@ -721,6 +721,6 @@ def noise_of(target, thetas) -> np.ndarray | None:
     ones; None for a classifier or a heteroscedastic likelihood."""
     if target.likelihood != "gaussian":
         return None
-    if target.layout.n_noise:
+    if target.noise_in_theta:
         return np.exp(thetas[:, target.layout.n_weights :])
     return np.broadcast_to(target.tau, (thetas.shape[0], target.n_outputs)).copy()
