@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
-from skbnn.diagnostics import ess_bulk, rhat
 from skbnn._data import weighted_rows as _weighted_rows
+from skbnn.diagnostics import ess_bulk, rhat
 from skbnn.kernels import chain as kchain
 from skbnn.kernels import network as knet
 from skbnn.kernels import transitions
