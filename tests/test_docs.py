@@ -1,7 +1,9 @@
-"""The docs say what the code does: the generated methods table is current, and the
-documented Pipeline pattern for predictive sds and intervals works."""
+"""The docs say what the code does: the generated methods table is current, the
+documented Pipeline pattern for predictive sds and intervals works, the README stays a
+short page whose commands are CI's, and the pages' links lead somewhere."""
 
 import importlib.util
+import re
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +13,8 @@ from sklearn.preprocessing import StandardScaler
 
 import skbnn
 
-DOC = Path(__file__).resolve().parents[1] / "doc"
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "doc"
 
 
 def _doc_module(name):
@@ -74,3 +77,57 @@ def test_documented_pipeline_pattern_reaches_std_and_interval():
     assert np.all(lower < mean) and np.all(mean < upper)
     # float32 in, float64 out, as doc/user_guide.md explains
     assert mean.dtype == std.dtype == lower.dtype == np.float64
+
+
+def _paragraphs(text):
+    """Blocks of consecutive non-blank lines outside code fences, tables excluded."""
+    blocks, block, fenced = [], [], False
+    for line in text.splitlines() + [""]:
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            line = ""
+        if fenced or not line.strip():
+            if block and not all(row.lstrip().startswith(("|", "<!--")) for row in block):
+                blocks.append(" ".join(block))
+            block = []
+        else:
+            block.append(line)
+    return blocks
+
+
+def test_readme_is_short_and_its_paragraphs_too():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    longest = max(_paragraphs(text), key=lambda p: len(p.split()))
+    assert len(longest.split()) <= 150, longest[:80]
+
+
+def test_readme_commands_are_what_ci_runs():
+    readme, ci = (ROOT / "README.md").read_text(), (ROOT / ".ci" / "run").read_text()
+    for command in ("pip install .", "python examples/quickstart.py", 'pip install ".[test]"',
+                    "pytest -n auto"):  # fmt: skip
+        assert command in readme and command in ci, command
+
+
+def _slug(heading):
+    # GitHub's anchors, which the site's MyST (myst_heading_anchors) also makes
+    heading = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return heading.replace(" ", "-")
+
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("page", ["README.md", *sorted(p.name for p in DOC.glob("*.md"))])
+def test_relative_links_lead_to_a_file_and_heading(page):
+    source = ROOT / page if page == "README.md" else DOC / page
+    text = re.sub(r"```.*?```", "", source.read_text(), flags=re.S)
+    for target in _LINK.findall(text):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (source.parent / path).resolve() if path else source
+        assert linked.exists(), f"{page} links to {target}, which does not exist"
+        if anchor and linked.suffix == ".md":
+            headings = re.findall(r"^#+ (.*)$", linked.read_text(), flags=re.M)
+            assert anchor in {_slug(h) for h in headings}, f"{page}: no heading #{anchor}"
