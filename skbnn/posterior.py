@@ -37,8 +37,8 @@ def single_threaded_blas():
     """A context in which BLAS runs on one thread.
 
     The controller that finds the loaded BLAS libraries is built once per process:
-    ``threadpool_limits`` rescans them at every call, 5-7 ms, which was half the time of a
-    small Laplace fit."""
+    ``threadpool_limits`` rescans them at every call, which costs as much as a small
+    Laplace fit."""
     global _CONTROLLER
     if _CONTROLLER is None:
         from threadpoolctl import ThreadpoolController

@@ -13,7 +13,7 @@ from .priors import NOISE_PRECISION_RATE, NOISE_PRECISION_SHAPE, GaussianPrior, 
 #: The kernels' rows are padded to a multiple of this many (one 64-byte cache line of
 #: float64) with zero-weight rows, and their arrays start on a cache line: every row of the
 #: feature-major data and of the workspace then starts on a vector boundary; rows that
-#: straddle them slow every gradient (doc/performance.md).
+#: straddle them slow every gradient.
 ROW_ALIGN = 8
 
 

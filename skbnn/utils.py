@@ -167,8 +167,8 @@ def compile_once(kernels, warm, compiled=None) -> float:
 @contextlib.contextmanager
 def _collector_paused():
     # numba's compiler leaves a hundred thousand objects in reference cycles behind, and
-    # each automatic full collection meanwhile walked every object of the process
-    # (scikit-learn, scipy and pandas hold about 150,000): 0.8-0.9 s of the quickstart fit's
+    # each automatic full collection meanwhile walks every object of the process
+    # (scikit-learn, scipy and pandas hold about 150,000), a large share of a first fit's
     # compiling. They are collected once, afterwards, by the next automatic collection.
     enabled = gc.isenabled()
     gc.disable()

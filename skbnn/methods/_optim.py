@@ -629,8 +629,8 @@ class _Trainer(BaseMethod):
         seeds = seed_sequence(random_state).spawn(n_members)
         try:
             # L-BFGS-B's vector operations are BLAS calls on tiny vectors: a threaded BLAS
-            # spends ~0.3 ms per iteration waking its threads (7x the whole iteration here),
-            # and members already run in parallel
+            # spends longer waking its threads than the whole iteration takes, and members
+            # already run in parallel
             if backend_elsewhere():
                 # joblib's backend runs tasks in other processes (a cluster's workers under
                 # parallel_config(backend="dask")): one member per task, the same bits

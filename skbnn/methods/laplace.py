@@ -516,8 +516,8 @@ class Laplace(_Trainer):
                 return np.inf, np.zeros_like(th)
             return -lp / n, grad * (-1.0 / n)
 
-        # (run holds BLAS to one thread: L-BFGS-B's vector operations on q entries were
-        # 10-25x slower than the gradients they serve with a threaded BLAS)
+        # (run holds BLAS to one thread: a threaded BLAS makes L-BFGS-B's vector
+        # operations on q entries slower than the gradients they serve)
         res = minimize(
             fun, theta, jac=True, method="L-BFGS-B",
             options={"maxiter": lbfgs_iter, "gtol": 1e-9, "ftol": 0.0},
@@ -691,11 +691,9 @@ class Laplace(_Trainer):
 
         BLAS runs on one thread throughout; the parallelism is ``n_jobs`` threads over
         chunks of rows. A threaded BLAS sums in an order that depends on its thread count,
-        and empirical Bayes compares evidences, so its path (and the reported fit) changed
-        with the BLAS threads of the machine: 11 updates with two threads and 5 with one on
-        Boston 13-10-1. It was also slower: waking BLAS threads for matrices of a few
-        hundred rows cost about 5 ms a call here, and the Boston fits took 3.0 s instead of
-        0.8 s (13-10-1) and 2.3 s (13-50-1).
+        and empirical Bayes compares evidences, so its path (and the reported fit) would
+        change with the BLAS threads of the machine. Waking BLAS threads for matrices of a
+        few hundred rows also costs more than the work they share.
         """
         self._validate_params()
         with single_threaded_blas():
