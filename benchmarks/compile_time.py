@@ -32,7 +32,6 @@ wall time most (at a load of 4.5 on 2 cores one run took 34 s wall and 18 s CPU 
 took 11.5 s of each at a load of 2.4). Run nothing else meanwhile::
 
     python benchmarks/compile_time.py --out        # appends to results/compile_time.jsonl
-    python benchmarks/compile_time.py --readme     # its table into README.md
 """
 
 from __future__ import annotations
@@ -238,37 +237,6 @@ def _commit(*path: str) -> str | None:
         return None
 
 
-README = ROOT / "README.md"
-TABLE_START, TABLE_END = "<!-- compile-table:start -->", "<!-- compile-table:end -->"
-
-
-def readme_table(path: Path = OUT) -> str:
-    """The README's table: each method's cold first fit (compile seconds, regressor /
-    classifier) from the newest run in ``path`` that measured every method."""
-    rows = [json.loads(line) for line in open(path) if line.strip()]
-    summaries = [r for r in rows if r.get("run") == "summary"]
-    commits = [r["commit"] for r in summaries]
-    for commit in reversed(list(dict.fromkeys(commits))):
-        run = {(r["method"], r["estimator"]): r for r in summaries if r["commit"] == commit}
-        if {m for m, _ in run} >= set(METHOD_NAMES):
-            break
-    else:
-        raise SystemExit(f"no run in {path} measured every method")
-    date = next(r["date"] for r in summaries if r["commit"] == commit)
-    lines = [f"| method | compiling, s (commit {commit[:7]}, {date}) |", "|---|---|"]
-    for method in METHOD_NAMES:
-        cells = [run.get((method, e), {}).get("cold_compile_time_s") for e in ESTIMATORS]
-        lines.append(f"| `{method}` | " + " / ".join(f"{c:.1f}" for c in cells if c) + " |")
-    return "\n".join(lines)
-
-
-def write_readme_table(path: Path = OUT) -> None:
-    text = README.read_text()
-    head, rest = text.split(TABLE_START)
-    _, tail = rest.split(TABLE_END)
-    README.write_text(f"{head}{TABLE_START}\n{readme_table(path)}\n{TABLE_END}{tail}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--methods", nargs="+", default=list(METHOD_NAMES), choices=METHOD_NAMES)
@@ -278,16 +246,10 @@ def main() -> None:
     )
     parser.add_argument("--out", action="store_true", help=f"also append the lines to {OUT}")
     parser.add_argument("--note", default="", help="a note stored with every line")
-    parser.add_argument(
-        "--readme", action="store_true", help="write the newest full run's table into README.md"
-    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         _child(args)
-        return
-    if args.readme:
-        write_readme_table()
         return
 
     common = {
