@@ -1,5 +1,6 @@
 """The chain driver: warm-up schedule, divergence accounting, warnings, progress bar."""
 
+import time
 import warnings
 
 import numpy as np
@@ -176,13 +177,17 @@ def test_converged_run_does_not_warn_and_reports_consistent_figures(seed):
     reg = _linear_nuts(seed, 800)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
+        start = time.perf_counter()
         reg.fit(*_data(seed=seed))
+        elapsed = time.perf_counter() - start
     d = reg.diagnostics_
     assert d["n_chains"] == 4 and d["n_draws_per_chain"] == 200
     assert d["n_grad_evals"] == d["n_grad_evals_per_chain"].sum()
     assert np.all(d["mean_tree_depth"] <= 6)
     assert np.all((d["accept_rate"] > 0.6) & (d["accept_rate"] <= 1))
-    assert d["compile_time"] >= 0 and d["wall_time"] >= d["compile_time"]
+    # the times are parts of the fit: compiling is part of the run, which is part of the
+    # wall time measured around fit
+    assert 0 <= d["compile_time"] <= d["wall_time"] <= elapsed
     assert np.all(np.isfinite(d["e_bfmi"])) and np.all(d["e_bfmi"] > 0.3)
 
 
