@@ -646,49 +646,33 @@ def test_log_symmetric_modes_scales_by_the_posterior_sd_and_multiplies_over_laye
     assert log_symmetric_modes(NetworkLayout((3, 2)), np.ones(8), np.ones(8), "tanh") == 0.0
 
 
-def test_n_init_polishes_on_the_initialization_with_the_highest_evidence(monkeypatch):
+@pytest.mark.statistical
+def test_n_init_polishes_on_the_initialization_with_the_highest_evidence(seed):
     # iris with two ReLU units, whose initializations often end in modes nats apart; a
-    # fixed prior, so one update. Every initialization gets a short polish, and the one
-    # with the highest evidence after it (symmetric copies counted) is polished on.
+    # fixed prior, so one update. Every initialization gets a short polish, whose evidence
+    # (symmetric copies counted) init_log_evidence reports, and the best one is polished on:
+    # the full polish changes the winner's evidence by tenths at most (see n_init), so
+    # the reported evidence is the best initialization's, within 0.5 nats. Measured over
+    # 100 seed offsets: log_evidence_ - max(init_log_evidence) was -0.23 to +0.007, and in
+    # 97 of them another initialization ended over a nat below the best, so a wrong pick
+    # fails. (The other 3 put every initialization in one mode: no false alarm, no power.)
     X, y = _iris()
-    calls = []
-    polish = Laplace._polish
-
-    def spy(self, target, net, theta, first_layer, sl, n_jobs, evaluator, *args, **kwargs):
-        start = theta.copy()
-        state, steps = polish(self, target, net, theta, first_layer, sl, n_jobs, evaluator,
-                              *args, **kwargs)  # fmt: skip
-        how = dict(zip(["lbfgs_iter", "newton"], args, strict=False), **kwargs)
-        budget = (how.get("lbfgs_iter", laplace_module.POLISH_LBFGS_ITER), how.get("newton", True))
-        calls.append((start, budget, state))
-        return state, steps
-
-    monkeypatch.setattr(Laplace, "_polish", spy)
 
     def fit(n_init):
-        calls.clear()
         method = Laplace(optimize_prior=False, n_init=n_init)
-        est = BayesianMLPClassifier((2,), activation="relu", method=method, random_state=0)
+        est = BayesianMLPClassifier((2,), activation="relu", method=method, random_state=seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             est.fit(X, y)
-        return est, list(calls)
+        return est
 
-    one, one_calls = fit(1)
-    many, many_calls = fit(6)
-    short = [c for c in many_calls if c[1] == (laplace_module.RANK_LBFGS_ITER, False)]
-    assert len(short) == 6 and len(many_calls) == 7 and len(one_calls) == 1
+    one, many = fit(1), fit(6)
     inits = many.diagnostics_["init_log_evidence"]
-    symmetric = many.diagnostics_["log_symmetric_modes"]
-    np.testing.assert_allclose(inits, [c[2].log_evidence for c in short], rtol=0, atol=0)
-    # the full polish starts where the best short one ended, and its evidence is reported
-    best = short[int(np.argmax(inits))][2]
-    np.testing.assert_array_equal(many_calls[-1][0], best.theta)
-    assert many_calls[-1][1] == (laplace_module.POLISH_LBFGS_ITER, True)
-    assert many.log_evidence_ == many_calls[-1][2].log_evidence == many.posterior_.log_evidence
-    assert symmetric == many_calls[-1][2].log_symmetry
-    # the first initialization is trained the same either way; n_init=1 polishes it fully
-    np.testing.assert_array_equal(one_calls[0][0], short[0][0])
+    assert inits.shape == (6,) and np.all(np.isfinite(inits))
+    assert many.log_evidence_ == many.posterior_.log_evidence
+    assert abs(many.log_evidence_ - inits.max()) <= 0.5
+    assert np.isfinite(many.diagnostics_["log_symmetric_modes"])
+    # n_init=1 has nothing to rank: its one initialization is polished in full
     assert one.diagnostics_["init_log_evidence"].tolist() == [one.log_evidence_]
 
 
