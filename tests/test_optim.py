@@ -10,7 +10,8 @@ RMS exactness and SWAG's moments are in ``tests/test_optim_exact.py``.
 
 Nearly every test here is deterministic: a convex problem whose optimum is known to solver
 precision, an identity of the engine, or an easy problem solved with a wide margin for any
-seed (checked over several seeds while writing them). The one statistical test says so.
+seed (checked over several seeds while writing them). The statistical tests say so, and
+state the spread their tolerance was set against.
 """
 
 from __future__ import annotations
@@ -177,28 +178,31 @@ def _overfit_data(seed=0):
     return X, np.sin(2 * X[:, 0]) + 0.5 * rng.standard_normal(40)
 
 
-def test_early_stopping_stops_and_reports_the_validation_curve():
+@pytest.mark.statistical
+def test_early_stopping_stops_and_reports_the_validation_curve(seed):
     # ~0.03 s. 20 tanh units on 30 training rows with noise_std 0.05 against a true 0.5
-    # interpolate the noise, so the validation loss turns up within tens of epochs: the
-    # rule fires at 19-89 of 1000 epochs here, and at 154 at most over 20 seeds tried
-    X, y = _overfit_data()
+    # interpolate the noise, so the validation loss turns up within tens of epochs. When it
+    # does is chance: over 200 seed offsets the last member stopped after 13-837 epochs
+    # (median 69, 5 offsets above 400), none at the cap of 5000, which is six times
+    # the latest stop seen. The rest is an identity of the rule, whatever the seed.
+    X, y = _overfit_data(seed)
     n_change = 10
     method = DeepEnsemble(
         solver="adam",
         learning_rate_init=0.02,
         learning_rate="constant",
-        max_iter=1000,
+        max_iter=5000,
         tol=0.0,
         early_stopping=True,
         validation_fraction=0.25,
         n_iter_no_change=n_change,
     )
     est = BayesianMLPRegressor(
-        hidden_layer_sizes=(20,), method=method, noise_std=0.05, n_samples=3, random_state=0
+        hidden_layer_sizes=(20,), method=method, noise_std=0.05, n_samples=3, random_state=seed
     )
     assert _fit(est, X, y) == []
     d = est.diagnostics_
-    assert np.all(d["n_iter"] < 1000) and d["converged"].all()
+    assert np.all(d["n_iter"] < 5000) and d["converged"].all()
     assert len(d["validation_loss_curve"]) == len(d["loss_curve"]) == 3
     for n_iter, val, train in zip(
         d["n_iter"], d["validation_loss_curve"], d["loss_curve"], strict=True
@@ -421,14 +425,14 @@ def test_convergence_warning_at_max_iter(solver):
 # --------------------------------------------------------------------------------------
 
 
-def _classification(kind):
+def _classification(kind, seed=0):
     if kind == "binary":
         X, y = load_breast_cancer(return_X_y=True)
         X, y = X[:200], y[:200]
     else:
         X, y = load_iris(return_X_y=True)
     X = StandardScaler().fit_transform(X)
-    idx = np.random.default_rng(0).permutation(len(X))
+    idx = np.random.default_rng(seed).permutation(len(X))
     half = len(X) // 2
     return X[idx[:half]], y[idx[:half]], X[idx[half:]], y[idx[half:]]
 
@@ -443,25 +447,29 @@ CLASSIFIER_METHODS = {
 @pytest.mark.parametrize("prior", ["gaussian", "logistic", "hierarchical"])
 @pytest.mark.parametrize("kind", ["binary", "multiclass"])
 @pytest.mark.parametrize("name", CLASSIFIER_METHODS)
-def test_classifier(name, kind, prior):
-    # ~0.02 s each. Deterministic: held-out accuracy was 0.92-0.99 for every method, prior
-    # and seed tried (5 seeds), against the 0.8 asked here (chance: 0.33 iris, 0.63
-    # breast-cancer majority class), so no seed is anywhere near the bar.
-    X, y, X_test, y_test = _classification(kind)
+@pytest.mark.statistical
+def test_classifier(name, kind, prior, seed):
+    # ~0.02 s each. Held-out accuracy depends on the split and the initialization: over
+    # 200 seed offsets of these 18 cases (3600 fits) it was 0.954 +- 0.021, lowest 0.787
+    # (one unlucky iris split). 0.7 is 12 sd below the mean and 0.09 below the lowest seen,
+    # so a false alarm is rarer than 1 in 3600 fits, while a classifier that learned
+    # nothing scores at most the majority class's share (0.33 iris, 0.60 at most on these
+    # breast-cancer halves).
+    X, y, X_test, y_test = _classification(kind, seed)
     n_classes = len(np.unique(y))
     est = BayesianMLPClassifier(
         hidden_layer_sizes=(5,),
         method=CLASSIFIER_METHODS[name](),
         prior=prior,
         n_samples=3 if name != "swag" else 20,
-        random_state=0,
+        random_state=seed,
     )
     est.fit(X, y)
     proba = est.predict_proba(X_test)
     assert proba.shape == (len(X_test), n_classes)
     assert np.all(proba >= 0) and np.all(np.isfinite(proba))
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=0, atol=1e-12)
-    assert est.score(X_test, y_test) > 0.8
+    assert est.score(X_test, y_test) > 0.7
     # a softmax over 3 classes, one logit for 2
     assert int(est._layout.sizes[-1]) == (1 if n_classes == 2 else n_classes)
 
