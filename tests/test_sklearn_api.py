@@ -167,6 +167,10 @@ def _data_for(cls):
 # 1. scikit-learn's estimator checks
 # --------------------------------------------------------------------------------------
 
+# One configuration per method, as every method must pass scikit-learn's checks, and NUTS
+# with parallel tempering besides: its replicas and swaps are driver code that no other
+# configuration runs. (Plain NUTS runs no Python line that the tempered one does not, but
+# it is a method of its own.)
 _CHECKED_ESTIMATORS = [_fast(cls, method) for cls in ESTIMATORS for method in FAST_METHODS]
 
 
