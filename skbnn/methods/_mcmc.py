@@ -25,6 +25,7 @@ from ..posterior import WeightedDraws
 from ..target import aligned_empty, padded_rows
 from ..utils import backend_elsewhere, compile_once, seed_sequence, thread_map
 from ._base import BaseMethod, FitResult
+from ._progress import SLOW_FIT, ProgressBar, duration
 
 #: ``target_rhat`` / ``target_ess`` without ``max_time``: the chains grow to at most this
 #: many times the ``n_samples`` they were asked for (``stopped_because="max_draws"``).
@@ -42,18 +43,6 @@ OUT_OF_REACH = (
     "the modes the chains found, an ensemble of modes rather than the posterior: read "
     "their intervals as an ensemble's, or use fewer hidden units"
 )
-#: Seconds of projected sampling above which a named sampler warns before it starts.
-SLOW_FIT = 180.0
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} minutes"
-    return f"{seconds / 3600:.1f} hours"
-
-
 #: R-hat above this raises a ConvergenceWarning (Vehtari et al. 2021 recommend 1.01 for
 #: final inference; 1.05 flags clear failures without crying wolf on short runs).
 RHAT_WARN = 1.05
@@ -227,39 +216,6 @@ def _update_metric(arrays, dense: bool, grad_metric: bool) -> None:
     w_m2[:] = 0.0
     arrays.w_mean[:] = 0.0
     state["welford_count"] = 0
-
-
-class _ProgressBar:
-    """A thread-safe tqdm bar over all chains' iterations (no-op when quiet)."""
-
-    def __init__(self, total: int, verbose: int, desc: str):
-        self._bar = None
-        self._lock = threading.Lock()
-        #: shown after every block's own text: the latest R-hat and ESS while extending
-        self.status = ""
-        if verbose > 0:
-            from tqdm.auto import tqdm
-
-            self._bar = tqdm(total=total, desc=desc, unit="it")
-
-    def update(self, n: int, postfix: str | None = None) -> None:
-        if self._bar is not None:
-            with self._lock:
-                self._bar.update(n)
-                if postfix:
-                    text = f"{postfix}; {self.status}" if self.status else postfix
-                    self._bar.set_postfix_str(text, refresh=False)
-
-    def extend(self, n: int) -> None:
-        """``n`` more iterations to come (a chain extended)."""
-        if self._bar is not None:
-            with self._lock:
-                self._bar.total += n
-                self._bar.refresh()
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
 
 
 def _run_interleaved(
@@ -493,7 +449,7 @@ class _HMCFamily(BaseMethod):
             return
         cls = type(self).__name__
         warn(
-            f"{cls} may take up to {_duration(projected)} here: {n_iter} iterations x "
+            f"{cls} may take up to {duration(projected)} here: {n_iter} iterations x "
             f"{n_replicas} chains on {threads} threads, each iteration up to "
             f"{self._max_gradients()} gradient passes over {target.n_rows} rows and "
             f"{target.n_params} parameters ({min(times) * 1e3:.2g} ms each). For an answer "
@@ -644,9 +600,7 @@ class _HMCFamily(BaseMethod):
         if resume is None:
             self._warn_if_slow(target, len(replicas), n_iter, n_jobs)
 
-        bar = _ProgressBar(
-            len(replicas) * n_iter, verbose, f"{self.name.upper()} {n_chains} chains"
-        )
+        bar = ProgressBar(len(replicas) * n_iter, verbose, f"{self.name.upper()} {n_chains} chains")
         n_workers = max(1, min(effective_n_jobs(n_jobs), len(replicas)))
         extends = self._extends()
         timed = extends and self.max_time is not None
@@ -1291,14 +1245,14 @@ def map_starts(target, seeds, n_jobs) -> tuple[list, int]:
         early_stopping=False,
         heteroscedastic=False,
     )
-    trainer._compile(target)
-    settings = trainer._settings(target)
 
     def start(target, rng):
         return glorot_init(target, rng), None, None
 
+    train = trainer.member_trainer(target, start)
+
     def one(ss):
-        member = trainer._train(target, settings, start, ss)
+        member = train(ss)
         theta = None if member is None else member.theta
         if theta is None or not np.isfinite(target.logp(theta)):
             return _finite_start(target, np.random.default_rng(ss)), 0

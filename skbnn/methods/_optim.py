@@ -34,6 +34,7 @@ from ..kernels import optim as kopt
 from ..posterior import single_threaded_blas
 from ..utils import backend_elsewhere, check_interrupt, compile_once, thread_map
 from ._base import BaseMethod
+from ._progress import ProgressBar
 
 #: Rows up to which ``solver="auto"`` picks full-batch L-BFGS: there one pass over the data
 #: is cheap and L-BFGS needs no learning rate; above it, minibatch Adam.
@@ -612,12 +613,27 @@ class _Trainer(BaseMethod):
             restarts += 1
             s = _Settings(**{**s.__dict__, "learning_rate_init": s.learning_rate_init / 10})
 
+    def member_trainer(self, target, start):
+        """One member's training on ``target``, for a method that needs optima of its own
+        (the samplers' MAP starts).
+
+        Compiles the kernels and fixes the settings once; returns ``train(seed_sequence)``,
+        which optimizes from ``start(target, rng)`` and returns a :class:`Member`, or None
+        when every attempt diverged.
+        """
+        self._compile(target)
+        settings = self._settings(target)
+
+        def train(ss):
+            return self._train(target, settings, start, ss)
+
+        return train
+
     def _train_members(self, target, n_members, random_state, n_jobs, verbose, start,
                        data_fraction=1.0, after=None, epochs_per_member=None):  # fmt: skip
         """Train ``n_members`` members on the shared pool; warn about the unconverged and
         the dropped. Returns the surviving members and the diagnostics of the run."""
         from ..utils import seed_sequence
-        from ._mcmc import _ProgressBar
 
         self._validate_params()
         t0 = time.perf_counter()
@@ -625,7 +641,7 @@ class _Trainer(BaseMethod):
         settings = self._settings(target)
         per_member = settings.max_iter if epochs_per_member is None else epochs_per_member
         desc = f"{type(self).__name__}: {n_members} members x {per_member} epochs"
-        bar = _ProgressBar(n_members * per_member, verbose, desc)
+        bar = ProgressBar(n_members * per_member, verbose, desc)
         seeds = seed_sequence(random_state).spawn(n_members)
         try:
             # L-BFGS-B's vector operations are BLAS calls on tiny vectors: a threaded BLAS

@@ -19,7 +19,7 @@ from ..kernels import smc as ksmc
 from ..posterior import WeightedDraws
 from ..utils import compile_for, compile_once, seed_sequence, thread_map
 from ._base import BaseMethod, FitResult
-from ._mcmc import SLOW_FIT, _duration, _ProgressBar
+from ._progress import SLOW_FIT, ProgressBar, duration
 
 #: Stages fewer than which a run rarely takes: the first stage's time times this is the
 #: least a run may last, for the SlowFitWarning.
@@ -209,7 +209,7 @@ class SMC(BaseMethod):
 
         lam, log_z, n_grad = 0.0, 0.0, 0
         rec = {key: [] for key in _STAGE_KEYS}
-        bar = _ProgressBar(1000, verbose, f"SMC {n} particles")
+        bar = ProgressBar(1000, verbose, f"SMC {n} particles")
         forced, forced_from, shown = False, 0.0, 0
         ranges = _ParticleRanges(n, effective_n_jobs(n_jobs))
         try:
@@ -343,7 +343,7 @@ class SMC(BaseMethod):
         warn(
             f"SMC's first tempering stage took {stage_time:.3g} s on {target.n_rows} rows, "
             f"and a run takes tens of stages, more on more rows (later ones cost more), so "
-            f"at least {_duration(projected)} here. For an answer in seconds to minutes: "
+            f"at least {duration(projected)} here. For an answer in seconds to minutes: "
             "method='laplace' (which also gives the evidence), method='auto' or "
             f"method='ensemble'; or bound the tempering time: {self._fix(max_time=600)}.",
             SlowFitWarning,
