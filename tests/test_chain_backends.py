@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from skbnn import BayesianMLPRegressor
-from skbnn.methods import HMC, MALA, NUTS, _mcmc
+from skbnn.methods import HMC, MALA, NUTS, _chains
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -25,13 +25,13 @@ def _data():
 @pytest.fixture
 def spy(monkeypatch):
     calls = []
-    original = _mcmc._run_elsewhere
+    original = _chains.run_elsewhere
 
     def run(blocks, chains, n_jobs):
         calls.append(len(chains))
         return original(blocks, chains, n_jobs)
 
-    monkeypatch.setattr(_mcmc, "_run_elsewhere", run)
+    monkeypatch.setattr(_chains, "run_elsewhere", run)
     return calls
 
 

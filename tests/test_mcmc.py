@@ -11,7 +11,7 @@ from sklearn.model_selection import GridSearchCV
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.methods import HMC, MALA, NUTS
-from skbnn.methods._mcmc import stan_windows
+from skbnn.methods._warmup import stan_windows
 from skbnn.model_selection import evidence_scorer, log_predictive_scorer
 
 
@@ -297,7 +297,7 @@ def test_output_layer_gibbs_draws_from_exact_conditional(seed):
 def test_more_chains_than_threads_interleave_without_changing_the_draws(verbose):
     # 3 chains on 2 threads run in short blocks, switching chains between blocks; on 1
     # thread each chain runs in one piece: the draws must be identical
-    from skbnn.methods import _mcmc
+    from skbnn.methods import _chains
 
     X, y = _data()
 
@@ -308,17 +308,17 @@ def test_more_chains_than_threads_interleave_without_changing_the_draws(verbose)
         ).fit(X, y)  # fmt: skip
 
     calls = []
-    original = _mcmc._run_interleaved
+    original = _chains.run_interleaved
 
     def spy(chains, n_blocks, advance, n_workers, stop_early=None, on_interrupt=None):
         calls.append((n_blocks, n_workers))
         return original(chains, n_blocks, advance, n_workers, stop_early, on_interrupt)
 
-    _mcmc._run_interleaved = spy
+    _chains.run_interleaved = spy
     try:
         serial, threaded = fit(1), fit(2)
     finally:
-        _mcmc._run_interleaved = original
+        _chains.run_interleaved = original
     assert len(calls) == 1 and calls[0][1] == 2 and calls[0][0] >= 40
     np.testing.assert_array_equal(serial.posterior_.thetas, threaded.posterior_.thetas)
     np.testing.assert_array_equal(
@@ -328,18 +328,20 @@ def test_more_chains_than_threads_interleave_without_changing_the_draws(verbose)
 
 
 def test_a_failing_chain_stops_the_interleaved_run():
-    from skbnn.methods._mcmc import _run_interleaved
+    from types import SimpleNamespace
 
-    chains = [{"pos": 0} for _ in range(3)]
+    from skbnn.methods._chains import run_interleaved
+
+    chains = [SimpleNamespace(pos=0) for _ in range(3)]
 
     def advance(chain):
-        if chain is chains[1] and chain["pos"] == 2:
+        if chain is chains[1] and chain.pos == 2:
             raise RuntimeError("chain 1 broke")
-        chain["pos"] += 1
+        chain.pos += 1
 
     with pytest.raises(RuntimeError, match="chain 1 broke"):
-        _run_interleaved(chains, 10, advance, 2)
-    assert chains[1]["pos"] == 2 and all(c["pos"] < 10 for c in chains[::2])
+        run_interleaved(chains, 10, advance, 2)
+    assert chains[1].pos == 2 and all(c.pos < 10 for c in chains[::2])
 
 
 def _prior_target(hidden, activation, n_outputs=3, beta=1.0, seed=0, noise="fixed"):
@@ -485,7 +487,7 @@ def test_gradient_balanced_metric_estimate(seed):
     # its draw times a constant.
     from skbnn.kernels.adaptation import welford
     from skbnn.kernels.chain import make_chain
-    from skbnn.methods._mcmc import _update_metric
+    from skbnn.methods._warmup import update_metric
 
     rng = np.random.default_rng(0 + seed)
     d, n = 4, 20_000
@@ -499,7 +501,7 @@ def test_gradient_balanced_metric_estimate(seed):
             state["welford_count"] = welford(
                 x, -prec @ x, chain.w_mean, chain.w_m2, state["welford_count"], False
             )
-        _update_metric(chain, dense=False, grad_metric=True)
+        update_metric(chain, dense=False, grad_metric=True)
         expected = np.sqrt(np.diag(cov) / np.diag(prec))
         # Stan's regularization: shrink towards 1e-3 with the weight of 5 draws
         expected = n / (n + 5.0) * expected + 1e-3 * 5.0 / (n + 5.0)
@@ -516,7 +518,7 @@ def test_window_of_fewer_than_two_draws_keeps_the_metric(dense, count):
     from skbnn.kernels.adaptation import welford
     from skbnn.kernels.chain import make_chain
     from skbnn.kernels.linalg import Metric
-    from skbnn.methods._mcmc import _update_metric
+    from skbnn.methods._warmup import update_metric
 
     d = 3
     sigma = np.diag([0.5, 2.0, 8.0])
@@ -529,7 +531,7 @@ def test_window_of_fewer_than_two_draws_keeps_the_metric(dense, count):
         state["welford_count"] = welford(
             x, -x, chain.w_mean, chain.w_m2, state["welford_count"], dense
         )
-    _update_metric(chain, dense=dense, grad_metric=not dense)
+    update_metric(chain, dense=dense, grad_metric=not dense)
     for a, b in zip(chain.metric, before, strict=True):
         np.testing.assert_array_equal(a, b)
     assert not np.any(chain.w_m2) and not np.any(chain.w_mean) and state["welford_count"] == 0
@@ -647,7 +649,7 @@ def test_map_starts_are_maps_and_their_own():
     # init="map": each chain's start is the engine's MAP from its own initialization. On
     # a linear model the posterior is log-concave, so every start is the one mode: the
     # gradient there vanishes (L-BFGS to gtol 1e-4 per row) and the starts agree.
-    from skbnn.methods._mcmc import map_starts
+    from skbnn.methods._starts import map_starts
     from skbnn.target import Target
 
     X, y = _data()
@@ -711,7 +713,7 @@ def test_max_time_is_respected_within_one_block():
 def test_max_time_also_ends_the_first_draws(n_jobs):
     # a deadline that passes during warm-up: warm-up runs to its end, then every chain
     # stops at the same block, past MIN_TIMED_DRAWS draws and short of n_samples
-    from skbnn.methods._mcmc import MIN_TIMED_DRAWS
+    from skbnn.methods._convergence import MIN_TIMED_DRAWS
 
     X, y = _data()
     method = NUTS(n_chains=3, n_warmup=40, target_rhat=1.01, max_time=1e-6)

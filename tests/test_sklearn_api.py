@@ -675,7 +675,7 @@ def test_diagnostics_keys_and_per_chain_lengths(cls, method, monkeypatch):
     diagnostics = _mcmc._HMCFamily._diagnostics
 
     def spy(self, target, chains, n_keep):
-        traces.append(np.stack([c["arrays"].trace for c in chains]))
+        traces.append(np.stack([c.arrays.trace for c in chains]))
         return diagnostics(self, target, chains, n_keep)
 
     monkeypatch.setattr(_mcmc._HMCFamily, "_diagnostics", spy)

@@ -17,7 +17,8 @@ from skbnn import BayesianMLPRegressor
 from skbnn.kernels import network as knet
 from skbnn.kernels.chain import make_chain
 from skbnn.methods import HMC, NUTS
-from skbnn.methods._mcmc import _ReplicaExchange
+from skbnn.methods._chains import ChainState
+from skbnn.methods._tempering import ReplicaExchange
 from skbnn.priors import GaussianPrior, HierarchicalPrior
 from skbnn.target import Target
 
@@ -40,23 +41,25 @@ def _linear_target(noise, n_rows=30, seed=0, prior=None):
 
 
 def _replica(target, theta, beta, tau=None):
-    """A replica dict as the driver holds it, at ``theta`` and inverse temperature ``beta``."""
+    """A replica as the driver holds it, at ``theta`` and inverse temperature ``beta``."""
     tgt = knet.density_target(target.kernel_target(own=True))
     tgt.cfg[0]["beta"] = beta
     if tau is not None:
         tgt.tau[:] = tau
-    chain = {
-        "arrays": make_chain(np.array(theta, dtype=float), 2 + target.n_outputs),
-        "tgt": tgt,
-        "ws": target.workspace(),
-    }
-    _ReplicaExchange._refresh(chain)
+    chain = ChainState(
+        rng=None,
+        arrays=make_chain(np.array(theta, dtype=float), 2 + target.n_outputs),
+        tgt=tgt,
+        ws_size=0,
+        ws=target.workspace(),
+    )
+    ReplicaExchange._refresh(chain)
     return chain
 
 
 def _exchange(target, ladders, betas, seed=0):
     rngs = [np.random.default_rng([seed, i]) for i in range(len(ladders))]
-    return _ReplicaExchange(ladders, rngs, np.asarray(betas, dtype=float), target, [])
+    return ReplicaExchange(ladders, rngs, np.asarray(betas, dtype=float), target, [])
 
 
 @pytest.mark.parametrize("noise", ["fixed", "gibbs", "marginal", "theta"])
@@ -71,7 +74,7 @@ def test_swap_ratio_equals_the_kernels_tempered_densities(noise):
         tau1, tau2 = rng.gamma(2.0, 2.0, size=2)
 
         def logp(theta, tau, beta):
-            return _replica(target, theta, beta, [tau])["arrays"].state[0]["logp"]
+            return _replica(target, theta, beta, [tau]).arrays.state[0]["logp"]
 
         expected = logp(t2, tau2, b1) + logp(t1, tau1, b2) - logp(t1, tau1, b1) - logp(t2, tau2, b2)
         x, y = _replica(target, t1, b1, [tau1]), _replica(target, t2, b2, [tau2])
@@ -88,23 +91,23 @@ def test_swap_moves_the_whole_state_and_refreshes_the_density():
     rng = np.random.default_rng(2)
     t1, t2 = rng.standard_normal((2, target.n_params))
     x, y = _replica(target, t1, 1.0, [3.0]), _replica(target, t2, 0.4, [0.5])
-    x["tgt"].prior_scale[:] = 0.7  # a hierarchical prior's scales are part of the state
-    _ReplicaExchange._refresh(x)
+    x.tgt.prior_scale[:] = 0.7  # a hierarchical prior's scales are part of the state
+    ReplicaExchange._refresh(x)
     ex = _exchange(target, [[x, y]], [1.0, 0.4])
     ex._swap_states(x, y)
-    np.testing.assert_array_equal(x["arrays"].q, t2)
-    np.testing.assert_array_equal(y["arrays"].q, t1)
-    assert x["tgt"].tau[0] == 0.5 and y["tgt"].tau[0] == 3.0
-    np.testing.assert_array_equal(y["tgt"].prior_scale, 0.7)
-    np.testing.assert_array_equal(x["tgt"].prior_scale, 1.0)
-    assert x["tgt"].cfg[0]["beta"] == 1.0 and y["tgt"].cfg[0]["beta"] == 0.4  # temperatures stay
+    np.testing.assert_array_equal(x.arrays.q, t2)
+    np.testing.assert_array_equal(y.arrays.q, t1)
+    assert x.tgt.tau[0] == 0.5 and y.tgt.tau[0] == 3.0
+    np.testing.assert_array_equal(y.tgt.prior_scale, 0.7)
+    np.testing.assert_array_equal(x.tgt.prior_scale, 1.0)
+    assert x.tgt.cfg[0]["beta"] == 1.0 and y.tgt.cfg[0]["beta"] == 0.4  # temperatures stay
     for c in (x, y):
-        fresh = _replica(target, c["arrays"].q, c["tgt"].cfg[0]["beta"], c["tgt"].tau)
-        fresh["tgt"].prior_scale[:] = c["tgt"].prior_scale
-        _ReplicaExchange._refresh(fresh)
-        logp, fresh_logp = c["arrays"].state[0]["logp"], fresh["arrays"].state[0]["logp"]
+        fresh = _replica(target, c.arrays.q, c.tgt.cfg[0]["beta"], c.tgt.tau)
+        fresh.tgt.prior_scale[:] = c.tgt.prior_scale
+        ReplicaExchange._refresh(fresh)
+        logp, fresh_logp = c.arrays.state[0]["logp"], fresh.arrays.state[0]["logp"]
         assert logp == pytest.approx(fresh_logp, rel=1e-12)
-        np.testing.assert_allclose(c["arrays"].grad, fresh["arrays"].grad, rtol=1e-12)
+        np.testing.assert_allclose(c.arrays.grad, fresh.arrays.grad, rtol=1e-12)
 
 
 def test_round_trips_count_cold_to_hot_and_back():
@@ -192,12 +195,12 @@ def test_swaps_keep_exact_tempered_draws_exact(noise, seed):
     fresh = [_exact_tempered_draws(X, z, b, noise, m, rng) for b in betas]
     phi = np.hstack([X, np.ones((len(X), 1))])
     for k in range(len(betas)):
-        ssr = np.array([ladder[k]["arrays"].stats[2] for ladder in ladders])
+        ssr = np.array([ladder[k].arrays.stats[2] for ladder in ladders])
         ssr_ref = np.sum((phi @ fresh[k][0].T - z[:, None]) ** 2, axis=0)
         se = np.sqrt(ssr.var() / m + ssr_ref.var() / m)
         assert abs(ssr.mean() - ssr_ref.mean()) < 4 * se, (k, ssr.mean(), ssr_ref.mean())
         if noise == "gibbs":
-            tau = np.array([ladder[k]["tgt"].tau[0] for ladder in ladders])
+            tau = np.array([ladder[k].tgt.tau[0] for ladder in ladders])
             se = np.sqrt(tau.var() / m + fresh[k][1].var() / m)
             assert abs(tau.mean() - fresh[k][1].mean()) < 4 * se, (k, tau.mean())
 

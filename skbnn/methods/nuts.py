@@ -7,7 +7,8 @@ from numbers import Integral
 from sklearn.utils._param_validation import Interval
 
 from ..kernels import chain as kchain
-from ._mcmc import TEMPERING_CONSTRAINTS, _HMCFamily
+from ._mcmc import _HMCFamily
+from ._tempering import TEMPERING_CONSTRAINTS
 
 
 class NUTS(_HMCFamily):

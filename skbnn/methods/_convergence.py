@@ -1,0 +1,324 @@
+"""Convergence of the HMC family's chains: diagnostics, the warning that reads them, and
+sampling on until they meet their targets."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from scipy.special import expit, softmax
+
+from ..diagnostics import ess_bulk, ess_tail, rhat
+from ..kernels import chain as kchain
+from ..kernels import network as knet
+
+#: ``target_rhat`` / ``target_ess`` without ``max_time``: the chains grow to at most this
+#: many times the ``n_samples`` they were asked for (``stopped_because="max_draws"``).
+MAX_EXTENSION = 20
+#: With ``max_time``, the fewest draws a chain keeps when the time runs out before its first
+#: ``n_samples`` draws are complete.
+MIN_TIMED_DRAWS = 20
+#: With ``max_time``, time bounds the run, and the draws held while it grows (every draw,
+#: its trace row and noise precisions, all chains) at most this many bytes.
+MAX_EXTENSION_BYTES = 2**29
+#: What a ConvergenceWarning says when max_time ran out with the chains still apart.
+OUT_OF_REACH = (
+    "Some network posteriors are out of reach of any chain in minutes (every trajectory at "
+    "the depth cap, R-hat well above 1.05 however long the chains run). The draws then mix "
+    "the modes the chains found, an ensemble of modes rather than the posterior: read "
+    "their intervals as an ensemble's, or use fewer hidden units"
+)
+#: R-hat above this raises a ConvergenceWarning (Vehtari et al. 2021 recommend 1.01 for
+#: final inference; 1.05 flags clear failures without crying wolf on short runs).
+RHAT_WARN = 1.05
+
+
+def monitored_predictions(outputs: np.ndarray, likelihood: str) -> np.ndarray:
+    """What the convergence diagnostics watch at the monitored rows, per draw.
+
+    ``outputs`` are the network outputs, shape (draws, outputs, rows). Regression watches
+    every output; a classifier its class probabilities, which are identified where softmax
+    logits are not (adding a constant to every logit changes nothing). A binary classifier
+    watches p(class 1) alone: p(class 0) = 1 - p(class 1) has the same R-hat and ESS.
+    """
+    if likelihood == "bernoulli":
+        return expit(outputs)
+    if likelihood == "categorical":
+        return softmax(outputs, axis=1)
+    return outputs
+
+
+def e_bfmi(energy: np.ndarray) -> np.ndarray:
+    """Energy Bayesian fraction of missing information per chain (Betancourt 2016).
+
+    NaN for a chain whose energies are not all finite (every transition diverged) or do not
+    vary: there is nothing to judge the momentum resampling by.
+    """
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        num = np.sum(np.diff(energy, axis=1) ** 2, axis=1)
+        den = np.sum((energy - energy.mean(axis=1, keepdims=True)) ** 2, axis=1)
+        out = num / den
+    out[~np.all(np.isfinite(energy), axis=1)] = np.nan
+    return out
+
+
+def _worst(diag: dict) -> tuple[float, float]:
+    """The highest R-hat and the lowest bulk ESS of the monitored quantities (an infinite
+    R-hat when the log-likelihood's cannot be computed yet)."""
+    worst_rhat = float(np.nanmax(np.append(diag["rhat_outputs"], diag["rhat_loglik"])))
+    least_ess = float(np.nanmin(np.append(diag["ess_bulk_outputs"], diag["ess_bulk_loglik"])))
+    if np.isnan(diag["rhat_loglik"]):
+        worst_rhat = math.inf
+    return worst_rhat, least_ess
+
+
+def _wanted_rows(kept: int, least_ess: float, target_ess: float | None, cap: int) -> int:
+    """Draws per chain for the next round: as many as the ESS shortfall asks for (10 %
+    over), at least a tenth of those kept and at most as many again, within ``cap``."""
+    want = kept
+    if target_ess is not None and least_ess > 0:
+        want = math.ceil(1.1 * kept * (target_ess / least_ess - 1.0))
+    return int(min(max(want, kept // 10, 10), kept, cap - kept))
+
+
+def _grow(chains, stops: list, rows: int, thin: int, block: int) -> None:
+    """Room for ``rows`` more draws in every chain, and the blocks that sample them."""
+    last = stops[-1]
+    for chain in chains:
+        chain.grow(rows)
+    end = last + rows * thin
+    stops.extend(range(last + block, end, block))
+    stops.append(end)
+
+
+def extend_until_converged(method, target, chains, stops, n_keep, thin, block, bar,
+                           run_all, t_budget, cut) -> dict:  # fmt: skip
+    """Extend every chain in blocks, with its adapted step size and metric, until R-hat
+    and bulk ESS of the log-likelihood and the monitored outputs meet their targets,
+    ``max_time`` is spent, or the chains hold as many draws as they may
+    (``MAX_EXTENSION``, ``MAX_EXTENSION_BYTES``); then thin each chain evenly to its
+    ``n_keep`` draws. Returns the diagnostics it adds."""
+    target_rhat, target_ess, max_time = method.target_rhat, method.target_ess, method.max_time
+    deadline = t_budget + max_time if max_time is not None else math.inf
+    kept = n_keep
+    a = chains[0].arrays
+    row_bytes = 8 * len(chains) * (a.draws.shape[1] + a.trace.shape[1] + a.taus.shape[1])
+    cap = MAX_EXTENSION * n_keep
+    if max_time is not None:
+        cap = max(cap, MAX_EXTENSION_BYTES // row_bytes)
+    round_times, round_starts, divergences = [], [], None
+    last_cost = 0.0  # seconds per iteration of the last block
+    while True:
+        diag = method._diagnostics(target, chains, kept)
+        worst_rhat, least_ess = _worst(diag)
+        bar.status = f"R-hat {worst_rhat:.3f}, ESS {least_ess:.0f}"
+        bar.update(0, "extending")
+        divergences = diag["divergences_per_chain"]
+        met = (target_rhat is None or worst_rhat <= target_rhat) and (
+            target_ess is None or least_ess >= target_ess
+        )
+        now = time.perf_counter()
+        if met:
+            # max_time alone: the run either finished its n_samples draws or was cut
+            stopped = "targets_met"
+            if target_rhat is None and target_ess is None:
+                stopped = "max_time" if cut else "n_samples"
+            break
+        if now >= deadline:
+            stopped = "max_time"
+            break
+        if kept >= cap:
+            stopped = "max_draws"
+            break
+        rows = _wanted_rows(kept, least_ess, target_ess, cap)
+        # the cost of an iteration: the mean so far (warm-up's shorter trajectories
+        # included) or the last block's, whichever is higher, so that a block does not
+        # overrun the deadline because the trajectories grew or the machine got busier
+        per_iter = (now - t_budget) / max(1, chains[0].it_done)
+        per_iter = max(per_iter, last_cost)
+        if math.isfinite(deadline):
+            # at most half the time left: the blocks shrink toward the deadline, and a
+            # block that takes twice its estimate still ends by it
+            rows = min(rows, int(0.5 * (deadline - now) / (per_iter * thin)))
+        if rows < 1:
+            stopped = "max_time"
+            break
+        _grow(chains, stops, rows, thin, block)
+        bar.extend(rows * thin * len(chains))
+        # a round starts when it is decided, before the deadline: its time includes
+        # growing the arrays
+        round_starts.append(now - t_budget)
+        run_all()
+        round_times.append(time.perf_counter() - now)
+        kept += rows
+        last_cost = round_times[-1] / (rows * thin)
+    n_sampled = kept
+    if kept > n_keep:
+        # even thinning to n_keep draws a chain: n_samples caps what is kept
+        idx = np.round(np.linspace(0, kept - 1, n_keep)).astype(int)
+        for chain in chains:
+            chain.keep(idx)
+    return {
+        "stopped_because": stopped,
+        "stop_rhat": worst_rhat,
+        "stop_ess": least_ess,
+        "n_draws_sampled_per_chain": n_sampled,
+        # over every sampled transition, not only the kept ones
+        "divergences": int(np.sum(divergences)),
+        "divergences_per_chain": np.asarray(divergences),
+        "extension_round_times": np.array(round_times),
+        "extension_round_starts": np.array(round_starts),
+        "budget_time": time.perf_counter() - t_budget,
+    }
+
+
+def chain_diagnostics(method, target, chains, n_keep) -> dict:
+    """The figures of ``chains`` (each with ``n_keep`` kept draws) that every sampler of
+    the family reports, and those ``method``'s kernel adds."""
+    trace = np.stack([c.arrays.trace for c in chains])  # (chains, draws, fields)
+    field = {name: i for i, name in enumerate(kchain.TRACE_FIELDS)}
+    states = [c.arrays.state[0] for c in chains]
+    loglik = trace[:, :, field["loglik"]]
+    out = {
+        "method": method.name,
+        "n_chains": len(chains),
+        "n_warmup": method.n_warmup,
+        "n_draws_per_chain": n_keep,
+        "accept_rate": trace[:, :, field["accept_stat"]].mean(axis=1),
+        "divergences": int(trace[:, :, field["divergent"]].sum()),
+        "divergences_per_chain": trace[:, :, field["divergent"]].sum(axis=1).astype(int),
+        "warmup_divergences": int(sum(s["warmup_divergences"] for s in states)),
+        "n_grad_evals": int(sum(s["n_grad_evals"] for s in states)),
+        "n_grad_evals_per_chain": np.array([int(s["n_grad_evals"]) for s in states]),
+        "mean_n_leapfrog": trace[:, :, field["n_leapfrog"]].mean(axis=1),
+        "chain_time": np.array([c.time for c in chains]),
+        "inverse_mass_matrix": np.stack([c.arrays.metric.inv_m for c in chains]),
+        "loglik": loglik,
+        "ess_bulk_loglik": ess_bulk(loglik),
+        "ess_tail_loglik": ess_tail(loglik),
+        "rhat_loglik": rhat(loglik),
+    }
+    if method._uses_step_size:
+        out["step_size"] = np.array([s["step_size"] for s in states])
+    if method.name in ("nuts", "hmc"):
+        # E-BFMI needs the Hamiltonian at each resampled momentum; MALA's single step
+        # and the random walk have none (their trace records NaN)
+        out["e_bfmi"] = e_bfmi(trace[:, :, field["energy"]])
+    if method.name == "nuts":
+        depth = trace[:, :, field["tree_depth"]]
+        out["mean_tree_depth"] = depth.mean(axis=1)
+        out["max_tree_depth_hits"] = (depth >= method.max_tree_depth).sum(axis=1)
+    rows = np.unique(np.linspace(0, target.n_rows - 1, min(5, target.n_rows)).astype(int))
+    xt = target.XT.reshape(target.n_features, target.n_rows)[:, rows]
+    thetas = np.concatenate([c.arrays.draws for c in chains])
+    outputs = np.empty((thetas.shape[0], target.n_outputs, rows.size))
+    predict = knet.forward_batch_for(target.activation_code)
+    knet.wait_for_helpers(predict)  # the fit's helper process may be compiling it
+    predict(
+        thetas, np.ascontiguousarray(xt).ravel(), target.layout.sizes,
+        target.layout.offsets, rows.size, outputs,
+    )  # fmt: skip
+    monitored = monitored_predictions(outputs, target.likelihood)
+    monitored = monitored.reshape(len(chains), n_keep, *monitored.shape[1:])
+    out["rhat_outputs"] = np.array(
+        [[rhat(monitored[:, :, o, j]) for o in range(monitored.shape[2])]
+         for j in range(rows.size)]
+    )  # fmt: skip
+    out["ess_bulk_outputs"] = np.array(
+        [[ess_bulk(monitored[:, :, o, j]) for o in range(monitored.shape[2])]
+         for j in range(rows.size)]
+    )  # fmt: skip
+    return out
+
+
+def _figures(method, diag: dict) -> list[str]:
+    """The figures a ConvergenceWarning opens with."""
+    figures = [f"R-hat of the log-likelihood {diag['rhat_loglik']:.3f}"]
+    if np.isfinite(np.nanmax(diag["rhat_outputs"], initial=-np.inf)):
+        figures.append(f"max R-hat of training predictions {np.nanmax(diag['rhat_outputs']):.3f}")
+    figures.append(f"bulk ESS of the log-likelihood {diag['ess_bulk_loglik']:.0f}")
+    if method._uses_step_size:
+        figures.append(f"{diag['divergences']} divergent transitions after warm-up")
+    if "mean_tree_depth" in diag:
+        figures.append(
+            f"mean tree depth {np.mean(diag['mean_tree_depth']):.1f} of "
+            f"max_tree_depth={method.max_tree_depth}"
+        )
+    stopped = diag.get("stopped_because")
+    if stopped is not None:
+        figures.append(
+            f"after {diag['n_draws_sampled_per_chain']} draws per chain in "
+            f"{diag['budget_time']:.0f} s (stopped_because={stopped!r})"
+        )
+    return figures
+
+
+def convergence_message(method, diag: dict) -> str | None:
+    """The ConvergenceWarning's text for a run's diagnostics, or None when nothing is
+    wrong: the figures, then what went wrong and the knob that addresses it, by its
+    full path (``method=NUTS(...)``: the method's knobs live on the method object)."""
+    rhats = np.append(diag["rhat_outputs"], diag["rhat_loglik"])
+    too_short = bool(np.isnan(rhats).any())
+    worst = float(np.nanmax(rhats)) if not np.all(np.isnan(rhats)) else float("nan")
+    divergent = method._uses_step_size and diag["divergences"] > 0
+    n_kept = diag["n_chains"] * diag["n_draws_per_chain"]
+    depth_share = 0.0
+    if "max_tree_depth_hits" in diag and n_kept:
+        depth_share = float(np.sum(diag["max_tree_depth_hits"])) / n_kept
+    capped = depth_share > 0.05
+    disagree = worst > RHAT_WARN
+    if not (too_short or divergent or disagree):
+        return None
+    cls = type(method).__name__
+    figures = _figures(method, diag)
+    stopped = diag.get("stopped_because")
+    out_of_time = stopped == "max_time"
+    advice = []
+    max_time = getattr(method, "max_time", None)
+    longer_time = None if max_time is None else 2 * max_time
+    if too_short:
+        advice.append(
+            f"too few draws to judge: {diag['n_draws_per_chain']} per chain, and split "
+            "R-hat needs at least 4 (nan above); "
+            + (
+                f"the time ran out first: {method._fix(max_time=longer_time)}"
+                if out_of_time
+                else f"raise the estimator's n_samples (now {n_kept} over "
+                f"{diag['n_chains']} chains)"
+            )
+        )
+    if capped:
+        advice.append(
+            f"{depth_share:.0%} of the trajectories stopped at the depth cap: the "
+            "posterior needs longer paths than the cap allows. Raise it, "
+            f"{method._fix(max_tree_depth=method.max_tree_depth + 2)} (each level doubles "
+            "the cost of a draw), or simplify the network"
+        )
+    if divergent:
+        accept = round(min(0.99, 1 - (1 - method.target_accept) / 2), 3)
+        advice.append(
+            "divergent transitions: the step size is too large for parts of the "
+            f"posterior; raise the acceptance target: {method._fix(target_accept=accept)}"
+        )
+    if disagree:
+        text = (
+            f"the chains disagree (R-hat up to {worst:.3f}, warn above {RHAT_WARN}): "
+            "they sit in different regions of the posterior"
+        )
+        if out_of_time:
+            text += (
+                f". If they were still approaching, give them more time: "
+                f"{method._fix(max_time=longer_time)}. {OUT_OF_REACH}"
+            )
+        elif stopped == "max_draws":
+            text += (
+                f": {cls} held as many draws as it may without max_time; let time bound "
+                f"the run instead: {method._fix(max_time=600)}"
+            )
+        else:
+            text += method._disagreement_advice(n_kept)
+        advice.append(text)
+    name = {"amcmc": "ADAPTIVE METROPOLIS"}.get(method.name, method.name.upper())
+    sentences = " ".join(a[0].upper() + a[1:] + "." for a in advice)
+    return f"{name} may not have converged: {', '.join(figures)}. {sentences}"
