@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import NamedTuple
 
 import numpy as np
 from scipy.special import expit, softmax
@@ -63,6 +64,20 @@ def e_bfmi(energy: np.ndarray) -> np.ndarray:
     return out
 
 
+class StopRule(NamedTuple):
+    """When sampling goes on past the first ``n_samples`` draws: until ``target_rhat`` and
+    ``target_ess`` hold or ``max_time`` seconds are spent (None: not a condition)."""
+
+    target_rhat: float | None = None
+    target_ess: float | None = None
+    max_time: float | None = None
+
+    @property
+    def extends(self) -> bool:
+        """Whether any condition is set, so that the chains may be extended."""
+        return any(value is not None for value in self)
+
+
 def _worst(diag: dict) -> tuple[float, float]:
     """The highest R-hat and the lowest bulk ESS of the monitored quantities (an infinite
     R-hat when the log-likelihood's cannot be computed yet)."""
@@ -99,7 +114,7 @@ def extend_until_converged(method, target, chains, stops, n_keep, thin, block, b
     ``max_time`` is spent, or the chains hold as many draws as they may
     (``MAX_EXTENSION``, ``MAX_EXTENSION_BYTES``); then thin each chain evenly to its
     ``n_keep`` draws. Returns the diagnostics it adds."""
-    target_rhat, target_ess, max_time = method.target_rhat, method.target_ess, method.max_time
+    target_rhat, target_ess, max_time = method._stop_rule()
     deadline = t_budget + max_time if max_time is not None else math.inf
     kept = n_keep
     a = chains[0].arrays
@@ -201,14 +216,7 @@ def chain_diagnostics(method, target, chains, n_keep) -> dict:
     }
     if method._uses_step_size:
         out["step_size"] = np.array([s["step_size"] for s in states])
-    if method.name in ("nuts", "hmc"):
-        # E-BFMI needs the Hamiltonian at each resampled momentum; MALA's single step
-        # and the random walk have none (their trace records NaN)
-        out["e_bfmi"] = e_bfmi(trace[:, :, field["energy"]])
-    if method.name == "nuts":
-        depth = trace[:, :, field["tree_depth"]]
-        out["mean_tree_depth"] = depth.mean(axis=1)
-        out["max_tree_depth_hits"] = (depth >= method.max_tree_depth).sum(axis=1)
+    out.update(method._kernel_diagnostics(trace, field))
     rows = np.unique(np.linspace(0, target.n_rows - 1, min(5, target.n_rows)).astype(int))
     xt = target.XT.reshape(target.n_features, target.n_rows)[:, rows]
     thetas = np.concatenate([c.arrays.draws for c in chains])
@@ -275,7 +283,7 @@ def convergence_message(method, diag: dict) -> str | None:
     stopped = diag.get("stopped_because")
     out_of_time = stopped == "max_time"
     advice = []
-    max_time = getattr(method, "max_time", None)
+    max_time = method._stop_rule().max_time
     longer_time = None if max_time is None else 2 * max_time
     if too_short:
         advice.append(
@@ -319,6 +327,6 @@ def convergence_message(method, diag: dict) -> str | None:
         else:
             text += method._disagreement_advice(n_kept)
         advice.append(text)
-    name = {"amcmc": "ADAPTIVE METROPOLIS"}.get(method.name, method.name.upper())
+    name = method._title()
     sentences = " ".join(a[0].upper() + a[1:] + "." for a in advice)
     return f"{name} may not have converged: {', '.join(figures)}. {sentences}"

@@ -1,7 +1,9 @@
 """The chain driver shared by the HMC family: dispersed starts, Stan's warm-up windows,
 threads over chains, progress bar, draws and diagnostics.
 
-The roles it runs live beside it: warm-up in ``_warmup``, the chains' blocks and their scheduling in
+The driver knows its samplers through their hooks (``_settings``, ``_thin``, ``_betas``,
+``_stop_rule``, ``_kernel_diagnostics``, ...) and their block kernel; the roles it runs
+live beside it: warm-up in ``_warmup``, the chains' blocks and their scheduling in
 ``_chains``, replica exchange in ``_tempering``, diagnostics and sampling until converged
 in ``_convergence``, the starts in ``_starts``.
 """
@@ -28,6 +30,7 @@ from ._base import BaseMethod, FitResult
 from ._chains import ChainBlocks, ChainState, Runner, grad_evals, new_chain, restore, saved
 from ._convergence import (
     MIN_TIMED_DRAWS,
+    StopRule,
     chain_diagnostics,
     convergence_message,
     extend_until_converged,
@@ -128,7 +131,7 @@ class _Fleet:
 
 class _HMCFamily(BaseMethod):
     """Chain driver and warm-up shared by NUTS, HMC, MALA and AdaptiveMetropolis (not
-    public)."""
+    public): each sampler gives its block kernel and the hooks below."""
 
     _parameter_constraints: dict = {
         "n_chains": [Interval(Integral, 1, None, closed="left")],
@@ -166,12 +169,27 @@ class _HMCFamily(BaseMethod):
         noise, metric, Gibbs-move and thinning fields)."""
         raise NotImplementedError
 
+    def _thin(self) -> int:
+        """Transitions per kept draw after warm-up."""
+        return 1
+
     def _betas(self) -> np.ndarray:
-        """Inverse temperatures of each chain's replicas, 1 first, geometric to the hottest."""
-        n_temps = getattr(self, "n_temperatures", 1)
-        if n_temps == 1:
-            return np.ones(1)
-        return float(self.max_temperature) ** (-np.arange(n_temps) / (n_temps - 1))
+        """Inverse temperatures of each chain's replicas, 1 first (one: no tempering)."""
+        return np.ones(1)
+
+    def _stop_rule(self) -> StopRule:
+        """When the chains are extended past their first draws (never, by default)."""
+        return StopRule()
+
+    def _kernel_diagnostics(self, trace: np.ndarray, field: dict) -> dict:
+        """The figures only this sampler's kernel records, from the kept draws' ``trace``
+        (chains, draws, fields; ``field`` maps a name of
+        :data:`skbnn.kernels.chain.TRACE_FIELDS` to its column)."""
+        return {}
+
+    def _title(self) -> str:
+        """The sampler's name at the head of its ConvergenceWarning."""
+        return self.name.upper()
 
     def _check_target(self, target) -> None:
         """Hook for method-specific checks or warnings about the target."""
@@ -198,7 +216,7 @@ class _HMCFamily(BaseMethod):
         """A SlowFitWarning before sampling when the run may take over ``SLOW_FIT`` seconds
         here: a timed gradient pass (never part of the result) times the most passes the
         iterations may make, on the threads the chains share."""
-        if not self._slow_warning or getattr(self, "max_time", None) is not None:
+        if not self._slow_warning or self._stop_rule().max_time is not None:
             return
         evaluate = target.evaluator()
         theta = finite_start(target, np.random.default_rng(0))
@@ -228,18 +246,14 @@ class _HMCFamily(BaseMethod):
     def can_resume(self) -> bool:
         """Whether a fit's chains can be continued (``warm_start``): not with parallel
         tempering or sampling until converged."""
-        knobs = ("target_rhat", "target_ess", "max_time")
-        return getattr(self, "n_temperatures", 1) == 1 and all(
-            getattr(self, k, None) is None for k in knobs
-        )
+        return len(self._betas()) == 1 and not self._stop_rule().extends
 
     def _extends(self) -> bool:
         """Whether sampling goes on until ``target_rhat`` / ``target_ess`` hold or
         ``max_time`` runs out (NUTS, HMC and MALA)."""
-        knobs = [getattr(self, k, None) for k in ("target_rhat", "target_ess", "max_time")]
-        if all(k is None for k in knobs):
+        if not self._stop_rule().extends:
             return False
-        if getattr(self, "n_temperatures", 1) > 1:
+        if len(self._betas()) > 1:
             raise ValueError(
                 "target_rhat, target_ess and max_time need n_temperatures=1: parallel "
                 "tempering's replicas cannot be extended yet"
@@ -282,7 +296,7 @@ class _HMCFamily(BaseMethod):
         warm-up schedule, and compile the kernels."""
         n_warmup = self.n_warmup
         n_keep = math.ceil(n_samples / self.n_chains)
-        thin = getattr(self, "thin", 1)
+        thin = self._thin()
         if resume is not None and n_keep < resume["n_keep"]:
             raise ValueError(
                 f"warm_start=True continues the chains: n_samples={n_samples} must be at "
@@ -406,7 +420,8 @@ class _HMCFamily(BaseMethod):
         n_warmup, thin, chains = self.n_warmup, plan.thin, fleet.chains
         n_workers = max(1, min(effective_n_jobs(n_jobs), len(fleet.replicas)))
         extends = self._extends()
-        timed = extends and self.max_time is not None
+        max_time = self._stop_rule().max_time
+        timed = extends and max_time is not None
         tempered = len(fleet.betas) > 1
         block = self._block_length(plan.n_iter, verbose, n_workers, timed, tempered)
         stops = self._stops(plan, block, resume)
@@ -434,7 +449,7 @@ class _HMCFamily(BaseMethod):
         )  # fmt: skip
         t_budget = time.perf_counter()
         if timed:
-            runner.deadline = t_budget + self.max_time
+            runner.deadline = t_budget + max_time
         runner.run(first=True)
         cut = timed and chains[0].pos < len(stops)
         if cut:

@@ -17,6 +17,14 @@ TEMPERING_CONSTRAINTS: dict = {
 }
 
 
+def ladder_betas(n_temperatures: int, max_temperature: float) -> np.ndarray:
+    """Inverse temperatures of a chain's replicas, 1 first, geometric to the hottest."""
+    if n_temperatures == 1:
+        return np.ones(1)
+    n_temps = n_temperatures
+    return float(max_temperature) ** (-np.arange(n_temps) / (n_temps - 1))
+
+
 # round-trip phases of a state in a tempering ladder
 _NOT_STARTED, _LEFT_COLD, _REACHED_HOT = 0, 1, 2
 

@@ -122,6 +122,12 @@ class AdaptiveMetropolis(_HMCFamily):
         """The chain driver's name for the proposal's shape."""
         return self.variant
 
+    def _thin(self) -> int:
+        return self.thin
+
+    def _title(self) -> str:
+        return "ADAPTIVE METROPOLIS"
+
     def _check_target(self, target) -> None:
         if self.variant == "dense" and target.n_params > DENSE_WARN_PARAMS:
             warn(

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from numbers import Integral, Real
 
+import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from ..kernels import chain as kchain
+from ._convergence import StopRule, e_bfmi
 from ._mcmc import _HMCFamily
-from ._tempering import TEMPERING_CONSTRAINTS
+from ._tempering import TEMPERING_CONSTRAINTS, ladder_betas
 
 
 class HMC(_HMCFamily):
@@ -117,6 +119,16 @@ class HMC(_HMCFamily):
 
     def _max_gradients(self) -> int:
         return int(self.max_steps)
+
+    def _betas(self) -> np.ndarray:
+        return ladder_betas(self.n_temperatures, self.max_temperature)
+
+    def _stop_rule(self) -> StopRule:
+        return StopRule(self.target_rhat, self.target_ess, self.max_time)
+
+    def _kernel_diagnostics(self, trace: np.ndarray, field: dict) -> dict:
+        # E-BFMI needs the Hamiltonian at each resampled momentum
+        return {"e_bfmi": e_bfmi(trace[:, :, field["energy"]])}
 
     def _settings(self):
         return {

@@ -7,6 +7,7 @@ from numbers import Integral
 from sklearn.utils._param_validation import Interval
 
 from ..kernels import chain as kchain
+from ._convergence import StopRule
 from ._mcmc import _HMCFamily
 
 
@@ -103,6 +104,12 @@ class MALA(_HMCFamily):
         self.target_rhat = target_rhat
         self.target_ess = target_ess
         self.max_time = max_time
+
+    def _thin(self) -> int:
+        return self.thin
+
+    def _stop_rule(self) -> StopRule:
+        return StopRule(self.target_rhat, self.target_ess, self.max_time)
 
     def _disagreement_advice(self, n_kept: int) -> str:
         return (
