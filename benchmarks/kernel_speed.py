@@ -54,7 +54,11 @@ import time
 import numpy as np
 from numba import njit
 
-from skbnn.kernels import network as knet
+from skbnn.kernels import backprop as kbackprop
+from skbnn.kernels import density as knet
+from skbnn.kernels import layers as klayers
+from skbnn.kernels import likelihoods as klik
+from skbnn.kernels import priors as kpriors
 from skbnn.priors import GaussianPrior
 from skbnn.target import Target
 
@@ -165,15 +169,15 @@ def _part_loop(thetas, tgt, ws, grad, stats, part, n):
     for i in range(n):
         theta = thetas[i % m]
         if part == 0:
-            knet._dense(XT, 0, n_in, theta, offsets[0], b_first, ws, 0, n_hid, rows)
+            klayers._dense(XT, 0, n_in, theta, offsets[0], b_first, ws, 0, n_hid, rows)
         elif part == 1:
-            knet._activate(ws, 0, n_hid * rows, cfg.activation)
+            klayers._activate(ws, 0, n_hid * rows, cfg.activation)
         elif part == 2:
-            knet._dense(ws, 0, n_hid, theta, offsets[1], b_out, ws, out, 1, rows)
+            klayers._dense(ws, 0, n_hid, theta, offsets[1], b_out, ws, out, 1, rows)
         elif part == 3:
             # the weighted row count too, which logp_grad sums once per evaluation
             sw = knet.weight_sum(tgt)
-            total += knet._loglik_delta(
+            total += klik._loglik_delta(
                 ws,
                 out,
                 tgt.YT,
@@ -190,15 +194,15 @@ def _part_loop(thetas, tgt, ws, grad, stats, part, n):
                 cfg.noise_marginal,
             )
         elif part == 4:
-            total += knet.log_prior(
+            total += kpriors.log_prior(
                 theta, tgt.prior_mean, tgt.prior_scale, cfg, n_w, grad, True, cfg.prior
             )
         elif part == 5:
-            knet._wgrad(
+            kbackprop._wgrad(
                 ws[:out], n_hid, ws[delta : delta + rows], 1, rows, grad, offsets[1], b_out, 1.0
             )
         elif part == 6:
-            knet._delta_below(
+            kbackprop._delta_below(
                 theta,
                 ws,
                 ws[delta : delta + rows],
@@ -211,7 +215,7 @@ def _part_loop(thetas, tgt, ws, grad, stats, part, n):
                 cfg.activation,
             )
         else:
-            knet._wgrad(
+            kbackprop._wgrad(
                 XT, n_in, ws[nxt : nxt + n_hid * rows], n_hid, rows, grad, offsets[0], b_first, 1.0
             )
     return total

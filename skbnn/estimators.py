@@ -27,7 +27,6 @@ from ._data import (
     weighted_rows,
 )
 from .exceptions import InconsistentVersionWarning, warn
-from .kernels import network as knet
 from .kernels.predict import mixture_quantiles
 from .methods import METHODS, BaseMethod
 from .methods._auto import resolve as resolve_auto
@@ -574,7 +573,6 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         bounds = np.empty((2, X.shape[0], self.n_outputs_))
         q = np.empty((X.shape[0], 2))
         n_threads = max(1, effective_n_jobs(self.n_jobs))
-        knet.wait_for_helpers(mixture_quantiles)  # a cold fit's helper may be compiling it
         for rows, w, f, fvar, sd in self._components(X):
             if fvar is not None:
                 sd = np.sqrt(sd**2 + fvar)

@@ -21,8 +21,9 @@ import math
 import numpy as np
 from scipy.special import expit, softmax
 
-from .kernels import network as knet
-from .kernels.network import HETERO_MIN_VAR
+from .kernels import backprop as kbackprop
+from .kernels import density as knet
+from .kernels.likelihoods import HETERO_MIN_VAR
 
 # Bytes of network outputs held at once while predicting; bounds memory for large X.
 _CHUNK_BYTES = 64 * 2**20
@@ -110,7 +111,6 @@ class Network:
         bounds = np.linspace(0, n_draws, n_threads + 1).astype(int)
         sizes, offsets = self.layout.sizes, self.layout.offsets
         predict = knet.forward_batch_for(self.activation)
-        knet.wait_for_helpers(predict)  # one may be compiling it after a cold fit
         for lo in range(0, n, chunk):
             hi = min(n, lo + chunk)
             xt = np.array(X[lo:hi].T, dtype=np.float64, order="C").ravel()
@@ -128,7 +128,7 @@ class Network:
 
         ``f`` (shape ``(k, m)``) are the outputs at ``theta`` and ``J`` (``(k, q, m)``) their
         Jacobian in the parameters of layers ``first_layer`` and above
-        (:func:`skbnn.kernels.network.jacobian`). The chunks do not depend on the number of
+        (:func:`skbnn.kernels.backprop.jacobian`). The chunks do not depend on the number of
         threads and BLAS runs single-threaded inside ``fn``, so a caller that combines the
         results in order gets the same bits for any ``n_jobs``.
         """
@@ -148,7 +148,7 @@ class Network:
             ws = np.empty(knet.workspace_size(sizes, m))
             f = np.empty((k, m))
             J = np.empty((k, q, m))
-            knet.jacobian(theta, xt, sizes, offsets, self.activation, m, first_layer, ws, f, J)
+            kbackprop.jacobian(theta, xt, sizes, offsets, self.activation, m, first_layer, ws, f, J)
             return fn(slice(lo, hi), f, J)
 
         with single_threaded_blas():

@@ -21,7 +21,7 @@ NOISE_PRECISION_RATE = 1e-3
 
 class PriorKind(IntEnum):
     """Code of a prior's density in the numba kernels (the ``prior`` field of
-    :data:`skbnn.kernels.network.CONFIG`), which read it as a plain int."""
+    :data:`skbnn.kernels.density.CONFIG`), which read it as a plain int."""
 
     GAUSSIAN = 0
     LOGISTIC = 1

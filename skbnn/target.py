@@ -6,7 +6,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from .kernels import network as knet
+from .kernels import density as knet
 from .network import ACTIVATIONS, LIKELIHOODS, NetworkLayout
 from .priors import NOISE_PRECISION_RATE, NOISE_PRECISION_SHAPE, GaussianPrior, PriorKind
 
@@ -121,7 +121,7 @@ class Target:
     prior_mean : ndarray of shape (n_weights,)
         Zero: the prior is centred. Methods that anchor each member elsewhere (randomized
         MAP) pass their own to :meth:`kernel_target`.
-    cfg : ndarray of dtype :data:`skbnn.kernels.network.CONFIG`, shape (1,)
+    cfg : ndarray of dtype :data:`skbnn.kernels.density.CONFIG`, shape (1,)
         The scalar settings the kernels read by name.
     """
 
@@ -207,7 +207,7 @@ class Target:
     @property
     def kernel_codes(self) -> tuple[int, int, int]:
         """The activation, likelihood and prior codes the network kernel is compiled for
-        (:func:`skbnn.kernels.network.logp_grad_for`): this target's, or
+        (:func:`skbnn.kernels.density.logp_grad_for`): this target's, or
         :attr:`compile_codes` when set (a fit's first compile runs a tiny problem that
         stands in for the fit's target)."""
         return knet.target_codes(self) if self.compile_codes is None else self.compile_codes
@@ -409,7 +409,7 @@ class Target:
         """``beta * loglik + logprior`` and its gradient at each row of ``thetas``.
 
         The rows are split over ``n_jobs`` threads of the shared pool, each with its own
-        kernel target and workspace (:func:`skbnn.kernels.network.logp_grad_batch`); the
+        kernel target and workspace (:func:`skbnn.kernels.density.logp_grad_batch`); the
         result does not depend on ``n_jobs``.
 
         Returns

@@ -183,9 +183,9 @@ def compile_for(kernel, *args) -> None:
     """Compile (or load from numba's cache) ``kernel`` for the types of ``args``, without
     calling it.
 
-    A kernel that takes a :data:`~skbnn.kernels.network.DensityTarget` waits, when first
+    A kernel that takes a :data:`~skbnn.kernels.density.DensityTarget` waits, when first
     called, for the network kernel that a helper process may be compiling beside a cold fit
-    (:func:`~skbnn.kernels.network.compile_aside`); compiling it from the
+    (:func:`~skbnn.kernels._compile.compile_aside`); compiling it from the
     types alone does not, so a fit's warm-up compiles each of its kernels this way first,
     and waits once, when it calls them.
     """

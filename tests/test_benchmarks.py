@@ -243,7 +243,7 @@ def test_kernel_speed_parts_are_the_steps_of_the_gradient(activation, monkeypatc
     # kernel_speed.py --parts times each step of logp_grad alone; run in order on one
     # parameter vector, the steps must give the gradient and log density logp_grad gives,
     # or the timings would be of some other computation
-    from skbnn.kernels import network as knet
+    from skbnn.kernels import density as knet
     from skbnn.priors import GaussianPrior
     from skbnn.target import Target
 

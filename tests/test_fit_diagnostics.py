@@ -10,9 +10,9 @@ from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn._data import weighted_rows as _weighted_rows
 from skbnn.diagnostics import ess_bulk, rhat
 from skbnn.kernels import chain as kchain
-from skbnn.kernels import network as knet
+from skbnn.kernels import density as knet
 from skbnn.kernels import transitions
-from skbnn.kernels._jit import call
+from skbnn.kernels._compile import call
 from skbnn.methods import HMC, MALA, NUTS, AdaptiveMetropolis
 from skbnn.posterior import class_probabilities
 from skbnn.priors import GaussianPrior

@@ -16,8 +16,8 @@ from scipy.special import logsumexp
 
 from skbnn import BayesianMLPRegressor
 from skbnn.diagnostics import ess_mean
+from skbnn.kernels import density as knet
 from skbnn.kernels import gibbs as kgibbs
-from skbnn.kernels import network as knet
 from skbnn.methods import NUTS, SMC
 from skbnn.network import NetworkLayout
 from skbnn.priors import GaussianPrior, HierarchicalPrior

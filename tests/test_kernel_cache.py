@@ -1,59 +1,45 @@
-"""numba's cache checks only a module's own source; skbnn drops cached kernels whose
-sources, across the kernel modules, changed."""
-
-from skbnn.kernels import _drop_stale_numba_cache
+"""numba's cache: where the kernels are cached, that a cached kernel compiled from other
+kernel sources is not used, saves across processes, and compiling in a helper process."""
 
 
-def test_cached_kernels_are_dropped_when_any_kernel_source_changes(tmp_path):
-    (tmp_path / "network.py").write_text("x = 1\n")
-    (tmp_path / "hmc.py").write_text("y = 2\n")
-    cache = tmp_path / "__pycache__"
-    cache.mkdir()
-    index, data = cache / "hmc._leapfrog-1.py311.nbi", cache / "hmc._leapfrog-1.py311.1.nbc"
-    for path in (index, data):
-        path.write_bytes(b"compiled")
+def test_a_cache_index_written_for_other_kernel_sources_reads_as_empty(tmp_path):
+    # numba checks a cached kernel against its own module only; each index here also holds
+    # the digest of every kernel module, so a change to any of them makes it stale
+    from skbnn.kernels._compile import LockedIndexDataCacheFile, sources_digest
 
-    _drop_stale_numba_cache(tmp_path)  # no stamp yet: nothing is known about these files
-    assert not index.exists() and not data.exists()
+    (tmp_path / "density.py").write_text("x = 1\n")
+    (tmp_path / "chain.py").write_text("y = 2\n")
+    before = sources_digest(tmp_path)
+    assert sources_digest(tmp_path) == before
+    (tmp_path / "density.py").write_text("x = 3\n")  # another module than chain.py changed
+    after = sources_digest(tmp_path)
+    assert after != before
 
-    for path in (index, data):
-        path.write_bytes(b"compiled")
-    _drop_stale_numba_cache(tmp_path)  # same sources: the cache stays
-    assert index.exists() and data.exists()
+    def index(digest):
+        return LockedIndexDataCacheFile(
+            cache_path=str(tmp_path), filename_base="chain.f", source_stamp=("own", digest)
+        )
 
-    (cache / "network.cpython-311.pyc").write_bytes(b"bytecode")
-    (tmp_path / "network.py").write_text("x = 3\n")  # another module than hmc.py changed
-    _drop_stale_numba_cache(tmp_path)
-    assert not index.exists() and not data.exists()
-    assert (cache / "network.cpython-311.pyc").exists()  # only numba's files are touched
+    index(before).save("signature", "machine code")
+    assert index(before).load("signature") == "machine code"
+    assert index(after).load("signature") is None  # stale: compiled again, then saved over
+    index(after).save("signature", "new machine code")
+    assert index(after).load("signature") == "new machine code"
 
 
-def test_kernels_cached_under_numba_cache_dir_are_dropped_too(tmp_path, monkeypatch):
-    # With NUMBA_CACHE_DIR set (CI's generic-CPU build keeps its cache apart that way) numba
-    # caches elsewhere; the stale kernels there must go as well. A real numba run in a
-    # subprocess shows where it puts them, so the folder is numba's, not a guess.
+def test_importing_the_kernels_deletes_no_cache_file(tmp_path):
     import subprocess
     import sys
 
-    from numba.core import config
-
-    from skbnn.kernels import _cache_dirs
-
-    kernels, cache_root = tmp_path / "kernels", tmp_path / "numba-cache"
-    kernels.mkdir()
-    (kernels / "mod.py").write_text(
-        "from numba import njit\n\n@njit(cache=True)\ndef f(x):\n    return x + 1\n"
-    )
-    code = f"import sys; sys.path.insert(0, {str(kernels)!r}); import mod; mod.f(1)"
-    env = {"NUMBA_CACHE_DIR": str(cache_root), "PATH": ""}
-    subprocess.run([sys.executable, "-c", code], env=env, check=True)
-    monkeypatch.setattr(config, "CACHE_DIR", str(cache_root))
-    folder = _cache_dirs(kernels)[-1]
-    assert sorted(p.suffix for p in folder.iterdir()) == [".nbc", ".nbi"]
-
-    _drop_stale_numba_cache(kernels)
-    assert not list(folder.glob("*.nb*"))
-    assert (folder / "skbnn-kernels-sources.sha256").exists()
+    site = _copy_of_skbnn(tmp_path)
+    cache = site / "skbnn" / "kernels" / "__pycache__"
+    cache.mkdir()
+    files = [cache / "linalg.dot-1.py311.nbi", cache / "linalg.dot-1.py311.1.nbc"]
+    for path in files:
+        path.write_bytes(b"compiled")
+    code = "import skbnn.kernels.density, skbnn.kernels.chain"
+    subprocess.run([sys.executable, "-c", code], cwd=site, check=True, timeout=300)
+    assert all(path.read_bytes() == b"compiled" for path in files)
 
 
 # --------------------------------------------------------------------------------------
@@ -68,9 +54,9 @@ _USE_A_KERNEL = """
 import sys
 import numpy as np
 import skbnn
-from skbnn.kernels import _jit, linalg
+from skbnn.kernels import _compile, linalg
 assert skbnn.__file__.startswith(sys.argv[1]), skbnn.__file__
-print(linalg.dot(np.arange(3.0), np.ones(3)), _jit.CACHE)
+print(linalg.dot(np.arange(3.0), np.ones(3)), _compile.CACHE, len(linalg.dot.stats.cache_hits))
 """
 
 
@@ -109,12 +95,14 @@ def _run_copy(site, cache_home, *, read_only_tree=True):
 def _user_cache_folder(cache_home, site):
     from pathlib import Path
 
+    from numba.core import caching
     from numba.misc.appdirs import AppDirs
 
-    from skbnn.kernels import _cache_dirs
-
     # the user-wide folder of the copy's kernels, under this test's cache home
-    user_wide = _cache_dirs(site / "skbnn" / "kernels")[1]
+    subpath = caching._CacheLocator.get_suitable_cache_subpath(
+        str(site / "skbnn" / "kernels" / "x.py")
+    )
+    user_wide = Path(AppDirs(appname="numba", appauthor=False).user_cache_dir) / subpath
     default_home = Path(AppDirs(appname="numba", appauthor=False).user_cache_dir).parent
     return cache_home / user_wide.relative_to(default_home)
 
@@ -123,22 +111,22 @@ def test_a_read_only_install_caches_in_the_user_cache_folder(tmp_path):
     site, cache_home = _copy_of_skbnn(tmp_path), tmp_path / "cache-home"
     run = _run_copy(site, cache_home)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["3.0", "True"]
+    assert run.stdout.split() == ["3.0", "True", "0"]
     assert "Warning" not in run.stderr, run.stderr
     folder = _user_cache_folder(cache_home, site)
     assert list(folder.glob("linalg.dot-*.nbi")), sorted(p.name for p in folder.iterdir())
 
-    # a second process loads the kernel from there; after a kernel source changes, the
-    # kernels cached there are dropped as they are beside a writable install
-    assert _run_copy(site, cache_home, read_only_tree=False).returncode == 0
-    stamp = (folder / "skbnn-kernels-sources.sha256").read_text()
-    with open(site / "skbnn" / "kernels" / "network.py", "a") as f:
+    # a second process loads the kernel from there; after another kernel module changes,
+    # the kernel cached there is stale, as it is beside a writable install: compiled again,
+    # then loaded by the next process
+    run = _run_copy(site, cache_home, read_only_tree=False)
+    assert run.stdout.split() == ["3.0", "True", "1"], run.stderr
+    with open(site / "skbnn" / "kernels" / "density.py", "a") as f:
         f.write("\n# an upgrade\n")
     run = _run_copy(site, cache_home, read_only_tree=False)
-    assert run.returncode == 0, run.stderr
-    assert (folder / "skbnn-kernels-sources.sha256").read_text() != stamp
-    # dropped, then cached again by this process's compile of dot alone
-    assert sorted(p.name.split("-")[0] for p in folder.glob("*.nbi")) == ["linalg.dot"]
+    assert run.stdout.split() == ["3.0", "True", "0"], run.stderr
+    run = _run_copy(site, cache_home, read_only_tree=False)
+    assert run.stdout.split() == ["3.0", "True", "1"], run.stderr
 
 
 def test_no_writable_cache_folder_runs_uncached_after_one_warning(tmp_path):
@@ -147,7 +135,7 @@ def test_no_writable_cache_folder_runs_uncached_after_one_warning(tmp_path):
     blocker.write_text("a file, so no folder can be made below it")
     run = _run_copy(site, blocker / "cache-home")
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["3.0", "False"]
+    assert run.stdout.split() == ["3.0", "False", "0"]
     warnings = [line for line in run.stderr.splitlines() if "Warning" in line]
     assert len(warnings) == 1 and "CompilationCacheWarning" in warnings[0], run.stderr
     assert "NUMBA_CACHE_DIR" in warnings[0]
@@ -156,7 +144,7 @@ def test_no_writable_cache_folder_runs_uncached_after_one_warning(tmp_path):
 #: one process of the race: save its own keys into one kernel's cache files, all at once
 _SAVE_MANY = """
 import sys
-from skbnn.kernels._jit import LockedIndexDataCacheFile, IndexDataCacheFile
+from skbnn.kernels._compile import LockedIndexDataCacheFile, IndexDataCacheFile
 cls = {"locked": LockedIndexDataCacheFile, "numba": IndexDataCacheFile}[sys.argv[3]]
 f = cls(cache_path=sys.argv[1], filename_base="kernel", source_stamp="stamp")
 for i in range(40):
@@ -173,7 +161,7 @@ def test_concurrent_saves_keep_the_index_and_the_data_in_step(tmp_path):
     import subprocess
     import sys
 
-    from skbnn.kernels._jit import LockedIndexDataCacheFile
+    from skbnn.kernels._compile import LockedIndexDataCacheFile
 
     runs = [
         subprocess.Popen([sys.executable, "-c", _SAVE_MANY, str(tmp_path), f"p{p}", "locked"])
@@ -218,13 +206,13 @@ def test_a_second_process_loads_the_kernels_its_first_compiled():
     code = (
         "import json, numpy as np\n"
         "from skbnn import BayesianMLPRegressor\n"
-        "from skbnn.kernels import chain, network\n"
+        "from skbnn.kernels import chain, density\n"
         "from skbnn.methods import NUTS\n"
         "X = np.linspace(-1, 1, 20)[:, None]\n"
         "BayesianMLPRegressor((2,), method=NUTS(n_chains=1, n_warmup=20), n_samples=10,\n"
         "                     random_state=0).fit(X, X[:, 0])\n"
         "kernels = (chain.run_nuts_block, chain.after_transition_kernel,\n"
-        "           network.logp_grad_for(2, 0, 0), network.forward_batch_for(2))\n"
+        "           density.logp_grad_for(2, 0, 0), density.forward_batch_for(2))\n"
         "print(json.dumps({k.__name__: [len(k.stats.cache_hits), len(k.stats.cache_misses)]\n"
         "                  for k in kernels}))\n"
     )
@@ -242,18 +230,18 @@ def test_a_second_process_loads_the_kernels_its_first_compiled():
 _COLD_NUTS = """
 import json, numpy as np
 from skbnn import BayesianMLPRegressor
-from skbnn.kernels import chain, network
+from skbnn.kernels import _compile, chain, density
 from skbnn.methods import NUTS
 X = np.linspace(-1, 1, 20)[:, None]
 BayesianMLPRegressor((2,), method=NUTS(n_chains=1, n_warmup=20), n_samples=10,
                      random_state=0).fit(X, X[:, 0])
 kernels = (chain.run_nuts_block, chain.after_transition_kernel,
-           network.logp_grad_for(2, 0, 0), network.forward_batch_for(2))
+           density.logp_grad_for(2, 0, 0), density.forward_batch_for(2))
 out = {k.__name__: [len(k.stats.cache_hits), len(k.stats.cache_misses)] for k in kernels}
 # a kernel only the bookkeeping calls: compiled here if the block kernel had been with it
 out["bookkeeping_compiled_here"] = bool(chain._gaussian_loglik.signatures)
 # every line the helper prints has been read: its pipe is closed, not left to the collector
-out["helper_pipes_closed"] = all(p.stdout.closed for p in network._BACKGROUND)
+out["helper_pipes_closed"] = all(p.stdout.closed for p in _compile._BACKGROUND)
 print(json.dumps(out))
 """
 
@@ -281,8 +269,9 @@ def test_a_cold_nuts_fit_compiles_its_bookkeeping_and_network_kernel_in_the_help
 
 _ASIDE = """
 import json, numpy as np
-from skbnn.kernels import network as knet, smc
-from skbnn.kernels.predict import mixture_quantiles
+from skbnn.kernels import _compile, smc
+from skbnn.kernels import density as knet
+from skbnn.kernels.predict import mixture_quantiles, mixture_quantiles_kernel
 from skbnn.target import Target
 X = np.linspace(-1, 1, 12)[:, None]
 target = Target(X, X[:, 0] ** 2, (3,), "tanh", "gaussian")
@@ -296,7 +285,7 @@ kernel = knet.logp_grad_for(*knet.target_codes(tgt))
 direct = np.empty(3)
 kernel(thetas[1], target.kernel_target(), target.workspace(), np.empty(0), direct, False)
 # the helper goes on with prediction's kernels; the second process loads them
-for helper in knet._BACKGROUND:
+for helper in _compile._BACKGROUND:
     helper.wait()
 predict = knet.forward_batch_for(2)
 out = np.empty((2, 1, 12))
@@ -306,7 +295,7 @@ mixture_quantiles(out[:, 0].T.copy(), np.ones((1, 2)), np.full(2, 0.5), np.array
 print(json.dumps({"aside": aside, "same": stats[1].tolist() == direct.tolist(),
                   "logp_grad": [len(kernel.stats.cache_hits), len(kernel.stats.cache_misses)],
                   "predict_misses": len(predict.stats.cache_misses)
-                  + len(mixture_quantiles.stats.cache_misses)}))
+                  + len(mixture_quantiles_kernel.stats.cache_misses)}))
 """
 
 
@@ -331,16 +320,16 @@ def test_the_helper_process_imports_the_kernels_without_scikit_learn():
     import subprocess
     import sys
 
-    from skbnn.kernels import network as knet
+    from skbnn.kernels import _compile
 
-    program = knet._COMPILE_ASIDE.split("jobs, activation", 1)[0] + (
+    program = _compile._COMPILE_ASIDE.split("jobs, activation", 1)[0] + (
         "print('sklearn' in sys.modules, 'skbnn.estimators' in sys.modules,"
-        " network.logp_grad.__module__)\n"
+        " density.logp_grad.__module__)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", program], capture_output=True, text=True, check=True
     ).stdout
-    assert out.split() == ["False", "False", "skbnn.kernels.network"]
+    assert out.split() == ["False", "False", "skbnn.kernels.density"]
 
 
 def test_compile_for_compiles_a_kernel_without_asking_for_the_density(monkeypatch):
@@ -350,7 +339,8 @@ def test_compile_for_compiles_a_kernel_without_asking_for_the_density(monkeypatc
     import numpy as np
     import pytest
 
-    from skbnn.kernels import network as knet
+    from skbnn.kernels import _compile
+    from skbnn.kernels import density as knet
     from skbnn.kernels import smc as ksmc
     from skbnn.target import Target
     from skbnn.utils import compile_for
@@ -359,7 +349,7 @@ def test_compile_for_compiles_a_kernel_without_asking_for_the_density(monkeypatc
     target = Target(X, X[:, 0], (2,), "tanh", "gaussian")
     tgt = knet.density_target(target.kernel_target())
     source = knet.density_source(knet.target_codes(tgt))
-    density = knet.CompiledKernel(tgt.density.signature(), source)
+    density = _compile.CompiledKernel(tgt.density.signature(), source)
     monkeypatch.setattr(density, "resolve", lambda: pytest.fail("the address was asked for"))
     unresolved = tgt._replace(density=density)
     thetas, stats = np.zeros((2, target.n_params)), np.zeros((2, 3))
@@ -403,7 +393,7 @@ def test_compiling_pauses_the_garbage_collector_and_restores_its_state():
 
 _ONE_CODE = """
 import sys, numpy as np
-from skbnn.kernels import network as knet
+from skbnn.kernels import density as knet
 from skbnn.target import Target
 X = np.linspace(-1, 1, 12)[:, None]
 target = Target(X, X[:, 0] ** 2, (3,), "tanh", "gaussian")
@@ -414,7 +404,8 @@ knet.density_target(target.kernel_target(), codes=(int(sys.argv[1]), 0, 0))
 
 _BOTH_CODES = """
 import json, numpy as np
-from skbnn.kernels import network as knet, smc
+from skbnn.kernels import smc
+from skbnn.kernels import density as knet
 from skbnn.target import Target
 X = np.linspace(-1, 1, 12)[:, None]
 same = []

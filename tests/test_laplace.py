@@ -45,7 +45,8 @@ from sklearn.preprocessing import StandardScaler
 import skbnn.methods.laplace as laplace_module
 import skbnn.posterior as posterior_module
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
-from skbnn.kernels import network as knet
+from skbnn.kernels import backprop as kbackprop
+from skbnn.kernels import density as knet
 from skbnn.methods import Laplace
 from skbnn.methods.laplace import log_symmetric_modes
 from skbnn.model_selection import log_predictive_scorer
@@ -366,7 +367,7 @@ def test_jacobian_kernel_matches_central_differences(activation, first_layer):
     f = np.empty((k, n))
     J = np.empty((k, q, n))
     ws = np.empty(knet.workspace_size(layout.sizes, n))
-    knet.jacobian(theta, XT, layout.sizes, layout.offsets, act, n, first_layer, ws, f, J)
+    kbackprop.jacobian(theta, XT, layout.sizes, layout.offsets, act, n, first_layer, ws, f, J)
 
     h = 1e-5
     thetas = np.repeat(theta[None], 2 * q, axis=0)

@@ -20,7 +20,7 @@ from sklearn.feature_selection import SelectFromModel
 from sklearn.preprocessing import StandardScaler
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
-from skbnn.kernels import network as knet
+from skbnn.kernels import density as knet
 from skbnn.kernels import vi as kvi
 from skbnn.methods import LBBNN, VariationalInference
 from skbnn.methods.lbbnn import path_probabilities

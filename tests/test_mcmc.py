@@ -817,7 +817,7 @@ def test_the_bookkeeping_through_its_address_is_the_inline_one():
     from numba import njit
 
     from skbnn.kernels import chain as kchain
-    from skbnn.kernels import network as knet
+    from skbnn.kernels import density as knet
     from skbnn.kernels.linalg import Metric
     from skbnn.kernels.transitions import nuts, workspace
     from skbnn.target import Target

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from skbnn import BayesianMLPRegressor
-from skbnn.kernels import network as knet
+from skbnn.kernels import density as knet
 from skbnn.kernels import optim as kopt
 from skbnn.methods import RandomizedMAP
 from skbnn.posterior import GaussianPosterior

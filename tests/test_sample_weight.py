@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
-from skbnn.kernels import network as knet
+from skbnn.kernels import density as knet
 from skbnn.kernels import optim as kopt
 from skbnn.methods import NUTS, SMC, DeepEnsemble
 from skbnn.priors import HierarchicalPrior
@@ -97,7 +97,7 @@ def test_marginal_noise_counts_rows_by_weight():
     ev = target.evaluator()
     value = ev.value(theta)
     f = np.empty((1, 2, len(X)))
-    from skbnn.kernels import network as knet
+    from skbnn.kernels import density as knet
 
     knet.forward_batch(theta[None], target.XT, target.layout.sizes, target.layout.offsets,
                        target.activation_code, len(X), f)  # fmt: skip

@@ -402,7 +402,7 @@ def test_hmc_moves_leave_a_non_gaussian_target_invariant(kind, seed):
     # the 2 coordinates has probability 5e-4. 2.5 s.
     from scipy import stats
 
-    from skbnn.kernels import network as knet
+    from skbnn.kernels import density as knet
     from skbnn.kernels import smc as ksmc
     from skbnn.target import Target
 

@@ -14,7 +14,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from skbnn import BayesianMLPRegressor
-from skbnn.kernels import network as knet
+from skbnn.kernels import density as knet
 from skbnn.kernels.chain import make_chain
 from skbnn.methods import HMC, NUTS
 from skbnn.methods._chains import ChainState

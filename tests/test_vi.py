@@ -26,7 +26,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import StandardScaler
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
-from skbnn.kernels import network as knet
+from skbnn.kernels import density as knet
 from skbnn.kernels import vi as kvi
 from skbnn.methods import VariationalInference
 from skbnn.model_selection import elbo_scorer, evidence_scorer

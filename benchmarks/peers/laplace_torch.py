@@ -454,7 +454,7 @@ def numpy_laplace(X, Y, layer_sizes, theta, *, activation, likelihood, prior_pre
 def _skbnn_forward(theta, X, layer_sizes, activation) -> np.ndarray | None:
     """skbnn's own numba forward pass, ``(n, k)``; None if skbnn is not importable."""
     try:
-        from skbnn.kernels.network import forward_batch
+        from skbnn.kernels.density import forward_batch
         from skbnn.network import ACTIVATIONS as CODES
         from skbnn.network import NetworkLayout
     except ImportError:

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ._jit import njit
+from ._compile import njit
 from .linalg import cholesky_inplace
 
 # Dual-averaging constants of Hoffman & Gelman (2014), the values Stan and NumPyro use.

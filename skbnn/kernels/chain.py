@@ -61,7 +61,8 @@ import numba
 import numpy as np
 from numba.core import types
 
-from ._jit import njit
+from ._compile import CompiledKernel, compiled_kernel, njit, record
+from ._libm import _LOG_2PI
 from .adaptation import (
     am_refresh,
     dual_averaging,
@@ -69,6 +70,7 @@ from .adaptation import (
     scale_metric,
     welford,
 )
+from .density import weight_sum
 from .gibbs import (
     gibbs_noise,
     gibbs_output_layer,
@@ -77,7 +79,6 @@ from .gibbs import (
 )
 from .integrators import logp_and_grad
 from .linalg import Metric, copy
-from .network import _LOG_2PI, CompiledKernel, compiled_kernel, weight_sum
 from .transitions import TransitionInfo, hmc, mala, nuts, random_walk, workspace
 
 TRACE_FIELDS = (
@@ -100,7 +101,7 @@ Chain = namedtuple(
     ["q", "grad", "stats", "state", "metric", "w_mean", "w_m2", "draws", "trace", "taus"],
 )
 
-CHAIN_STATE = np.dtype(
+CHAIN_STATE = record(
     [
         ("logp", np.float64),
         ("step_size", np.float64),
@@ -115,7 +116,7 @@ CHAIN_STATE = np.dtype(
     align=True,
 )
 
-SETTINGS = np.dtype(
+SETTINGS = record(
     [
         ("kind", np.int64),
         ("max_tree_depth", np.int64),
@@ -319,13 +320,13 @@ def after_transition(it, sched, chain, tgt, settings, info, eps):
 def after_transition_kernel(it, sched, chain, tgt, settings, info, eps):
     """:func:`after_transition` as a kernel of its own, for the block kernels to call
     through its address (:func:`compiled_after`); ``tgt`` is a
-    :data:`~skbnn.kernels.network.KernelTarget`."""
+    :data:`~skbnn.kernels.density.KernelTarget`."""
     after_transition(it, sched, chain, tgt, settings, info, eps)
 
 
 def compiled_after(tgt) -> CompiledKernel:
     """:func:`after_transition_kernel` compiled for the chains of a target of ``tgt``'s
-    types (a :data:`~skbnn.kernels.network.KernelTarget`), as the block kernels' ``after``.
+    types (a :data:`~skbnn.kernels.density.KernelTarget`), as the block kernels' ``after``.
 
     The block kernels call it through its address, so they compile without it (the NUTS
     kernel in about 1.2 s less), and a cold NUTS fit compiles it in the helper process

@@ -7,16 +7,17 @@ Each move draws from a full conditional (or leaves the posterior invariant by a 
 Gibbs step), so it needs no accept/reject step; the moves that change the log density
 return its change, or update the chain's gradient exactly, so the next transition starts
 from a consistent state. ``st0`` is a point's vector of log-density terms ``[loglik,
-logprior, ssr_0, ...]`` (see :func:`skbnn.kernels.network.logp_grad`).
+logprior, ssr_0, ...]`` (see :func:`skbnn.kernels.density.logp_grad`).
 """
 
 import math
 
 import numpy as np
 
-from ._jit import njit
+from ._compile import njit
+from .density import n_rows, weight_sum
+from .layers import forward
 from .linalg import cholesky_inplace
-from .network import forward, n_rows, weight_sum
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")

@@ -10,16 +10,16 @@ import math
 
 import numpy as np
 
-from ._jit import njit
+from ._compile import njit
+from .density import density
 from .linalg import dot, velocity
-from .network import density
 
 _FM = {"reassoc", "contract"}
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def logp_and_grad(q, tgt, ws, g, st):
-    """Log density at ``q`` of a :data:`skbnn.kernels.network.DensityTarget`; its gradient
+    """Log density at ``q`` of a :data:`skbnn.kernels.density.DensityTarget`; its gradient
     goes to ``g`` unless ``g`` is empty."""
     return density(q, tgt, ws, g, st, g.shape[0] > 0)
 
@@ -29,7 +29,7 @@ def leapfrog(q, p, g, eps, metric, dense, tmp, tgt, ws, st):
     """One leapfrog step of size ``eps`` from ``(q, p)`` with gradient ``g``, in place.
 
     ``tmp`` is scratch for the velocity; ``st`` receives the log density's terms at the new
-    ``q`` (see :func:`skbnn.kernels.network.logp_grad`). Returns the new log density.
+    ``q`` (see :func:`skbnn.kernels.density.logp_grad`). Returns the new log density.
     """
     d = q.shape[0]
     half = 0.5 * eps

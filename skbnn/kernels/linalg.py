@@ -14,7 +14,7 @@ LAPACK call would cost more in compilation than it saves at run time.
 import math
 from collections import namedtuple
 
-from ._jit import njit
+from ._compile import njit
 
 Metric = namedtuple("Metric", ["inv_m", "sigma", "chol"])
 

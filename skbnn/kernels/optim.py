@@ -3,7 +3,7 @@
 An epoch visits the member's training rows in the order of a permutation drawn by the
 Python driver, gathers each minibatch into small feature-major buffers (``O(batch x
 features)``, never a copy of X), evaluates the log density of the batch with the
-likelihood scaled by ``n / batch`` (:func:`skbnn.kernels.network.logp_grad` with ``beta``
+likelihood scaled by ``n / batch`` (:func:`skbnn.kernels.density.logp_grad` with ``beta``
 set to that ratio) and takes one optimizer step on the per-row loss
 ``-(n / B * loglik_batch + logprior) / n_w``, with ``n_w`` the sum of the training rows'
 weights (``n`` without weights), so a row of weight 2 counts as two rows. SWAG's moments
@@ -30,14 +30,14 @@ from collections import namedtuple
 
 import numpy as np
 
-from ._jit import njit
-from .network import KernelTarget, n_rows
+from ._compile import njit, record
+from .density import KernelTarget, n_rows
 
 Batches = namedtuple("Batches", ["XT", "YT", "W", "rows", "xb", "yb", "wb"])
 Optimizer = namedtuple("Optimizer", ["cfg", "m1", "m2"])
 Moments = namedtuple("Moments", ["cfg", "mean", "sq_mean", "dev"])
 
-OPTIMIZER = np.dtype(
+OPTIMIZER = record(
     [
         ("kind", np.int64),
         ("t", np.int64),
@@ -50,7 +50,7 @@ OPTIMIZER = np.dtype(
     align=True,
 )
 
-MOMENTS = np.dtype(
+MOMENTS = record(
     [("collect_every", np.int64), ("step", np.int64), ("n", np.int64)],
     align=True,
 )
@@ -68,7 +68,7 @@ def rows_weight(data):
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def batch_target(tgt, data, i0, nb):
     """Rows ``data.rows[i0:i0 + nb]`` gathered into ``data``'s batch buffers, and the
-    :data:`~skbnn.kernels.network.KernelTarget` over them with ``tgt``'s network, prior,
+    :data:`~skbnn.kernels.density.KernelTarget` over them with ``tgt``'s network, prior,
     noise and ``cfg``."""
     n_all = n_rows(tgt)
     d = tgt.sizes[0]

@@ -5,7 +5,7 @@ import math
 import numpy as np
 from numba.core import types
 
-from ._jit import njit
+from ._compile import njit, wait_for_helpers
 
 _SQRT2 = math.sqrt(2.0)
 
@@ -24,11 +24,13 @@ def _mixture_cdf(x, mu, sd, w):
     return c
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def mixture_quantiles(mu, sd, w, probs, out):
-    """Quantiles of Gaussian mixtures by bisection on the mixture CDF.
+def mixture_quantiles(mu, sd, w, probs, out) -> None:
+    """Quantiles of Gaussian mixtures by bisection on the mixture CDF
+    (:func:`mixture_quantiles_kernel`).
 
-    Serial and GIL-free; callers split the points over threads.
+    Serial and GIL-free; callers split the points over threads. A first call right after a
+    cold fit may wait for the fit's helper process, which compiles the kernel into the
+    cache (:func:`skbnn.kernels._compile.compile_aside`).
 
     Parameters
     ----------
@@ -42,6 +44,13 @@ def mixture_quantiles(mu, sd, w, probs, out):
         Probabilities in (0, 1).
     out : ndarray of shape (n_points, n_probs)
     """
+    wait_for_helpers(mixture_quantiles_kernel)
+    mixture_quantiles_kernel(mu, sd, w, probs, out)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def mixture_quantiles_kernel(mu, sd, w, probs, out):
+    """:func:`mixture_quantiles`'s kernel, with the same parameters."""
     n_points = mu.shape[0]
     shared = sd.shape[0] == 1
     for i in range(n_points):

@@ -23,11 +23,8 @@ from collections import namedtuple
 
 import numpy as np
 
-from ._jit import njit
-from .gibbs import set_layer_precision
-from .integrators import energy, leapfrog
-from .linalg import Metric, copy, velocity
-from .network import (
+from ._compile import njit
+from .density import (
     DensityTarget,
     KernelTarget,
     density,
@@ -35,6 +32,9 @@ from .network import (
     n_rows,
     workspace_size,
 )
+from .gibbs import set_layer_precision
+from .integrators import energy, leapfrog
+from .linalg import Metric, copy, velocity
 
 Particles = namedtuple("Particles", ["thetas", "grads", "logps", "stats", "prior_stds"])
 Proposals = namedtuple("Proposals", ["eps", "n_leap", "z", "u", "gammas"])
@@ -52,7 +52,7 @@ def evaluate(thetas, tgt, stats, start, stop):
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def log_marginal_rows(stats, n, a, b, beta, out):
-    """:func:`skbnn.kernels.network.log_marginal` of each row of ``stats``."""
+    """:func:`skbnn.kernels.density.log_marginal` of each row of ``stats``."""
     k = stats.shape[1] - 2
     for i in range(stats.shape[0]):
         out[i] = log_marginal(n, k, stats[i], a, b, beta)

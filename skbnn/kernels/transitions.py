@@ -15,10 +15,10 @@ from collections import namedtuple
 
 import numpy as np
 
-from ._jit import njit
+from ._compile import njit
+from .density import density, n_rows, workspace_size
 from .integrators import draw_momentum, energy, leapfrog, logp_and_grad, metric_normal
 from .linalg import add, copy, dot, velocity
-from .network import density, n_rows, workspace_size
 
 _FM = {"reassoc", "contract"}
 

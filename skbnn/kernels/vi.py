@@ -38,23 +38,16 @@ from collections import namedtuple
 
 import numpy as np
 
-from ._jit import njit
-from .network import (
-    _FM,
-    _LOG_2PI,
-    _activate,
-    _backward,
-    _dense,
-    _loglik_delta,
-    _named,
-    _wgrad,
-    forward,
-    log_prior,
-    weight_sum,
-)
+from ._compile import _FM, _named, njit, record
+from ._libm import _LOG_2PI
+from .backprop import _backward, _wgrad
+from .density import weight_sum
+from .layers import _activate, _dense, forward
+from .likelihoods import _loglik_delta
 from .optim import _step, batch_target, rows_weight
+from .priors import log_prior
 
-VI_CONFIG = np.dtype(
+VI_CONFIG = record(
     [
         ("n_mc", np.int64),
         ("local", np.int64),
@@ -504,7 +497,7 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
     the negative ELBO per batch.
 
     The family, the network's activation, likelihood and prior codes (those of
-    :func:`skbnn.kernels.network.logp_grad_for`) and whether the Gaussian family draws its
+    :func:`skbnn.kernels.density.logp_grad_for`) and whether the Gaussian family draws its
     pre-activations per row (``vcfg``'s ``local``) are constants of the kernel, so numba
     compiles their branches only: a VI fit compiles neither LBBNN's terms nor the other
     activations', likelihoods', priors' or estimator's (doc/performance.md). ``vcfg`` and
@@ -532,7 +525,7 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
     ``-ELBO / n_w``; NaN as soon as a step meets a non-finite objective.
     """
     # constants of the closure: numba prunes the other branches before typing them, and the
-    # codes reach the kernels below as literals (skbnn.kernels._jit.LITERAL_PARAMETERS)
+    # codes reach the kernels below as literals (skbnn.kernels._compile.LITERAL_PARAMETERS)
     spike = int(fam) == SPIKE_SLAB
     act, lik, prior, local = int(activation), int(likelihood), int(prior), bool(local)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels import chain as kchain
-from ..kernels import network as knet
+from ..kernels import density as knet
 from ..kernels.linalg import Metric
 from ..target import aligned_empty, padded_rows
 from ..utils import thread_map

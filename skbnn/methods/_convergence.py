@@ -12,7 +12,7 @@ from scipy.special import expit, softmax
 
 from ..diagnostics import ess_bulk, ess_tail, rhat
 from ..kernels import chain as kchain
-from ..kernels import network as knet
+from ..kernels import density as knet
 
 #: ``target_rhat`` / ``target_ess`` without ``max_time``: the chains grow to at most this
 #: many times the ``n_samples`` they were asked for (``stopped_because="max_draws"``).
@@ -222,7 +222,6 @@ def chain_diagnostics(method, target, chains, n_keep) -> dict:
     thetas = np.concatenate([c.arrays.draws for c in chains])
     outputs = np.empty((thetas.shape[0], target.n_outputs, rows.size))
     predict = knet.forward_batch_for(target.activation_code)
-    knet.wait_for_helpers(predict)  # the fit's helper process may be compiling it
     predict(
         thetas, np.ascontiguousarray(xt).ravel(), target.layout.sizes,
         target.layout.offsets, rows.size, outputs,

@@ -23,7 +23,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..exceptions import ConvergenceWarning, SlowFitWarning, warn
 from ..kernels import chain as kchain
-from ..kernels import network as knet
+from ..kernels import density as knet
 from ..posterior import WeightedDraws
 from ..utils import backend_elsewhere, compile_once, seed_sequence
 from ._base import BaseMethod, FitResult
@@ -47,7 +47,7 @@ def _ensure_compiled(
     """Compile (or load from numba's cache) a chain kernel for its ``moves`` and ``after``
     arguments (see :func:`skbnn.kernels.chain.run_nuts_block`), and the network and
     prediction kernels for the fit's activation, likelihood and prior ``codes``
-    (:func:`skbnn.kernels.network.target_codes`); return the seconds spent. With
+    (:func:`skbnn.kernels.density.target_codes`); return the seconds spent. With
     ``after_aside``, a helper process compiling the network kernel compiles ``after``
     too."""
     last_types = (numba.typeof(moves), numba.typeof(after))

@@ -29,7 +29,7 @@ from scipy.optimize import minimize
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..exceptions import ConvergenceWarning, warn
-from ..kernels import network as knet
+from ..kernels import density as knet
 from ..kernels import optim as kopt
 from ..posterior import single_threaded_blas
 from ..utils import backend_elsewhere, check_interrupt, compile_once, thread_map

@@ -7,7 +7,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from ..kernels import network as knet
+from ..kernels import density as knet
 from ..utils import thread_map
 
 #: Constraints of the parallel-tempering parameters (NUTS and HMC).

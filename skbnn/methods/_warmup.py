@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from ..kernels import network as knet
+from ..kernels import density as knet
 from ..target import aligned_empty
 
 

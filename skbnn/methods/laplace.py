@@ -15,7 +15,8 @@ from scipy.special import expit, softmax
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..exceptions import ConvergenceWarning, warn
-from ..kernels import network as knet
+from ..kernels import backprop as kbackprop
+from ..kernels import density as knet
 from ..posterior import LaplacePosterior, Network, cholesky_inverse, single_threaded_blas
 from ..priors import PriorKind
 from ..target import NoiseMode
@@ -84,7 +85,7 @@ def _ensure_compiled(codes: tuple[int, int, int]) -> float:
         target.evaluator()(theta)
         target.logp_grad_batch(theta[None])
 
-    kernels = (knet.jacobian, knet.logp_grad_for(*codes), knet.logp_grad_batch)
+    kernels = (kbackprop.jacobian, knet.logp_grad_for(*codes), knet.logp_grad_batch)
     return compile_once(kernels, warm)
 
 

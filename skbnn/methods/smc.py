@@ -14,7 +14,7 @@ from scipy.stats import truncnorm
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..exceptions import ConvergenceWarning, SlowFitWarning, warn
-from ..kernels import network as knet
+from ..kernels import density as knet
 from ..kernels import smc as ksmc
 from ..posterior import WeightedDraws
 from ..utils import compile_for, compile_once, seed_sequence, thread_map

@@ -10,7 +10,7 @@ from joblib import effective_n_jobs
 from sklearn.base import clone
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ..kernels import network as knet
+from ..kernels import density as knet
 from ..kernels import optim as kopt
 from ..kernels import vi as kvi
 from ..posterior import GaussianPosterior
