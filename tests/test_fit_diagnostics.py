@@ -102,7 +102,7 @@ def test_hmc_counts_only_the_leapfrog_steps_it_took():
     )
     work = call(transitions.workspace, tgt, d, 0)
     info = call(transitions.hmc, np.random.default_rng(1), chain, tgt, settings, work)
-    assert info.tree_depth == n_planned  # static HMC reports its planned steps there
+    assert info.trajectory_size == n_planned  # static HMC reports its planned steps there
     assert 1 <= info.n_leapfrog < 20 and info.accept_stat == 0.0
 
 

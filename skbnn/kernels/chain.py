@@ -61,7 +61,7 @@ import numba
 import numpy as np
 from numba.core import types
 
-from ._compile import CompiledKernel, compiled_kernel, njit, record
+from ._compile import CompiledKernel, _named, compiled_kernel, njit, record
 from ._libm import _LOG_2PI
 from .adaptation import (
     am_refresh,
@@ -302,7 +302,7 @@ def after_transition(it, sched, chain, tgt, settings, info, eps):
             if conf.noise_update == NOISE_MARGINAL:
                 # the log-likelihood at the drawn noise, not at its conditional mean
                 trace[j, 0] = _gaussian_loglik(tgt, st0)
-            trace[j, 3] = info.tree_depth
+            trace[j, 3] = info.trajectory_size
             trace[j, 5] = eps
             trace[j, 6] = info.energy
             k = tgt.tau.shape[0]
@@ -346,9 +346,7 @@ def compiled_after(tgt) -> CompiledKernel:
     return compiled_kernel(sig, (__name__, "after_transition_kernel", None))
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def run_nuts_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves, after):
-    """Run NUTS iterations ``[it_start, it_stop)`` of one chain.
+_BLOCK_DOC = """Run {what} iterations ``[it_start, it_stop)`` of one chain.
 
     ``chain.state[0].logp``, ``chain.grad`` and ``chain.stats`` must hold the log density,
     gradient and terms at ``chain.q``. ``sched[it] = (in_window, end_window)`` for the
@@ -359,61 +357,45 @@ def run_nuts_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves, a
     ``moves``: None when :func:`needs_moves` is False (the kernel is then compiled without
     :func:`gibbs_moves`), else True. ``after``: :func:`compiled_after`, the bookkeeping
     after each transition (:func:`after_transition`), called through its address: the
-    block kernel compiles without it, and a cold NUTS fit compiles it in the helper
-    process beside the network kernel.
+    block kernel compiles without it, and a cold fit compiles it in the helper process
+    beside the network kernel.
 
     Returns the iteration it stopped before: ``it_stop``, or an earlier one when
     ``settings[0].interrupt`` was set (Ctrl-C; the chain is then left mid-block).
     """
-    work = workspace(tgt, chain.q.shape[0], settings[0].max_tree_depth)
-    for it in range(it_start, it_stop):
-        if settings[0].interrupt != 0:
-            return it
-        eps = chain.state[0].step_size
-        info = nuts(rng, chain, tgt, settings, work)
-        _begin_moves(chain, info)
-        if moves is None:  # pruned before typing when moves is None (see gibbs_moves)
-            draw_marginal_noise(rng, chain, tgt, settings)
-        else:
-            gibbs_moves(rng, chain, tgt, settings, work.net)
-        after(it, sched, chain, tgt.target, settings, info, eps)
-    return it_stop
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def run_hmc_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves, after):
-    """Run static-HMC iterations ``[it_start, it_stop)`` of one chain (see run_nuts_block)."""
-    work = workspace(tgt, chain.q.shape[0], 0)
-    for it in range(it_start, it_stop):
-        if settings[0].interrupt != 0:
-            return it
-        eps = chain.state[0].step_size
-        info = hmc(rng, chain, tgt, settings, work)
-        _begin_moves(chain, info)
-        if moves is None:  # pruned before typing when moves is None (see gibbs_moves)
-            draw_marginal_noise(rng, chain, tgt, settings)
-        else:
-            gibbs_moves(rng, chain, tgt, settings, work.net)
-        after(it, sched, chain, tgt.target, settings, info, eps)
-    return it_stop
+def _transition_block(kind: int, name: str, what: str):
+    # NUTS, static HMC and MALA run the same block around their transition: one body,
+    # compiled once per transition. ``kind`` is a constant of the closure, so numba prunes
+    # the other transitions' branches before typing them: each kernel compiles its own only.
+    def block(rng, chain, tgt, settings, sched, it_start, it_stop, moves, after):
+        work = workspace(tgt, chain.q.shape[0], settings[0].max_tree_depth if kind == NUTS else 0)
+        for it in range(it_start, it_stop):
+            if settings[0].interrupt != 0:
+                return it
+            eps = chain.state[0].step_size
+            if kind == NUTS:
+                info = nuts(rng, chain, tgt, settings, work)
+            elif kind == HMC:
+                info = hmc(rng, chain, tgt, settings, work)
+            else:
+                info = mala(rng, chain, tgt, settings, work)
+            _begin_moves(chain, info)
+            if moves is None:  # pruned before typing when moves is None (see gibbs_moves)
+                draw_marginal_noise(rng, chain, tgt, settings)
+            else:
+                gibbs_moves(rng, chain, tgt, settings, work.net)
+            after(it, sched, chain, tgt.target, settings, info, eps)
+        return it_stop
+
+    block.__doc__ = _BLOCK_DOC.format(what=what)
+    return njit(cache=True, nogil=True, error_model="numpy")(_named(block, name))
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def run_mala_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves, after):
-    """Run MALA iterations ``[it_start, it_stop)`` of one chain (see run_nuts_block)."""
-    work = workspace(tgt, chain.q.shape[0], 0)
-    for it in range(it_start, it_stop):
-        if settings[0].interrupt != 0:
-            return it
-        eps = chain.state[0].step_size
-        info = mala(rng, chain, tgt, settings, work)
-        _begin_moves(chain, info)
-        if moves is None:  # pruned before typing when moves is None (see gibbs_moves)
-            draw_marginal_noise(rng, chain, tgt, settings)
-        else:
-            gibbs_moves(rng, chain, tgt, settings, work.net)
-        after(it, sched, chain, tgt.target, settings, info, eps)
-    return it_stop
+run_nuts_block = _transition_block(NUTS, "run_nuts_block", "NUTS")
+run_hmc_block = _transition_block(HMC, "run_hmc_block", "static-HMC")
+run_mala_block = _transition_block(MALA, "run_mala_block", "MALA")
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

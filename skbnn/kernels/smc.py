@@ -33,8 +33,8 @@ from .density import (
     workspace_size,
 )
 from .gibbs import set_layer_precision
-from .integrators import energy, leapfrog
-from .linalg import Metric, copy, velocity
+from .linalg import Metric, copy
+from .transitions import static_path
 
 Particles = namedtuple("Particles", ["thetas", "grads", "logps", "stats", "prior_stds"])
 Proposals = namedtuple("Proposals", ["eps", "n_leap", "z", "u", "gammas"])
@@ -106,23 +106,16 @@ def hmc_moves(particles, proposals, inv_m, tgt, start, stop, refresh, out):
         lp0 = logps[i]
         for j in range(d):
             p[j] = z[i, j] / math.sqrt(inv_m[j])
-        velocity(p, metric, False, ps)
-        h0 = energy(lp0, p, ps)
-        copy(q, thetas[i])
-        copy(g, grads[i])
-        lp = lp0
-        for _ in range(n_leap[i]):
-            lp = leapfrog(q, p, g, eps[i], metric, False, tmp, own, ws, st)
-            spent += 1
-            if not math.isfinite(lp):
-                break
-        n_grad[i] = spent
+        lp, h0, h, n_done = static_path(
+            thetas[i], grads[i], lp0, p, eps[i], n_leap[i], metric, False, q, g, ps, tmp, own,
+            ws, st,
+        )  # fmt: skip
+        n_grad[i] = spent + n_done
         if not math.isfinite(lp) or not math.isfinite(h0):
             esjd[i] = 0.0
             accept[i] = 0.0
         else:
-            velocity(p, metric, False, ps)
-            dh = energy(lp, p, ps) - h0
+            dh = h - h0
             alpha = 1.0 if dh <= 0.0 else math.exp(-dh)
             jump = 0.0
             for j in range(d):

@@ -22,14 +22,15 @@ from .linalg import add, copy, dot, velocity
 
 _FM = {"reassoc", "contract"}
 
-#: What a transition reports. ``tree_depth``: NUTS's tree depth, static HMC's planned number
-#: of steps, 0 otherwise; ``n_leapfrog``: gradient (log-density for the random walk)
-#: evaluations made; ``accept_stat``: the mean acceptance probability; ``energy``: the
+#: What a transition reports. ``trajectory_size``: the trajectory's size in the sampler's
+#: own measure, NUTS's tree depth (doublings) or static HMC's planned number of leapfrog
+#: steps, 0 for the one-step moves; ``n_leapfrog``: gradient (log-density for the random
+#: walk) evaluations made; ``accept_stat``: the mean acceptance probability; ``energy``: the
 #: Hamiltonian of the chosen state, NaN for MALA and the random walk, which resample no
 #: momentum.
 TransitionInfo = namedtuple(
     "TransitionInfo",
-    ["logp", "tree_depth", "n_leapfrog", "accept_stat", "divergent", "energy"],
+    ["logp", "trajectory_size", "n_leapfrog", "accept_stat", "divergent", "energy"],
 )
 
 #: Scratch memory of a chain's transitions: ``net`` the network's workspace, ``vecs`` 22
@@ -227,6 +228,32 @@ def nuts(rng, chain, tgt, settings, work):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def static_path(q0, g0, lp0, p, step, n_steps, metric, dense, q, g, ps, tmp, tgt, ws, st):
+    """Integrate ``n_steps`` leapfrog steps of size ``step`` from ``q0`` (gradient ``g0``,
+    log density ``lp0``) with momentum ``p``: static HMC's trajectory, for :func:`hmc` and
+    SMC's particle moves (:func:`skbnn.kernels.smc.hmc_moves`).
+
+    The end point goes to ``q``, ``g`` and ``p``, its log-density terms to ``st``. A
+    trajectory whose log density stops being finite ends there: integrating on would only
+    burn gradients. Returns the end's log density, the Hamiltonian at the start and at the
+    end, and the steps integrated (the gradients evaluated).
+    """
+    velocity(p, metric, dense, ps)
+    h0 = energy(lp0, p, ps)
+    copy(q, q0)
+    copy(g, g0)
+    lp = lp0
+    n_done = 0
+    for _ in range(n_steps):
+        lp = leapfrog(q, p, g, step, metric, dense, tmp, tgt, ws, st)
+        n_done += 1
+        if not math.isfinite(lp):
+            break
+    velocity(p, metric, dense, ps)
+    return lp, h0, energy(lp, p, ps), n_done
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def hmc(rng, chain, tgt, settings, work):
     """One static-path HMC transition: ``ceil(path_length / eps)`` leapfrog steps (at most
     ``max_steps``) with the step size jittered by ``+-step_jitter`` of itself."""
@@ -238,26 +265,15 @@ def hmc(rng, chain, tgt, settings, work):
     st, buf = work.stats, work.vecs
     q, p, g, ps, tmp = buf[0], buf[1], buf[2], buf[3], buf[21]
     draw_momentum(rng, p, metric, dense)
-    velocity(p, metric, dense, ps)
-    h0 = energy(lp0, p, ps)
     # a fixed number of steps with a jittered step size: the path length varies by
     # +-jitter, which breaks the periodicity a fixed integration time can lock into
     n_steps = int(min(conf.max_steps, max(1.0, math.ceil(conf.path_length / eps))))
     step = eps * (1.0 + conf.step_jitter * (2.0 * rng.random() - 1.0))
-    copy(q, q0)
-    copy(g, g0)
-    lp = lp0
-    # the steps actually integrated: a blown-up trajectory stops early, and only the
-    # gradients it evaluated are counted
-    n_done = 0
-    for _ in range(n_steps):
-        lp = leapfrog(q, p, g, step, metric, dense, tmp, tgt, work.net, st)
-        n_done += 1
-        if not math.isfinite(lp):
-            # the trajectory has blown up; integrating on only burns gradients
-            break
-    velocity(p, metric, dense, ps)
-    h = energy(lp, p, ps)
+    # n_done: the steps actually integrated (a blown-up trajectory stops early), so only
+    # the gradients it evaluated are counted
+    lp, h0, h, n_done = static_path(
+        q0, g0, lp0, p, step, n_steps, metric, dense, q, g, ps, tmp, tgt, work.net, st
+    )
     dh = h - h0
     divergent = dh > conf.max_delta_energy
     acc = 1.0 if dh <= 0.0 else math.exp(-dh)
