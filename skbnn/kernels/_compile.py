@@ -31,11 +31,12 @@ of its folder (POSIX; elsewhere numba's own save runs unlocked).
 With ``NUMBA_DISABLE_JIT=1`` the kernels run as plain Python, for stepping through them in
 a debugger (slowly): :data:`DISABLED`.
 
-This module reaches into numba's internals in four places, each where numba offers no
+This module reaches into numba's internals in five places, each where numba offers no
 public way, and nowhere else in skbnn: the dispatcher class of kernels compiled without a
 Python entry point (:class:`KernelOnlyDispatcher`), the cache index's file object (for the
 lock and the sources' digest), the cache's index key (to tell, without compiling, whether
-a helper process is needed) and the cache's locators (where numba caches, if anywhere).
+a helper process is needed), the cache's locators (where numba caches, if anywhere) and the
+code generator's CPU features (:func:`target_features`).
 The numba versions they are tested with are pinned in ``pyproject.toml``.
 """
 
@@ -113,6 +114,15 @@ def sources_digest(here: Path | None = None) -> str:
 
 
 _SOURCES = sources_digest()
+
+
+def target_features() -> frozenset[str]:
+    """The CPU features numba compiles for (``+avx2``, ``-avx512f``, ...): the host's, or
+    those ``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES`` name. numba keys its cache by them
+    too, so a cached kernel was compiled for the same."""
+    from numba.core.registry import cpu_target
+
+    return frozenset(cpu_target.target_context.codegen().magic_tuple()[2].split(","))
 
 
 @contextlib.contextmanager

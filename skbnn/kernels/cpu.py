@@ -1,13 +1,12 @@
 """The CPU the kernels compile for, as far as the kernels' code depends on it."""
 
+from ._compile import target_features
+
 
 def _compiles_for_avx512() -> bool:
     """Whether numba compiles for a CPU with AVX-512 (the host's, or ``NUMBA_CPU_NAME`` and
     ``NUMBA_CPU_FEATURES``): thirty-two vector registers, where AVX2 and SSE2 have sixteen."""
-    from numba.core.registry import cpu_target
-
-    features = cpu_target.target_context.codegen().magic_tuple()[2]
-    return "+avx512f" in features.split(",")
+    return "+avx512f" in target_features()
 
 
 # The weight gradient's four-by-four passes keep sixteen sums and eight loaded vectors in

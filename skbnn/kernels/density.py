@@ -51,7 +51,7 @@ from collections import namedtuple
 import numba
 import numpy as np
 from numba.core import types
-from numba.core.typing.typeof import typeof_impl
+from numba.extending import typeof_impl
 
 from ._compile import (
     _FM,
