@@ -439,8 +439,7 @@ def compile_aside(*kernels: CompiledKernel, activation: int | None = None) -> No
     Nothing is started when :func:`compile_aside_enabled` is False or every kernel is
     cached: each then compiles or loads where it is first called. A kernel that calls these
     through their addresses compiles without their code, so the two processes compile at
-    once, on two cores in about the time of the longer: the cold quickstart's compiling went
-    from 30-34 s to about 20 s on 2 cores (doc/performance.md).
+    once: on two cores, in about the time of the longer.
     """
     if not compile_aside_enabled():
         return
@@ -478,9 +477,9 @@ def compile_aside(*kernels: CompiledKernel, activation: int | None = None) -> No
 # the working folder might hold), with the jobs from stdin. The package is registered as an
 # empty module so that its __init__, which imports the estimators and scikit-learn, does
 # not run: the kernels need only numba, and the helper's start is on the cold fit's critical
-# path (1.2 s of its 1.8 s of imports). It prints a line once each kernel is in the cache,
-# then goes on with the kernels a first prediction compiles (1-1.5 s), while the fit's
-# process, no longer waiting, samples. It never collects garbage: it lives only to compile,
+# path, where scikit-learn's import would be most of it. It prints a line once each kernel
+# is in the cache, then goes on with the kernels a first prediction compiles, while the
+# fit's process, no longer waiting, samples. It never collects garbage: it lives only to compile,
 # and numba's compiler leaves cycles behind that every collection would walk again.
 _COMPILE_ASIDE = (
     "import gc, pickle, sys, types\n"

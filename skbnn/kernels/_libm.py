@@ -58,7 +58,7 @@ def _expm1_reduced(v):
     # k and expm1(r) for v = k ln2 + r (_reduce_ln2)
     k, r = _reduce_ln2(v)
     # expm1(r) = r + r^2 q(r), q by Estrin's scheme: about 20 cycles of latency rather than
-    # Horner's 50, which let too few elements overlap in the vectorized loops (2x slower)
+    # Horner's 50, which let too few elements overlap in the vectorized loops
     r2 = r * r
     r4 = r2 * r2
     q0 = (_C2 + _C3 * r) + (_C4 + _C5 * r) * r2
@@ -123,7 +123,7 @@ def _tanh(x):
         c = 1.0
         num = (2.0 * s) * (e + t)
     # (A select returning x itself for NaN made LLVM store tanh(z[t]) over z[t] with a
-    # masked store, microcoded and about 10x slower on AMD.)
+    # masked store, which some CPUs microcode and run far slower.)
     return math.copysign(c - num / den, x)
 
 

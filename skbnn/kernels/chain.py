@@ -328,10 +328,10 @@ def compiled_after(tgt) -> CompiledKernel:
     """:func:`after_transition_kernel` compiled for the chains of a target of ``tgt``'s
     types (a :data:`~skbnn.kernels.density.KernelTarget`), as the block kernels' ``after``.
 
-    The block kernels call it through its address, so they compile without it (the NUTS
-    kernel in about 1.2 s less), and a cold NUTS fit compiles it in the helper process
-    beside the network kernel, which balances the two processes (doc/performance.md); the
-    other samplers compile it in their own, as the block kernel's part it was.
+    The block kernels call it through its address, so they compile without it, and a cold
+    NUTS fit compiles it in the helper process beside the network kernel, which balances
+    the two processes; the other samplers compile it in their own, as the block kernel's
+    part it was.
     """
     chain = make_chain(np.zeros(1), 3, n_taus=1)
     sig = types.none(

@@ -11,7 +11,7 @@ def _compiles_for_avx512() -> bool:
 
 # The weight gradient's four-by-four passes keep sixteen sums and eight loaded vectors in
 # registers: twenty-four, which AVX-512's thirty-two hold, and AVX2's or SSE2's sixteen do
-# not (the sums spill, and the passes run slower than by pairs; doc/performance.md). Only
+# not (the sums spill, and the passes run slower than by pairs). Only
 # AVX-512 builds compile them (numba prunes a branch on this constant before typing it).
 # numba's cache is keyed by the same CPU name and features, so a cached kernel always had
 # this value.

@@ -213,9 +213,9 @@ def logp_grad_for(
     ``cfg``, which it then does not read).
 
     The codes reach the kernels below it as constants, so numba prunes the other branches
-    before typing them: a cold compile of the network kernel took 6.9-7.4 s instead of
-    9.9-10.9 s for the quickstart's network (doc/performance.md). The kernels are cached
-    on disk per combination, like any other.
+    before typing them, and a cold compile of the network kernel types and optimizes only
+    its own network's code. The kernels are cached on disk per combination, like any
+    other.
 
     Parameters
     ----------
@@ -345,8 +345,8 @@ def density_target(
 
 
 # numba types a tuple that holds an object other than arrays and numbers (the compiled
-# density) in Python, field by field, on every call of a kernel from Python: 0.7 ms a call,
-# most of it the settings' record dtype, against 3-5 us for a KernelTarget. The type follows
+# density) in Python, field by field, on every call of a kernel from Python, most of it the
+# settings' record dtype: a hundred times a KernelTarget's typing. The type follows
 # from each array's dtype, rank, layout and write flag and the function's signature, so it
 # is computed once per such key.
 _DENSITY_TARGET_TYPES: dict = {}

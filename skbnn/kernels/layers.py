@@ -102,7 +102,7 @@ def _activate(buf, base, size, act):
 def _relu_pass(z):
     # "+ 0.0" makes the stored value differ from the loaded one (-0.0 + 0.0 is +0.0), so
     # LLVM stores every element: for "z[t] = 0 if z[t] < 0 else z[t]" it stored only the
-    # negatives with a masked store, which is microcoded and slow on AMD (10x this loop)
+    # negatives with a masked store, which some CPUs microcode and run far slower
     for t in range(z.shape[0]):
         v = z[t]
         z[t] = (0.0 if v < 0.0 else v) + 0.0

@@ -187,7 +187,7 @@ def _categorical_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base, st
         # Softmax in passes over rows (the vectorized direction), one class at a time. Delta
         # rows 0 and 1 are scratch for the row max (then the log-sum-exp) and the sum of
         # exponentials. Row 0 is overwritten last through the same view it is read from: a
-        # second view of it fails LLVM's run-time overlap check and runs scalar (1.6x slower).
+        # second view of it fails LLVM's run-time overlap check and runs scalar.
         lse = delta[delta_base : delta_base + n]
         tot = delta[delta_base + n : delta_base + 2 * n]
         f = ws[out_base : out_base + n]

@@ -56,7 +56,7 @@ def mixture_quantiles_kernel(mu, sd, w, probs, out):
     for i in range(n_points):
         sd_i = sd[0] if shared else sd[i]
         row = mu[i]
-        # plain loops: numpy's min and max would compile a kernel each (0.5 s cold)
+        # plain loops: numpy's min and max would compile a kernel each
         sd_max = sd_i[0]
         row_min = row[0]
         row_max = row[0]

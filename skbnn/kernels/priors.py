@@ -126,8 +126,8 @@ def _gaussian_prior(theta, prior_mean, prior_scale, cfg, n_w, grad, with_grad):
     for i in range(n_w):
         s = prior_scale[i]
         z = (theta[i] - prior_mean[i]) / s
-        # _log, not math.log: a libm call per parameter kept the loop scalar and cost
-        # about a seventh of a 13-10-1 gradient
+        # _log, not math.log: a libm call per parameter kept the loop scalar, a large
+        # share of a small network's gradient
         lp -= 0.5 * z * z + _log(s)
     if with_grad:
         for i in range(n_w):

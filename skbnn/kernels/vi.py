@@ -500,7 +500,7 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
     :func:`skbnn.kernels.density.logp_grad_for`) and whether the Gaussian family draws its
     pre-activations per row (``vcfg``'s ``local``) are constants of the kernel, so numba
     compiles their branches only: a VI fit compiles neither LBBNN's terms nor the other
-    activations', likelihoods', priors' or estimator's (doc/performance.md). ``vcfg`` and
+    activations', likelihoods', priors' or estimator's. ``vcfg`` and
     the target must agree with them. Cached on disk per combination, like any kernel.
 
     The kernel's parameters:
