@@ -443,3 +443,36 @@ def test_kernels_for_two_codes_compiled_in_two_processes_keep_their_own_addresse
         [sys.executable, "-c", _BOTH_CODES], env=env, check=True, capture_output=True, text=True
     ).stdout
     assert json.loads(out.strip().splitlines()[-1]) == [True, True]
+
+
+def test_looking_up_a_prediction_kernel_waits_only_for_the_helpers_compiling_it(monkeypatch):
+    # a prediction right after a cold fit waits for the helper process that compiles its
+    # kernel into the cache, rather than compile it a second time; a kernel compiled in
+    # this process already, or one no helper compiles, waits for nothing
+    from types import SimpleNamespace
+
+    from skbnn.kernels import _compile
+
+    waited = []
+
+    def helper(pid):
+        return SimpleNamespace(pid=pid, wait=lambda timeout: waited.append(pid))
+
+    def kernel(name, compiled=False):
+        return SimpleNamespace(
+            signatures=[()] if compiled else [], py_func=SimpleNamespace(__qualname__=name)
+        )
+
+    monkeypatch.setattr(_compile, "_BACKGROUND", [helper(1), helper(2)])
+    monkeypatch.setattr(
+        _compile,
+        "_COMPILES_AFTER",
+        {1: frozenset({"forward_batch_2", "mixture_quantiles_kernel"}),
+         2: frozenset({"forward_batch_1", "mixture_quantiles_kernel"})},
+    )  # fmt: skip
+    _compile.wait_for_helpers(kernel("forward_batch_2"))
+    assert waited == [1]
+    _compile.wait_for_helpers(kernel("mixture_quantiles_kernel"))
+    assert waited == [1, 1, 2]
+    _compile.wait_for_helpers(kernel("forward_batch_2", compiled=True), kernel("other"))
+    assert waited == [1, 1, 2]
