@@ -1,11 +1,13 @@
 """numba's cache: where the kernels are cached, that a cached kernel compiled from other
 kernel sources is not used, saves across processes, and compiling in a helper process."""
 
+import pytest
+
 
 def test_a_cache_index_written_for_other_kernel_sources_reads_as_empty(tmp_path):
     # numba checks a cached kernel against its own module only; each index here also holds
     # the digest of every kernel module, so a change to any of them makes it stale
-    from skbnn.kernels._compile import LockedIndexDataCacheFile, sources_digest
+    from skbnn.kernels._compile import LockedIndexDataCacheFile, sources_digest, stamp_sources
 
     (tmp_path / "density.py").write_text("x = 1\n")
     (tmp_path / "chain.py").write_text("y = 2\n")
@@ -16,15 +18,46 @@ def test_a_cache_index_written_for_other_kernel_sources_reads_as_empty(tmp_path)
     assert after != before
 
     def index(digest):
-        return LockedIndexDataCacheFile(
-            cache_path=str(tmp_path), filename_base="chain.f", source_stamp=("own", digest)
+        cache_file = LockedIndexDataCacheFile(
+            cache_path=str(tmp_path), filename_base="chain.f", source_stamp="own"
         )
+        stamp_sources(cache_file, digest)
+        return cache_file
 
     index(before).save("signature", "machine code")
     assert index(before).load("signature") == "machine code"
     assert index(after).load("signature") is None  # stale: compiled again, then saved over
     index(after).save("signature", "new machine code")
     assert index(after).load("signature") == "new machine code"
+
+
+def test_an_index_naming_a_module_that_is_gone_reads_as_empty(tmp_path):
+    # an older install's index may name types of a kernel module since removed: it must read
+    # as a miss, not fail to unpickle
+    import pickle
+    import sys
+    import types
+
+    import numba
+
+    from skbnn.kernels._compile import LockedIndexDataCacheFile, stamp_sources
+
+    cache_file = LockedIndexDataCacheFile(
+        cache_path=str(tmp_path), filename_base="chain.f", source_stamp="own"
+    )
+    module = types.ModuleType("skbnn_kernel_module_since_removed")
+    module.kind = type("Kind", (), {"__module__": module.__name__})
+    module.kind.__qualname__ = "kind"
+    sys.modules[module.__name__] = module
+    gone = pickle.dumps(("stamp", {("signature", module.kind): "data file"}))
+    del sys.modules[module.__name__]
+    with pytest.raises(ModuleNotFoundError):
+        pickle.loads(gone)
+    with open(cache_file._index_path, "wb") as fh:
+        pickle.dump(numba.__version__, fh)  # what numba itself wrote as the version
+        fh.write(gone)
+    stamp_sources(cache_file)
+    assert cache_file.load("signature") is None
 
 
 def test_importing_the_kernels_deletes_no_cache_file(tmp_path):

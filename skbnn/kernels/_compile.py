@@ -116,6 +116,12 @@ def sources_digest(here: Path | None = None) -> str:
 _SOURCES = sources_digest()
 
 
+def stamp_sources(cache_file: IndexDataCacheFile, digest: str = _SOURCES) -> None:
+    """Make ``cache_file``'s index version name the kernel sources' ``digest`` too: numba
+    reads an index only if its version matches, before it unpickles anything else."""
+    cache_file._version = (numba.__version__, digest)
+
+
 def target_features() -> frozenset[str]:
     """The CPU features numba compiles for (``+avx2``, ``-avx512f``, ...): the host's, or
     those ``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES`` name. numba keys its cache by them
@@ -235,10 +241,12 @@ def njit(*args, from_python: bool = True, by_address: bool = False, **kwargs):
         cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
         if type(cache_file) is IndexDataCacheFile:
             # numba builds the file object itself and offers no hook: same state, a locked
-            # save, and a stamp that names every kernel source, not only the kernel's own
-            # module (see the module's docstring)
+            # save, and an index version that names every kernel source, not only the
+            # kernel's own module (see the module's docstring). numba compares the version
+            # before it unpickles the index, so an index written for other sources is never
+            # unpickled: its entries may name types of modules that no longer exist.
             cache_file.__class__ = LockedIndexDataCacheFile
-            cache_file._source_stamp = (cache_file._source_stamp, _SOURCES)
+            stamp_sources(cache_file)
         return dispatcher
 
     return wrap
