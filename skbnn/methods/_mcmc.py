@@ -246,6 +246,7 @@ class _HMCFamily(BaseMethod):
     def can_resume(self) -> bool:
         """Whether a fit's chains can be continued (``warm_start``): not with parallel
         tempering or sampling until converged."""
+        self._validate_params()  # the hooks read the knobs
         return len(self._betas()) == 1 and not self._stop_rule().extends
 
     def _extends(self) -> bool:
