@@ -124,9 +124,9 @@ def skbnn_step(est, X, y, X_test):
 
 def _skbnn_step(est, X, y, X_test):
     from skbnn._data import weighted_rows as _weighted_rows
-    from skbnn.posterior import LaplacePosterior, Network
+    from skbnn.log_posterior import LogPosterior
+    from skbnn.posterior import ForwardPass, LaplacePosterior
     from skbnn.priors import GaussianPrior
-    from skbnn.target import Target
 
     t0 = time.perf_counter()
     diag = est.diagnostics_
@@ -135,13 +135,13 @@ def _skbnn_step(est, X, y, X_test):
         k = len(est.classes_)
         Y = codes[:, None].astype(float) if k == 2 else np.eye(k)[codes]
         rows, Y, W = _weighted_rows(X, Y, None)
-        target = Target(rows, Y, est.hidden_layer_sizes, est.activation,
+        target = LogPosterior(rows, Y, est.hidden_layer_sizes, est.activation,
                         "bernoulli" if k == 2 else "categorical", prior=GaussianPrior(),
                         sample_weight=W)  # fmt: skip
     else:
         rows, Y, W = _weighted_rows(X, y[:, None], None)
         Y = (Y - est._y_mean) / est._y_std
-        target = Target(rows, Y, est.hidden_layer_sizes, est.activation, "gaussian",
+        target = LogPosterior(rows, Y, est.hidden_layer_sizes, est.activation, "gaussian",
                         prior=GaussianPrior(), noise="gibbs",
                         noise_precision=diag["noise_precision"], sample_weight=W)  # fmt: skip
     layout = target.layout
@@ -152,7 +152,7 @@ def _skbnn_step(est, X, y, X_test):
     first_layer = layout.n_layers - 1 if method.subset == "last_layer" else 0
     sl = slice(int(layout.offsets[first_layer]), layout.n_weights)
     threads = max(1, est.n_jobs or 1)
-    net = Network(layout, target.activation_code, threads)
+    net = ForwardPass(layout, target.activation_code, threads)
     state = method._assemble(
         target, net, est.posterior_.theta, first_layer, sl, threads, target.evaluator()
     )

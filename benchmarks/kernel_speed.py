@@ -1,9 +1,9 @@
 """Single-thread speed of the log-posterior gradient kernel, the sampler's inner loop.
 
 Boston-sized problem: 455 rows, a 13-10-1 network, Gaussian likelihood, in the layout the
-samplers use (:meth:`skbnn.target.Target.kernel_target` with ``padded=True``: 456 rows, the
-last of weight zero). Evaluations are timed inside a numba loop (no Python dispatch), best
-of several repeats. Prints one JSON line per activation::
+samplers use (:meth:`skbnn.log_posterior.LogPosterior.kernel_target` with
+``padded=True``: 456 rows, the last of weight zero). Evaluations are timed inside a numba
+loop (no Python dispatch), best of several repeats. Prints one JSON line per activation::
 
     python benchmarks/kernel_speed.py
 
@@ -59,8 +59,8 @@ from skbnn.kernels import density as knet
 from skbnn.kernels import layers as klayers
 from skbnn.kernels import likelihoods as klik
 from skbnn.kernels import priors as kpriors
+from skbnn.log_posterior import LogPosterior
 from skbnn.priors import GaussianPrior
-from skbnn.target import Target
 
 
 @njit(nogil=True)
@@ -257,7 +257,7 @@ def _problems(n_rows: int, n_features: int, hidden: tuple, repeats: int):
     X = rng.standard_normal((n_rows, n_features))
     y = rng.standard_normal(n_rows)
     for activation in ("relu", "tanh", "logistic", "identity"):
-        target = Target(X, y, hidden, activation, "gaussian", prior=GaussianPrior())
+        target = LogPosterior(X, y, hidden, activation, "gaussian", prior=GaussianPrior())
         tgt, ws = target.kernel_target(padded=True), target.workspace(padded=True)
         args = (target.sample_prior(rng, 1000), tgt, ws, np.empty(target.n_params), np.empty(3))
         _loop(*args, 10)

@@ -37,8 +37,8 @@ from scipy import stats
 from scipy.special import expit, log_expit
 
 from skbnn import BayesianMLPClassifier
+from skbnn.layout import NetworkLayout
 from skbnn.methods import HMC, MALA, NUTS, SMC
-from skbnn.network import NetworkLayout
 from skbnn.priors import GaussianPrior
 
 N_ROWS, N_INPUTS, N_HIDDEN = 20, 2, 3

@@ -1,6 +1,6 @@
 """Data preparation for the estimators: checks, row weights, label encoding and target
 scaling, everything between the user's ``(X, y, sample_weight)`` and the rows a
-:class:`skbnn.target.Target` is built from."""
+:class:`skbnn.log_posterior.LogPosterior` is built from."""
 
 from __future__ import annotations
 

@@ -28,13 +28,13 @@ from ._data import (
 )
 from .exceptions import InconsistentVersionWarning, warn
 from .kernels.predict import mixture_quantiles
+from .layout import ACTIVATIONS, NetworkLayout
+from .log_posterior import LogPosterior, noise_mode
 from .methods import METHODS, BaseMethod
 from .methods._auto import resolve as resolve_auto
 from .metrics._scores import _mixture_log_density
-from .network import ACTIVATIONS, NetworkLayout
-from .posterior import Network
+from .posterior import ForwardPass
 from .priors import PRIORS, GaussianPrior, HierarchicalPrior, LogisticPrior, ScaleMixturePrior
-from .target import Target, noise_mode
 from .utils import data_fingerprint, seed_sequence, thread_map
 
 _SHARED_PARAMS_DOC = """
@@ -206,7 +206,7 @@ class _BaseBayesianMLP(BaseEstimator):
         method = self._resolve_method(X, Y, hidden, likelihood)
         likelihood = method.likelihood(likelihood, infer_noise=infer_noise)
         noise = noise_mode(likelihood, infer_noise, method.noise_handling)
-        target = Target(
+        target = LogPosterior(
             X,
             Y,
             hidden,
@@ -264,7 +264,7 @@ class _BaseBayesianMLP(BaseEstimator):
 
     def _network(self):
         """The fitted network, run on ``n_jobs`` threads (read at prediction time)."""
-        return Network(self._layout, self._act, effective_n_jobs(self.n_jobs))
+        return ForwardPass(self._layout, self._act, effective_n_jobs(self.n_jobs))
 
     def _validate_X(self, X):
         check_is_fitted(self)

@@ -1,7 +1,7 @@
 """Posterior representations, and how each one predicts.
 
 A posterior decides how it predicts; the estimators only summarize what it yields, chunk by
-chunk of rows (:class:`Network` runs the network):
+chunk of rows (:class:`ForwardPass` runs the network):
 
 * :meth:`WeightedDraws.components` gives the predictive of ``y`` as a weighted mixture of
   Gaussians in the network output: each component's mean, the variance of the function
@@ -73,12 +73,12 @@ def lower_inverse(factor) -> np.ndarray:
     return inv
 
 
-class Network:
+class ForwardPass:
     """A fitted network's architecture, run over many rows on threads.
 
     Parameters
     ----------
-    layout : skbnn.network.NetworkLayout
+    layout : skbnn.layout.NetworkLayout
     activation : int
         Kernel code of the hidden-layer activation.
     n_jobs : int
@@ -177,7 +177,7 @@ class WeightedDraws:
     Parameters
     ----------
     thetas : ndarray of shape (n_draws, n_params)
-        Parameter vectors (layout of :mod:`skbnn.network`).
+        Parameter vectors (layout of :mod:`skbnn.layout`).
     weights : ndarray of shape (n_draws,), default=None
         Normalized importance weights; ``None`` means equal weights (MCMC draws).
     noise_precision : ndarray of shape (n_draws, n_outputs), default=None
@@ -247,12 +247,12 @@ class WeightedDraws:
             tau = tau[index]
         return outputs, (1.0 / np.sqrt(tau))[:, :, None]
 
-    def components(self, net: Network, X, n_targets: int):
+    def components(self, net: ForwardPass, X, n_targets: int):
         """The predictive of ``y`` as a mixture of Gaussians in the network output.
 
         Parameters
         ----------
-        net : Network
+        net : ForwardPass
         X : ndarray of shape (n_rows, n_features)
         n_targets : int
 
@@ -274,7 +274,7 @@ class WeightedDraws:
             mean, sd = self.predictive(out, n_targets)
             yield rows, w, mean, None, sd
 
-    def function_draws(self, net: Network, X, n_targets: int, n: int, rng):
+    def function_draws(self, net: ForwardPass, X, n_targets: int, n: int, rng):
         """``n`` joint draws of the network output over all rows of ``X``.
 
         Yields ``(rows, f, noise_sd)`` per chunk: ``f`` of shape ``(n, n_targets, n_chunk)``
@@ -285,7 +285,7 @@ class WeightedDraws:
         for rows, out in net.outputs(X, self.thetas[idx]):
             yield (rows, *self.predictive(out, n_targets, idx))
 
-    def class_probabilities(self, net: Network, X, binary: bool):
+    def class_probabilities(self, net: ForwardPass, X, binary: bool):
         """Posterior-averaged class probabilities and their spread across draws.
 
         Yields ``(rows, mean, sd)`` per chunk, both of shape ``(n_chunk, n_classes)``.
@@ -402,7 +402,7 @@ class LaplacePosterior(GaussianPosterior):
         The posterior precision ``H`` of the ``q`` parameters of layers ``first_layer`` and
         above (positive definite).
     first_layer : int
-    layout : skbnn.network.NetworkLayout
+    layout : skbnn.layout.NetworkLayout
     predictive : {"glm", "mc"}, default="glm"
     link_approx : {"probit", "mc"}, default="probit"
     n_draws : int, default=100
@@ -502,7 +502,7 @@ class LaplacePosterior(GaussianPosterior):
     def _tau(self, n_targets):
         return np.broadcast_to(self.noise_precision, (self.n_draws, n_targets))[0]
 
-    def function_moments(self, net: Network, X) -> tuple[np.ndarray, np.ndarray]:
+    def function_moments(self, net: ForwardPass, X) -> tuple[np.ndarray, np.ndarray]:
         """Mean and covariance of the linearized network output at each row of ``X``.
 
         ``f(x; theta*)`` and ``J(x) Sigma J(x)^T``, the Gaussian of the GLM predictive
@@ -512,7 +512,7 @@ class LaplacePosterior(GaussianPosterior):
 
         Parameters
         ----------
-        net : Network
+        net : ForwardPass
         X : ndarray of shape (n_rows, n_features)
 
         Returns
@@ -532,7 +532,7 @@ class LaplacePosterior(GaussianPosterior):
         net.map_jacobians(X, self.theta, self.first_layer, part)
         return mean, cov
 
-    def components(self, net: Network, X, n_targets: int):
+    def components(self, net: ForwardPass, X, n_targets: int):
         """See :meth:`WeightedDraws.components`; one component under the GLM predictive,
         with the linearized function's variance ``diag(J Sigma J^T)``."""
         if self.predictive_kind != "glm":
@@ -547,7 +547,7 @@ class LaplacePosterior(GaussianPosterior):
         for rows, mean, fvar in net.map_jacobians(X, self.theta, self.first_layer, part):
             yield rows, w, mean, fvar, sd
 
-    def function_draws(self, net: Network, X, n_targets: int, n: int, rng):
+    def function_draws(self, net: ForwardPass, X, n_targets: int, n: int, rng):
         """See :meth:`WeightedDraws.function_draws`; under the GLM predictive, draws of the
         linearized network ``f(x; theta*) + J(x) delta`` with ``delta ~ N(0, Sigma)``."""
         if self.predictive_kind != "glm":
@@ -564,7 +564,7 @@ class LaplacePosterior(GaussianPosterior):
         for rows, f in net.map_jacobians(X, self.theta, self.first_layer, part):
             yield rows, f, sd
 
-    def class_probabilities(self, net: Network, X, binary: bool):
+    def class_probabilities(self, net: ForwardPass, X, binary: bool):
         """See :meth:`WeightedDraws.class_probabilities`. Under the GLM predictive the
         mean is the probit approximation (or the average over draws of the Gaussian
         logits, ``link_approx="mc"``) and the spread is over those draws."""
@@ -609,7 +609,7 @@ class SpikeSlabPosterior(WeightedDraws):
     ----------
     mean : ndarray of shape (n_params,)
         The mean of each ``beta_i`` (``kappa`` of a weight's slab; the Gaussian factor's
-        mean for the parameters always in), in the layout of :mod:`skbnn.network`.
+        mean for the parameters always in), in the layout of :mod:`skbnn.layout`.
     var : ndarray of shape (n_params,)
         The variance of each ``beta_i``.
     alpha : ndarray of shape (n_params,)

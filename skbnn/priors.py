@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval
 
-from .network import NetworkLayout
+from .layout import NetworkLayout
 
 #: Shape of the Gamma prior on each output's noise precision ``1 / sigma**2`` (standardized
 #: target). Shape 1 and rate 1e-3 are close to flat for any noise sd above 0.03 of the target's

@@ -244,15 +244,15 @@ def test_kernel_speed_parts_are_the_steps_of_the_gradient(activation, monkeypatc
     # parameter vector, the steps must give the gradient and log density logp_grad gives,
     # or the timings would be of some other computation
     from skbnn.kernels import density as knet
+    from skbnn.log_posterior import LogPosterior
     from skbnn.priors import GaussianPrior
-    from skbnn.target import Target
 
     monkeypatch.syspath_prepend(str(BENCH))
     speed = runpy.run_path(str(BENCH / "kernel_speed.py"))
     rng = np.random.default_rng(3)
     X = rng.standard_normal((21, 5))
     y = rng.standard_normal(21)
-    target = Target(X, y, (4,), activation, "gaussian", prior=GaussianPrior())
+    target = LogPosterior(X, y, (4,), activation, "gaussian", prior=GaussianPrior())
     tgt, ws = target.kernel_target(padded=True), target.workspace(padded=True)
     thetas = target.sample_prior(rng, 1)
     grad, stats = np.empty(target.n_params), np.empty(3)

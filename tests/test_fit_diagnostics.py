@@ -13,10 +13,10 @@ from skbnn.kernels import chain as kchain
 from skbnn.kernels import density as knet
 from skbnn.kernels import transitions
 from skbnn.kernels._compile import call
+from skbnn.log_posterior import LogPosterior
 from skbnn.methods import HMC, MALA, NUTS, AdaptiveMetropolis
 from skbnn.posterior import class_probabilities
 from skbnn.priors import GaussianPrior
-from skbnn.target import Target
 
 
 def _data(n_outputs=1):
@@ -88,7 +88,9 @@ def test_hmc_counts_only_the_leapfrog_steps_it_took():
     # the transition must report those steps, not the 1000 it had planned.
     rng = np.random.default_rng(0)
     X = rng.standard_normal((20, 2))
-    target = Target(X, X[:, 0], (3,), "tanh", "gaussian", prior=GaussianPrior(fan_in_scaling=False))
+    target = LogPosterior(
+        X, X[:, 0], (3,), "tanh", "gaussian", prior=GaussianPrior(fan_in_scaling=False)
+    )
     tgt = knet.density_target(target.kernel_target())
     d = target.n_params
     q0 = target.sample_prior(rng, 1)[0]

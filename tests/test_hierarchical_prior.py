@@ -18,10 +18,10 @@ from skbnn import BayesianMLPRegressor
 from skbnn.diagnostics import ess_mean
 from skbnn.kernels import density as knet
 from skbnn.kernels import gibbs as kgibbs
+from skbnn.layout import NetworkLayout
+from skbnn.log_posterior import LogPosterior
 from skbnn.methods import NUTS, SMC
-from skbnn.network import NetworkLayout
 from skbnn.priors import GaussianPrior, HierarchicalPrior
-from skbnn.target import Target
 
 #: z-score bound: two-sided normal tail 6.8e-6 per comparison
 Z = 4.5
@@ -33,7 +33,7 @@ def test_gibbs_update_carries_log_density_and_gradient(fan_in, noise):
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((25, 3)), rng.standard_normal(25)
     prior = HierarchicalPrior(shape=1.5, rate=0.7, fan_in_scaling=fan_in)
-    target = Target(X, y, (4, 2), "tanh", "gaussian", prior=prior, noise=noise)
+    target = LogPosterior(X, y, (4, 2), "tanh", "gaussian", prior=prior, noise=noise)
     tgt = target.kernel_target()
     assert tgt.prior_scale is not target.prior_scale  # each chain owns its scales
     q = rng.standard_normal(target.n_params) * 0.5
@@ -62,7 +62,7 @@ def test_gibbs_conditional_is_the_gamma_posterior(seed):
     rng = np.random.default_rng(2 + seed)
     X, y = rng.standard_normal((10, 3)), rng.standard_normal(10)
     prior = HierarchicalPrior(2.0, 2.0, fan_in_scaling=False)
-    target = Target(X, y, (4,), "tanh", "gaussian", prior=prior)
+    target = LogPosterior(X, y, (4,), "tanh", "gaussian", prior=prior)
     tgt = target.kernel_target()
     q = rng.standard_normal(target.n_params)
     g = np.zeros(target.n_params)

@@ -305,9 +305,9 @@ import json, numpy as np
 from skbnn.kernels import _compile, smc
 from skbnn.kernels import density as knet
 from skbnn.kernels.predict import mixture_quantiles, mixture_quantiles_kernel
-from skbnn.target import Target
+from skbnn.log_posterior import LogPosterior
 X = np.linspace(-1, 1, 12)[:, None]
-target = Target(X, X[:, 0] ** 2, (3,), "tanh", "gaussian")
+target = LogPosterior(X, X[:, 0] ** 2, (3,), "tanh", "gaussian")
 tgt = knet.density_target(target.kernel_target(), aside=True)
 aside = tgt.density._helper is not None
 thetas = target.sample_prior(np.random.default_rng(0), 2)
@@ -375,11 +375,11 @@ def test_compile_for_compiles_a_kernel_without_asking_for_the_density(monkeypatc
     from skbnn.kernels import _compile
     from skbnn.kernels import density as knet
     from skbnn.kernels import smc as ksmc
-    from skbnn.target import Target
+    from skbnn.log_posterior import LogPosterior
     from skbnn.utils import compile_for
 
     X = np.linspace(-1, 1, 6)[:, None]
-    target = Target(X, X[:, 0], (2,), "tanh", "gaussian")
+    target = LogPosterior(X, X[:, 0], (2,), "tanh", "gaussian")
     tgt = knet.density_target(target.kernel_target())
     source = knet.density_source(knet.target_codes(tgt))
     density = _compile.CompiledKernel(tgt.density.signature(), source)
@@ -427,9 +427,9 @@ def test_compiling_pauses_the_garbage_collector_and_restores_its_state():
 _ONE_CODE = """
 import sys, numpy as np
 from skbnn.kernels import density as knet
-from skbnn.target import Target
+from skbnn.log_posterior import LogPosterior
 X = np.linspace(-1, 1, 12)[:, None]
-target = Target(X, X[:, 0] ** 2, (3,), "tanh", "gaussian")
+target = LogPosterior(X, X[:, 0] ** 2, (3,), "tanh", "gaussian")
 # the same steps for either code (as a fit's warm-up problem does), so numba numbers the
 # kernel alike in both processes
 knet.density_target(target.kernel_target(), codes=(int(sys.argv[1]), 0, 0))
@@ -439,11 +439,11 @@ _BOTH_CODES = """
 import json, numpy as np
 from skbnn.kernels import smc
 from skbnn.kernels import density as knet
-from skbnn.target import Target
+from skbnn.log_posterior import LogPosterior
 X = np.linspace(-1, 1, 12)[:, None]
 same = []
 for act in ("tanh", "relu"):
-    target = Target(X, X[:, 0] ** 2, (3,), act, "gaussian")
+    target = LogPosterior(X, X[:, 0] ** 2, (3,), act, "gaussian")
     tgt = knet.density_target(target.kernel_target())
     thetas = target.sample_prior(np.random.default_rng(0), 2)
     stats = np.empty((2, 3))

@@ -12,9 +12,9 @@ from numba import njit
 from skbnn.kernels import _libm, backprop, layers, likelihoods
 from skbnn.kernels import density as knet
 from skbnn.kernels._compile import KernelOnlyDispatcher, call
-from skbnn.network import NetworkLayout
+from skbnn.layout import NetworkLayout
+from skbnn.log_posterior import ROW_ALIGN, LogPosterior
 from skbnn.priors import GaussianPrior, LogisticPrior, ScaleMixturePrior
-from skbnn.target import ROW_ALIGN, Target
 
 ACTIVATIONS = ["identity", "relu", "tanh", "logistic"]
 CASES = [
@@ -43,7 +43,7 @@ def _make_target(likelihood, k, noise, activation, hidden, prior, seed=0, n=23, 
     else:
         Y = np.eye(k)[rng.integers(0, k, n)]
     layout = NetworkLayout((d, *hidden, k))
-    target = Target(
+    target = LogPosterior(
         X, Y, hidden, activation, likelihood, prior=prior, noise=noise, noise_precision=2.5
     )
     assert target.layout.n_params == layout.n_params + (k if noise == "theta" else 0)
@@ -128,7 +128,7 @@ def test_padded_rows_change_nothing(likelihood, k, noise, activation, n):
         # one target column, a mean and a raw variance output
         rng = np.random.default_rng(0)
         X, Y = rng.standard_normal((n, 4)), rng.standard_normal(n)
-        target = Target(X, Y, (5,), activation, likelihood)
+        target = LogPosterior(X, Y, (5,), activation, likelihood)
     else:
         target = _make_target(likelihood, k, noise, activation, (5,), GaussianPrior(), n=n)
     target.W = np.random.default_rng(3).uniform(0.2, 2.0, n)
@@ -235,7 +235,7 @@ def test_the_kernel_compiled_for_the_codes_is_logp_grad(likelihood, k, activatio
         # one target column: a mean and a raw variance output
         rng = np.random.default_rng(0)
         X, Y = rng.standard_normal((23, 4)), rng.standard_normal(23)
-        target = Target(X, Y, (5, 3), activation, likelihood, prior=prior)
+        target = LogPosterior(X, Y, (5, 3), activation, likelihood, prior=prior)
     else:
         target = _make_target(likelihood, k, "fixed", activation, (5, 3), prior)
     plain = target.kernel_target(own=True)

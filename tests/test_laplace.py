@@ -47,10 +47,10 @@ import skbnn.posterior as posterior_module
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.kernels import backprop as kbackprop
 from skbnn.kernels import density as knet
+from skbnn.layout import ACTIVATIONS, NetworkLayout
 from skbnn.methods import Laplace
 from skbnn.methods.laplace import log_symmetric_modes
 from skbnn.model_selection import log_predictive_scorer
-from skbnn.network import ACTIVATIONS, NetworkLayout
 from skbnn.posterior import WeightedDraws
 from skbnn.priors import GaussianPrior, LogisticPrior
 

@@ -22,9 +22,9 @@ from sklearn.preprocessing import StandardScaler
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.kernels import density as knet
 from skbnn.kernels import vi as kvi
+from skbnn.log_posterior import LogPosterior
 from skbnn.methods import LBBNN, VariationalInference
 from skbnn.methods.lbbnn import path_probabilities
-from skbnn.target import Target
 
 Z = 4.5  # two-sided normal tail 6.8e-6
 
@@ -35,7 +35,7 @@ def _case(likelihood, local, seed=1):
     y = X[:, 0] - X[:, 1] ** 2
     Y = {"gaussian": y, "bernoulli": (y > 0) * 1.0,
          "categorical": np.eye(3)[np.digitize(y, [-1.0, 0.0])]}[likelihood]  # fmt: skip
-    target = Target(X, Y, (3,), "tanh", likelihood, noise="theta")
+    target = LogPosterior(X, Y, (3,), "tanh", likelihood, noise="theta")
     # the first layer has indicators, the second is always in (psi = 1)
     method = LBBNN(inclusion_prior=[0.2, 1.0], local_reparameterization=local, init_std=0.3,
                    temperature=0.7)  # fmt: skip
@@ -266,7 +266,7 @@ def test_slab_std_sets_every_weights_slab():
     X, y = _sparse_linear(0, n=50)
     method = LBBNN(max_iter=2, slab_std=0.7)
     reg = BayesianMLPRegressor((3,), method=method).fit(X, y)
-    target = Target(X, y, (3,), "tanh", "gaussian", noise="theta")
+    target = LogPosterior(X, y, (3,), "tanh", "gaussian", noise="theta")
     slab = method._slab(target)
     weights = np.zeros(target.n_params, dtype=bool)
     for layer in range(target.layout.n_layers):

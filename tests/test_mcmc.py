@@ -256,15 +256,15 @@ def test_output_layer_gibbs_draws_from_exact_conditional(seed):
     # (independent draws, so the standard errors are exact): 8 means at 4 se, two-sided
     # normal 6.3e-5 each; 20 distinct covariance entries at >= 4.5 sd, 7e-6 each; 6.4e-4 in all.
     from skbnn.kernels.gibbs import gibbs_output_layer
-    from skbnn.network import NetworkLayout
-    from skbnn.target import Target
+    from skbnn.layout import NetworkLayout
+    from skbnn.log_posterior import LogPosterior
 
     rng = np.random.default_rng(3 + seed)
     n, d, h = 30, 2, 3
     X = rng.standard_normal((n, d))
     Y = rng.standard_normal((n, 2))
     layout = NetworkLayout((d, h, 2))
-    target = Target(X, Y, (h,), "tanh", "gaussian", noise_precision=np.array([4.0, 0.5]))
+    target = LogPosterior(X, Y, (h,), "tanh", "gaussian", noise_precision=np.array([4.0, 0.5]))
     assert target.layout.n_params == layout.n_params
     target.beta = 0.7  # a tempered likelihood scales the data precision
     tgt, ws = target.kernel_target(), target.workspace()
@@ -345,9 +345,9 @@ def test_a_failing_chain_stops_the_interleaved_run():
 
 
 def _prior_target(hidden, activation, n_outputs=3, beta=1.0, seed=0, noise="fixed"):
-    from skbnn.network import NetworkLayout
+    from skbnn.layout import NetworkLayout
+    from skbnn.log_posterior import LogPosterior
     from skbnn.priors import GaussianPrior
-    from skbnn.target import Target
 
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((7, 4))
@@ -355,7 +355,7 @@ def _prior_target(hidden, activation, n_outputs=3, beta=1.0, seed=0, noise="fixe
     layout = NetworkLayout((4, *hidden, n_outputs))
     # prior sds differ per parameter, so a mix-up of indices shows
     std = GaussianPrior(1.3).stds(layout) * rng.uniform(0.5, 2.0, layout.n_weights)
-    target = Target(X, Y, hidden, activation, "gaussian", noise=noise)
+    target = LogPosterior(X, Y, hidden, activation, "gaussian", noise=noise)
     target.prior_scale[:] = std
     target.beta = beta
     return target, layout
@@ -649,11 +649,11 @@ def test_map_starts_are_maps_and_their_own():
     # init="map": each chain's start is the engine's MAP from its own initialization. On
     # a linear model the posterior is log-concave, so every start is the one mode: the
     # gradient there vanishes (L-BFGS to gtol 1e-4 per row) and the starts agree.
+    from skbnn.log_posterior import LogPosterior
     from skbnn.methods._starts import map_starts
-    from skbnn.target import Target
 
     X, y = _data()
-    target = Target(X, (y - y.mean()) / y.std(), (), "identity", "gaussian", noise="marginal")
+    target = LogPosterior(X, (y - y.mean()) / y.std(), (), "identity", "gaussian", noise="marginal")
     seeds = np.random.SeedSequence(0).spawn(3)
     starts, n_evals = map_starts(target, seeds, 2)
     assert n_evals > 0 and len(starts) == 3
@@ -820,7 +820,7 @@ def test_the_bookkeeping_through_its_address_is_the_inline_one():
     from skbnn.kernels import density as knet
     from skbnn.kernels.linalg import Metric
     from skbnn.kernels.transitions import nuts, workspace
-    from skbnn.target import Target
+    from skbnn.log_posterior import LogPosterior
 
     @njit
     def inline_block(rng, chain, tgt, settings, sched, it_start, it_stop):
@@ -835,7 +835,7 @@ def test_the_bookkeeping_through_its_address_is_the_inline_one():
 
     rng = np.random.default_rng(4)
     X = rng.standard_normal((25, 2))
-    target = Target(X, X[:, 0] - X[:, 1], (3,), "tanh", "gaussian", noise="marginal")
+    target = LogPosterior(X, X[:, 0] - X[:, 1], (3,), "tanh", "gaussian", noise="marginal")
     n_warmup, n_keep = 60, 20
     sched = stan_windows(n_warmup)
     for dense in (False, True):

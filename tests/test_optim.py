@@ -28,12 +28,12 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import StandardScaler
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
+from skbnn.log_posterior import LogPosterior
 from skbnn.methods import METHODS, SWAG, DeepEnsemble, RandomizedMAP
 from skbnn.methods._optim import _minibatch_epochs, _Settings, glorot_init
 from skbnn.model_selection import log_predictive_scorer
 from skbnn.posterior import GaussianPosterior
 from skbnn.priors import GaussianPrior
-from skbnn.target import Target
 
 #: scipy's L-BFGS-B stops when the last step lowered the loss by less than ``ftol`` relative
 #: to ``max(|f|, 1)`` (its default ``factr * eps``); the engine sets ``gtol = tol`` only, so
@@ -219,7 +219,7 @@ def test_early_stopping_keeps_the_best_validation_parameters():
     X, y = _overfit_data()
     z = (y - y.mean()) / y.std()
     tau = 1.0 / 0.05**2
-    target = Target(X, z, (20,), "tanh", "gaussian", noise="fixed", noise_precision=tau)
+    target = LogPosterior(X, z, (20,), "tanh", "gaussian", noise="fixed", noise_precision=tau)
     train, val = np.arange(30), np.arange(30, 40)
     theta = glorot_init(target, np.random.default_rng(0))
     settings = _Settings(
@@ -238,7 +238,9 @@ def test_early_stopping_keeps_the_best_validation_parameters():
     curve = np.asarray(member.validation_curve)
     # the last epoch is worse than the best, so restoring the best is observable
     assert curve[-1] > curve.min()
-    held_out = Target(X[val], z[val], (20,), "tanh", "gaussian", noise="fixed", noise_precision=tau)
+    held_out = LogPosterior(
+        X[val], z[val], (20,), "tanh", "gaussian", noise="fixed", noise_precision=tau
+    )
     loglik, _, _ = held_out.loglik_logprior(member.theta)
     np.testing.assert_allclose(-loglik / val.size, curve.min(), rtol=1e-12)
 
@@ -569,7 +571,7 @@ def test_member_rows(fraction, expected):
     # the rows a member trains on: ceil(fraction * n), at least 2, distinct, without and
     # with a validation split
     X, y = _linear_data()
-    target = Target(X, y, (), "tanh", "gaussian")
+    target = LogPosterior(X, y, (), "tanh", "gaussian")
     method = DeepEnsemble(validation_fraction=0.25)
     train, val = method._rows(target, np.random.default_rng(0), fraction, False)
     assert val is None and train.size == expected and np.unique(train).size == expected

@@ -19,9 +19,9 @@ import pytest
 from skbnn import BayesianMLPRegressor
 from skbnn.kernels import density as knet
 from skbnn.kernels import optim as kopt
+from skbnn.log_posterior import LogPosterior
 from skbnn.methods import RandomizedMAP
 from skbnn.posterior import GaussianPosterior
-from skbnn.target import Target
 
 N_ROWS, N_FEATURES, NOISE = 60, 3, 0.4
 Z = 4.5
@@ -91,7 +91,7 @@ def test_swag_moments_are_those_of_the_snapshots():
     # running mean, mean square and ring buffer of deviations against numpy on the iterates
     rng = np.random.default_rng(0)
     X = rng.standard_normal((30, 2))
-    target = Target(X, X[:, 0] - X[:, 1], (3,), "tanh", "gaussian", noise="theta")
+    target = LogPosterior(X, X[:, 0] - X[:, 1], (3,), "tanh", "gaussian", noise="theta")
     p = target.n_params
     theta = 0.3 * rng.standard_normal(p)
     tgt = knet.density_target(target.kernel_target())
@@ -160,7 +160,7 @@ def test_batched_gradient_is_the_single_one(n_jobs):
     # kernel writes into the target) and a tempered likelihood
     rng = np.random.default_rng(0)
     X = rng.standard_normal((30, 3))
-    target = Target(X, X[:, 0], (4,), "tanh", "gaussian", noise="theta")
+    target = LogPosterior(X, X[:, 0], (4,), "tanh", "gaussian", noise="theta")
     thetas = target.sample_prior(rng, 7)
     logp, grads = target.logp_grad_batch(thetas, beta=0.5, n_jobs=n_jobs)
     for theta, lp, g in zip(thetas, logp, grads, strict=True):

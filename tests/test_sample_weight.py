@@ -15,9 +15,9 @@ import pytest
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.kernels import density as knet
 from skbnn.kernels import optim as kopt
+from skbnn.log_posterior import LogPosterior
 from skbnn.methods import NUTS, SMC, DeepEnsemble
 from skbnn.priors import HierarchicalPrior
-from skbnn.target import Target
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -45,7 +45,7 @@ def _data(likelihood, n=12, seed=0):
 
 
 def _target(likelihood, noise, X, Y, w=None):
-    return Target(X, Y, (4,), "tanh", likelihood, prior=HierarchicalPrior(), noise=noise,
+    return LogPosterior(X, Y, (4,), "tanh", likelihood, prior=HierarchicalPrior(), noise=noise,
                   noise_precision=2.0, sample_weight=w)  # fmt: skip
 
 

@@ -25,10 +25,10 @@ from sklearn.exceptions import ConvergenceWarning
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.diagnostics import ess_mean
+from skbnn.log_posterior import LogPosterior
 from skbnn.methods import NUTS, Laplace
 from skbnn.methods.laplace import Laplace as LaplaceMethod
 from skbnn.priors import ScaleMixturePrior
-from skbnn.target import Target
 
 Z = 4.5
 
@@ -44,7 +44,7 @@ def _target(prior, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((15, 3))
     y = np.tanh(X[:, 0]) + 0.2 * rng.standard_normal(15)
-    return Target(X, y[:, None], (4,), "tanh", "gaussian", prior=prior, noise_precision=4.0)
+    return LogPosterior(X, y[:, None], (4,), "tanh", "gaussian", prior=prior, noise_precision=4.0)
 
 
 @pytest.mark.parametrize("fan_in_scaling", [False, True])

@@ -246,12 +246,12 @@ def test_max_leapfrog_bounds_every_path_length(seed):
 def test_conditional_ess_with_unequal_weights():
     # the exponent keeps the conditional ESS N (sum W w)^2 / sum W w^2 of the incremental
     # weights w given the current weights W (Zhou, Johansen & Aston 2016), not their ESS
+    from skbnn.log_posterior import LogPosterior
     from skbnn.methods.smc import _TemperedLoglik
-    from skbnn.target import Target
 
     rng = np.random.default_rng(13)
     X, y, _ = _data(13)
-    target = Target(X, (y - y.mean()) / y.std(), (), "identity", "gaussian")
+    target = LogPosterior(X, (y - y.mean()) / y.std(), (), "identity", "gaussian")
     tempered = _TemperedLoglik(target)
     n = 400
     stats = np.zeros((n, 3))
@@ -375,10 +375,10 @@ def test_max_stages_that_suffice_do_not_warn():
 
 
 def test_smc_refuses_noise_inside_theta():
-    from skbnn.target import Target
+    from skbnn.log_posterior import LogPosterior
 
     X, y, _ = _data(15)
-    target = Target(X, y, (), "identity", "gaussian", noise="theta")
+    target = LogPosterior(X, y, (), "identity", "gaussian", noise="theta")
     with pytest.raises(ValueError, match="noise fixed or marginalized"):
         SMC().run(target, 10, 0, 1, 0)
 
@@ -404,14 +404,14 @@ def test_hmc_moves_leave_a_non_gaussian_target_invariant(kind, seed):
 
     from skbnn.kernels import density as knet
     from skbnn.kernels import smc as ksmc
-    from skbnn.target import Target
+    from skbnn.log_posterior import LogPosterior
 
     rng = np.random.default_rng(16 + seed)
     X, y = rng.standard_normal((30, 1)), rng.standard_normal(30)
     from skbnn.priors import GaussianPrior, LogisticPrior
 
     prior = LogisticPrior() if kind else GaussianPrior(fan_in_scaling=False)
-    target = Target(X, y, (), "identity", "gaussian", prior=prior)
+    target = LogPosterior(X, y, (), "identity", "gaussian", prior=prior)
     tgt = knet.density_target(target.kernel_target())
     tgt.cfg[0]["beta"] = 0.0
     n, d = 20000, 2

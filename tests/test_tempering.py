@@ -16,11 +16,11 @@ from scipy.special import logsumexp
 from skbnn import BayesianMLPRegressor
 from skbnn.kernels import density as knet
 from skbnn.kernels.chain import make_chain
+from skbnn.log_posterior import LogPosterior
 from skbnn.methods import HMC, NUTS
 from skbnn.methods._chains import ChainState
 from skbnn.methods._tempering import ReplicaExchange
 from skbnn.priors import GaussianPrior, HierarchicalPrior
-from skbnn.target import Target
 
 # short runs may warn of convergence; that is not what these tests are about
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -33,7 +33,7 @@ def _linear_target(noise, n_rows=30, seed=0, prior=None):
     X = rng.standard_normal((n_rows, 2))
     y = X @ np.array([0.8, -0.4]) + 0.3 + 0.5 * rng.standard_normal(n_rows)
     prior = GaussianPrior(fan_in_scaling=False) if prior is None else prior
-    target = Target(
+    target = LogPosterior(
         X, y, (), "identity", "gaussian", prior=prior, noise=noise, noise_precision=4.0,
         noise_shape=A, noise_rate=B,
     )  # fmt: skip

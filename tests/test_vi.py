@@ -28,10 +28,10 @@ from sklearn.preprocessing import StandardScaler
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.kernels import density as knet
 from skbnn.kernels import vi as kvi
+from skbnn.log_posterior import LogPosterior
 from skbnn.methods import VariationalInference
 from skbnn.model_selection import elbo_scorer, evidence_scorer
 from skbnn.priors import ScaleMixturePrior
-from skbnn.target import Target
 
 N_ROWS, N_FEATURES, NOISE = 60, 3, 0.4
 Z = 4.5
@@ -141,7 +141,7 @@ def _gradient_case(likelihood, prior, family, local):
     y = X[:, 0] - X[:, 1] ** 2
     Y = {"gaussian": y, "bernoulli": (y > 0) * 1.0,
          "categorical": np.eye(3)[np.digitize(y, [-1.0, 0.0])]}[likelihood]  # fmt: skip
-    target = Target(X, Y, (3,), "tanh", likelihood, prior=prior, noise="theta")
+    target = LogPosterior(X, Y, (3,), "tanh", likelihood, prior=prior, noise="theta")
     method = VariationalInference(family=family, rank=2, local_reparameterization=local,
                                   init_std=0.3)  # fmt: skip
     vcfg = method._vcfg(target)

@@ -455,8 +455,8 @@ def _skbnn_forward(theta, X, layer_sizes, activation) -> np.ndarray | None:
     """skbnn's own numba forward pass, ``(n, k)``; None if skbnn is not importable."""
     try:
         from skbnn.kernels.density import forward_batch
-        from skbnn.network import ACTIVATIONS as CODES
-        from skbnn.network import NetworkLayout
+        from skbnn.layout import ACTIVATIONS as CODES
+        from skbnn.layout import NetworkLayout
     except ImportError:
         return None
     layout = NetworkLayout(layer_sizes)

@@ -4,7 +4,7 @@ takes; batch evaluations over many parameter vectors.
 
 All arrays are flat and feature-major: ``XT`` is ``X.T`` raveled (``d * n``), so the innermost
 loops run over rows with unit stride and vectorize. The kernels take the target as one
-:data:`KernelTarget` named tuple (built by :meth:`skbnn.target.Target.kernel_target`)::
+:data:`KernelTarget` named tuple (built by :meth:`skbnn.log_posterior.LogPosterior.kernel_target`)::
 
     KernelTarget(XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfg)
 
@@ -21,8 +21,8 @@ the first component's standard deviations for the scale mixture).
 ``cfg`` is a one-element record array of dtype :data:`CONFIG`, read by field name:
 
 ==================  =====================================================================
-``activation``      code from :data:`skbnn.network.ACTIVATIONS`
-``likelihood``      code from :data:`skbnn.network.LIKELIHOODS`
+``activation``      code from :data:`skbnn.layout.ACTIVATIONS`
+``likelihood``      code from :data:`skbnn.layout.LIKELIHOODS`
 ``n_noise``         number of trailing log noise precisions in ``theta``
 ``noise_marginal``  1: the Gaussian noise precisions are integrated out against their
                     Gamma(a, b) prior (see :func:`logp_grad`) and ``tau`` is ignored

@@ -43,7 +43,8 @@ class BaseMethod(BaseEstimator):
     """Base class of posterior methods.
 
     A method holds only its own knobs (so ``GridSearchCV`` can tune them as
-    ``method__<knob>``) and turns a :class:`skbnn.target.Target` into a :class:`FitResult`.
+    ``method__<knob>``) and turns a :class:`~skbnn.log_posterior.LogPosterior` into a
+    :class:`FitResult`.
     """
 
     #: Registry key (``method="..."`` in the estimators).
@@ -92,7 +93,7 @@ class BaseMethod(BaseEstimator):
 
         Parameters
         ----------
-        target : skbnn.target.Target
+        target : skbnn.log_posterior.LogPosterior
         n_samples : int
             Number of posterior draws to keep.
         random_state : None, int, RandomState or SeedSequence

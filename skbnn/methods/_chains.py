@@ -13,7 +13,7 @@ import numpy as np
 from ..kernels import chain as kchain
 from ..kernels import density as knet
 from ..kernels.linalg import Metric
-from ..target import aligned_empty, padded_rows
+from ..log_posterior import aligned_empty, padded_rows
 from ..utils import thread_map
 from ._starts import finite_start
 from ._warmup import restart_step_size, update_metric

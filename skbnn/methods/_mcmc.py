@@ -25,6 +25,7 @@ from ..exceptions import ConvergenceWarning, SlowFitWarning, warn
 from ..kernels import chain as kchain
 from ..kernels import density as knet
 from ..posterior import WeightedDraws
+from ..priors import PriorKind
 from ..utils import backend_elsewhere, compile_once, seed_sequence
 from ._base import BaseMethod, FitResult
 from ._chains import ChainBlocks, ChainState, Runner, grad_evals, new_chain, restore, saved
@@ -59,11 +60,11 @@ def _ensure_compiled(
         )
 
     def warm():
-        from ..target import Target
+        from ..log_posterior import LogPosterior
 
         rng = np.random.default_rng(0)
         x = rng.standard_normal((3, 1))
-        target = Target(x, x[:, 0], (1,), "tanh", "gaussian")
+        target = LogPosterior(x, x[:, 0], (1,), "tanh", "gaussian")
         # the fit's network kernel compiles in another process meanwhile, if it can
         also = (after,) if after_aside else ()
         tgt = knet.density_target(target.kernel_target(), aside=True, codes=codes, aside_with=also)
@@ -305,7 +306,7 @@ class _HMCFamily(BaseMethod):
             )
         dense = self.metric == "dense"
         # both exact moves use the conditionals of a Gaussian prior
-        gaussian_prior = target.prior_kind == 0
+        gaussian_prior = target.prior_kind == PriorKind.GAUSSIAN
         gaussian = target.likelihood == "gaussian" and target.noise != "theta"
         # only ReLU and identity units have the scale symmetry; no hidden layer, no units
         symmetric = target.activation in ("identity", "relu") and target.layout.n_layers > 1

@@ -1,8 +1,9 @@
 """The training engine that every optimization method shares.
 
-A member is one optimization of the negative log posterior of a :class:`skbnn.target.Target`
-(per row: ``-(loglik + logprior) / n``), with its own initialization, prior centre
-(randomized MAP's anchor), targets (randomized MAP's perturbations), rows
+A member is one optimization of the negative log posterior of a
+:class:`~skbnn.log_posterior.LogPosterior` (per row: ``-(loglik + logprior) / n``), with its
+own initialization, prior centre (randomized MAP's anchor), targets (randomized MAP's
+perturbations), rows
 (``data_fraction``) and validation rows (``early_stopping``). Minibatch epochs run in the
 numba kernel :func:`skbnn.kernels.optim.run_epoch`; full-batch L-BFGS is scipy's with the
 analytic gradient. Members run on the shared thread pool (the kernels release the GIL),
@@ -259,14 +260,14 @@ def glorot_init(target, rng: np.random.Generator) -> np.ndarray:
 def _ensure_compiled(codes: tuple[int, int, int]) -> float:
     """Compile (or load from numba's cache) the training engine's epoch kernel, and the
     network kernel for the fit's activation, likelihood and prior ``codes``
-    (:attr:`skbnn.target.Target.kernel_codes`); return the seconds spent."""
+    (:attr:`skbnn.log_posterior.LogPosterior.kernel_codes`); return the seconds spent."""
     density = knet.logp_grad_for(*codes)
 
     def warm():
-        from ..target import Target
+        from ..log_posterior import LogPosterior
 
         x = np.linspace(-1.0, 1.0, 6)[:, None]
-        target = Target(x, x[:, 0], (2,), "tanh", "gaussian", noise="theta")
+        target = LogPosterior(x, x[:, 0], (2,), "tanh", "gaussian", noise="theta")
         theta = glorot_init(target, np.random.default_rng(0))
         _minibatch_epochs(target, theta, np.arange(6), None, _Settings(), None, None, 1,
                           aside=True, codes=codes)  # fmt: skip

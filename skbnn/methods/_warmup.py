@@ -7,7 +7,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from ..kernels import density as knet
-from ..target import aligned_empty
+from ..log_posterior import aligned_empty
 
 
 def stan_windows(n_warmup: int) -> np.ndarray:

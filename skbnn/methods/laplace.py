@@ -17,9 +17,9 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..exceptions import ConvergenceWarning, warn
 from ..kernels import backprop as kbackprop
 from ..kernels import density as knet
-from ..posterior import LaplacePosterior, Network, cholesky_inverse, single_threaded_blas
+from ..log_posterior import NoiseMode
+from ..posterior import ForwardPass, LaplacePosterior, cholesky_inverse, single_threaded_blas
 from ..priors import PriorKind
-from ..target import NoiseMode
 from ..utils import compile_once, seed_sequence
 from ._base import FitResult
 from ._optim import (
@@ -70,17 +70,17 @@ PRECISION_RANGE = (1e-8, 1e8)
 
 def _ensure_compiled(codes: tuple[int, int, int]) -> float:
     """Compile (or load from numba's cache) the Jacobian kernel and the network kernel for
-    the fit's ``codes`` (:attr:`skbnn.target.Target.kernel_codes`) with its batch
+    the fit's ``codes`` (:attr:`skbnn.log_posterior.LogPosterior.kernel_codes`) with its batch
     evaluation; return the seconds spent."""
 
     def warm():
-        from ..target import Target
+        from ..log_posterior import LogPosterior
 
         x = np.linspace(-1.0, 1.0, 4)[:, None]
-        target = Target(x, x[:, 0], (2,), "tanh", "gaussian", noise="gibbs")
+        target = LogPosterior(x, x[:, 0], (2,), "tanh", "gaussian", noise="gibbs")
         target.compile_codes = codes
         theta = np.ones(target.n_params)
-        Network(target.layout, 2).map_jacobians(x, theta, 0, lambda *a: None)
+        ForwardPass(target.layout, 2).map_jacobians(x, theta, 0, lambda *a: None)
         # the evaluations the polish and the exact Hessian make from Python
         target.evaluator()(theta)
         target.logp_grad_batch(theta[None])
@@ -107,7 +107,7 @@ def log_symmetric_modes(layout, theta, variance, activation: str) -> float:
 
     Parameters
     ----------
-    layout : skbnn.network.NetworkLayout
+    layout : skbnn.layout.NetworkLayout
     theta : ndarray of shape (n_params,)
         The mode.
     variance : ndarray of shape (n_weights,)
@@ -720,7 +720,7 @@ class Laplace(_Trainer):
         sl = slice(int(layout.offsets[first_layer]), layout.n_weights)
         groups = self._groups(layout, first_layer)
         jobs = effective_n_jobs(n_jobs)
-        net = Network(layout, target.activation_code, jobs)
+        net = ForwardPass(layout, target.activation_code, jobs)
         infer_noise = target.noise == NoiseMode.GIBBS
         updating = self.optimize_prior or infer_noise
         ss = seed_sequence(random_state)

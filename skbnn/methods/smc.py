@@ -169,7 +169,7 @@ class SMC(BaseMethod):
 
         Parameters
         ----------
-        target : skbnn.target.Target
+        target : skbnn.log_posterior.LogPosterior
         n_samples : int
             Number of particles.
         random_state : None, int, RandomState or SeedSequence
@@ -189,7 +189,7 @@ class SMC(BaseMethod):
             # the noise would live in the shared target tuple, which threads would race on
             raise ValueError(
                 f"SMC needs the noise fixed or marginalized, not {target.noise!r}; build the "
-                "Target with noise='marginal' (as the estimators do)"
+                "LogPosterior with noise='marginal' (as the estimators do)"
             )
         t_start = time.perf_counter()
         compile_time = _ensure_compiled(target.kernel_codes)
@@ -568,11 +568,11 @@ _RESAMPLERS = {"systematic": _systematic, "multinomial": _multinomial, "residual
 
 
 def _warm(codes: tuple[int, int, int]) -> None:
-    from ..target import Target
+    from ..log_posterior import LogPosterior
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((3, 1))
-    target = Target(x, x[:, 0], (1,), "tanh", "gaussian", noise="marginal")
+    target = LogPosterior(x, x[:, 0], (1,), "tanh", "gaussian", noise="marginal")
     tgt = knet.density_target(target.kernel_target(), aside=True, codes=codes)
     d = target.n_params
     thetas = np.zeros((2, d))
@@ -598,7 +598,7 @@ def _warm(codes: tuple[int, int, int]) -> None:
 def _ensure_compiled(codes: tuple[int, int, int]) -> float:
     """Compile (or load from numba's cache) the SMC kernels, and the network kernel for the
     fit's activation, likelihood and prior ``codes``
-    (:attr:`skbnn.target.Target.kernel_codes`); return the seconds spent."""
+    (:attr:`skbnn.log_posterior.LogPosterior.kernel_codes`); return the seconds spent."""
     kernels = (
         ksmc.hmc_moves, ksmc.evaluate, ksmc.log_marginal_rows, knet.logp_grad_for(*codes)
     )  # fmt: skip

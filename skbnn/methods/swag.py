@@ -46,7 +46,8 @@ def largest_curvature(evaluate, theta, n, rng, iterations=POWER_ITERATIONS) -> f
     Parameters
     ----------
     evaluate : callable
-        ``theta -> (log density, gradient)``, such as :meth:`skbnn.target.Target.evaluator`.
+        ``theta -> (log density, gradient)``, such as
+        :meth:`skbnn.log_posterior.LogPosterior.evaluator`.
     theta : ndarray
         Where to measure.
     n : float

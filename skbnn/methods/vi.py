@@ -76,12 +76,12 @@ def _ensure_compiled(method, target) -> float:
     )
 
     def warm():
-        from ..target import Target
+        from ..log_posterior import LogPosterior
 
         x = np.linspace(-1.0, 1.0, 6)[:, None]
         rng = np.random.default_rng(0)
         # a tiny problem standing in for the fit's target: the kernels compile for its codes
-        tiny = Target(x, x[:, 0], (2,), "tanh", "gaussian", noise="theta")
+        tiny = LogPosterior(x, x[:, 0], (2,), "tanh", "gaussian", noise="theta")
         tiny.compile_codes = codes
         knet.density_target(tiny.kernel_target(), aside=True, codes=codes)
         fast = clone(method).set_params(max_iter=1, elbo_samples=2)

@@ -7,7 +7,7 @@ from enum import StrEnum
 import numpy as np
 
 from .kernels import density as knet
-from .network import ACTIVATIONS, LIKELIHOODS, NetworkLayout
+from .layout import ACTIVATIONS, LIKELIHOODS, NetworkLayout
 from .priors import NOISE_PRECISION_RATE, NOISE_PRECISION_SHAPE, GaussianPrior, PriorKind
 
 #: The kernels' rows are padded to a multiple of this many (one 64-byte cache line of
@@ -18,7 +18,7 @@ ROW_ALIGN = 8
 
 
 class NoiseMode(StrEnum):
-    """How a Gaussian likelihood's noise precision is handled (:class:`Target`'s
+    """How a Gaussian likelihood's noise precision is handled (:class:`LogPosterior`'s
     ``noise``, a plain string there): held at the given precision (``FIXED``), held but
     updated between trajectories by the method (``GIBBS``), integrated out of the density
     (``MARGINAL``), or as trailing log precisions in ``theta`` (``THETA``)."""
@@ -30,7 +30,7 @@ class NoiseMode(StrEnum):
 
 
 def noise_mode(likelihood: str, infer: bool, handling: str) -> str:
-    """The ``noise`` of a fit's :class:`Target`.
+    """The ``noise`` of a fit's :class:`LogPosterior`.
 
     Parameters
     ----------
@@ -75,11 +75,11 @@ def _pad_rows(a: np.ndarray, n: int, m: int) -> np.ndarray:
     return out
 
 
-class Target:
+class LogPosterior:
     """Posterior log-density of an MLP's parameters given data.
 
     ``logp(theta) = beta * loglik(theta) + logprior(theta)`` over the flat vector described in
-    :mod:`skbnn.network`. Methods only see this object; it never sees how the data were
+    :mod:`skbnn.layout`. Methods only see this object; it never sees how the data were
     validated or scaled. It is built whole: data, network, likelihood, prior and noise.
 
     Parameters
@@ -114,7 +114,7 @@ class Target:
 
     Attributes
     ----------
-    layout : skbnn.network.NetworkLayout
+    layout : skbnn.layout.NetworkLayout
     prior_scale : ndarray of shape (n_weights,)
         Per-parameter prior standard deviations (Gaussian) or scales (logistic); under a
         hierarchical prior, their value at the prior mean of each layer precision.
@@ -461,7 +461,7 @@ class Target:
 
 
 class Evaluator:
-    """Log density and gradient of one :class:`Target`, reusing its buffers.
+    """Log density and gradient of one :class:`LogPosterior`, reusing its buffers.
 
     Holds a private kernel target, a workspace for its rows, a gradient and a stats
     buffer, so repeated calls (an optimizer's iterations) allocate nothing. Not
@@ -469,7 +469,7 @@ class Evaluator:
 
     Parameters
     ----------
-    target : Target
+    target : LogPosterior
     prior_mean : ndarray of shape (n_weights,), default=None
         The prior's centre; default zero.
     rows : ndarray of int, default=None
@@ -486,7 +486,7 @@ class Evaluator:
         ``[loglik, logprior, ssr_0, ...]`` of the last call.
     """
 
-    def __init__(self, target: Target, prior_mean=None, rows=None, YT=None):
+    def __init__(self, target: LogPosterior, prior_mean=None, rows=None, YT=None):
         XT = W = None
         if rows is not None:
             XT, YT, W = target.rows_data(rows, YT)
