@@ -95,9 +95,17 @@ def _count_compile_cpu() -> None:
     compiling thread in ``_COMPILE_CPU``."""
     import importlib
 
-    from skbnn import utils
+    import skbnn.methods  # noqa: F401  (imports every module that compiles)
 
-    original = getattr(utils, "compile_once", None)
+    # its home since compilation has one module; skbnn.utils before
+    original = None
+    for home in ("skbnn.kernels._compile", "skbnn.utils"):
+        try:
+            original = getattr(importlib.import_module(home), "compile_once", None)
+        except ImportError:
+            continue
+        if original is not None:
+            break
     if original is None:  # an older or newer skbnn: no CPU figure, the rest still runs
         _COMPILE_CPU[0] = float("nan")
         return
@@ -109,11 +117,9 @@ def _count_compile_cpu() -> None:
         finally:
             _COMPILE_CPU[0] += time.thread_time() - t0
 
-    # every module that compiles through it (VI and LBBNN compile their own epoch kernel)
-    for name in ("skbnn.methods._mcmc", "skbnn.methods.smc", "skbnn.methods._optim",
-                 "skbnn.methods.vi", "skbnn.methods.lbbnn", "skbnn.methods.laplace"):  # fmt: skip
-        module = importlib.import_module(name)
-        if getattr(module, "compile_once", None) is original:
+    # every module that compiles through it, by the name it imported
+    for name, module in list(sys.modules.items()):
+        if name.startswith("skbnn.") and getattr(module, "compile_once", None) is original:
             module.compile_once = timed
 
 

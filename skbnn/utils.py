@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import numbers
 import os
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor, wait
 
 import joblib
@@ -141,57 +138,6 @@ def backend_elsewhere() -> bool:
         except ValueError:
             pass
     return True
-
-
-_compile_lock = threading.Lock()
-
-
-def compile_once(kernels, warm, compiled=None) -> float:
-    """Compile (or load from numba's cache) ``kernels`` once per process.
-
-    ``warm`` calls every kernel on a tiny problem; it runs under a lock unless every kernel
-    already has a signature, or, when given, ``compiled()`` is true (for a kernel with
-    several specializations, of which the fit needs one), with Python's automatic garbage
-    collection paused meanwhile. Returns the seconds it took (0 when nothing was compiled),
-    for ``diagnostics_["compile_time"]``.
-    """
-    with _compile_lock:
-        if compiled() if compiled is not None else all(k.signatures for k in kernels):
-            return 0.0
-        start = time.perf_counter()
-        with _collector_paused():
-            warm()
-        return time.perf_counter() - start
-
-
-@contextlib.contextmanager
-def _collector_paused():
-    # numba's compiler leaves a hundred thousand objects in reference cycles behind, and
-    # each automatic full collection meanwhile walks every object of the process
-    # (scikit-learn, scipy and pandas hold about 150,000), a large share of a first fit's
-    # compiling. They are collected once, afterwards, by the next automatic collection.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def compile_for(kernel, *args) -> None:
-    """Compile (or load from numba's cache) ``kernel`` for the types of ``args``, without
-    calling it.
-
-    A kernel that takes a :data:`~skbnn.kernels.density.DensityTarget` waits, when first
-    called, for the network kernel that a helper process may be compiling beside a cold fit
-    (:func:`~skbnn.kernels._compile.compile_aside`); compiling it from the
-    types alone does not, so a fit's warm-up compiles each of its kernels this way first,
-    and waits once, when it calls them.
-    """
-    import numba
-
-    kernel.compile(tuple(numba.typeof(a) for a in args))
 
 
 #: How far a recorded projection of the training X may move and still count as the same

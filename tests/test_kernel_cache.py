@@ -375,8 +375,8 @@ def test_compile_for_compiles_a_kernel_without_asking_for_the_density(monkeypatc
     from skbnn.kernels import _compile
     from skbnn.kernels import density as knet
     from skbnn.kernels import smc as ksmc
+    from skbnn.kernels._compile import compile_for
     from skbnn.log_posterior import LogPosterior
-    from skbnn.utils import compile_for
 
     X = np.linspace(-1, 1, 6)[:, None]
     target = LogPosterior(X, X[:, 0], (2,), "tanh", "gaussian")
@@ -400,7 +400,7 @@ def test_compiling_pauses_the_garbage_collector_and_restores_its_state():
 
     import pytest
 
-    from skbnn.utils import compile_once
+    from skbnn.kernels._compile import compile_once
 
     class Kernel:
         signatures: list = []

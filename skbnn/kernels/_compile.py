@@ -6,6 +6,8 @@
   :func:`compile_aside`, which compiles such kernels in a helper process while this one
   compiles their callers.
 * The flags and the overload options the kernels compile with.
+* :func:`compile_once` and :func:`compile_for`, through which a method's first fit compiles
+  (or loads from the cache) the kernels it runs.
 
 numba caches a kernel beside its source (``skbnn/kernels/__pycache__``) or, where that
 folder is not writable (a read-only install), in the user's cache folder
@@ -45,6 +47,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import gc
 import hashlib
 import inspect
 import os
@@ -52,6 +55,7 @@ import pickle
 import subprocess
 import sys
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -593,3 +597,52 @@ def _resolved_kernel(sig, source) -> CompiledKernel:
     kernel = compiled_kernel(sig, source)
     kernel.resolve()
     return kernel
+
+
+_compile_lock = threading.Lock()
+
+
+def compile_once(kernels, warm, compiled=None) -> float:
+    """Compile (or load from numba's cache) ``kernels`` once per process.
+
+    ``warm`` calls every kernel on a tiny problem; it runs under a lock unless every kernel
+    already has a signature, or, when given, ``compiled()`` is true (for a kernel with
+    several specializations, of which the fit needs one), with Python's automatic garbage
+    collection paused meanwhile. Returns the seconds it took (0 when nothing was compiled),
+    for ``diagnostics_["compile_time"]``.
+    """
+    with _compile_lock:
+        if compiled() if compiled is not None else all(k.signatures for k in kernels):
+            return 0.0
+        start = time.perf_counter()
+        with _collector_paused():
+            warm()
+        return time.perf_counter() - start
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    # numba's compiler leaves a hundred thousand objects in reference cycles behind, and
+    # each automatic full collection meanwhile walks every object of the process
+    # (scikit-learn, scipy and pandas hold about 150,000), a large share of a first fit's
+    # compiling. They are collected once, afterwards, by the next automatic collection.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def compile_for(kernel, *args) -> None:
+    """Compile (or load from numba's cache) ``kernel`` for the types of ``args``, without
+    calling it.
+
+    A kernel that takes a :data:`~skbnn.kernels.density.DensityTarget` waits, when first
+    called, for the network kernel that a helper process may be compiling beside a cold fit
+    (:func:`compile_aside`); compiling it from the types alone does not, so a fit's
+    warm-up compiles each of its kernels this way first, and waits once, when it calls
+    them.
+    """
+    kernel.compile(tuple(numba.typeof(a) for a in args))

@@ -24,9 +24,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..exceptions import ConvergenceWarning, SlowFitWarning, warn
 from ..kernels import chain as kchain
 from ..kernels import density as knet
+from ..kernels._compile import compile_once
 from ..posterior import WeightedDraws
 from ..priors import PriorKind
-from ..utils import backend_elsewhere, compile_once, seed_sequence
+from ..utils import backend_elsewhere, seed_sequence
 from ._base import BaseMethod, FitResult
 from ._chains import ChainBlocks, ChainState, Runner, grad_evals, new_chain, restore, saved
 from ._convergence import (

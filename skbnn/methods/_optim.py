@@ -32,8 +32,9 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..exceptions import ConvergenceWarning, warn
 from ..kernels import density as knet
 from ..kernels import optim as kopt
+from ..kernels._compile import compile_once
 from ..posterior import single_threaded_blas
-from ..utils import backend_elsewhere, check_interrupt, compile_once, thread_map
+from ..utils import backend_elsewhere, check_interrupt, thread_map
 from ._base import BaseMethod
 from ._progress import ProgressBar
 

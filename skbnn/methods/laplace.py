@@ -17,10 +17,11 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..exceptions import ConvergenceWarning, warn
 from ..kernels import backprop as kbackprop
 from ..kernels import density as knet
+from ..kernels._compile import compile_once
 from ..log_posterior import NoiseMode
 from ..posterior import ForwardPass, LaplacePosterior, cholesky_inverse, single_threaded_blas
 from ..priors import PriorKind
-from ..utils import compile_once, seed_sequence
+from ..utils import seed_sequence
 from ._base import FitResult
 from ._optim import (
     ENGINE_DEFAULTS,

@@ -16,8 +16,9 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..exceptions import ConvergenceWarning, SlowFitWarning, warn
 from ..kernels import density as knet
 from ..kernels import smc as ksmc
+from ..kernels._compile import compile_for, compile_once
 from ..posterior import WeightedDraws
-from ..utils import compile_for, compile_once, seed_sequence, thread_map
+from ..utils import seed_sequence, thread_map
 from ._base import BaseMethod, FitResult
 from ._progress import SLOW_FIT, ProgressBar, duration
 

@@ -13,9 +13,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..kernels import density as knet
 from ..kernels import optim as kopt
 from ..kernels import vi as kvi
+from ..kernels._compile import compile_once
 from ..posterior import GaussianPosterior
 from ..priors import PriorKind
-from ..utils import check_interrupt, compile_once, seed_sequence
+from ..utils import check_interrupt, seed_sequence
 from ._base import FitResult
 from ._optim import (
     ADAPTIVE_FACTOR,
