@@ -184,6 +184,32 @@ class LogPosterior:
             *self.prior.mixture(),
         )
 
+    @classmethod
+    def tiny(cls, codes: tuple[int, int, int]) -> LogPosterior:
+        """A log posterior of six rows and two tanh units that stands in for a fit's at its
+        first compile: its kernels compile for the fit's activation, likelihood and prior
+        ``codes`` (:attr:`compile_codes`).
+
+        numba compiles a kernel for its arguments' types, never their values, and every
+        log posterior hands the kernels arrays of the same types, whatever its data,
+        network, likelihood or noise; only the codes are compiled as constants. So a
+        method's first fit compiles its kernels by calling them on this one, where each
+        call is cheap.
+
+        Parameters
+        ----------
+        codes : tuple of int
+            The fit's :attr:`kernel_codes`.
+
+        Returns
+        -------
+        LogPosterior
+        """
+        x = np.linspace(-1.0, 1.0, 6)[:, None]
+        tiny = cls(x, x[:, 0], (2,), "tanh", "gaussian")
+        tiny.compile_codes = tuple(codes)
+        return tiny
+
     def _cfg(self, name):
         return self.cfg[0][name].item()
 

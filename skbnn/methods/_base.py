@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from sklearn.base import BaseEstimator
 
+from ..kernels._compile import compile_once
+from ..log_posterior import LogPosterior
 from ..posterior import WeightedDraws
 
 
@@ -87,6 +89,76 @@ class BaseMethod(BaseEstimator):
         (``"gaussian"``, ``"bernoulli"`` or ``"categorical"``; ``infer_noise`` says whether
         a Gaussian's noise is inferred or fixed by ``noise_std``); the same by default."""
         return likelihood
+
+    def _kernels(self, target) -> tuple:
+        """The kernels a fit of ``target`` runs, which :meth:`_compile` compiles.
+
+        Parameters
+        ----------
+        target : skbnn.log_posterior.LogPosterior
+            The log posterior the fit runs on.
+
+        Returns
+        -------
+        tuple
+            Their numba dispatchers; none by default.
+        """
+        return ()
+
+    def _compiled(self, target, kernels: tuple) -> bool:
+        """Whether the kernels a fit of ``target`` runs are compiled (or loaded from the
+        cache) in this process.
+
+        Parameters
+        ----------
+        target : skbnn.log_posterior.LogPosterior
+            The log posterior the fit runs on.
+        kernels : tuple
+            :meth:`_kernels` of ``target``.
+
+        Returns
+        -------
+        bool
+            By default, whether each of ``kernels`` has a signature; a method whose kernel
+            has several specializations, of which a fit needs one, asks for that one.
+        """
+        return all(k.signatures for k in kernels)
+
+    def _warm_up(self, tiny, target) -> None:
+        """Call each of the kernels a fit of ``target`` runs once, on ``tiny``, so that numba
+        compiles them (or loads them from its cache) for the fit's argument types.
+
+        Parameters
+        ----------
+        tiny : skbnn.log_posterior.LogPosterior
+            :meth:`~skbnn.log_posterior.LogPosterior.tiny`, compiled for ``target``'s codes:
+            the warm-up calls the kernels on it, never on ``target``.
+        target : skbnn.log_posterior.LogPosterior
+            The fit's log posterior, for the settings that choose a kernel or its argument
+            types.
+        """
+
+    def _compile(self, target) -> float:
+        """Compile (or load from numba's cache) the kernels a fit of ``target`` runs, once
+        per process: :meth:`_warm_up` on a tiny log posterior, unless :meth:`_compiled`.
+
+        Parameters
+        ----------
+        target : skbnn.log_posterior.LogPosterior
+            The log posterior the fit runs on.
+
+        Returns
+        -------
+        float
+            The seconds it took (0 when nothing was compiled), for
+            ``diagnostics_["compile_time"]``.
+        """
+        kernels = self._kernels(target)
+
+        def warm():
+            self._warm_up(LogPosterior.tiny(target.kernel_codes), target)
+
+        return compile_once(kernels, warm, lambda: self._compiled(target, kernels))
 
     def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
         """Compute the posterior of ``target``.

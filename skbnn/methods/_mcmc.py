@@ -24,7 +24,6 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..exceptions import ConvergenceWarning, SlowFitWarning, warn
 from ..kernels import chain as kchain
 from ..kernels import density as knet
-from ..kernels._compile import compile_once
 from ..posterior import WeightedDraws
 from ..priors import PriorKind
 from ..utils import backend_elsewhere, seed_sequence
@@ -41,52 +40,6 @@ from ._progress import SLOW_FIT, ProgressBar, duration
 from ._starts import finite_start, map_starts
 from ._tempering import ReplicaExchange
 from ._warmup import restart_step_size, stan_windows
-
-
-def _ensure_compiled(
-    kernel, moves: bool | None, after, codes: tuple[int, int, int], after_aside: bool
-) -> float:
-    """Compile (or load from numba's cache) a chain kernel for its ``moves`` and ``after``
-    arguments (see :func:`skbnn.kernels.chain.run_nuts_block`), and the network and
-    prediction kernels for the fit's activation, likelihood and prior ``codes``
-    (:func:`skbnn.kernels.density.target_codes`); return the seconds spent. With
-    ``after_aside``, a helper process compiling the network kernel compiles ``after``
-    too."""
-    last_types = (numba.typeof(moves), numba.typeof(after))
-    density, predict = knet.logp_grad_for(*codes), knet.forward_batch_for(codes[0])
-
-    def compiled() -> bool:
-        return any(tuple(sig[-2:]) == last_types for sig in kernel.signatures) and bool(
-            density.signatures
-        )
-
-    def warm():
-        from ..log_posterior import LogPosterior
-
-        rng = np.random.default_rng(0)
-        x = rng.standard_normal((3, 1))
-        target = LogPosterior(x, x[:, 0], (1,), "tanh", "gaussian")
-        # the fit's network kernel compiles in another process meanwhile, if it can
-        also = (after,) if after_aside else ()
-        tgt = knet.density_target(target.kernel_target(), aside=True, codes=codes, aside_with=also)
-        d = target.n_params
-        # any valid two-iteration run: numba compiles every branch whatever the values
-        settings = kchain.make_settings(
-            max_tree_depth=2, max_steps=4, noise_update=kchain.NOISE_GIBBS,
-            gibbs_output_layer=1, rescale_units=1, t0=2, t_adapt=4, target_accept=0.8,
-            max_delta_energy=1000.0, path_length=1.0, step_jitter=0.1, gamma=1.0,
-        )  # fmt: skip
-        chain = kchain.make_chain(np.zeros(d), n_stats=3, n_taus=1)
-        sched = np.zeros((1, 2), dtype=np.uint8)
-        if not after_aside:
-            # compiled here before the call, which may wait for the helper's network kernel
-            after.resolve()
-        kernel(rng, chain, tgt, settings, sched, 0, 2, moves, after)
-        if not tgt.density.compiled_aside:
-            # the helper process, when there is one, compiles it while the chains run
-            predict.compile(knet.FORWARD_BATCH_ARGS)
-
-    return compile_once((kernel, density), warm, compiled)
 
 
 @dataclass
@@ -294,6 +247,73 @@ class _HMCFamily(BaseMethod):
                 chain.ws = None
         return self._assemble(target, plan, fleet, t_start)
 
+    def _kernel_settings(self, target) -> np.ndarray:
+        """The block kernel's :data:`skbnn.kernels.chain.SETTINGS` for a fit of ``target``."""
+        # both exact moves use the conditionals of a Gaussian prior
+        gaussian_prior = target.prior_kind == PriorKind.GAUSSIAN
+        gaussian = target.likelihood == "gaussian" and target.noise != "theta"
+        # only ReLU and identity units have the scale symmetry; no hidden layer, no units
+        symmetric = target.activation in ("identity", "relu") and target.layout.n_layers > 1
+        return kchain.make_settings(
+            **self._settings(),
+            noise_update={"gibbs": kchain.NOISE_GIBBS, "marginal": kchain.NOISE_MARGINAL}.get(
+                target.noise, kchain.NOISE_FIXED
+            ),
+            dense=self.metric == "dense",
+            gibbs_output_layer=self.gibbs_output_layer and gaussian and gaussian_prior,
+            rescale_units=self.rescale_units and symmetric and gaussian_prior,
+            thin=self._thin(),
+        )
+
+    def _block_arguments(self, target, settings: np.ndarray | None = None) -> tuple:
+        """The block kernel's ``moves`` and ``after`` arguments (see
+        :func:`skbnn.kernels.chain.run_nuts_block`) for a fit of ``target`` under
+        ``settings`` (by default :meth:`_kernel_settings`)."""
+        if settings is None:
+            settings = self._kernel_settings(target)
+        # None compiles the kernel without the moves this fit never makes
+        moves = True if kchain.needs_moves(settings, target.hierarchical) else None
+        return moves, kchain.compiled_after(target.kernel_target())
+
+    def _kernels(self, target) -> tuple:
+        """The block kernel and the network kernel for ``target``'s codes."""
+        return (self._block_kernel, knet.logp_grad_for(*target.kernel_codes))
+
+    def _compiled(self, target, kernels: tuple) -> bool:
+        """Whether the block kernel is compiled for this fit's ``moves`` and ``after``
+        (a specialization of each), and the network kernel for its codes."""
+        kernel, density = kernels
+        last_types = tuple(numba.typeof(a) for a in self._block_arguments(target))
+        return any(tuple(sig[-2:]) == last_types for sig in kernel.signatures) and bool(
+            density.signatures
+        )
+
+    def _warm_up(self, tiny, target) -> None:
+        """A two-iteration run of the block kernel on ``tiny`` for the fit's ``moves`` and
+        ``after``, and the prediction kernel for its activation. With :attr:`_after_aside`,
+        the helper process that compiles the network kernel compiles ``after`` too."""
+        codes = tiny.kernel_codes
+        moves, after = self._block_arguments(target)
+        rng = np.random.default_rng(0)
+        # the fit's network kernel compiles in another process meanwhile, if it can
+        also = (after,) if self._after_aside else ()
+        tgt = knet.density_target(tiny.kernel_target(), aside=True, codes=codes, aside_with=also)
+        # any valid two-iteration run: numba compiles every branch whatever the values
+        settings = kchain.make_settings(
+            max_tree_depth=2, max_steps=4, noise_update=kchain.NOISE_GIBBS,
+            gibbs_output_layer=1, rescale_units=1, t0=2, t_adapt=4, target_accept=0.8,
+            max_delta_energy=1000.0, path_length=1.0, step_jitter=0.1, gamma=1.0,
+        )  # fmt: skip
+        chain = kchain.make_chain(np.zeros(tiny.n_params), n_stats=3, n_taus=1)
+        sched = np.zeros((1, 2), dtype=np.uint8)
+        if not self._after_aside:
+            # compiled here before the call, which may wait for the helper's network kernel
+            after.resolve()
+        self._block_kernel(rng, chain, tgt, settings, sched, 0, 2, moves, after)
+        if not tgt.density.compiled_aside:
+            # the helper process, when there is one, compiles it while the chains run
+            knet.forward_batch_for(codes[0]).compile(knet.FORWARD_BATCH_ARGS)
+
     def _plan(self, target, n_samples: int, resume) -> _Plan:
         """Check a continuation, then fix the run's lengths, the kernel's settings and its
         warm-up schedule, and compile the kernels."""
@@ -306,28 +326,10 @@ class _HMCFamily(BaseMethod):
                 f"least the previous fit's {resume['n_samples']}"
             )
         dense = self.metric == "dense"
-        # both exact moves use the conditionals of a Gaussian prior
-        gaussian_prior = target.prior_kind == PriorKind.GAUSSIAN
-        gaussian = target.likelihood == "gaussian" and target.noise != "theta"
-        # only ReLU and identity units have the scale symmetry; no hidden layer, no units
-        symmetric = target.activation in ("identity", "relu") and target.layout.n_layers > 1
-        settings = kchain.make_settings(
-            **self._settings(),
-            noise_update={"gibbs": kchain.NOISE_GIBBS, "marginal": kchain.NOISE_MARGINAL}.get(
-                target.noise, kchain.NOISE_FIXED
-            ),
-            dense=dense,
-            gibbs_output_layer=self.gibbs_output_layer and gaussian and gaussian_prior,
-            rescale_units=self.rescale_units and symmetric and gaussian_prior,
-            thin=thin,
-        )
+        settings = self._kernel_settings(target)
         self._check_target(target)
-        # None compiles the kernel without the moves this fit never makes
-        moves = True if kchain.needs_moves(settings, target.hierarchical) else None
-        after = kchain.compiled_after(target.kernel_target())
-        compile_time = _ensure_compiled(
-            self._block_kernel, moves, after, target.kernel_codes, self._after_aside
-        )
+        moves, after = self._block_arguments(target, settings)
+        compile_time = self._compile(target)
         if self._uses_step_size:
             sched = stan_windows(n_warmup)
         else:

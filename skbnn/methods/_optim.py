@@ -32,7 +32,6 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..exceptions import ConvergenceWarning, warn
 from ..kernels import density as knet
 from ..kernels import optim as kopt
-from ..kernels._compile import compile_once
 from ..posterior import single_threaded_blas
 from ..utils import backend_elsewhere, check_interrupt, thread_map
 from ._base import BaseMethod
@@ -258,24 +257,6 @@ def glorot_init(target, rng: np.random.Generator) -> np.ndarray:
     return theta
 
 
-def _ensure_compiled(codes: tuple[int, int, int]) -> float:
-    """Compile (or load from numba's cache) the training engine's epoch kernel, and the
-    network kernel for the fit's activation, likelihood and prior ``codes``
-    (:attr:`skbnn.log_posterior.LogPosterior.kernel_codes`); return the seconds spent."""
-    density = knet.logp_grad_for(*codes)
-
-    def warm():
-        from ..log_posterior import LogPosterior
-
-        x = np.linspace(-1.0, 1.0, 6)[:, None]
-        target = LogPosterior(x, x[:, 0], (2,), "tanh", "gaussian", noise="theta")
-        theta = glorot_init(target, np.random.default_rng(0))
-        _minibatch_epochs(target, theta, np.arange(6), None, _Settings(), None, None, 1,
-                          aside=True, codes=codes)  # fmt: skip
-
-    return compile_once((kopt.run_epoch, density), warm)
-
-
 @dataclass
 class _Settings:
     solver: str = "adam"
@@ -491,10 +472,16 @@ class _Trainer(BaseMethod):
 
     noise_handling = "theta"
 
-    def _compile(self, target) -> float:
-        """Compile (or load) the kernels the members run for ``target``; return the seconds
-        it took."""
-        return _ensure_compiled(target.kernel_codes)
+    def _kernels(self, target) -> tuple:
+        """The epoch kernel and the network kernel for ``target``'s codes."""
+        return (kopt.run_epoch, knet.logp_grad_for(*target.kernel_codes))
+
+    def _warm_up(self, tiny, target) -> None:
+        """One epoch on ``tiny`` (the network kernel compiles in a helper process meanwhile,
+        where it can)."""
+        theta = glorot_init(tiny, np.random.default_rng(0))
+        _minibatch_epochs(tiny, theta, np.arange(tiny.n_rows), None, _Settings(), None, None,
+                          1, aside=True, codes=tiny.kernel_codes)  # fmt: skip
 
     _parameter_constraints: dict = ENGINE_CONSTRAINTS
 

@@ -17,7 +17,6 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..exceptions import ConvergenceWarning, warn
 from ..kernels import backprop as kbackprop
 from ..kernels import density as knet
-from ..kernels._compile import compile_once
 from ..log_posterior import NoiseMode
 from ..posterior import ForwardPass, LaplacePosterior, cholesky_inverse, single_threaded_blas
 from ..priors import PriorKind
@@ -67,27 +66,6 @@ MAX_EVIDENCE_CHANGE = 0.01
 MIN_EVIDENCE_CHANGE = 1.0
 #: Bounds of the prior and noise precisions empirical Bayes may choose.
 PRECISION_RANGE = (1e-8, 1e8)
-
-
-def _ensure_compiled(codes: tuple[int, int, int]) -> float:
-    """Compile (or load from numba's cache) the Jacobian kernel and the network kernel for
-    the fit's ``codes`` (:attr:`skbnn.log_posterior.LogPosterior.kernel_codes`) with its batch
-    evaluation; return the seconds spent."""
-
-    def warm():
-        from ..log_posterior import LogPosterior
-
-        x = np.linspace(-1.0, 1.0, 4)[:, None]
-        target = LogPosterior(x, x[:, 0], (2,), "tanh", "gaussian", noise="gibbs")
-        target.compile_codes = codes
-        theta = np.ones(target.n_params)
-        ForwardPass(target.layout, 2).map_jacobians(x, theta, 0, lambda *a: None)
-        # the evaluations the polish and the exact Hessian make from Python
-        target.evaluator()(theta)
-        target.logp_grad_batch(theta[None])
-
-    kernels = (kbackprop.jacobian, knet.logp_grad_for(*codes), knet.logp_grad_batch)
-    return compile_once(kernels, warm)
 
 
 def log_symmetric_modes(layout, theta, variance, activation: str) -> float:
@@ -332,6 +310,20 @@ class Laplace(_Trainer):
         n_iter_no_change=_ENGINE["n_iter_no_change"],
     ):
         store_params(self, locals())
+
+    def _kernels(self, target) -> tuple:
+        """The training engine's kernels, the Jacobian kernel and the batch evaluation."""
+        return (kbackprop.jacobian, *super()._kernels(target), knet.logp_grad_batch)
+
+    def _warm_up(self, tiny, target) -> None:
+        """The Jacobian and the evaluations that the polish and the exact Hessian make from
+        Python, then the training engine's epoch."""
+        theta = np.ones(tiny.n_params)
+        x = tiny.XT.reshape(tiny.n_features, tiny.n_rows).T
+        ForwardPass(tiny.layout, tiny.activation_code).map_jacobians(x, theta, 0, lambda *a: None)
+        tiny.evaluator()(theta)
+        tiny.logp_grad_batch(theta[None])
+        super()._warm_up(tiny, target)
 
     # -- the pieces of one approximation ------------------------------------------------
 
@@ -711,7 +703,7 @@ class Laplace(_Trainer):
                 "scale-mixture prior"
             )
         t0 = time.perf_counter()
-        compile_time = _ensure_compiled(target.kernel_codes)
+        compile_time = self._compile(target)
         # a private copy: the updates write the prior scales and noise precisions
         target = copy.copy(target)
         target.prior_scale = target.prior_scale.copy()

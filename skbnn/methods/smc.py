@@ -16,7 +16,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..exceptions import ConvergenceWarning, SlowFitWarning, warn
 from ..kernels import density as knet
 from ..kernels import smc as ksmc
-from ..kernels._compile import compile_for, compile_once
+from ..kernels._compile import compile_for
 from ..posterior import WeightedDraws
 from ..utils import seed_sequence, thread_map
 from ._base import BaseMethod, FitResult
@@ -165,6 +165,36 @@ class SMC(BaseMethod):
         self.max_stages = max_stages
         self.max_time = max_time
 
+    def _kernels(self, target) -> tuple:
+        """The particles' kernels and the network kernel for ``target``'s codes."""
+        density = knet.logp_grad_for(*target.kernel_codes)
+        return (ksmc.hmc_moves, ksmc.evaluate, ksmc.log_marginal_rows, density)
+
+    def _warm_up(self, tiny, target) -> None:
+        """One evaluation and one move of two particles on ``tiny`` (the network kernel
+        compiles in a helper process meanwhile, where it can)."""
+        codes = tiny.kernel_codes
+        tgt = knet.density_target(tiny.kernel_target(), aside=True, codes=codes)
+        d, k = tiny.n_params, tiny.n_outputs
+        thetas = np.zeros((2, d))
+        stats = np.zeros((2, 2 + k))
+        # every kernel compiles before the first call, which waits for the network kernel
+        compile_for(ksmc.evaluate, thetas, tgt, stats, 0, 2)
+        ksmc.log_marginal_rows(stats, 3.0, 1.0, 1.0, 0.5, np.zeros(2))
+        particles = ksmc.Particles(thetas, np.zeros((2, d)), np.zeros(2), stats, np.ones((1, d)))
+        proposals = ksmc.Proposals(
+            np.full(2, 0.1), np.ones(2, dtype=np.int64), np.zeros((2, d)), np.zeros(2),
+            np.zeros((2, 0)),
+        )  # fmt: skip
+        out = ksmc.MoveStats(np.zeros(2), np.zeros(2), np.zeros(2, dtype=np.int64))
+        moves = (particles, proposals, np.ones(d), tgt, 0, 2, True, out)
+        compile_for(ksmc.hmc_moves, *moves)
+        ksmc.evaluate(thetas, tgt, stats, 0, 2)
+        ksmc.hmc_moves(*moves)
+        if not tgt.density.compiled_aside:
+            # the helper process, when there is one, compiles it while the particles move
+            knet.forward_batch_for(codes[0]).compile(knet.FORWARD_BATCH_ARGS)
+
     def run(self, target, n_samples, random_state, n_jobs, verbose) -> FitResult:
         """Temper ``n_samples`` prior draws to the posterior of ``target``.
 
@@ -193,7 +223,7 @@ class SMC(BaseMethod):
                 "LogPosterior with noise='marginal' (as the estimators do)"
             )
         t_start = time.perf_counter()
-        compile_time = _ensure_compiled(target.kernel_codes)
+        compile_time = self._compile(target)
         rng = np.random.default_rng(seed_sequence(random_state))
         n, d = int(n_samples), target.n_params
         tempered = _TemperedLoglik(target)
@@ -566,41 +596,3 @@ def _residual(w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 _RESAMPLERS = {"systematic": _systematic, "multinomial": _multinomial, "residual": _residual}
-
-
-def _warm(codes: tuple[int, int, int]) -> None:
-    from ..log_posterior import LogPosterior
-
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((3, 1))
-    target = LogPosterior(x, x[:, 0], (1,), "tanh", "gaussian", noise="marginal")
-    tgt = knet.density_target(target.kernel_target(), aside=True, codes=codes)
-    d = target.n_params
-    thetas = np.zeros((2, d))
-    stats = np.zeros((2, 3))
-    # every kernel compiles before the first call, which waits for the network kernel
-    compile_for(ksmc.evaluate, thetas, tgt, stats, 0, 2)
-    ksmc.log_marginal_rows(stats, 3.0, 1.0, 1.0, 0.5, np.zeros(2))
-    particles = ksmc.Particles(thetas, np.zeros((2, d)), np.zeros(2), stats, np.ones((1, d)))
-    proposals = ksmc.Proposals(
-        np.full(2, 0.1), np.ones(2, dtype=np.int64), np.zeros((2, d)), np.zeros(2),
-        np.zeros((2, 0)),
-    )  # fmt: skip
-    out = ksmc.MoveStats(np.zeros(2), np.zeros(2), np.zeros(2, dtype=np.int64))
-    moves = (particles, proposals, np.ones(d), tgt, 0, 2, True, out)
-    compile_for(ksmc.hmc_moves, *moves)
-    ksmc.evaluate(thetas, tgt, stats, 0, 2)
-    ksmc.hmc_moves(*moves)
-    if not tgt.density.compiled_aside:
-        # the helper process, when there is one, compiles it while the particles move
-        knet.forward_batch_for(codes[0]).compile(knet.FORWARD_BATCH_ARGS)
-
-
-def _ensure_compiled(codes: tuple[int, int, int]) -> float:
-    """Compile (or load from numba's cache) the SMC kernels, and the network kernel for the
-    fit's activation, likelihood and prior ``codes``
-    (:attr:`skbnn.log_posterior.LogPosterior.kernel_codes`); return the seconds spent."""
-    kernels = (
-        ksmc.hmc_moves, ksmc.evaluate, ksmc.log_marginal_rows, knet.logp_grad_for(*codes)
-    )  # fmt: skip
-    return compile_once(kernels, lambda: _warm(codes))

@@ -13,7 +13,6 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..kernels import density as knet
 from ..kernels import optim as kopt
 from ..kernels import vi as kvi
-from ..kernels._compile import compile_once
 from ..posterior import GaussianPosterior
 from ..priors import PriorKind
 from ..utils import check_interrupt, seed_sequence
@@ -60,40 +59,6 @@ def elbo_trend(curve, window: int) -> tuple[float, float]:
     b = np.asarray(curve[-window:])
     se = math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size) if window > 1 else 0.0
     return float(a.mean() - b.mean()), se
-
-
-def _ensure_compiled(method, target) -> float:
-    """Compile (or load from numba's cache) ``method``'s epoch kernel for ``target``'s
-    network codes and estimator, and the network kernel of the ELBO's estimate (in a helper
-    process meanwhile, where it can); return the seconds spent."""
-    codes = target.kernel_codes
-    vcfg = method._vcfg(target)
-    local = bool(vcfg[0]["local"]) and method._family == kvi.GAUSSIAN
-    kernels = (
-        kvi.run_vi_epoch_for(method._family, *codes, local),
-        knet.logp_grad_for(*codes),
-        knet.logp_grad_batch,
-        *method._more_kernels,
-    )
-
-    def warm():
-        from ..log_posterior import LogPosterior
-
-        x = np.linspace(-1.0, 1.0, 6)[:, None]
-        rng = np.random.default_rng(0)
-        # a tiny problem standing in for the fit's target: the kernels compile for its codes
-        tiny = LogPosterior(x, x[:, 0], (2,), "tanh", "gaussian", noise="theta")
-        tiny.compile_codes = codes
-        knet.density_target(tiny.kernel_target(), aside=True, codes=codes)
-        fast = clone(method).set_params(max_iter=1, elbo_samples=2)
-        tiny_vcfg = fast._vcfg(tiny)
-        tiny_vcfg[0]["local"] = int(local)
-        vparams = fast._start(tiny, rng, tiny_vcfg)
-        fast._epochs(tiny, vparams, np.arange(6), None, _Settings(max_iter=1), None, rng, None,
-                     Member(vparams), tiny_vcfg)  # fmt: skip
-        fast._elbo(tiny, vparams, tiny_vcfg, rng, 2)
-
-    return compile_once(kernels, warm)
 
 
 #: What the variational methods' training engine does differently (see
@@ -202,8 +167,30 @@ class VariationalInference(_Trainer):
     #: kernels beside the epoch's and the network's that a fit needs compiled
     _more_kernels: tuple = ()
 
-    def _compile(self, target) -> float:
-        return _ensure_compiled(self, target)
+    def _local(self, target) -> bool:
+        """Whether the epoch kernel for ``target`` samples the first layer's
+        pre-activations (the local reparameterization)."""
+        return bool(self._vcfg(target)[0]["local"]) and self._family == kvi.GAUSSIAN
+
+    def _kernels(self, target) -> tuple:
+        """The variational family's epoch kernel for ``target``'s codes and estimator, the
+        network kernel of the ELBO's estimate and :attr:`_more_kernels`."""
+        codes = target.kernel_codes
+        epoch = kvi.run_vi_epoch_for(self._family, *codes, self._local(target))
+        return (epoch, knet.logp_grad_for(*codes), knet.logp_grad_batch, *self._more_kernels)
+
+    def _warm_up(self, tiny, target) -> None:
+        """One epoch and one ELBO estimate on ``tiny`` with the fit's estimator (the network
+        kernel compiles in a helper process meanwhile, where it can)."""
+        rng = np.random.default_rng(0)
+        knet.density_target(tiny.kernel_target(), aside=True, codes=tiny.kernel_codes)
+        fast = clone(self).set_params(max_iter=1, elbo_samples=2)
+        tiny_vcfg = fast._vcfg(tiny)
+        tiny_vcfg[0]["local"] = int(self._local(target))
+        vparams = fast._start(tiny, rng, tiny_vcfg)
+        fast._epochs(tiny, vparams, np.arange(tiny.n_rows), None, _Settings(max_iter=1), None,
+                     rng, None, Member(vparams), tiny_vcfg)  # fmt: skip
+        fast._elbo(tiny, vparams, tiny_vcfg, rng, 2)
 
     #: the variational family, :func:`skbnn.kernels.vi.run_vi_epoch_for`'s ``fam``
     _family = kvi.GAUSSIAN
