@@ -1,7 +1,7 @@
 """Posterior methods. Each is a small parameter holder with a ``run(target, ...)`` method.
 
-``METHODS`` maps the estimators' ``method=`` strings to classes; a new method is one module
-and one line here.
+``METHODS`` maps the estimators' ``method=`` strings (each class's ``name``) to classes; a
+new method is one module and one line here.
 """
 
 from ._base import BaseMethod, FitResult
@@ -18,17 +18,20 @@ from .swag import SWAG
 from .vi import VariationalInference
 
 METHODS = {
-    "nuts": NUTS,
-    "hmc": HMC,
-    "mala": MALA,
-    "amcmc": AdaptiveMetropolis,
-    "smc": SMC,
-    "ensemble": DeepEnsemble,
-    "rms": RandomizedMAP,
-    "swag": SWAG,
-    "laplace": Laplace,
-    "vi": VariationalInference,
-    "lbbnn": LBBNN,
+    method.name: method
+    for method in (
+        NUTS,
+        HMC,
+        MALA,
+        AdaptiveMetropolis,
+        SMC,
+        DeepEnsemble,
+        RandomizedMAP,
+        SWAG,
+        Laplace,
+        VariationalInference,
+        LBBNN,
+    )
 }
 
 __all__ = [

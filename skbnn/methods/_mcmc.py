@@ -41,6 +41,14 @@ from ._starts import finite_start, map_starts
 from ._tempering import ReplicaExchange
 from ._warmup import restart_step_size, stan_windows
 
+#: The block kernel of each transition kind of :mod:`skbnn.kernels.chain`.
+_BLOCK_KERNELS = {
+    kchain.NUTS: kchain.run_nuts_block,
+    kchain.HMC: kchain.run_hmc_block,
+    kchain.MALA: kchain.run_mala_block,
+    kchain.RANDOM_WALK: kchain.run_am_block,
+}
+
 
 @dataclass
 class _Plan:
@@ -86,7 +94,17 @@ class _Fleet:
 
 class _HMCFamily(BaseMethod):
     """Chain driver and warm-up shared by NUTS, HMC, MALA and AdaptiveMetropolis (not
-    public): each sampler gives its block kernel and the hooks below."""
+    public): each sampler gives its transition kind and the hooks below."""
+
+    #: The transition: ``NUTS``, ``HMC``, ``MALA`` or ``RANDOM_WALK`` of
+    #: :mod:`skbnn.kernels.chain`. It chooses the block kernel (``_block_kernel``) and the
+    #: settings' ``kind``.
+    _kind: int
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "_kind" in cls.__dict__:
+            cls._block_kernel = staticmethod(_BLOCK_KERNELS[cls._kind])
 
     _parameter_constraints: dict = {
         "n_chains": [Interval(Integral, 1, None, closed="left")],
@@ -121,7 +139,7 @@ class _HMCFamily(BaseMethod):
 
     def _settings(self) -> dict:
         """The kernel's fields of :data:`skbnn.kernels.chain.SETTINGS` (the driver sets the
-        noise, metric, Gibbs-move and thinning fields)."""
+        kind, noise, metric, Gibbs-move and thinning fields)."""
         raise NotImplementedError
 
     def _thin(self) -> int:
@@ -256,6 +274,7 @@ class _HMCFamily(BaseMethod):
         symmetric = target.activation in ("identity", "relu") and target.layout.n_layers > 1
         return kchain.make_settings(
             **self._settings(),
+            kind=self._kind,
             noise_update={"gibbs": kchain.NOISE_GIBBS, "marginal": kchain.NOISE_MARGINAL}.get(
                 target.noise, kchain.NOISE_FIXED
             ),

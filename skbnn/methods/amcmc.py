@@ -75,7 +75,7 @@ class AdaptiveMetropolis(_HMCFamily):
     """
 
     name = "amcmc"
-    _block_kernel = staticmethod(kchain.run_am_block)
+    _kind = kchain.RANDOM_WALK
     _uses_step_size = False
     _parameter_constraints: dict = {
         "n_chains": [Interval(Integral, 1, None, closed="left")],
@@ -147,7 +147,6 @@ class AdaptiveMetropolis(_HMCFamily):
 
     def _settings(self):
         return {
-            "kind": kchain.RANDOM_WALK,
             "gamma": self.gamma,
             "t0": self.t0,
             "t_adapt": self.t_adapt,

@@ -70,7 +70,7 @@ class HMC(_HMCFamily):
     """
 
     name = "hmc"
-    _block_kernel = staticmethod(kchain.run_hmc_block)
+    _kind = kchain.HMC
     _parameter_constraints: dict = {
         **_HMCFamily._parameter_constraints,
         **TEMPERING_CONSTRAINTS,
@@ -132,7 +132,6 @@ class HMC(_HMCFamily):
 
     def _settings(self):
         return {
-            "kind": kchain.HMC,
             "target_accept": self.target_accept,
             "path_length": self.path_length,
             "step_jitter": self.step_jitter,

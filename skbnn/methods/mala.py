@@ -69,7 +69,7 @@ class MALA(_HMCFamily):
     """
 
     name = "mala"
-    _block_kernel = staticmethod(kchain.run_mala_block)
+    _kind = kchain.MALA
     _parameter_constraints: dict = {
         **_HMCFamily._parameter_constraints,
         "thin": [Interval(Integral, 1, None, closed="left")],
@@ -120,7 +120,6 @@ class MALA(_HMCFamily):
 
     def _settings(self):
         return {
-            "kind": kchain.MALA,
             "target_accept": self.target_accept,
             "max_delta_energy": self.max_delta_energy,
         }

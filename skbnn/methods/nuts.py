@@ -135,7 +135,7 @@ class NUTS(_HMCFamily):
     """
 
     name = "nuts"
-    _block_kernel = staticmethod(kchain.run_nuts_block)
+    _kind = kchain.NUTS
     _after_aside = True
     _parameter_constraints: dict = {
         **_HMCFamily._parameter_constraints,
@@ -197,7 +197,6 @@ class NUTS(_HMCFamily):
 
     def _settings(self):
         return {
-            "kind": kchain.NUTS,
             "target_accept": self.target_accept,
             "max_tree_depth": self.max_tree_depth,
             "max_delta_energy": self.max_delta_energy,
