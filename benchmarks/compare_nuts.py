@@ -175,16 +175,17 @@ def main() -> None:
         if args.noise == "inferred":
             case["noise_std"] = None
         cases[name] = case
-    import numpyro_nuts
-
-    numpyro_nuts.setup_jax(max(c["chains"] for c in cases.values()))
-    import jax
-    import numpyro
-
     import skbnn
 
-    versions = {"skbnn": skbnn.__version__, "numpyro": numpyro.__version__,
-                "jax": jax.__version__}  # fmt: skip
+    versions = {"skbnn": skbnn.__version__}
+    if "numpyro" in args.sides:  # the skbnn side alone runs without the bench extra
+        import numpyro_nuts
+
+        numpyro_nuts.setup_jax(max(c["chains"] for c in cases.values()))
+        import jax
+        import numpyro
+
+        versions.update(numpyro=numpyro.__version__, jax=jax.__version__)
     command = "python benchmarks/compare_nuts.py " + " ".join(sys.argv[1:])
 
     emit = emitter(args.out)
