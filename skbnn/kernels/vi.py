@@ -1,7 +1,7 @@
 """Numba kernels of variational inference (Bayes by Backprop, Blundell et al. 2015).
 
 The variational family is a Gaussian over ``theta`` (weights, biases and any trailing log
-noise precisions), stored flat as ``lam = [mu, rho, V]``: the mean ``mu``, the diagonal
+noise precisions), stored flat as ``vparams = [mu, rho, V]``: the mean ``mu``, the diagonal
 sds ``sigma = softplus(rho)`` and, for the low-rank family, ``rank`` rows ``V`` (row-major,
 ``rank x n_params``) so that ``q = N(mu, diag(sigma^2) + V' V)``.
 
@@ -63,7 +63,7 @@ VI_CONFIG = record(
 #: Scratch arrays of one member: ``sigma`` and ``dsigma`` (softplus and its derivative at
 #: rho), ``eps`` (a draw's standard normals), ``w`` (a draw of theta), ``grad`` and
 #: ``gvar`` (gradients in theta and in the weights' variances), ``glam`` (the gradient in
-#: lam), ``z`` (the low-rank normals), ``dvz`` and ``minv`` (the low-rank entropy's
+#: vparams), ``z`` (the low-rank normals), ``dvz`` and ``minv`` (the low-rank entropy's
 #: ``M^-1 U`` and ``M^-1``); for the spike-and-slab family, ``alpha`` (inclusion
 #: probabilities), ``meff`` (the effective means, or a draw's relaxed indicators) and the
 #: prior's constants ``psi`` (prior inclusion probability per parameter, 1 for those
@@ -77,7 +77,7 @@ Work = namedtuple(
 
 def new_work(n_params: int, rank: int, psi=None, slab=None) -> Work:
     """Scratch arrays for a member with ``n_params`` parameters and ``rank`` factors; with
-    ``psi`` and ``slab``, for the spike-and-slab family (``lam`` has ``3 n_params``
+    ``psi`` and ``slab``, for the spike-and-slab family (``vparams`` has ``3 n_params``
     entries)."""
     p, r = int(n_params), int(rank)
     width = 3 if psi is not None else 2 + r
@@ -233,18 +233,18 @@ def lrt_backward(mu, var, XT, sizes, offsets, act, n, ws, gmu, gvar, beta):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def set_sigmas(lam, p, work):
+def set_sigmas(vparams, p, work):
     """``sigma = softplus(rho)`` and its derivative ``sigmoid(rho)`` into ``work``."""
     for i in range(p):
-        work.sigma[i] = softplus(lam[p + i])
-        work.dsigma[i] = _sigmoid(lam[p + i])
+        work.sigma[i] = softplus(vparams[p + i])
+        work.dsigma[i] = _sigmoid(vparams[p + i])
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def analytic_terms(lam, p, n_w, rank, closed_kl, prior_mean, prior_scale, work, with_grad,
+def analytic_terms(vparams, p, n_w, rank, closed_kl, prior_mean, prior_scale, work, with_grad,
                    entropy_grad):  # fmt: skip
     """``H[q]`` plus, with ``closed_kl``, the exact ``E_q[log p]`` of the weights under
-    their Gaussian prior; adds its gradient in ``lam`` to ``work.glam`` when asked (the
+    their Gaussian prior; adds its gradient in ``vparams`` to ``work.glam`` when asked (the
     entropy's only with ``entropy_grad``). Leaves ``M^-1`` of the low-rank family in
     ``work.minv``. ``work.sigma`` must be current (:func:`set_sigmas`)."""
     sigma = work.sigma
@@ -258,9 +258,9 @@ def analytic_terms(lam, p, n_w, rank, closed_kl, prior_mean, prior_scale, work, 
         # U = V D^-1
         m = np.eye(rank)
         for a in range(rank):
-            va = lam[(2 + a) * p : (3 + a) * p]
+            va = vparams[(2 + a) * p : (3 + a) * p]
             for b in range(a, rank):
-                vb = lam[(2 + b) * p : (3 + b) * p]
+                vb = vparams[(2 + b) * p : (3 + b) * p]
                 acc = 0.0
                 for i in range(p):
                     acc += va[i] * vb[i] / (sigma[i] * sigma[i])
@@ -279,11 +279,11 @@ def analytic_terms(lam, p, n_w, rank, closed_kl, prior_mean, prior_scale, work, 
             for a in range(rank):
                 for b in range(rank):
                     c = minv[a, b]
-                    vb = lam[(2 + b) * p : (3 + b) * p]
+                    vb = vparams[(2 + b) * p : (3 + b) * p]
                     for i in range(p):
                         dvz[a, i] += c * vb[i] / (sigma[i] * sigma[i])
             for a in range(rank):
-                va = lam[(2 + a) * p : (3 + a) * p]
+                va = vparams[(2 + a) * p : (3 + a) * p]
                 for i in range(p):
                     glam[(2 + a) * p + i] += dvz[a, i]
                     # (U' M^-1 U)_ii = sum_a U_ai (M^-1 U)_ai
@@ -297,37 +297,37 @@ def analytic_terms(lam, p, n_w, rank, closed_kl, prior_mean, prior_scale, work, 
         value -= 0.5 * n_w * _LOG_2PI
         for i in range(n_w):
             s2 = prior_scale[i] * prior_scale[i]
-            dm = lam[i] - prior_mean[i]
+            dm = vparams[i] - prior_mean[i]
             v = sigma[i] * sigma[i]
             for a in range(rank):
-                v += lam[(2 + a) * p + i] ** 2
+                v += vparams[(2 + a) * p + i] ** 2
             value -= 0.5 * (dm * dm + v) / s2 + math.log(prior_scale[i])
             if with_grad:
                 glam[i] -= dm / s2
                 glam[p + i] -= sigma[i] / s2 * work.dsigma[i]
                 for a in range(rank):
-                    glam[(2 + a) * p + i] -= lam[(2 + a) * p + i] / s2
+                    glam[(2 + a) * p + i] -= vparams[(2 + a) * p + i] / s2
     return value
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
-def _draw_theta(lam, p, rank, work, rng, first, last):
+def _draw_theta(vparams, p, rank, work, rng, first, last):
     # theta[first:last] = mu + sigma eps (+ V' z), the normals kept in work.eps and work.z
     w = work.w
     for i in range(first, last):
         e = rng.standard_normal()
         work.eps[i] = e
-        w[i] = lam[i] + work.sigma[i] * e
+        w[i] = vparams[i] + work.sigma[i] * e
     for a in range(rank):
         za = rng.standard_normal()
         work.z[a] = za
-        va = lam[(2 + a) * p : (3 + a) * p]
+        va = vparams[(2 + a) * p : (3 + a) * p]
         for i in range(first, last):
             w[i] += va[i] * za
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
-def _noise_draw(lam, p, n_w, k, tau, cfg, work, rng):
+def _noise_draw(vparams, p, n_w, k, tau, cfg, work, rng):
     # the log noise precisions eta ~ q, tau = e^eta, and the MC log prior of eta
     a = cfg.noise_shape
     b = cfg.noise_rate
@@ -335,7 +335,7 @@ def _noise_draw(lam, p, n_w, k, tau, cfg, work, rng):
     for o in range(p - n_w):
         e = rng.standard_normal()
         work.eps[n_w + o] = e
-        eta = lam[n_w + o] + work.sigma[n_w + o] * e
+        eta = vparams[n_w + o] + work.sigma[n_w + o] * e
         tau[o] = math.exp(eta)
         lp += a * eta - b * tau[o] + a * math.log(b) - math.lgamma(a)
     return lp
@@ -343,7 +343,7 @@ def _noise_draw(lam, p, n_w, k, tau, cfg, work, rng):
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _accumulate(p, rank, work, first, last, scale):
-    # chain rule from d/d theta (work.grad) to d/d lam for theta = mu + sigma eps + V' z
+    # chain rule from d/d theta (work.grad) to d/d vparams for theta = mu + sigma eps + V' z
     g = work.grad
     glam = work.glam
     for i in range(first, last):
@@ -361,33 +361,33 @@ GAUSSIAN, SPIKE_SLAB = 0, 1
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def mc_term(lam, p, tgt, vcfg, work, ws, stats, rng, with_grad, scale):
+def mc_term(vparams, p, tgt, vcfg, work, ws, stats, rng, with_grad, scale):
     """One Monte Carlo draw of ``beta loglik + log p`` on the rows of ``tgt`` (without the
-    weights' Gaussian prior under ``closed_kl``), its gradient in ``lam`` times ``scale``
+    weights' Gaussian prior under ``closed_kl``), its gradient in ``vparams`` times ``scale``
     added to ``work.glam``. Compiled with both families' branches, chosen by ``vcfg``; a
     fit's epochs compile one (:func:`run_vi_epoch_for`)."""
     vc = vcfg[0]
     cfg = tgt.cfg[0]
     act, lik, prior = cfg.activation, cfg.likelihood, cfg.prior
     if vc.lbbnn:
-        return _spike_slab_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act,
+        return _spike_slab_mc_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act,
                                    lik)  # fmt: skip
-    return _gaussian_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act, lik,
+    return _gaussian_mc_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act, lik,
                              prior, vc.local)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _spike_slab_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act, lik):
+def _spike_slab_mc_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act, lik):
     # mc_term for the spike-and-slab family, by the estimator vc.lbbnn says; act and lik
     # are the network's codes, constants in a specialized epoch kernel
     if vc.lbbnn == 1:
-        return lbbnn_lrt_term(lam, p, tgt, work, ws, stats, rng, with_grad, scale, act, lik)
-    return lbbnn_concrete_term(lam, p, tgt, vc.temperature, work, ws, stats, rng, with_grad,
+        return lbbnn_lrt_term(vparams, p, tgt, work, ws, stats, rng, with_grad, scale, act, lik)
+    return lbbnn_concrete_term(vparams, p, tgt, vc.temperature, work, ws, stats, rng, with_grad,
                                scale, act, lik)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _gaussian_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act, lik, prior,
+def _gaussian_mc_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act, lik, prior,
                       local):  # fmt: skip
     # mc_term for the Gaussian family; vc is the VI_CONFIG record, act, lik and prior the
     # network's codes and local its vc.local, constants in a specialized epoch kernel
@@ -402,8 +402,8 @@ def _gaussian_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale, a
     sw = weight_sum(tgt) if lik == 0 else 0.0
     g = work.grad
     if local:
-        lp = _noise_draw(lam, p, n_w, k, tau, cfg, work, rng)
-        mu = lam[:p]
+        lp = _noise_draw(vparams, p, n_w, k, tau, cfg, work, rng)
+        mu = vparams[:p]
         var = work.gvar  # holds the variances until the backward pass
         for i in range(n_w):
             var[i] = work.sigma[i] * work.sigma[i]
@@ -423,12 +423,12 @@ def _gaussian_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale, a
                 work.glam[p + i] += scale * gv[i] * 2.0 * work.sigma[i] * work.dsigma[i]
             _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale)
         if not vc.closed_kl:
-            _draw_theta(lam, p, 0, work, rng, 0, n_w)
+            _draw_theta(vparams, p, 0, work, rng, 0, n_w)
             lp += log_prior(work.w, prior_mean, prior_scale, cfg, n_w, g, with_grad, prior)
             if with_grad:
                 _accumulate(p, 0, work, 0, n_w, scale)
         return beta * ll + lp
-    _draw_theta(lam, p, rank, work, rng, 0, p)
+    _draw_theta(vparams, p, rank, work, rng, 0, p)
     w = work.w
     lp = 0.0
     for o in range(p - n_w):
@@ -451,13 +451,13 @@ def _gaussian_mc_term(lam, p, tgt, vc, work, ws, stats, rng, with_grad, scale, a
         for o in range(p - n_w):
             g[n_w + o] = beta * (0.5 * sw - 0.5 * tau[o] * stats[2 + o]) + a - b * tau[o]
         if vc.stl:
-            _entropy_path(lam, p, rank, work)
+            _entropy_path(vparams, p, rank, work)
         _accumulate(p, rank, work, 0, p, scale)
     return beta * ll + lp
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
-def _entropy_path(lam, p, rank, work):
+def _entropy_path(vparams, p, rank, work):
     # adds - d log q(theta) / d theta = Sigma^-1 (theta - mu) to work.grad, by Woodbury:
     # Sigma^-1 = D^-1 - D^-1 V' M^-1 V D^-1
     g = work.grad
@@ -468,20 +468,20 @@ def _entropy_path(lam, p, rank, work):
         return
     t = np.zeros(rank)
     for i in range(p):
-        ui = (work.w[i] - lam[i]) / (sigma[i] * sigma[i])
+        ui = (work.w[i] - vparams[i]) / (sigma[i] * sigma[i])
         g[i] += ui
         for a in range(rank):
-            t[a] += lam[(2 + a) * p + i] * ui
+            t[a] += vparams[(2 + a) * p + i] * ui
     sol = work.minv @ t
     for a in range(rank):
-        va = lam[(2 + a) * p : (3 + a) * p]
+        va = vparams[(2 + a) * p : (3 + a) * p]
         for i in range(p):
             g[i] -= va[i] * sol[a] / (sigma[i] * sigma[i])
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale):
-    # d/d eta of beta [sw eta / 2 - e^eta ssr / 2] and of eta's Gamma log prior, to lam
+    # d/d eta of beta [sw eta / 2 - e^eta ssr / 2] and of eta's Gamma log prior, to vparams
     a = cfg.noise_shape
     b = cfg.noise_rate
     for o in range(p - n_w):
@@ -505,7 +505,7 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
 
     The kernel's parameters:
 
-    lam : ndarray of shape ((2 + rank) * n_params,) (``3 n_params`` for the spike and slab)
+    vparams : ndarray of shape ((2 + rank) * n_params,) (``3 n_params`` for the spike and slab)
         ``[mu, rho, V]`` (or ``[kappa, rho, lambda]``), updated in place.
     tgt : KernelTarget
         The member's own target over all rows (its ``cfg.beta`` and ``tau`` are written).
@@ -529,7 +529,7 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
     spike = int(fam) == SPIKE_SLAB
     act, lik, prior, local = int(activation), int(likelihood), int(prior), bool(local)
 
-    def kernel(lam, tgt, data, batch_size, lrs, opt, vcfg, work, ws, stats, rng):
+    def kernel(vparams, tgt, data, batch_size, lrs, opt, vcfg, work, ws, stats, rng):
         n = data.rows.shape[0]
         p = work.sigma.shape[0]
         vc = vcfg[0]
@@ -542,23 +542,23 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
             nb = min(batch_size, n - i0)
             bt = batch_target(tgt, data, i0, nb)
             cfg.beta = n / nb
-            set_sigmas(lam, p, work)
+            set_sigmas(vparams, p, work)
             glam = work.glam
             for i in range(glam.shape[0]):
                 glam[i] = 0.0
             if spike:
-                set_alphas(lam, p, work)
-                value = spike_slab_terms(lam, p, p - cfg.n_noise, work, True)
+                set_alphas(vparams, p, work)
+                value = spike_slab_terms(vparams, p, p - cfg.n_noise, work, True)
             else:
-                value = analytic_terms(lam, p, p - cfg.n_noise, vc.rank, vc.closed_kl,
+                value = analytic_terms(vparams, p, p - cfg.n_noise, vc.rank, vc.closed_kl,
                                        tgt.prior_mean, tgt.prior_scale, work, True,
                                        vc.local or not vc.stl)  # fmt: skip
             for _ in range(vc.n_mc):
                 if spike:
-                    value += inv_mc * _spike_slab_mc_term(lam, p, bt, vc, work, ws, stats, rng,
+                    value += inv_mc * _spike_slab_mc_term(vparams, p, bt, vc, work, ws, stats, rng,
                                                           True, inv_mc, act, lik)  # fmt: skip
                 else:
-                    value += inv_mc * _gaussian_mc_term(lam, p, bt, vc, work, ws, stats, rng,
+                    value += inv_mc * _gaussian_mc_term(vparams, p, bt, vc, work, ws, stats, rng,
                                                         True, inv_mc, act, lik, prior,
                                                         local)  # fmt: skip
             if not math.isfinite(value):
@@ -569,7 +569,7 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
                     cfg.beta = 1.0
                     return np.nan
             total += -value * nb / n
-            _step(lam, glam, -1.0 / n_w, lrs[b], opt)
+            _step(vparams, glam, -1.0 / n_w, lrs[b], opt)
             b += 1
         cfg.beta = 1.0
         return total / n_w
@@ -579,7 +579,7 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
 
 
 # --- the spike-and-slab family of latent binary BNNs (LBBNN; Hubin and Storvik 2019,
-# Skaaret-Lund et al. 2024). lam = [kappa, rho, lambda]: a weight is
+# Skaaret-Lund et al. 2024). vparams = [kappa, rho, lambda]: a weight is
 # gamma * beta with gamma ~ Bernoulli(alpha = sigmoid(lambda)) and beta ~ N(kappa,
 # softplus(rho)^2), under the prior gamma ~ Bernoulli(psi), beta ~ N(0, slab^2). Parameters
 # whose psi is 1 (biases, the log noise precisions, or every weight when psi = 1) are
@@ -587,18 +587,18 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def set_alphas(lam, p, work):
+def set_alphas(vparams, p, work):
     """``alpha = sigmoid(lambda)`` where the prior has an indicator (``psi < 1``), 1
     elsewhere, into ``work.alpha``."""
     for i in range(p):
-        work.alpha[i] = _sigmoid(lam[2 * p + i]) if work.psi[i] < 1.0 else 1.0
+        work.alpha[i] = _sigmoid(vparams[2 * p + i]) if work.psi[i] < 1.0 else 1.0
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def spike_slab_terms(lam, p, n_w, work, with_grad):
+def spike_slab_terms(vparams, p, n_w, work, with_grad):
     """``-KL(q || prior)`` of the network parameters in closed form, plus the entropy of
     the log noise precisions (whose Gamma prior is a Monte Carlo term); adds its gradient
-    in ``lam`` to ``work.glam`` when asked. ``work.sigma`` and ``work.alpha`` must be
+    in ``vparams`` to ``work.glam`` when asked. ``work.sigma`` and ``work.alpha`` must be
     current.
 
     Per weight with an indicator, ``KL = alpha (log(alpha / psi) + KL_N) + (1 - alpha)
@@ -614,7 +614,7 @@ def spike_slab_terms(lam, p, n_w, work, with_grad):
             if with_grad:
                 glam[p + i] += ds / s
             continue
-        k = lam[i]
+        k = vparams[i]
         s0 = work.slab[i]
         s02 = s0 * s0
         kln = math.log(s0 / s) + 0.5 * (s * s + k * k) / s02 - 0.5
@@ -626,7 +626,7 @@ def spike_slab_terms(lam, p, n_w, work, with_grad):
                 glam[p + i] -= (s / s02 - 1.0 / s) * ds
             continue
         a = work.alpha[i]
-        li = lam[2 * p + i]
+        li = vparams[2 * p + i]
         # log(alpha) and log(1 - alpha) without cancellation at either end
         log_a = -softplus(-li)
         log_1a = -softplus(li)
@@ -642,12 +642,12 @@ def spike_slab_terms(lam, p, n_w, work, with_grad):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def lbbnn_lrt_term(lam, p, tgt, work, ws, stats, rng, with_grad, scale, act, lik):
+def lbbnn_lrt_term(vparams, p, tgt, work, ws, stats, rng, with_grad, scale, act, lik):
     """One Monte Carlo draw of ``beta loglik + log p(eta)`` by the local reparameterization
     trick for spike-and-slab weights: each pre-activation drawn per row from the Gaussian
     with the mean ``sum_k x_k alpha_k kappa_k`` and the variance ``sum_k x_k^2 alpha_k
     (sigma_k^2 + (1 - alpha_k) kappa_k^2)`` of the weights' moments; its gradient in
-    ``lam`` times ``scale`` added to ``work.glam``. ``act`` and ``lik`` are the network's
+    ``vparams`` times ``scale`` added to ``work.glam``. ``act`` and ``lik`` are the network's
     activation and likelihood codes."""
     XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
     cfg = cfgs[0]
@@ -657,12 +657,12 @@ def lbbnn_lrt_term(lam, p, tgt, work, ws, stats, rng, with_grad, scale, act, lik
     n_w = p - cfg.n_noise
     beta = cfg.beta
     sw = weight_sum(tgt) if lik == 0 else 0.0
-    lp = _noise_draw(lam, p, n_w, k, tau, cfg, work, rng)
+    lp = _noise_draw(vparams, p, n_w, k, tau, cfg, work, rng)
     meff = work.meff
     var = work.gvar
     for i in range(n_w):
         a = work.alpha[i]
-        kk = lam[i]
+        kk = vparams[i]
         s = work.sigma[i]
         meff[i] = a * kk
         var[i] = a * (s * s + (1.0 - a) * kk * kk)
@@ -679,7 +679,7 @@ def lbbnn_lrt_term(lam, p, tgt, work, ws, stats, rng, with_grad, scale, act, lik
         glam = work.glam
         for i in range(n_w):
             a = work.alpha[i]
-            kk = lam[i]
+            kk = vparams[i]
             s = work.sigma[i]
             glam[i] += scale * (g[i] * a + gv[i] * 2.0 * a * (1.0 - a) * kk)
             glam[p + i] += scale * gv[i] * 2.0 * a * s * work.dsigma[i]
@@ -690,12 +690,12 @@ def lbbnn_lrt_term(lam, p, tgt, work, ws, stats, rng, with_grad, scale, act, lik
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def lbbnn_concrete_term(lam, p, tgt, temperature, work, ws, stats, rng, with_grad, scale, act,
+def lbbnn_concrete_term(vparams, p, tgt, temperature, work, ws, stats, rng, with_grad, scale, act,
                         lik):  # fmt: skip
     """One Monte Carlo draw of ``beta loglik + log p(eta)`` at a draw of the weights with
     the indicators relaxed to the concrete (binary Gumbel-softmax) distribution of
     ``temperature`` (Maddison et al. 2017), ``gamma = sigmoid((lambda + logit(u)) / t)``,
-    and ``beta`` reparameterized; its gradient in ``lam`` times ``scale`` added to
+    and ``beta`` reparameterized; its gradient in ``vparams`` times ``scale`` added to
     ``work.glam``. ``act`` and ``lik`` are the network's activation and likelihood codes."""
     XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
     cfg = cfgs[0]
@@ -710,10 +710,10 @@ def lbbnn_concrete_term(lam, p, tgt, temperature, work, ws, stats, rng, with_gra
     for i in range(p):
         e = rng.standard_normal()
         work.eps[i] = e
-        b = lam[i] + work.sigma[i] * e
+        b = vparams[i] + work.sigma[i] * e
         if work.psi[i] < 1.0:
             u = rng.random()
-            gg = _sigmoid((lam[2 * p + i] + math.log(u) - math.log1p(-u)) / temperature)
+            gg = _sigmoid((vparams[2 * p + i] + math.log(u) - math.log1p(-u)) / temperature)
             gam[i] = gg
             w[i] = gg * b
         else:
@@ -742,6 +742,6 @@ def lbbnn_concrete_term(lam, p, tgt, temperature, work, ws, stats, rng, with_gra
             glam[i] += gi * gg
             glam[p + i] += gi * gg * work.eps[i] * work.dsigma[i]
             if work.psi[i] < 1.0:
-                b = lam[i] + work.sigma[i] * work.eps[i]
+                b = vparams[i] + work.sigma[i] * work.eps[i]
                 glam[2 * p + i] += gi * b * gg * (1.0 - gg) / temperature
     return beta * ll + lp

@@ -266,7 +266,7 @@ class VariationalInference(_Trainer):
 
     def _start(self, target, rng, vcfg) -> np.ndarray:
         """The initial variational parameters, flat as the kernels take them (the
-        ``lam`` of :mod:`skbnn.kernels.vi`): means, raw sds (``softplus`` gives ``sigma``)
+        ``vparams`` of :mod:`skbnn.kernels.vi`): means, raw sds (``softplus`` gives ``sigma``)
         and the low-rank factors."""
         p = target.n_params
         rank = int(vcfg[0]["rank"])
