@@ -82,6 +82,23 @@ def welford(q, g, w_mean, w_m2, count, dense):
     return count + 1
 
 
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def keep_draw(q, g, window, count):
+    """Keep the draw ``q`` and its gradient ``g`` in row ``count`` of ``window``'s halves
+    (draws, then gradients) for a low-rank metric's estimate; returns ``count + 1``.
+
+    A window longer than the buffer keeps its first rows (the driver sizes the buffer to
+    the longest window, so this never happens in a fit).
+    """
+    cap = window.shape[0] // 2
+    if count < cap:
+        draw, grad = window[count], window[cap + count]
+        for i in range(q.shape[0]):
+            draw[i] = q[i]
+            grad[i] = g[i]
+    return count + 1
+
+
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def scale_metric(metric, dense, scale):
     """Multiply the proposal covariance (and its diagonal) by ``scale``, in place."""

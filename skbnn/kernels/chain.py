@@ -17,7 +17,9 @@ tuple:
 ``w_mean``     Welford mean of the warm-up draws (adaptive Metropolis: of all iterations
                from ``t0 / 2`` on)
 ``w_m2``       Welford sums: (d, d) cross products for a dense metric, else three rows:
-               the draws' sums of squares, the gradients' mean, their sums of squares
+               the draws' sums of squares, the gradients' mean, their sums of squares;
+               for a low-rank metric, the window's draws (first half of the rows) and
+               their gradients (second half)
 ``draws``      kept draws, one row each
 ``trace``      per kept draw, the fields :data:`TRACE_FIELDS`
 ``taus``       per kept draw, the noise precisions, then a hierarchical prior's layer
@@ -37,7 +39,9 @@ The sampler's configuration, shared by all chains, is a one-element record of dt
 ``max_tree_depth``      NUTS: at most ``2**max_tree_depth - 1`` leapfrog steps
 ``max_steps``           static HMC: cap on the leapfrog steps of a transition
 ``noise_update``        :data:`NOISE_FIXED`, :data:`NOISE_GIBBS` or :data:`NOISE_MARGINAL`
-``dense``               1: dense metric (``sigma``, ``chol``), 0: diagonal (``inv_m``)
+``metric``              the metric's kind (:data:`~skbnn.kernels.linalg.DIAGONAL`,
+                        ``DENSE``, ``LOW_RANK``); with ``LOW_RANK`` warm-up keeps each
+                        window's draws and gradients in ``w_m2`` instead of Welford sums
 ``gibbs_output_layer``  1: exact Gibbs draw of the output layer after every transition
 ``rescale_units``       1: ReLU units' scale moves after every transition
 ``thin``                keep every ``thin``-th state after warm-up
@@ -67,6 +71,7 @@ from .adaptation import (
     am_refresh,
     dual_averaging,
     finish_dual_averaging,
+    keep_draw,
     scale_metric,
     welford,
 )
@@ -78,7 +83,7 @@ from .gibbs import (
     rescale_units,
 )
 from .integrators import logp_and_grad
-from .linalg import Metric, copy
+from .linalg import DENSE, LOW_RANK, Metric, copy
 from .transitions import TransitionInfo, hmc, mala, nuts, random_walk, workspace
 
 TRACE_FIELDS = (
@@ -122,7 +127,7 @@ SETTINGS = record(
         ("max_tree_depth", np.int64),
         ("max_steps", np.int64),
         ("noise_update", np.int64),
-        ("dense", np.int64),
+        ("metric", np.int64),
         ("gibbs_output_layer", np.int64),
         ("rescale_units", np.int64),
         ("thin", np.int64),
@@ -157,11 +162,13 @@ def make_state(step_size: float = 0.1) -> np.ndarray:
     return state
 
 
-def make_chain(q, n_stats, metric=None, dense=False, n_draws=1, n_taus=0) -> Chain:
+def make_chain(q, n_stats, metric=None, dense=False, n_draws=1, n_taus=0, window=0) -> Chain:
     """A :data:`Chain` at ``q`` with room for ``n_draws`` kept draws.
 
-    ``n_stats`` is ``2 + n_outputs``; ``metric`` defaults to the unit diagonal one. The log
-    density, gradient and terms at ``q`` are left for the driver to evaluate.
+    ``n_stats`` is ``2 + n_outputs``; ``metric`` defaults to the unit diagonal one. With
+    ``window`` > 0 warm-up keeps up to that many draws (and gradients) of a window, for a
+    low-rank metric. The log density, gradient and terms at ``q`` are left for the driver
+    to evaluate.
     """
     d = q.shape[0]
     if metric is None:
@@ -173,7 +180,7 @@ def make_chain(q, n_stats, metric=None, dense=False, n_draws=1, n_taus=0) -> Cha
         state=make_state(),
         metric=metric,
         w_mean=np.zeros(d),
-        w_m2=np.zeros((d, d) if dense else (3, d)),
+        w_m2=np.zeros((2 * window, d) if window else (d, d) if dense else (3, d)),
         draws=np.zeros((n_draws, d)),
         trace=np.zeros((n_draws, len(TRACE_FIELDS))),
         taus=np.zeros((n_draws, n_taus)),
@@ -276,9 +283,11 @@ def after_transition(it, sched, chain, tgt, settings, info, eps):
             s.warmup_divergences += 1
         if not walk:
             dual_averaging(chain.state, conf.target_accept, info.accept_stat)
-        if sched[it, 0]:
+        if sched[it, 0] and conf.metric == LOW_RANK:
+            s.welford_count = keep_draw(q0, g0, chain.w_m2, s.welford_count)
+        elif sched[it, 0]:
             s.welford_count = welford(
-                q0, g0, chain.w_mean, chain.w_m2, s.welford_count, conf.dense != 0
+                q0, g0, chain.w_mean, chain.w_m2, s.welford_count, conf.metric == DENSE
             )
         if it == n_warmup - 1:
             finish_dual_averaging(chain.state)
@@ -410,7 +419,7 @@ def run_am_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves, aft
     ``chain.metric`` (the prior variances).
     """
     conf = settings[0]
-    dense = conf.dense != 0
+    dense = conf.metric == DENSE
     d = chain.q.shape[0]
     t0 = conf.t0
     t_adapt = conf.t_adapt

@@ -33,7 +33,7 @@ from .density import (
     workspace_size,
 )
 from .gibbs import set_layer_precision
-from .linalg import Metric, copy
+from .linalg import DIAGONAL, Metric, copy
 from .transitions import static_path
 
 Particles = namedtuple("Particles", ["thetas", "grads", "logps", "stats", "prior_stds"])
@@ -107,7 +107,7 @@ def hmc_moves(particles, proposals, inv_m, tgt, start, stop, refresh, out):
         for j in range(d):
             p[j] = z[i, j] / math.sqrt(inv_m[j])
         lp, h0, h, n_done = static_path(
-            thetas[i], grads[i], lp0, p, eps[i], n_leap[i], metric, False, q, g, ps, tmp, own,
+            thetas[i], grads[i], lp0, p, eps[i], n_leap[i], metric, DIAGONAL, q, g, ps, tmp, own,
             ws, st,
         )  # fmt: skip
         n_grad[i] = spent + n_done

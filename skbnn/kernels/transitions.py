@@ -18,7 +18,7 @@ import numpy as np
 from ._compile import njit
 from .density import density, n_rows, workspace_size
 from .integrators import draw_momentum, energy, leapfrog, logp_and_grad, metric_normal
-from .linalg import add, copy, dot, velocity
+from .linalg import DENSE, LOW_RANK, add, copy, dot, low_rank_update, velocity
 
 _FM = {"reassoc", "contract"}
 
@@ -91,7 +91,7 @@ def nuts(rng, chain, tgt, settings, work):
     lp0 = chain.state[0].logp
     eps = chain.state[0].step_size
     conf = settings[0]
-    dense = conf.dense != 0
+    kind = conf.metric
     max_depth = conf.max_tree_depth
     max_dh = conf.max_delta_energy
     st, st_sub, buf, ckpt = work.stats, work.stats_sub, work.vecs, work.ckpt
@@ -104,8 +104,8 @@ def nuts(rng, chain, tgt, settings, work):
     zero, tmp = buf[20], buf[21]
     beg_p, beg_ps, beg_rho, end_p, end_ps = ckpt[0], ckpt[1], ckpt[2], ckpt[3], ckpt[4]
 
-    draw_momentum(rng, p_l, metric, dense)
-    velocity(p_l, metric, dense, ps_l)
+    draw_momentum(rng, p_l, metric, kind)
+    velocity(p_l, metric, kind, ps_l)
     h0 = energy(lp0, p_l, ps_l)
     copy(q_l, q0)
     copy(q_r, q0)
@@ -148,9 +148,9 @@ def nuts(rng, chain, tgt, settings, work):
         h_sub = 0.0
         valid = True
         for leaf in range(n_leaves):
-            lp = leapfrog(q, p, g, step, metric, dense, tmp, tgt, work.net, st)
+            lp = leapfrog(q, p, g, step, metric, kind, tmp, tgt, work.net, st)
             n_leap += 1
-            velocity(p, metric, dense, ps)
+            velocity(p, metric, kind, ps)
             h = energy(lp, p, ps)
             dh = h - h0
             sum_acc += 1.0 if dh <= 0.0 else math.exp(-dh)
@@ -228,7 +228,7 @@ def nuts(rng, chain, tgt, settings, work):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
-def static_path(q0, g0, lp0, p, step, n_steps, metric, dense, q, g, ps, tmp, tgt, ws, st):
+def static_path(q0, g0, lp0, p, step, n_steps, metric, kind, q, g, ps, tmp, tgt, ws, st):
     """Integrate ``n_steps`` leapfrog steps of size ``step`` from ``q0`` (gradient ``g0``,
     log density ``lp0``) with momentum ``p``: static HMC's trajectory, for :func:`hmc` and
     SMC's particle moves (:func:`skbnn.kernels.smc.hmc_moves`).
@@ -238,18 +238,18 @@ def static_path(q0, g0, lp0, p, step, n_steps, metric, dense, q, g, ps, tmp, tgt
     burn gradients. Returns the end's log density, the Hamiltonian at the start and at the
     end, and the steps integrated (the gradients evaluated).
     """
-    velocity(p, metric, dense, ps)
+    velocity(p, metric, kind, ps)
     h0 = energy(lp0, p, ps)
     copy(q, q0)
     copy(g, g0)
     lp = lp0
     n_done = 0
     for _ in range(n_steps):
-        lp = leapfrog(q, p, g, step, metric, dense, tmp, tgt, ws, st)
+        lp = leapfrog(q, p, g, step, metric, kind, tmp, tgt, ws, st)
         n_done += 1
         if not math.isfinite(lp):
             break
-    velocity(p, metric, dense, ps)
+    velocity(p, metric, kind, ps)
     return lp, h0, energy(lp, p, ps), n_done
 
 
@@ -261,10 +261,10 @@ def hmc(rng, chain, tgt, settings, work):
     lp0 = chain.state[0].logp
     eps = chain.state[0].step_size
     conf = settings[0]
-    dense = conf.dense != 0
+    kind = conf.metric
     st, buf = work.stats, work.vecs
     q, p, g, ps, tmp = buf[0], buf[1], buf[2], buf[3], buf[21]
-    draw_momentum(rng, p, metric, dense)
+    draw_momentum(rng, p, metric, kind)
     # a fixed number of steps with a jittered step size: the path length varies by
     # +-jitter, which breaks the periodicity a fixed integration time can lock into
     n_steps = int(min(conf.max_steps, max(1.0, math.ceil(conf.path_length / eps))))
@@ -272,7 +272,7 @@ def hmc(rng, chain, tgt, settings, work):
     # n_done: the steps actually integrated (a blown-up trajectory stops early), so only
     # the gradients it evaluated are counted
     lp, h0, h, n_done = static_path(
-        q0, g0, lp0, p, step, n_steps, metric, dense, q, g, ps, tmp, tgt, work.net, st
+        q0, g0, lp0, p, step, n_steps, metric, kind, q, g, ps, tmp, tgt, work.net, st
     )
     dh = h - h0
     divergent = dh > conf.max_delta_energy
@@ -286,15 +286,22 @@ def hmc(rng, chain, tgt, settings, work):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
-def _mala_log_q(q_to, q_from, g_from, eps, metric, dense, tmp, tmp2):
+def _mala_log_q(q_to, q_from, g_from, eps, metric, kind, tmp, tmp2):
     # log N(q_to | q_from + eps^2/2 M^-1 g_from, eps^2 M^-1) up to a constant shared by
     # both directions: -|v|^2_M / (2 eps^2) with v the displacement from the drift mean
     d = q_to.shape[0]
     half = 0.5 * eps * eps
-    velocity(g_from, metric, dense, tmp)
+    velocity(g_from, metric, kind, tmp)
     for i in range(d):
         tmp[i] = q_to[i] - q_from[i] - half * tmp[i]
-    if dense:
+    if kind == LOW_RANK:
+        # |v|^2_M = |(I + U diag(lam^-1/2 - 1) U^T) S^-1 v|^2
+        inv_m = metric.inv_m
+        for i in range(d):
+            tmp2[i] = tmp[i] / math.sqrt(inv_m[i])
+        low_rank_update(metric.sigma, metric.chol[1], tmp2)
+        return -0.5 * dot(tmp2, tmp2) / (eps * eps)
+    if kind == DENSE:
         # |v|^2_M = v^T sigma^-1 v = |L^-1 v|^2 with sigma = L L^T (forward substitution)
         chol = metric.chol
         for i in range(d):
@@ -323,13 +330,13 @@ def mala(rng, chain, tgt, settings, work):
     lp0 = chain.state[0].logp
     eps = chain.state[0].step_size
     conf = settings[0]
-    dense = conf.dense != 0
+    kind = conf.metric
     st, buf = work.stats, work.vecs
     q, g, tmp, tmp2, xi = buf[0], buf[2], buf[21], buf[3], buf[1]
     d = q0.shape[0]
     half = 0.5 * eps * eps
-    velocity(g0, metric, dense, tmp)
-    metric_normal(rng, metric, dense, xi, q)
+    velocity(g0, metric, kind, tmp)
+    metric_normal(rng, metric, kind, xi, q)
     for i in range(d):
         q[i] = q0[i] + half * tmp[i] + eps * q[i]
     lp = logp_and_grad(q, tgt, work.net, g, st)
@@ -338,7 +345,7 @@ def mala(rng, chain, tgt, settings, work):
         # the forward displacement from the drift mean is eps M^-1/2 xi by construction, so
         # its density needs no solve: -|xi|^2 / 2 (the same constant as _mala_log_q's)
         forward = -0.5 * dot(xi, xi)
-        backward = _mala_log_q(q0, q, g, eps, metric, dense, tmp, tmp2)
+        backward = _mala_log_q(q0, q, g, eps, metric, kind, tmp, tmp2)
         log_ratio = lp - lp0 + backward - forward
         if log_ratio != log_ratio:
             log_ratio = -np.inf
@@ -357,16 +364,16 @@ def mala(rng, chain, tgt, settings, work):
 def random_walk(rng, chain, tgt, settings, work):
     """One random-walk Metropolis step with proposal ``N(q, Sigma)``.
 
-    ``Sigma`` is ``chain.metric.sigma`` with Cholesky factor ``chain.metric.chol`` (dense) or
-    the diagonal ``chain.metric.inv_m``. The log density is evaluated without its gradient;
-    ``chain.grad`` is left as it is (nothing downstream of a random walk reads it).
+    ``Sigma`` is the chain's metric (see :mod:`skbnn.kernels.linalg`). The log density is
+    evaluated without its gradient; ``chain.grad`` is left as it is (nothing downstream of
+    a random walk reads it).
     """
     q0, st0, metric = chain.q, chain.stats, chain.metric
     lp0 = chain.state[0].logp
-    dense = settings[0].dense != 0
+    kind = settings[0].metric
     st, buf = work.stats, work.vecs
     q = buf[0]
-    metric_normal(rng, metric, dense, buf[1], q)
+    metric_normal(rng, metric, kind, buf[1], q)
     for i in range(q0.shape[0]):
         q[i] += q0[i]
     lp = density(q, tgt, work.net, buf[2][:0], st, False)

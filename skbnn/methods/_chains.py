@@ -12,7 +12,7 @@ import numpy as np
 
 from ..kernels import chain as kchain
 from ..kernels import density as knet
-from ..kernels.linalg import Metric
+from ..kernels.linalg import DENSE, LOW_RANK, Metric
 from ..log_posterior import aligned_empty, padded_rows
 from ..utils import thread_map
 from ._starts import finite_start
@@ -67,21 +67,25 @@ class ChainState:
         self.arrays = a._replace(draws=a.draws[rows], trace=a.trace[rows], taus=a.taus[rows])
 
 
-def new_chain(target, rng, beta: float, n_rows: int, dense: bool, start=None) -> ChainState:
+def new_chain(
+    target, rng, beta: float, n_rows: int, kind: int, start=None, window: int = 0
+) -> ChainState:
     """A chain of ``target`` at inverse temperature ``beta`` (relative to the target's own)
     with room for ``n_rows`` kept draws, at ``start`` or a finite prior draw, with the
-    prior variances as its inverse mass matrix."""
+    prior variances as its inverse mass matrix of ``kind`` (:mod:`skbnn.kernels.linalg`);
+    warm-up keeps up to ``window`` draws of a window for a low-rank metric (0: none)."""
     d, k = target.n_params, target.n_outputs
     n_hyper = target.layout.n_layers if target.hierarchical else 0
     init_var = np.ones(d)
     init_var[: target.layout.n_weights] = target.prior_var
-    # the dense factors are (1, 1) placeholders for a diagonal metric, so both kinds
-    # share one compiled kernel
-    size = d if dense else 1
-    metric = Metric(init_var, np.zeros((size, size)), np.zeros((size, size)))
-    if dense:
-        metric.sigma[:] = np.diag(init_var)
-        metric.chol[:] = np.diag(np.sqrt(init_var))
+    if kind == DENSE:
+        metric = Metric(init_var, np.diag(init_var), np.diag(np.sqrt(init_var)))
+    elif kind == LOW_RANK:
+        # no low-rank part until the first window's estimate
+        metric = Metric(init_var, np.zeros((0, d)), np.zeros((3, 0)))
+    else:
+        # (1, 1) placeholders, so that every kind shares one compiled kernel
+        metric = Metric(init_var, np.zeros((1, 1)), np.zeros((1, 1)))
     tgt = knet.density_target(target.kernel_target(own=True, padded=True))
     # relative to the target's own beta (0 samples the prior, as tests do)
     tgt.cfg[0]["beta"] *= beta
@@ -89,7 +93,7 @@ def new_chain(target, rng, beta: float, n_rows: int, dense: bool, start=None) ->
     return ChainState(
         rng=rng,
         # the kernels' arrays; the step-size search starts from 0.1
-        arrays=kchain.make_chain(q, 2 + k, metric, dense, n_rows, k + n_hyper),
+        arrays=kchain.make_chain(q, 2 + k, metric, kind == DENSE, n_rows, k + n_hyper, window),
         tgt=tgt,
         ws_size=knet.workspace_size(target.layout.sizes, padded_rows(target.n_rows)),
     )
@@ -199,7 +203,7 @@ class ChainBlocks:
     """
 
     def __init__(
-        self, method, settings, moves, after, sched, stops, n_warmup, n_keep, dense, grad_metric
+        self, method, settings, moves, after, sched, stops, n_warmup, n_keep, kind, metric
     ):
         self.method = method
         self.settings = settings
@@ -210,8 +214,8 @@ class ChainBlocks:
         self.stops = stops
         self.n_warmup = n_warmup
         self.n_keep = n_keep
-        self.dense = dense
-        self.grad_metric = grad_metric
+        self.kind = kind
+        self.metric = metric
         self.bar = None
 
     def __getstate__(self) -> dict:
@@ -234,7 +238,7 @@ class ChainBlocks:
             )
             state["n_grad_evals"] += 1
             if not walk:
-                restart_step_size(chain, self.dense)
+                restart_step_size(chain, self.kind)
         it, stop = (stops[chain.pos - 1] if chain.pos else 0), stops[chain.pos]
         first, last = it, stop
         if len(arrays.draws) < self.n_keep and it >= n_warmup:
@@ -251,8 +255,8 @@ class ChainBlocks:
         if stop == n_warmup:
             chain.warmup_grad_evals = int(state["n_grad_evals"])
         if stop <= n_warmup and sched[stop - 1, 1]:
-            update_metric(arrays, self.dense, self.grad_metric)
-            restart_step_size(chain, self.dense)
+            chain.arrays = update_metric(arrays, self.metric)
+            restart_step_size(chain, self.kind)
         if self.bar is not None:
             phase = "warmup" if stop <= n_warmup else "sampling"
             step_size = state["step_size"]

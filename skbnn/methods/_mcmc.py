@@ -24,6 +24,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..exceptions import ConvergenceWarning, SlowFitWarning, warn
 from ..kernels import chain as kchain
 from ..kernels import density as knet
+from ..kernels.linalg import DENSE, DIAGONAL, LOW_RANK
 from ..posterior import WeightedDraws
 from ..priors import PriorKind
 from ..utils import backend_elsewhere, seed_sequence
@@ -39,7 +40,11 @@ from ._convergence import (
 from ._progress import SLOW_FIT, ProgressBar, duration
 from ._starts import finite_start, map_starts
 from ._tempering import ReplicaExchange
-from ._warmup import restart_step_size, stan_windows
+from ._warmup import longest_window, restart_step_size, stan_windows
+
+#: The kernels' kind of each ``metric`` option (:mod:`skbnn.kernels.linalg`)
+METRIC_KINDS = {"diagonal": DIAGONAL, "diagonal_grad": DIAGONAL, "dense": DENSE,
+                "low_rank": LOW_RANK}  # fmt: skip
 
 #: The block kernel of each transition kind of :mod:`skbnn.kernels.chain`.
 _BLOCK_KERNELS = {
@@ -60,7 +65,10 @@ class _Plan:
     #: iterations per chain: warm-up, then ``n_keep * thin``
     n_iter: int
     thin: int
-    dense: bool
+    #: the metric's kind (:data:`skbnn.kernels.linalg.DIAGONAL`, ``DENSE``, ``LOW_RANK``)
+    kind: int
+    #: draws of a slow window that a low-rank metric's estimate keeps (0: Welford sums)
+    window: int
     #: the kernels' :data:`skbnn.kernels.chain.SETTINGS`
     settings: np.ndarray
     #: the kernel's ``moves`` and ``after`` arguments
@@ -110,7 +118,7 @@ class _HMCFamily(BaseMethod):
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "n_warmup": [Interval(Integral, 0, None, closed="left")],
         "target_accept": [Interval(Real, 0, 1, closed="neither")],
-        "metric": [StrOptions({"diagonal", "dense", "diagonal_grad"})],
+        "metric": [StrOptions({"diagonal", "dense", "diagonal_grad", "low_rank"})],
         "noise_update": [StrOptions({"marginal", "gibbs"})],
         "gibbs_output_layer": ["boolean"],
         "rescale_units": ["boolean"],
@@ -278,7 +286,7 @@ class _HMCFamily(BaseMethod):
             noise_update={"gibbs": kchain.NOISE_GIBBS, "marginal": kchain.NOISE_MARGINAL}.get(
                 target.noise, kchain.NOISE_FIXED
             ),
-            dense=self.metric == "dense",
+            metric=METRIC_KINDS[self.metric],
             gibbs_output_layer=self.gibbs_output_layer and gaussian and gaussian_prior,
             rescale_units=self.rescale_units and symmetric and gaussian_prior,
             thin=self._thin(),
@@ -344,7 +352,6 @@ class _HMCFamily(BaseMethod):
                 f"warm_start=True continues the chains: n_samples={n_samples} must be at "
                 f"least the previous fit's {resume['n_samples']}"
             )
-        dense = self.metric == "dense"
         settings = self._kernel_settings(target)
         self._check_target(target)
         moves, after = self._block_arguments(target, settings)
@@ -353,10 +360,11 @@ class _HMCFamily(BaseMethod):
             sched = stan_windows(n_warmup)
         else:
             sched = np.zeros((n_warmup, 2), dtype=np.uint8)
+        window = longest_window(sched) if self.metric == "low_rank" else 0
         return _Plan(
             n_samples=n_samples, n_keep=n_keep, n_iter=n_warmup + n_keep * thin, thin=thin,
-            dense=dense, settings=settings, moves=moves, after=after, sched=sched,
-            compile_time=compile_time,
+            kind=METRIC_KINDS[self.metric], window=window, settings=settings, moves=moves,
+            after=after, sched=sched, compile_time=compile_time,
         )  # fmt: skip
 
     def _start_chains(self, target, plan: _Plan, random_state, n_jobs, resume) -> _Fleet:
@@ -380,12 +388,12 @@ class _HMCFamily(BaseMethod):
         for c, child in enumerate(chain_seeds):
             start = None if starts is None else starts[c]
             rng = np.random.default_rng(child)
-            ladder = [new_chain(target, rng, 1.0, plan.n_keep, plan.dense, start)]
+            ladder = [new_chain(target, rng, 1.0, plan.n_keep, plan.kind, start, plan.window)]
             if len(betas) > 1:
                 kids = child.spawn(len(betas))
                 swap_rngs.append(np.random.default_rng(kids[0]))
                 ladder += [
-                    new_chain(target, np.random.default_rng(s), b, 1, plan.dense)
+                    new_chain(target, np.random.default_rng(s), b, 1, plan.kind, window=plan.window)
                     for s, b in zip(kids[1:], betas[1:], strict=True)
                 ]
             chains.append(ladder[0])
@@ -436,7 +444,7 @@ class _HMCFamily(BaseMethod):
             # ends but the last, so the last (longest) window estimates every
             # replica's metric at its final beta; a new beta restarts the step size.
             adapt_rounds=np.flatnonzero(plan.sched[:, 1])[:-1] if adapts else [],
-            on_new_beta=(lambda c: restart_step_size(c, plan.dense)) if adapts else None,
+            on_new_beta=(lambda c: restart_step_size(c, plan.kind)) if adapts else None,
         )
 
     def _sample(self, target, plan: _Plan, fleet: _Fleet, bar, n_jobs, verbose, resume) -> None:
@@ -451,7 +459,7 @@ class _HMCFamily(BaseMethod):
         stops = self._stops(plan, block, resume)
         blocks = ChainBlocks(
             self, plan.settings, plan.moves, plan.after, plan.sched, stops, n_warmup,
-            plan.n_keep, plan.dense, self.metric == "diagonal_grad",
+            plan.n_keep, plan.kind, self.metric,
         )  # fmt: skip
         blocks.bar = bar
         for chain in fleet.replicas:

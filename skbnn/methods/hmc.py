@@ -31,7 +31,7 @@ class HMC(_HMCFamily):
         Target acceptance probability of the step-size adaptation. For static HMC the
         optimum in high dimension is about 0.65 (Beskos et al. 2013); 0.8 buys robustness
         on the curved posteriors of neural networks.
-    metric : {"diagonal", "diagonal_grad", "dense"}, default="diagonal"
+    metric : {"diagonal", "diagonal_grad", "dense", "low_rank"}, default="diagonal"
         Shape and estimate of the adapted inverse mass matrix, as for :class:`NUTS`. The
         default here is the draws' variance, because ``path_length`` is calibrated for a
         metric that gives the posterior unit marginal scales.

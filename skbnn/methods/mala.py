@@ -37,7 +37,7 @@ class MALA(_HMCFamily):
     target_accept : float, default=0.574
         Target acceptance rate: 0.574 maximizes the efficiency of MALA in high dimension
         (Roberts & Rosenthal 1998).
-    metric : {"diagonal", "diagonal_grad", "dense"}, default="diagonal"
+    metric : {"diagonal", "diagonal_grad", "dense", "low_rank"}, default="diagonal"
         Shape and estimate of the adapted preconditioner, as for :class:`NUTS`.
     noise_update : {"marginal", "gibbs"}, default="marginal"
         How an unknown Gaussian noise precision is sampled, as for :class:`NUTS`.

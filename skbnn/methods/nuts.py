@@ -37,19 +37,31 @@ class NUTS(_HMCFamily):
     target_accept : float, default=0.8
         Target mean acceptance statistic of the step-size adaptation (Stan's default);
         raise it (0.9, 0.95) when divergences are reported.
-    metric : {"diagonal_grad", "diagonal", "dense"}, default="diagonal_grad"
-        Shape and estimate of the adapted inverse mass matrix. ``"diagonal_grad"``: per
-        parameter, the geometric mean ``sqrt(Var[theta_i] / Var[d log p / d theta_i])`` of
-        the draws' variance and the inverse of the gradients' variance over each warm-up
-        window (the estimate of nutpie, Seyboldt et al. 2024). For a Gaussian with diagonal
-        covariance it equals the variance; where parameters are correlated the variance
-        alone overstates the scale of the narrow directions, which forces a small step
-        size, while the gradients see them. On diabetes with the default tanh network it
-        halves the leapfrog steps per draw at nearly the same ESS (57 % more ESS per
-        gradient, 40 % less wall time; ``benchmarks/sampler_options.py``). ``"diagonal"``:
-        the draws' variances (Stan's ``diag_e``). ``"dense"``: the full posterior covariance
-        estimated in the same windows; costs O(n_params^2) per leapfrog step and pays when
-        weights are strongly and linearly correlated.
+    metric : {"diagonal_grad", "diagonal", "dense", "low_rank"}, default="diagonal_grad"
+        Shape and estimate of the adapted inverse mass matrix, re-estimated at the end of
+        each of Stan's warm-up windows from that window's draws.
+
+        - ``"diagonal_grad"``: per parameter, the geometric mean ``sqrt(Var[theta_i] /
+          Var[d log p / d theta_i])`` of the draws' variance and the inverse of the
+          gradients' variance (nutpie's estimate, Seyboldt et al. 2024). For a Gaussian
+          with diagonal covariance it equals the variance; where parameters are correlated
+          the variance alone overstates the scale of the narrow directions, which forces a
+          small step size, while the gradients see them. On diabetes with the default tanh
+          network it halves the leapfrog steps per draw at nearly the same ESS
+          (``benchmarks/sampler_options.py``).
+        - ``"diagonal"``: the draws' variances (Stan's ``diag_e``).
+        - ``"dense"``: the full posterior covariance; O(n_params^2) per leapfrog step.
+        - ``"low_rank"``: the diagonal one, corrected in the directions where the window's
+          draws and gradients disagree with it most, as nutpie's low-rank adaptation
+          (Seyboldt, Carlson & Carpenter 2026); O(n_params x rank) per step.
+
+        The dense and low-rank metrics pay when weights are strongly and linearly
+        correlated: on a linear model with collinear features they cut the steps per draw
+        25-fold. A network's posterior is curved instead: its local curvature is far
+        sharper than its global spread, and no fixed matrix can reconcile the two
+        (doc/samplers.md measures how far). There the low-rank and dense metrics gained
+        at most a fifth in ESS per gradient and cost more per step, so the default stays
+        diagonal.
     noise_update : {"marginal", "gibbs"}, default="marginal"
         How an unknown Gaussian noise precision ``tau ~ Gamma(a, b)`` is sampled (ignored
         when ``noise_std`` is fixed and for classifiers). ``"marginal"``: NUTS explores the
