@@ -1,11 +1,19 @@
-"""skbnn NUTS vs NumPyro NUTS on the same model, data and chain settings, in one run.
+"""skbnn NUTS vs NumPyro NUTS and nutpie on the same model, data and chain settings, in one run.
 
-The two sides alternate (skbnn, NumPyro, skbnn, ...) for ``--reps`` repetitions, so drifts in
-the machine's load hit both. Repetition 0 is cold: skbnn starts from an empty numba cache (a
-new install) and NumPyro compiles its kernels; repetition 1 repeats it warm with the same seed,
-so NumPyro's compile time is the difference of the two; later repetitions use seeds 1, 2, ...
-Each fit prints a JSON line; each case ends with a summary line per side (warm figures are
-medians over repetitions 1..) and the ratios skbnn / NumPyro.
+The sides alternate (skbnn, NumPyro, nutpie, nutpie low-rank, skbnn, ...) for ``--reps``
+repetitions, so drifts in the machine's load hit all of them. Repetition 0 is cold: skbnn
+starts from an empty numba cache (a new install), nutpie from an empty pytensor compile
+directory (both nutpie sides compile the same model, so only the first of them in ``--sides``
+compiles cold), and NumPyro compiles its kernels; repetition 1 repeats it warm with the same
+seed; later repetitions use seeds 1, 2, ... Each fit prints a JSON line; each case ends with
+a summary line per side (warm figures are medians over repetitions 1..) and the ratios
+skbnn / peer for each peer.
+
+Sides (``--sides``): ``skbnn``; ``skbnn_lowrank`` (``NUTS(metric="low_rank")``);
+``numpyro`` (diagonal mass matrix); ``nutpie`` (a PyMC model
+compiled with pytensor's numba backend, nutpie's default diagonal mass matrix adapted from
+draws and gradients); ``nutpie_lowrank`` (the same with nutpie's low-rank adaptation). By
+default all whose packages are installed (the ``bench`` extra installs them all).
 
 Cases (``--case``), both on UCI split 0 with X standardized on the training split:
 
@@ -13,11 +21,20 @@ Cases (``--case``), both on UCI split 0 with X standardized on the training spli
   standardized target, 3 chains x (1000 warm-up + 3000 draws), target_accept 0.9.
 * ``concrete``: 8-50-1 ReLU, same prior, noise sd fixed at 0.3, 2 chains x (300 warm-up +
   300 draws), target_accept 0.8: the larger network of the UCI protocol.
+* ``boston50``, ``concrete50``, ``wine50``, ``energy50``, ``yacht50``: the UCI protocol's
+  network (50 ReLU units) on each shared set, the noise inferred, 4 chains x (300 warm-up
+  + 300 draws), target_accept 0.8.
 
-``--noise inferred`` replaces the fixed sd by a Gamma(1, 1e-3) precision in both (NumPyro
-samples it jointly with the weights; skbnn integrates it out). Needs the ``bench`` extra::
+``--prior default`` gives every side skbnn's default prior, ``GaussianPrior()``: weights'
+sd ``1 / sqrt(fan-in)``, biases' 1 (``unit``, the default here, is N(0, 1) on all).
+
+``--noise inferred`` replaces the fixed sd by a Gamma(1, 1e-3) precision in all sides
+(NumPyro and nutpie sample it jointly with the weights; skbnn integrates it out). ``--chains``,
+``--warmup``, ``--draws`` and ``--hidden`` override the case's. Needs the ``bench`` extra::
 
     python benchmarks/compare_nuts.py --case boston concrete --reps 3
+    python benchmarks/compare_nuts.py --case boston50 concrete50 wine50 yacht50 energy50 \
+        --reps 1 --prior default --sides skbnn nutpie nutpie_lowrank numpyro
 
 ``--sides skbnn`` runs one side alone (no ratios); with ``--no-rescale-units`` it shows what
 the ReLU units' scale moves do to the trajectories (``--reps 6``: seeds 0 to 4).
@@ -28,6 +45,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
@@ -42,9 +60,24 @@ CASES = {
     "concrete": dict(dataset="concrete", hidden=50, noise_std=0.3, chains=2, warmup=300,
                      draws=300, target_accept=0.8),
 }  # fmt: skip
+# the UCI protocol's network (50 ReLU units) with its noise inferred, on each shared set
+for _name, _dataset in [("boston50", "bostonHousing"), ("concrete50", "concrete"),
+                        ("wine50", "wine-quality-red"), ("energy50", "energy"),
+                        ("yacht50", "yacht")]:  # fmt: skip
+    CASES[_name] = dict(dataset=_dataset, hidden=50, noise_std=None, chains=4, warmup=300,
+                        draws=300, target_accept=0.8)  # fmt: skip
+# the packages each side needs beyond skbnn's own
+SIDES = {"skbnn": (), "skbnn_lowrank": (), "numpyro": ("numpyro", "jax"),
+         "nutpie": ("nutpie", "pymc"), "nutpie_lowrank": ("nutpie", "pymc")}  # fmt: skip
+# the keys of a peer's result that go into its JSON line as they are
+PEER_KEYS = ("n_grad_evals", "leapfrog_per_draw", "max_tree_depth_hits", "divergences",
+             "compile_time")  # fmt: skip
 
 
-def run_skbnn(case: dict, data, seed: int, n_jobs: int, rescale_units: bool = True) -> dict:
+def run_skbnn(
+    case: dict, data, seed: int, n_jobs: int, rescale_units: bool = True,
+    metric: str = "diagonal_grad",
+) -> dict:  # fmt: skip
     from skbnn import BayesianMLPRegressor
     from skbnn.methods import NUTS
     from skbnn.model_selection import log_predictive_scorer
@@ -57,9 +90,9 @@ def run_skbnn(case: dict, data, seed: int, n_jobs: int, rescale_units: bool = Tr
         method=NUTS(
             n_chains=case["chains"], n_warmup=case["warmup"],
             target_accept=case["target_accept"], max_tree_depth=case["max_tree_depth"],
-            rescale_units=rescale_units,
+            rescale_units=rescale_units, metric=metric,
         ),
-        prior=GaussianPrior(std=1.0, fan_in_scaling=False),
+        prior=GaussianPrior(std=1.0, fan_in_scaling=case["fan_in"]),
         n_samples=case["chains"] * case["draws"],
         noise_std=case["noise_std"],  # on the standardized scale, as in NumPyro
         random_state=seed,
@@ -93,14 +126,47 @@ def run_numpyro(case: dict, data, seed: int) -> dict:
     result = numpyro_nuts.fit(
         X_train, y_train, (case["hidden"],), case["noise_std"], case["chains"],
         case["warmup"], case["draws"], case["target_accept"], case["max_tree_depth"],
-        seed=seed,
+        seed=seed, fan_in=case["fan_in"],
     )  # fmt: skip
     wall = time.perf_counter() - start
-    out = {k: result[k] for k in ("n_grad_evals", "leapfrog_per_draw", "max_tree_depth_hits",
-                                  "divergences", "compile_time")}  # fmt: skip
+    out = {k: result[k] for k in PEER_KEYS}
     out["wall_time"] = wall
     out.update(numpyro_nuts.evaluate(result, X_train, y_train, X_test, y_test))
     return out
+
+
+def run_nutpie(case: dict, data, seed: int, adaptation: str) -> dict:
+    import numpyro_nuts  # its evaluate: numpy and scipy only
+    import nutpie_nuts
+
+    X_train, y_train, X_test, y_test = data
+    start = time.perf_counter()
+    result = nutpie_nuts.fit(
+        X_train, y_train, (case["hidden"],), case["noise_std"], case["chains"],
+        case["warmup"], case["draws"], case["target_accept"], case["max_tree_depth"],
+        seed=seed, adaptation=adaptation, fan_in=case["fan_in"],
+    )  # fmt: skip
+    wall = time.perf_counter() - start
+    out = {k: result[k] for k in (*PEER_KEYS, "maxdepth_reached", "step_size", "backend")}
+    out["wall_time"] = wall
+    # the same code as the NumPyro side's, so the sides are measured alike
+    out.update(numpyro_nuts.evaluate(result, X_train, y_train, X_test, y_test))
+    return out
+
+
+def run_side(side: str, case: dict, data, seed: int, args) -> dict:
+    """One fit of ``side``: its JSON record without the derived rates."""
+    if side in ("skbnn", "skbnn_lowrank"):
+        metric = "low_rank" if side == "skbnn_lowrank" else "diagonal_grad"
+        return run_skbnn(case, data, seed, args.n_jobs, not args.no_rescale_units, metric)
+    if side == "numpyro":
+        return run_numpyro(case, data, seed)
+    return run_nutpie(case, data, seed, "low_rank" if side == "nutpie_lowrank" else "diag")
+
+
+def installed_sides() -> list[str]:
+    """The sides whose packages are all importable, in the order they alternate."""
+    return [side for side, pkgs in SIDES.items() if all(find_spec(p) for p in pkgs)]
 
 
 def summarize(name: str, side: str, runs: list[dict]) -> dict:
@@ -118,6 +184,12 @@ def summarize(name: str, side: str, runs: list[dict]) -> dict:
         "ess_bulk_loglik": med("ess_bulk_loglik"),
         "ess_per_s": med("ess_per_s"),
         "ess_per_s_sampling": med("ess_per_s_sampling"),
+        "ess_per_1k_grad": med("ess_per_1k_grad"),
+        "cold_ess_per_1k_grad": cold["ess_per_1k_grad"],
+        "cold_leapfrog_per_draw": cold["leapfrog_per_draw"],
+        "cold_max_rhat": cold["max_rhat"],
+        "cold_max_tree_depth_hits": cold["max_tree_depth_hits"],
+        "cold_sampling_time": cold["wall_time"] - cold["compile_time"],
         "warm_compile_time": med("compile_time"),
         "cold_ess_per_s": cold["ess_per_s"],
         "leapfrog_per_draw": med("leapfrog_per_draw"),
@@ -136,11 +208,17 @@ def _ratios(a: dict, b: dict):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", nargs="+", choices=sorted(CASES), default=["boston", "concrete"])
-    parser.add_argument("--reps", type=int, default=3, help="at least 2 (one cold, one warm)")
+    parser.add_argument("--reps", type=int, default=3, help="one cold, then warm ones")
     parser.add_argument("--noise", choices=["fixed", "inferred"], default="fixed")
+    parser.add_argument(
+        "--prior", choices=["unit", "default"], default="unit",
+        help="unit: N(0, 1) on every weight and bias; default: skbnn's GaussianPrior() "
+        "(weights' sd 1 / sqrt(fan-in))",
+    )  # fmt: skip
     parser.add_argument("--chains", type=int, default=None, help="override the case's")
     parser.add_argument("--warmup", type=int, default=None)
     parser.add_argument("--draws", type=int, default=None)
+    parser.add_argument("--hidden", type=int, default=None, help="hidden units; the case's")
     parser.add_argument("--max-tree-depth", type=int, default=10)
     parser.add_argument("--n-jobs", type=int, default=2, help="skbnn threads")
     parser.add_argument("--data-dir", default=None)
@@ -149,9 +227,9 @@ def main() -> None:
     parser.add_argument(
         "--sides",
         nargs="+",
-        choices=["skbnn", "numpyro"],
-        default=["skbnn", "numpyro"],
-        help="run only these (no ratios unless both)",
+        choices=list(SIDES),
+        default=None,
+        help="run only these (ratios against skbnn if it runs); default: all installed",
     )
     parser.add_argument(
         "--no-rescale-units",
@@ -159,17 +237,29 @@ def main() -> None:
         help="skbnn: NUTS(rescale_units=False), no ReLU scale moves",
     )
     args = parser.parse_args()
-    if args.reps < 2:
-        parser.error("--reps must be at least 2: one cold and one warm repetition")
+    if args.reps < 1:
+        parser.error("--reps must be at least 1 (the cold repetition; warm ones follow)")
+    if args.sides is None:
+        args.sides = installed_sides()
+        missing = [side for side in SIDES if side not in args.sides]
+        if missing:
+            print(f"skipping {', '.join(missing)}: not installed (the bench extra)",
+                  file=sys.stderr)  # fmt: skip
+    nutpie_sides = {"nutpie", "nutpie_lowrank"} & set(args.sides)
     from _uci import emitter, fresh_numba_cache, load_split, machine, standardize
 
     if not args.keep_cache:
         fresh_numba_cache()
+        if nutpie_sides:  # pytensor keeps its numba cache in its own folder
+            from nutpie_nuts import fresh_pytensor_cache
+
+            fresh_pytensor_cache()
 
     cases = {}
     for name in args.case:
-        case = dict(CASES[name], max_tree_depth=args.max_tree_depth)
-        for key in ("chains", "warmup", "draws"):
+        case = dict(CASES[name], max_tree_depth=args.max_tree_depth,
+                    fan_in=args.prior == "default")  # fmt: skip
+        for key in ("chains", "warmup", "draws", "hidden"):
             if getattr(args, key) is not None:
                 case[key] = getattr(args, key)
         if args.noise == "inferred":
@@ -186,6 +276,16 @@ def main() -> None:
         import numpyro
 
         versions.update(numpyro=numpyro.__version__, jax=jax.__version__)
+    if nutpie_sides:
+        # imported here so that the first fit's times leave the imports out, as for jax
+        from nutpie_nuts import import_pymc
+
+        pymc = import_pymc()
+        import nutpie
+        import pytensor
+
+        versions.update(nutpie=nutpie.__version__, pymc=pymc.__version__,
+                        pytensor=pytensor.__version__)  # fmt: skip
     command = "python benchmarks/compare_nuts.py " + " ".join(sys.argv[1:])
 
     emit = emitter(args.out)
@@ -198,14 +298,12 @@ def main() -> None:
         for rep in range(args.reps):
             seed = max(rep - 1, 0)
             for side in args.sides:
-                if side == "skbnn":
-                    r = run_skbnn(case, data, seed, args.n_jobs, not args.no_rescale_units)
-                else:
-                    r = run_numpyro(case, data, seed)
+                r = run_side(side, case, data, seed, args)
                 compile_time = r["compile_time"]
                 r["grad_evals_per_s"] = r["n_grad_evals"] / (r["wall_time"] - compile_time)
                 r["ess_per_s"] = r["ess_bulk_loglik"] / r["wall_time"]
                 r["ess_per_s_sampling"] = r["ess_bulk_loglik"] / (r["wall_time"] - compile_time)
+                r["ess_per_1k_grad"] = 1000 * r["ess_bulk_loglik"] / r["n_grad_evals"]
                 runs[side].append(r)
                 emit({"case": name, "side": side, "rep": rep, "seed": seed,
                       "cold": rep == 0, "rescale_units": not args.no_rescale_units, **case,
@@ -213,16 +311,20 @@ def main() -> None:
         summaries = {side: summarize(name, side, rs) for side, rs in runs.items()}
         for s in summaries.values():
             emit({**s, **case, **versions, **machine(), "command": command})
-        if len(summaries) < 2:
+        if "skbnn" not in summaries:
             continue
-        ratio = _ratios(summaries["skbnn"], summaries["numpyro"])
-        emit({
-            "summary": True, "case": name, "side": "skbnn / numpyro",
-            "warm_ess_per_s": ratio("ess_per_s"), "cold_ess_per_s": ratio("cold_ess_per_s"),
-            "ess_per_s_sampling": ratio("ess_per_s_sampling"),
-            "warm_wall_time": ratio("warm_wall_time"), "cold_wall_time": ratio("cold_wall_time"),
-            "grad_evals_per_s": ratio("grad_evals_per_s"),
-        })  # fmt: skip
+        for peer in summaries:
+            if peer == "skbnn":
+                continue
+            ratio = _ratios(summaries["skbnn"], summaries[peer])
+            emit({
+                "summary": True, "case": name, "side": f"skbnn / {peer}",
+                "warm_ess_per_s": ratio("ess_per_s"), "cold_ess_per_s": ratio("cold_ess_per_s"),
+                "ess_per_s_sampling": ratio("ess_per_s_sampling"),
+                "warm_wall_time": ratio("warm_wall_time"),
+                "cold_wall_time": ratio("cold_wall_time"),
+                "grad_evals_per_s": ratio("grad_evals_per_s"),
+            })  # fmt: skip
 
 
 if __name__ == "__main__":

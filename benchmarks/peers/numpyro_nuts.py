@@ -47,7 +47,7 @@ def _network(params: dict, X, hidden: tuple[int, ...]):
     return (h @ params[f"W{i}"] + params[f"b{i}"])[..., 0]
 
 
-def _model(X, y, hidden, prior_std, noise_std):
+def _model(X, y, hidden, prior_std, noise_std, fan_in=False):
     import numpyro
     import numpyro.distributions as dist
 
@@ -55,7 +55,9 @@ def _model(X, y, hidden, prior_std, noise_std):
     params = {}
     prior = dist.Normal(0.0, prior_std)
     for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
-        params[f"W{i}"] = numpyro.sample(f"W{i}", prior.expand([a, b]).to_event(2))
+        # skbnn's fan_in_scaling: a layer's weights have sd prior_std / sqrt(inputs)
+        w_prior = dist.Normal(0.0, prior_std / np.sqrt(a)) if fan_in else prior
+        params[f"W{i}"] = numpyro.sample(f"W{i}", w_prior.expand([a, b]).to_event(2))
         params[f"b{i}"] = numpyro.sample(f"b{i}", prior.expand([b]).to_event(1))
     f = _network(params, X, hidden)
     if noise_std is None:
@@ -78,6 +80,7 @@ def fit(
     max_tree_depth: int = 10,
     prior_std: float = 1.0,
     seed: int = 0,
+    fan_in: bool = False,
 ) -> dict:
     """Run NumPyro's NUTS; timings, leapfrog counts and draws as numpy arrays.
 
@@ -100,7 +103,7 @@ def fit(
         kernel, num_warmup=n_warmup, num_samples=n_draws, num_chains=n_chains,
         chain_method="parallel", progress_bar=False,
     )  # fmt: skip
-    args = (X, ys, tuple(hidden), prior_std, noise_std)
+    args = (X, ys, tuple(hidden), prior_std, noise_std, fan_in)
     compile_time = [0.0]
 
     def on_event(event: str, duration: float, **kwargs) -> None:
@@ -183,8 +186,9 @@ def evaluate(result: dict, X_train, y_train, X_test, y_test) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def standalone_parser(description: str) -> argparse.ArgumentParser:
+    """The command line a peer script shares: one UCI split, the network and the chains."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--dataset", default="bostonHousing")
     parser.add_argument("--split", type=int, default=0)
     parser.add_argument("--data-dir", default=None)
@@ -196,8 +200,12 @@ def main() -> None:
     parser.add_argument("--target-accept", type=float, default=0.9)
     parser.add_argument("--max-tree-depth", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    setup_jax(args.chains)
+    parser.add_argument("--fan-in", action="store_true", help="skbnn's default prior")
+    return parser
+
+
+def standalone(args, fit, peer: str, **kwargs) -> None:
+    """Fit ``args``'s split with a peer's ``fit`` and print its JSON line."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from _uci import load_split, standardize
 
@@ -206,10 +214,17 @@ def main() -> None:
     result = fit(
         X_train, y_train, (args.hidden,), args.noise_std, args.chains, args.warmup,
         args.draws, args.target_accept, args.max_tree_depth, seed=args.seed,
+        fan_in=args.fan_in, **kwargs,
     )  # fmt: skip
     record = {k: v for k, v in result.items() if k not in ("params", "tau")}
     record.update(evaluate(result, X_train, y_train, X_test, y_test))
-    print(json.dumps({"peer": "numpyro", **vars(args), **record}), flush=True)
+    print(json.dumps({"peer": peer, **vars(args), **record}), flush=True)
+
+
+def main() -> None:
+    args = standalone_parser(__doc__.splitlines()[0]).parse_args()
+    setup_jax(args.chains)
+    standalone(args, fit, "numpyro")
 
 
 if __name__ == "__main__":
