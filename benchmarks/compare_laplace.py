@@ -33,10 +33,18 @@ thread each (``--threads``):
 skbnn's whole fit (training, empirical Bayes and polishing included) is reported too, for
 scale; laplace-torch has no counterpart for it.
 
+``--hessian kron`` compares ``Laplace(hessian="kron")`` with laplace-torch's ``KronLaplace``
+(``hessian_structure="kron"``, one prior precision per tensor) in the same way, and adds
+what the Kronecker approximation costs: the full GGN's evidence at the same MAP and
+hyperparameters (``log_evidence_minus_ggn``), and both fitted with their own empirical
+Bayes: the evidence each reports and its test log predictive density per row
+(``test_ll``, ``ggn_test_ll``). backpack has no Kronecker factors for the
+binary classifier's two-logit module: run ``breast-cancer`` with ``--backend asdl``.
+
 Run::
 
     python benchmarks/compare_laplace.py [--cases boston-10 boston-50 iris iris-2-2 \
-        breast-cancer] [--repeats 7] [--threads 1] [--out FILE]
+        breast-cancer] [--repeats 7] [--threads 1] [--hessian kron] [--out FILE]
 
 Needs torch and laplace-torch (``pip install ".[bench]" laplace-torch``).
 """
@@ -58,6 +66,9 @@ sys.path.insert(0, str(HERE / "peers"))
 
 from _uci import load_split, machine, standardize  # noqa: E402
 from laplace_torch import torch_laplace  # noqa: E402
+
+#: skbnn's ``Laplace(hessian=...)`` and laplace-torch's ``hessian_structure`` that matches it
+STRUCTURE = {"ggn": "full", "kron": "kron"}
 
 #: name: (problem, hidden layers, activation)
 CASES = {
@@ -90,14 +101,15 @@ def load(problem: str):
     return X, y, X_test, y_test, True
 
 
-def fit_skbnn(problem, hidden, activation, threads, seed=0):
-    """skbnn's Laplace fit with its defaults; the estimator, its fit time and warnings."""
+def fit_skbnn(problem, hidden, activation, threads, seed=0, hessian="ggn"):
+    """skbnn's Laplace fit with its defaults (but ``hessian``); the estimator, its fit time
+    and warnings."""
     from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
     from skbnn.methods import Laplace
 
     X, y, X_test, y_test, classifier = load(problem)
     cls = BayesianMLPClassifier if classifier else BayesianMLPRegressor
-    est = cls(hidden_layer_sizes=hidden, activation=activation, method=Laplace(),
+    est = cls(hidden_layer_sizes=hidden, activation=activation, method=Laplace(hessian=hessian),
               random_state=seed, n_jobs=threads)  # fmt: skip
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -107,22 +119,23 @@ def fit_skbnn(problem, hidden, activation, threads, seed=0):
     return est, (X, y, X_test, y_test), fit_time, [str(w.message)[:120] for w in caught]
 
 
-def skbnn_step(est, X, y, X_test):
+def skbnn_step(est, X, y, X_test, method=None):
     """skbnn's Laplace step at the fitted MAP under its final hyperparameters.
 
     Rebuilds the estimator's target (its merged, weighted rows and standardized y), sets the
     prior scales and noise precision empirical Bayes chose, and runs what ``Laplace.run``
     runs once they are final: ``_assemble`` (GGN, evidence), the posterior, and the GLM
-    variance at ``X_test``, with BLAS on one thread as there. Returns ``(log_evidence,
-    f_var (n_test, k, k), seconds)``.
+    variance at ``X_test``, with BLAS on one thread as there; ``method``, another Laplace,
+    runs it in place of the estimator's. Returns ``(log_evidence, f_var (n_test, k, k),
+    seconds)``.
     """
     from skbnn.posterior import single_threaded_blas
 
     with single_threaded_blas():
-        return _skbnn_step(est, X, y, X_test)
+        return _skbnn_step(est, X, y, X_test, method)
 
 
-def _skbnn_step(est, X, y, X_test):
+def _skbnn_step(est, X, y, X_test, method=None):
     from skbnn._data import weighted_rows as _weighted_rows
     from skbnn.log_posterior import LogPosterior
     from skbnn.posterior import ForwardPass, LaplacePosterior
@@ -148,7 +161,7 @@ def _skbnn_step(est, X, y, X_test):
     for layer in range(layout.n_layers):
         for j, sl in enumerate(layout.slices(layer)):
             target.prior_scale[sl] = diag["prior_precision"][2 * layer + j] ** -0.5
-    method = est.method
+    method = est.method if method is None else method
     first_layer = layout.n_layers - 1 if method.subset == "last_layer" else 0
     sl = slice(int(layout.offsets[first_layer]), layout.n_weights)
     threads = max(1, est.n_jobs or 1)
@@ -164,7 +177,7 @@ def _skbnn_step(est, X, y, X_test):
         n_draws=est.posterior_.n_draws,
         random_state=0,
         noise_precision=target.tau.copy(),
-        precision_factor=state.factor[0],
+        precision_factor=None if state.factor is None else state.factor[0],
     )
     _, f_var = posterior.function_moments(net, X_test)
     return state.log_evidence, f_var, time.perf_counter() - t0
@@ -175,9 +188,11 @@ def _rel(a, b) -> float:
     return float(np.max(np.abs(np.asarray(a) - b)) / np.max(np.abs(b)))
 
 
-def run_case(name, repeats, threads, backend) -> dict:
+def run_case(name, repeats, threads, backend, hessian="ggn") -> dict:
     problem, hidden, activation = CASES[name]
-    est, (X, y, X_test, _), fit_time, caught = fit_skbnn(problem, hidden, activation, threads)
+    est, (X, y, X_test, y_test), fit_time, caught = fit_skbnn(
+        problem, hidden, activation, threads, hessian=hessian
+    )
     diag = est.diagnostics_
     classifier = hasattr(est, "classes_")
     theta = est.posterior_.theta
@@ -204,7 +219,7 @@ def run_case(name, repeats, threads, backend) -> dict:
         res = torch_laplace(X, Y, sizes, theta, activation=activation, likelihood=likelihood,
                             prior_precision=diag["prior_precision"], sigma_noise=sigma,
                             X_test=X_test, backend=backend, n_threads=threads,
-                            warmup=False)  # fmt: skip
+                            warmup=False, hessian_structure=STRUCTURE[hessian])  # fmt: skip
         torch_times.append(res["setup_time"] + res["fit_time"] + res["marglik_time"]
                            + res["predictive_time"])  # fmt: skip
     step_times, torch_times = np.array(step_times[1:]), np.array(torch_times[1:])
@@ -239,11 +254,30 @@ def run_case(name, repeats, threads, backend) -> dict:
         "skbnn_newton_decrement": diag["newton_decrement"],
         "skbnn_warnings": caught,
         "backend": backend,
+        "hessian": hessian,
         "threads": threads,
         "repeats": repeats,
         "torch": res["torch"],
         "laplace_torch": res["laplace"],
     }
+    if hessian != "ggn":
+        # what the approximation costs: the full GGN's evidence at the same MAP and
+        # hyperparameters (both of the one mode: the step counts no symmetric copies)
+        from skbnn.methods import Laplace
+        from skbnn.model_selection import log_predictive_scorer
+
+        ggn_evidence, _, _ = skbnn_step(est, X, y, X_test, Laplace(hessian="ggn"))
+        record["ggn_log_evidence_same_map"] = ggn_evidence
+        record["log_evidence_minus_ggn"] = step_evidence - ggn_evidence
+        # and each fitted with its own empirical Bayes: the evidence it reports and its
+        # test log predictive density per row
+        ggn, _, ggn_fit_time, _ = fit_skbnn(problem, hidden, activation, threads)
+        record.update(
+            fit_log_evidence=est.log_evidence_, ggn_fit_log_evidence=ggn.log_evidence_,
+            test_ll=log_predictive_scorer(est, X_test, y_test),
+            ggn_test_ll=log_predictive_scorer(ggn, X_test, y_test),
+            ggn_fit_time=ggn_fit_time,
+        )  # fmt: skip
     if classifier:
         record["proba_max_abs_diff"] = float(np.max(np.abs(est.predict_proba(X_test)
                                                            - res["proba"])))  # fmt: skip
@@ -260,11 +294,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--backend", default="backpack",
                         choices=("backpack", "asdl", "curvlinops"))  # fmt: skip
+    parser.add_argument("--hessian", default="ggn", choices=list(STRUCTURE),
+                        help="skbnn's Laplace(hessian=...), and laplace-torch's match")  # fmt: skip
     parser.add_argument("--out", help="also append the JSON lines to this file")
     args = parser.parse_args()
     command = " ".join(["python", *sys.argv])
     for name in args.cases:
-        record = run_case(name, args.repeats, args.threads, args.backend)
+        record = run_case(name, args.repeats, args.threads, args.backend, args.hessian)
         record.update({"command": command, **machine()})
         line = json.dumps(record)
         print(line, flush=True)

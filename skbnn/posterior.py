@@ -21,6 +21,7 @@ import math
 import numpy as np
 from scipy.special import expit, softmax
 
+from ._kron import KronPrecision
 from .kernels import backprop as kbackprop
 from .kernels import density as knet
 from .kernels.likelihoods import HETERO_MIN_VAR
@@ -398,9 +399,11 @@ class LaplacePosterior(GaussianPosterior):
     ----------
     theta : ndarray of shape (n_params,)
         The MAP.
-    precision : ndarray of shape (q, q), or (q,) for a diagonal
+    precision : ndarray of shape (q, q), (q,) for a diagonal, or KronPrecision
         The posterior precision ``H`` of the ``q`` parameters of layers ``first_layer`` and
-        above (positive definite).
+        above (positive definite); a :class:`~skbnn._kron.KronPrecision` holds a
+        Kronecker-factored one by its factors' eigendecompositions, and the GLM predictive
+        and the draws then never form a ``q x q`` matrix.
     first_layer : int
     layout : skbnn.layout.NetworkLayout
     predictive : {"glm", "mc"}, default="glm"
@@ -447,7 +450,8 @@ class LaplacePosterior(GaussianPosterior):
         from .utils import seed_sequence
 
         theta = np.asarray(theta, dtype=np.float64)
-        self.hessian = np.asarray(precision, dtype=np.float64)
+        self._kron = precision if isinstance(precision, KronPrecision) else None
+        self.hessian = precision if self._kron else np.asarray(precision, dtype=np.float64)
         self.first_layer = int(first_layer)
         self.start = int(layout.offsets[self.first_layer])
         self.stop = int(layout.n_weights)
@@ -456,26 +460,47 @@ class LaplacePosterior(GaussianPosterior):
         self.log_evidence = log_evidence
         q = self.stop - self.start
         var = np.zeros((1, theta.size))
-        if self.hessian.ndim == 1:
-            self._scale = None
+        factor = None
+        self._scale = self._sd = None
+        if self._kron is not None:
+            var[0, self.start : self.stop] = self._kron.diag_inverse()
+        elif self.hessian.ndim == 1:
             self._sd = 1.0 / np.sqrt(self.hessian)
             var[0, self.start : self.stop] = self._sd**2
-            factor = None
         else:
             # Sigma = H^-1 = L^-T L^-1 with H = L L^T, so F = L^-1 has F^T F = Sigma
             if precision_factor is None:
                 precision_factor = cholesky(self.hessian, lower=True)
             self._scale = lower_inverse(precision_factor)
-            self._sd = None
             factor = np.zeros((1, q, theta.size))
             factor[0, :, self.start : self.stop] = self._scale
         draws, links = seed_sequence(random_state).spawn(2)
         self._n_link = int(n_link_samples)
         self._link_seed = links
+        # the stored draws are made on first use (the GLM predictive never reads them),
+        # from the same stream as at construction, so they are the same bits
+        self._draw_seed, self._n_stored = draws, int(n_draws)
         super().__init__(
-            theta[None], var, factor, n_draws=n_draws, random_state=draws,
+            theta[None], var, factor, n_draws=0, random_state=draws,
             noise_precision=noise_precision,
         )  # fmt: skip
+
+    @property
+    def thetas(self) -> np.ndarray:
+        """The ``n_draws`` stored draws of ``theta``, made on first use."""
+        if self._thetas.shape[0] < self._n_stored:
+            rng = np.random.default_rng(self._draw_seed)
+            self._thetas = np.ascontiguousarray(self.sample(self._n_stored, rng))
+        return self._thetas
+
+    @thetas.setter
+    def thetas(self, value) -> None:
+        self._thetas = value
+
+    @property
+    def n_draws(self) -> int:
+        """Number of stored draws."""
+        return self._n_stored
 
     @property
     def theta(self) -> np.ndarray:
@@ -485,6 +510,8 @@ class LaplacePosterior(GaussianPosterior):
     def deviations(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` draws of ``theta - theta*`` over the covered parameters, shape ``(n, q)``."""
         z = rng.standard_normal((n, self.stop - self.start))
+        if self._kron is not None:
+            return self._kron.sample_deviations(z)
         return z * self._sd if self._scale is None else z @ self._scale
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -495,6 +522,8 @@ class LaplacePosterior(GaussianPosterior):
 
     def _times_factor(self, J):
         # J (k, q, m) -> G (k, q', m) with G^T G = J^T Sigma J per row
+        if self._kron is not None:
+            return self._kron.inverse_sqrt_times(J)
         if self._scale is None:
             return J * self._sd[None, :, None]
         return np.matmul(self._scale, J)
@@ -585,8 +614,21 @@ class LaplacePosterior(GaussianPosterior):
 
         yield from net.map_jacobians(X, self.theta, self.first_layer, part)
 
+    def covariance(self, component: int = 0) -> np.ndarray:
+        """The full covariance matrix (``n_params`` squared: small models)."""
+        if self._kron is None:
+            return super().covariance(component)
+        cov = np.zeros((self.mean.shape[1],) * 2)
+        block = slice(self.start, self.stop)
+        cov[block, block] = self._kron.inverse()
+        return cov
+
     def __repr__(self) -> str:
-        kind = "diagonal" if self._scale is None else "full"
+        kind = (
+            "Kronecker-factored"
+            if self._kron is not None
+            else ("diagonal" if self._scale is None else "full")
+        )
         return (
             f"LaplacePosterior({kind} covariance over {self.stop - self.start} of "
             f"{self.mean.shape[1]} parameters, {self.predictive_kind} predictive)"

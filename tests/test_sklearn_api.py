@@ -114,8 +114,12 @@ def _lbbnn(**params):
 
 
 #: The optimization methods, with their own default numbers of members or draws
+def _laplace_kron(**params):
+    return Laplace(**{"hessian": "kron", **params})
+
+
 OPTIM_METHODS = {"ensemble": _ensemble, "rms": _rms, "swag": _swag, "laplace": _laplace,
-                 "vi": _vi, "lbbnn": _lbbnn}  # fmt: skip
+                 "laplace_kron": _laplace_kron, "vi": _vi, "lbbnn": _lbbnn}  # fmt: skip
 FAST_METHODS = {**MCMC_METHODS, "smc": _smc, **OPTIM_METHODS}
 #: A knob of each method and a value other than its default, for the nested-parameter tests.
 OTHER_KNOB = {"nuts": ("target_accept", 0.99), "nuts_pt": ("max_temperature", 3.0),
@@ -123,7 +127,8 @@ OTHER_KNOB = {"nuts": ("target_accept", 0.99), "nuts_pt": ("max_temperature", 3.
               "mala": ("target_accept", 0.99), "amcmc": ("gamma", 0.5),
               "smc": ("target_ess", 0.9), "ensemble": ("learning_rate_init", 0.01),
               "rms": ("tol", 1e-3), "swag": ("rank", 3),
-              "laplace": ("hessian", "full"), "vi": ("n_mc", 2),
+              "laplace": ("hessian", "full"), "laplace_kron": ("subset", "last_layer"),
+              "vi": ("n_mc", 2),
               "lbbnn": ("temperature", 0.3)}  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from scipy.optimize import minimize
 from scipy.special import expit, softmax
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from .._kron import KronFactors, KronPrecision, layer_inputs
 from ..exceptions import ConvergenceWarning, warn
 from ..kernels import backprop as kbackprop
 from ..kernels import density as knet
@@ -185,7 +186,7 @@ class Laplace(_Trainer):
 
     Parameters
     ----------
-    hessian : {"ggn", "full", "diag"}, default="ggn"
+    hessian : {"ggn", "full", "diag", "kron"}, default="ggn"
         ``"ggn"``: the generalized Gauss-Newton matrix, ``sum_rows J^T Lambda J`` with ``J``
         the Jacobian of the network output in the parameters and ``Lambda`` the
         likelihood's Hessian in the output (the noise precision; ``p (1 - p)``;
@@ -196,6 +197,15 @@ class Laplace(_Trainer):
         not positive definite (a saddle or ridge, where no Laplace approximation exists)
         the GGN stands in, with a warning. ``"diag"``:
         the diagonal of the GGN (not of the empirical Fisher), for many parameters.
+        ``"kron"``: the GGN's Kronecker-factored approximation (K-FAC, Martens & Grosse
+        2015), one block per weight matrix ``A (x) G`` (``A`` the mean outer product of
+        the layer's inputs, ``G`` the summed ``g^T Lambda g`` of the output's derivatives
+        ``g`` in the layer's pre-activations) and one per bias vector (``G``, exact), as
+        laplace-torch's ``KronLaplace``: memory and time grow with the squares of the
+        layers' widths, not of the parameter count, so it fits networks far too large for
+        ``"ggn"``. It drops the correlations between layers and between a layer's weights
+        and its bias, which costs evidence (doc/optimization.md measures how much). Needs one
+        prior precision per weight matrix and bias vector (the Gaussian prior).
     subset : {"all", "last_layer"}, default="all"
         The parameters the Gaussian covers; with ``"last_layer"`` the others stay at the
         MAP (as laplace-torch's last-layer Laplace), which keeps ``q`` small for wide
@@ -274,7 +284,7 @@ class Laplace(_Trainer):
 
     _parameter_constraints: dict = {
         **_Trainer._parameter_constraints,
-        "hessian": [StrOptions({"ggn", "full", "diag"})],
+        "hessian": [StrOptions({"ggn", "full", "diag", "kron"})],
         "subset": [StrOptions({"all", "last_layer"})],
         "optimize_prior": ["boolean"],
         "predictive": [StrOptions({"glm", "mc"})],
@@ -330,16 +340,25 @@ class Laplace(_Trainer):
     def _curvature(self, target, net, theta, first_layer):
         """The likelihood's GGN over the covered parameters: ``(k, q, q)`` per output of a
         Gaussian likelihood (without its noise precision, which the updates change), else
-        ``(1, q, q)``; the diagonals alone (``(., q)``) for ``hessian="diag"``."""
+        ``(1, q, q)``; the diagonals alone (``(., q)``) for ``hessian="diag"``; its
+        Kronecker factors (:class:`~skbnn._kron.KronFactors`) for ``hessian="kron"``."""
         n, d = target.n_rows, target.n_features
         X = target.XT.reshape(d, n).T
-        Y = target.YT.reshape(-1, n)
         W = target.W
         lik = target.likelihood
         diag = self.hessian == "diag"
+        kron = self.hessian == "kron"
+        n_blocks = target.n_outputs if lik == "gaussian" else 1
+
+        if kron:
+            # K-FAC reads the Jacobian's bias columns alone (the derivatives in the
+            # pre-activations); the weights' columns are those times the layers' inputs
+            bias = KronFactors(target.layout, first_layer, n_blocks).bias_columns()
 
         def part(rows, f, J):
             w = W[rows]
+            if kron:
+                J = J[:, bias]
             if lik == "gaussian":
                 M = J * np.sqrt(w)
             elif lik == "bernoulli":
@@ -350,6 +369,13 @@ class Laplace(_Trainer):
                 p = softmax(f, axis=0)
                 A = (np.eye(len(p))[:, :, None] - p[:, None, :]) * np.sqrt(p * w)[None]
                 M = np.einsum("ojm,oqm->jqm", A, J)
+            if kron:
+                factors = KronFactors(target.layout, first_layer, n_blocks)
+                inputs = layer_inputs(target.layout, target.activation_code, theta, X[rows])
+                # a Gaussian's outputs are blocks of their own; the others' columns of
+                # Lambda's root all go into one block
+                factors.add(inputs, M[:, None] if lik == "gaussian" else M[None], w)
+                return factors
             if lik != "gaussian":
                 # one matrix: the outputs' blocks do not separate
                 M = M.transpose(1, 0, 2).reshape(1, M.shape[1], -1)
@@ -357,13 +383,12 @@ class Laplace(_Trainer):
                 return np.einsum("kqm,kqm->kq", M, M)
             return np.matmul(M, M.transpose(0, 2, 1))
 
-        del Y  # the GGN needs the outputs only
         parts = net.map_jacobians(X, theta, first_layer, part)
         # summed in chunk order: the same bits for any n_jobs
-        total = parts[0].copy()
+        total = parts[0] if kron else parts[0].copy()
         for p in parts[1:]:
             total += p
-        return total
+        return total.finish() if kron else total
 
     @staticmethod
     def _prior_terms(target, theta, sl):
@@ -420,11 +445,20 @@ class Laplace(_Trainer):
                 "the log posterior at the trained MAP is not finite; lower learning_rate_init "
                 "or check the data"
             )
+        fallback = False
+        if self.hessian == "kron":
+            precision = self._kron_precision(target, curvature, prior_prec, first_layer)
+            q = sl.stop - sl.start
+            evidence = loglik + logprior + 0.5 * q * _LOG_2PI - 0.5 * precision.logdet()
+            state = _State(theta, precision, loglik, logprior, evidence, curvature, ssr)
+            state.fallback = False
+            state.factor = None
+            state.ggn_solve = precision.solve
+            return state
         if target.likelihood == "gaussian":
             lik = np.tensordot(target.tau, curvature, axes=1)
         else:
             lik = curvature[0]
-        fallback = False
         if self.hessian == "full":
             precision = self._full_hessian(target, theta, sl, n_jobs)
             try:
@@ -446,11 +480,34 @@ class Laplace(_Trainer):
         state.fallback = fallback
         # the precision's Cholesky factor, for the covariance and the posterior
         state.factor = factor
-        # Gauss-Newton's matrix, positive definite, for the polishing steps
-        state.ggn_factor = factor if self.hessian == "ggn" or fallback else None
+        # Gauss-Newton's matrix, positive definite, solved by the polishing steps
+        ggn = factor if self.hessian == "ggn" or fallback else None
         if self.hessian == "full" and not fallback:
-            state.ggn_factor = cho_factor(lik + np.diag(prior_prec), lower=True)
+            ggn = cho_factor(lik + np.diag(prior_prec), lower=True)
+        state.ggn_solve = None if ggn is None else (lambda g, ggn=ggn: cho_solve(ggn, g))
         return state
+
+    def _kron_precision(self, target, curvature, prior_prec, first_layer) -> KronPrecision:
+        """The Kronecker-factored precision: the curvature's factors under the current
+        noise precisions, plus each weight matrix's and bias vector's prior precision,
+        which must be one number per group (the Kronecker structure has no room for more).
+        """
+        layout = target.layout
+        start = int(layout.offsets[first_layer])
+        deltas = []
+        for layer in range(first_layer, layout.n_layers):
+            for g in layout.slices(layer):
+                prec = prior_prec[g.start - start : g.stop - start]
+                if np.ptp(prec) > 1e-12 * np.max(prec):
+                    raise ValueError(
+                        "Laplace(hessian='kron') needs one prior precision per weight matrix "
+                        "and bias vector, as the Gaussian prior gives; this prior's curvature "
+                        f"varies within them. Use {self._fix(hessian='ggn')}."
+                    )
+                deltas.append(float(np.mean(prec)))
+        tau = target.tau if target.likelihood == "gaussian" else np.ones(1)
+        G = [np.tensordot(tau, g, axes=1) for g in curvature.G]
+        return KronPrecision(layout, first_layer, curvature.A, G, deltas)
 
     def _factorize(self, precision):
         """``(H, log det H)``, with ``H`` made positive definite (with a warning) when it
@@ -524,13 +581,14 @@ class Laplace(_Trainer):
             return state, 0
 
         def ggn(state):
-            return state.ggn_factor
+            return state.ggn_solve
 
         def exact(state):
             try:
-                return cho_factor(self._full_hessian(target, state.theta, sl, n_jobs), lower=True)
+                H = cho_factor(self._full_hessian(target, state.theta, sl, n_jobs), lower=True)
             except LinAlgError:
                 return None
+            return lambda g: cho_solve(H, g)
 
         state, steps = self._newton(state, ggn, newton_steps, evaluator, target, net,
                                     first_layer, sl, n_jobs)  # fmt: skip
@@ -550,7 +608,7 @@ class Laplace(_Trainer):
     def _newton(self, state, factorize, max_steps, evaluator, target, net, first_layer, sl,
                 n_jobs):  # fmt: skip
         """Up to ``max_steps`` damped Newton steps on the covered parameters with the
-        matrix ``factorize(state)`` gives (None stops); each keeps the log posterior from
+        solver ``factorize(state)`` gives (None stops); each keeps the log posterior from
         decreasing. Sets ``state.decrement``, the gain a further step of the GGN predicts."""
         steps = 0
         while True:
@@ -559,13 +617,13 @@ class Laplace(_Trainer):
             if not np.all(np.isfinite(g)):
                 break
             # the gain a Gauss-Newton step predicts: how far the MAP is from a mode
-            state.decrement = 0.5 * float(g @ cho_solve(state.ggn_factor, g))
+            state.decrement = 0.5 * float(g @ state.ggn_solve(g))
             if steps == max_steps:
                 break
-            factor = factorize(state)
-            if factor is None:
+            solve = factorize(state)
+            if solve is None:
                 break
-            step = cho_solve(factor, g)
+            step = solve(g)
             accepted = False
             for _ in range(20):
                 trial = state.theta.copy()
@@ -589,12 +647,16 @@ class Laplace(_Trainer):
         and the predictive distribution, as the mean over the training rows of the KL
         divergence its mean shift makes (``0.5 d' G d / n``, ``G`` the likelihood's GGN)."""
         current, grad = evaluator(state.theta)
-        step = cho_solve(state.ggn_factor, grad[sl].copy())
-        if target.likelihood == "gaussian":
-            lik = np.tensordot(target.tau, state.curvature, axes=1)
+        step = state.ggn_solve(grad[sl].copy())
+        if isinstance(state.precision, KronPrecision):
+            prec = state.precision
+            quad = float(step @ (prec.matvec(step) - prec.prior_diagonal() * step))
         else:
-            lik = state.curvature[0]
-        quad = float(step @ (lik * step if lik.ndim == 1 else lik @ step))
+            if target.likelihood == "gaussian":
+                lik = np.tensordot(target.tau, state.curvature, axes=1)
+            else:
+                lik = state.curvature[0]
+            quad = float(step @ (lik * step if lik.ndim == 1 else lik @ step))
         predictive = 0.5 * quad / target.weight_sum
         for _ in range(20):
             trial = state.theta.copy()
@@ -608,11 +670,17 @@ class Laplace(_Trainer):
 
     @staticmethod
     def _covariance(state):
-        """The posterior covariance ``H^-1`` of ``state`` (its diagonal for a diagonal
-        ``H``), computed once: empirical Bayes and the symmetry count both read it."""
+        """The posterior covariance ``H^-1`` of ``state`` (its diagonal for a diagonal or
+        Kronecker-factored ``H``), computed once: empirical Bayes and the symmetry count
+        both read it."""
         if state.covariance is None:
             H = state.precision
-            state.covariance = 1.0 / H if H.ndim == 1 else cholesky_inverse(state.factor[0])
+            if isinstance(H, KronPrecision):
+                state.covariance = H.diag_inverse()
+            elif H.ndim == 1:
+                state.covariance = 1.0 / H
+            else:
+                state.covariance = cholesky_inverse(state.factor[0])
         return state.covariance
 
     def _log_symmetric_modes(self, target, state, first_layer):
@@ -669,6 +737,11 @@ class Laplace(_Trainer):
                 # effective parameters the output o's likelihood determines
                 if k == 1:
                     gamma_o = gamma_total
+                elif isinstance(state.curvature, KronFactors):
+                    curv = state.curvature
+                    gamma_o = target.tau[o] * state.precision.trace_inverse_times(
+                        curv.A, [g[o] for g in curv.G]
+                    )
                 elif cov is None:
                     gamma_o = float(np.sum(target.tau[o] * state.curvature[o] * cov_diag))
                 else:
