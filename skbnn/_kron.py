@@ -30,14 +30,46 @@ _ACTIVATION = {
 }
 
 
-def layer_inputs(layout, activation: int, theta: np.ndarray, X: np.ndarray) -> list:
-    """The inputs ``a`` of every layer (rows by ``fan_in``) for the rows of ``X``."""
+#: each activation's derivative, from its input ``s`` and output ``a``
+_DERIVATIVE = {
+    ACTIVATIONS["identity"]: lambda s, a: np.ones_like(s),
+    ACTIVATIONS["relu"]: lambda s, a: (s > 0.0).astype(s.dtype),
+    ACTIVATIONS["tanh"]: lambda s, a: 1.0 - a * a,
+    ACTIVATIONS["logistic"]: lambda s, a: a * (1.0 - a),
+}
+
+
+def _forward(layout, activation: int, theta, X):
+    # every layer's inputs and pre-activations, and the weight matrices
     act = _ACTIVATION[int(activation)]
     W, b = layout.unpack(theta)
-    inputs = [X]
-    for layer in range(layout.n_layers - 1):
-        inputs.append(act(inputs[-1] @ W[layer] + b[layer]))
-    return inputs
+    inputs, pre = [X], []
+    for layer in range(layout.n_layers):
+        pre.append(inputs[-1] @ W[layer] + b[layer])
+        if layer < layout.n_layers - 1:
+            inputs.append(act(pre[-1]))
+    return inputs, pre, W
+
+
+def output_derivatives(layout, activation: int, theta, X, first_layer: int):
+    """``(inputs, f, deltas)`` for the rows of ``X``: every layer's inputs, the network's
+    outputs ``f`` (``(k, rows)``) and, per layer from ``first_layer`` on, ``d f / d s``
+    (``(k, rows, fan_out)``, ``s`` the layer's pre-activations), by backpropagation in
+    BLAS products. The Jacobian of output ``o`` in a layer's weights is the outer product
+    of its input and ``deltas[o]``, in its bias ``deltas[o]`` itself: all that K-FAC and
+    its linearized predictive need, at a ``fan_out / q`` fraction of the Jacobian's size.
+    """
+    inputs, pre, W = _forward(layout, activation, theta, X)
+    deriv = _DERIVATIVE[int(activation)]
+    k, n = int(layout.sizes[-1]), X.shape[0]
+    delta = np.broadcast_to(np.eye(k)[:, None, :], (k, n, k))
+    deltas = [None] * layout.n_layers
+    for layer in range(layout.n_layers - 1, first_layer - 1, -1):
+        deltas[layer] = delta
+        if layer > first_layer:
+            below = inputs[layer]
+            delta = (delta @ W[layer].T) * deriv(pre[layer - 1], below)[None]
+    return inputs, pre[-1].T, deltas[first_layer:]
 
 
 class KronFactors:
@@ -65,33 +97,19 @@ class KronFactors:
         self.G = [np.zeros((n_blocks, sizes[i + 1], sizes[i + 1])) for i in self.layers]
         self.weight_sum = 0.0
 
-    def bias_columns(self) -> np.ndarray:
-        """Indices, among the covered parameters, of the covered layers' biases: the
-        columns of the Jacobian that :meth:`add` reads (in the same order)."""
-        start = int(self.layout.offsets[self.first_layer])
-        return np.concatenate(
-            [
-                np.arange(b.start - start, b.stop - start)
-                for _, b in map(self.layout.slices, self.layers)
-            ]
-        )
-
-    def add(self, inputs: list, M: np.ndarray, w: np.ndarray) -> None:
+    def add(self, inputs: list, M: list, w: np.ndarray) -> None:
         """Add a chunk of rows: ``inputs[l]`` (rows by ``fan_in``), the row weights ``w``
-        and ``M`` (``(n_blocks, c, n_bias, rows)``): the rows' Jacobians in the biases of
-        the covered layers (:meth:`bias_columns`: their derivatives ``g`` in the layers'
-        pre-activations) multiplied by a square root of ``Lambda``, ``c`` columns each."""
-        pos = 0
+        and, per covered layer, ``M[i]`` (``(n_blocks, c, rows, fan_out)``): the derivatives
+        of the outputs in the layer's pre-activations multiplied by a square root of
+        ``Lambda`` (``c`` columns of it per block)."""
         for i, layer in enumerate(self.layers):
             a = inputs[layer]
             self.A[i] += (a * w[:, None]).T @ a
-            fan_out = self.G[i].shape[1]
-            g = M[:, :, pos : pos + fan_out, :]
-            pos += fan_out
+            g = M[i]
+            nb, c, m, fan_out = g.shape
             # sum over the rows and the columns of Lambda's root
-            nb, c, _, m = g.shape
-            g = g.transpose(0, 2, 1, 3).reshape(nb, fan_out, c * m)
-            self.G[i] += np.matmul(g, g.transpose(0, 2, 1))
+            g = g.reshape(nb, c * m, fan_out)
+            self.G[i] += np.matmul(g.transpose(0, 2, 1), g)
         self.weight_sum += float(np.sum(w))
 
     def __iadd__(self, other: KronFactors) -> KronFactors:
@@ -219,6 +237,36 @@ class KronPrecision:
             scaled = z[:, w].reshape(n, *shape) / np.sqrt(eig_w)
             out[:, w] = _sandwich(q_a.T, scaled, q_g.T).reshape(n, -1)
             out[:, b] = (z[:, b] / np.sqrt(eig_b)) @ q_g.T
+        return out
+
+    def function_covariance(self, inputs: list, deltas: list) -> np.ndarray:
+        """``J P^-1 J^T`` per row (``(rows, k, k)``) from the covered layers' inputs and
+        output derivatives (:func:`output_derivatives`), without the Jacobian: a weight
+        block's Jacobian is ``a (x) g``, whose quadratic form in the block's eigenbasis is
+        ``sum_pr (Q_A' a)_p^2 (Q_G' g)_r^2 / (lambda_p mu_r + delta)``, so a row costs
+        O(fan_in^2 + fan_out^2) per layer instead of O(fan_in fan_out (fan_in + fan_out))."""
+        k, m, _ = deltas[0].shape
+        cov = np.zeros((m, k, k))
+        layers = range(self.first_layer, self.layout.n_layers)
+        for (_, _, _, q_a, q_g, _, _, eig_w, eig_b), layer, d in zip(
+            self.groups, layers, deltas, strict=True
+        ):
+            u2 = (inputs[layer] @ q_a) ** 2
+            v = d @ q_g  # (k, rows, fan_out)
+            weight = u2 @ (1.0 / eig_w) + 1.0 / eig_b  # (rows, fan_out)
+            cov += np.einsum("omr,pmr->mop", v * weight[None], v)
+        return cov
+
+    def function_shifts(self, inputs: list, deltas: list, dev: np.ndarray) -> np.ndarray:
+        """``J dev_s`` per row (``(s, k, rows)``) for parameter deviations ``dev``
+        (``(s, q)``), without the Jacobian: ``g . (a' Delta_W + Delta_b)`` per layer."""
+        k, m, _ = deltas[0].shape
+        out = np.zeros((dev.shape[0], k, m))
+        layers = range(self.first_layer, self.layout.n_layers)
+        for (w, b, shape, *_), layer, d in zip(self.groups, layers, deltas, strict=True):
+            dw = dev[:, w].reshape(-1, *shape)
+            t = np.matmul(inputs[layer][None], dw) + dev[:, None, b]  # (s, rows, fan_out)
+            out += np.einsum("smj,omj->som", t, d)
         return out
 
     def trace_inverse_times(self, A, G) -> float:

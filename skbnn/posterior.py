@@ -21,7 +21,7 @@ import math
 import numpy as np
 from scipy.special import expit, softmax
 
-from ._kron import KronPrecision
+from ._kron import KronPrecision, output_derivatives
 from .kernels import backprop as kbackprop
 from .kernels import density as knet
 from .kernels.likelihoods import HETERO_MIN_VAR
@@ -151,6 +151,31 @@ class ForwardPass:
             J = np.empty((k, q, m))
             kbackprop.jacobian(theta, xt, sizes, offsets, self.activation, m, first_layer, ws, f, J)
             return fn(slice(lo, hi), f, J)
+
+        with single_threaded_blas():
+            return thread_map(part, list(range(0, n, chunk)), self.n_jobs)
+
+    def map_derivatives(self, X, theta, first_layer: int, fn) -> list:
+        """``[fn(rows, f, inputs, deltas) for each chunk of rows]``, the chunks on threads
+        as in :meth:`map_jacobians`: the outputs ``f`` (``(k, m)``), every layer's inputs,
+        and per layer from ``first_layer`` on the outputs' derivatives in its
+        pre-activations (:func:`skbnn._kron.output_derivatives`), from which the Jacobian
+        follows without being formed."""
+        from .utils import thread_map
+
+        layout = self.layout
+        n, k = X.shape[0], self.n_outputs
+        widest = int(np.max(layout.sizes))
+        chunk = max(1, _JACOBIAN_BYTES // (8 * (k + 1) * widest * layout.n_layers))
+        theta = np.ascontiguousarray(theta[: layout.n_weights], dtype=np.float64)
+
+        def part(lo):
+            rows = slice(lo, min(n, lo + chunk))
+            inputs, f, deltas = output_derivatives(
+                layout, self.activation, theta, np.asarray(X[rows], dtype=np.float64),
+                first_layer,
+            )  # fmt: skip
+            return fn(rows, f, inputs, deltas)
 
         with single_threaded_blas():
             return thread_map(part, list(range(0, n, chunk)), self.n_jobs)
@@ -528,6 +553,22 @@ class LaplacePosterior(GaussianPosterior):
             return J * self._sd[None, :, None]
         return np.matmul(self._scale, J)
 
+    def _map_linearized(self, net: ForwardPass, X, fn) -> list:
+        """``[fn(rows, f, lin) for each chunk of rows]``: the outputs at the MAP and the
+        network linearized there (:class:`_JacobianChunk`, or :class:`_KronChunk`, which
+        never forms the Jacobian), the chunks on threads as
+        :meth:`ForwardPass.map_jacobians` runs them."""
+        if self._kron is not None:
+            kron = self._kron
+            return net.map_derivatives(
+                X, self.theta, self.first_layer,
+                lambda rows, f, inputs, deltas: fn(rows, f, _KronChunk(kron, inputs, deltas)),
+            )  # fmt: skip
+        return net.map_jacobians(
+            X, self.theta, self.first_layer,
+            lambda rows, f, J: fn(rows, f, _JacobianChunk(self._times_factor, J)),
+        )  # fmt: skip
+
     def _tau(self, n_targets):
         return np.broadcast_to(self.noise_precision, (self.n_draws, n_targets))[0]
 
@@ -553,12 +594,11 @@ class LaplacePosterior(GaussianPosterior):
         mean = np.empty((X.shape[0], k))
         cov = np.empty((X.shape[0], k, k))
 
-        def part(rows, f, J):
-            G = self._times_factor(J)
+        def part(rows, f, lin):
             mean[rows] = f.T
-            cov[rows] = np.einsum("oqm,lqm->mol", G, G)
+            cov[rows] = lin.covariance()
 
-        net.map_jacobians(X, self.theta, self.first_layer, part)
+        self._map_linearized(net, X, part)
         return mean, cov
 
     def components(self, net: ForwardPass, X, n_targets: int):
@@ -570,10 +610,10 @@ class LaplacePosterior(GaussianPosterior):
         sd = (1.0 / np.sqrt(self._tau(n_targets)))[None, :, None]
         w = np.ones(1)
 
-        def part(rows, f, J):
-            return rows, f[None], (self._times_factor(J) ** 2).sum(axis=1)[None]
+        def part(rows, f, lin):
+            return rows, f[None], lin.variances()[None]
 
-        for rows, mean, fvar in net.map_jacobians(X, self.theta, self.first_layer, part):
+        for rows, mean, fvar in self._map_linearized(net, X, part):
             yield rows, w, mean, fvar, sd
 
     def function_draws(self, net: ForwardPass, X, n_targets: int, n: int, rng):
@@ -587,10 +627,10 @@ class LaplacePosterior(GaussianPosterior):
             (1.0 / np.sqrt(self._tau(n_targets)))[None, :, None], (n, n_targets, 1)
         )
 
-        def part(rows, f, J):
-            return rows, f[None] + np.einsum("sq,kqm->skm", delta, J)
+        def part(rows, f, lin):
+            return rows, f[None] + lin.shifts(delta)
 
-        for rows, f in net.map_jacobians(X, self.theta, self.first_layer, part):
+        for rows, f in self._map_linearized(net, X, part):
             yield rows, f, sd
 
     def class_probabilities(self, net: ForwardPass, X, binary: bool):
@@ -603,16 +643,15 @@ class LaplacePosterior(GaussianPosterior):
         delta = self.deviations(self._n_link, np.random.default_rng(self._link_seed))
         w = np.full(self._n_link, 1.0 / self._n_link)
 
-        def part(rows, f, J):
-            draws = class_probabilities(f[None] + np.einsum("sq,kqm->skm", delta, J), binary)
+        def part(rows, f, lin):
+            draws = class_probabilities(f[None] + lin.shifts(delta), binary)
             mean, sd = _weighted_mean_sd(w, draws)
             if self.link_approx == "probit":
-                var = (self._times_factor(J) ** 2).sum(axis=1)
-                kappa = 1.0 / np.sqrt(1.0 + (math.pi / 8.0) * var)
+                kappa = 1.0 / np.sqrt(1.0 + (math.pi / 8.0) * lin.variances())
                 mean = class_probabilities((kappa * f)[None], binary)[0]
             return rows, mean, sd
 
-        yield from net.map_jacobians(X, self.theta, self.first_layer, part)
+        yield from self._map_linearized(net, X, part)
 
     def covariance(self, component: int = 0) -> np.ndarray:
         """The full covariance matrix (``n_params`` squared: small models)."""
@@ -633,6 +672,44 @@ class LaplacePosterior(GaussianPosterior):
             f"LaplacePosterior({kind} covariance over {self.stop - self.start} of "
             f"{self.mean.shape[1]} parameters, {self.predictive_kind} predictive)"
         )
+
+
+class _JacobianChunk:
+    """A chunk of rows of the linearized network, by its Jacobian ``J`` (``(k, q, m)``) and
+    ``times_factor(J) = F J`` with ``F^T F = Sigma``."""
+
+    def __init__(self, times_factor, J):
+        self.times_factor, self.J = times_factor, J
+
+    def covariance(self) -> np.ndarray:
+        """``J Sigma J^T`` per row, ``(m, k, k)``."""
+        G = self.times_factor(self.J)
+        return np.einsum("oqm,lqm->mol", G, G)
+
+    def variances(self) -> np.ndarray:
+        """Its diagonal, ``(k, m)``."""
+        return (self.times_factor(self.J) ** 2).sum(axis=1)
+
+    def shifts(self, delta) -> np.ndarray:
+        """``J delta_s`` per row for deviations ``delta`` (``(s, q)``), ``(s, k, m)``."""
+        return np.einsum("sq,kqm->skm", delta, self.J)
+
+
+class _KronChunk:
+    """A chunk of rows of the linearized network under a Kronecker-factored covariance, by
+    the layers' inputs and output derivatives (:func:`skbnn._kron.output_derivatives`)."""
+
+    def __init__(self, kron, inputs, deltas):
+        self.kron, self.inputs, self.deltas = kron, inputs, deltas
+
+    def covariance(self) -> np.ndarray:
+        return self.kron.function_covariance(self.inputs, self.deltas)
+
+    def variances(self) -> np.ndarray:
+        return np.diagonal(self.covariance(), axis1=1, axis2=2).T
+
+    def shifts(self, delta) -> np.ndarray:
+        return self.kron.function_shifts(self.inputs, self.deltas, delta)
 
 
 class SpikeSlabPosterior(WeightedDraws):

@@ -853,6 +853,33 @@ def test_kron_evidence_and_predictive_are_laplace_formulas_at_its_precision(prob
     np.testing.assert_allclose(fcov, expected_f, rtol=1e-8, atol=1e-12 * np.abs(expected_f).max())
 
 
+@pytest.mark.parametrize("subset", ["all", "last_layer"])
+@pytest.mark.parametrize("problem", ["gaussian", "bernoulli", "categorical"])
+def test_kron_linearization_without_the_jacobian_is_the_jacobians(problem, subset):
+    # the K-FAC predictive reads the layers' inputs and output derivatives only; the same
+    # covariance, variances and shifts J delta as from the Jacobian kernel and the
+    # factors' square root
+    from skbnn.posterior import _JacobianChunk, _KronChunk
+
+    est, X, *_ = _fit_problem(problem, subset, "kron")
+    post, net = est.posterior_, est._network()
+    X_test = np.vstack([X[:6], 2.5 * X[:4]])
+    delta = post.deviations(7, np.random.default_rng(0))
+    got = net.map_derivatives(
+        X_test, post.theta, post.first_layer,
+        lambda rows, f, a, d: (f, _KronChunk(post._kron, a, d)),
+    )  # fmt: skip
+    want = net.map_jacobians(
+        X_test, post.theta, post.first_layer,
+        lambda rows, f, J: (f, _JacobianChunk(post._times_factor, J)),
+    )  # fmt: skip
+    for (f1, a), (f2, b) in zip(got, want, strict=True):
+        np.testing.assert_allclose(f1, f2, rtol=1e-12, atol=1e-12)
+        for x, y in [(a.covariance(), b.covariance()), (a.variances(), b.variances()),
+                     (a.shifts(delta), b.shifts(delta))]:  # fmt: skip
+            np.testing.assert_allclose(x, y, rtol=1e-10, atol=1e-12 * np.abs(y).max())
+
+
 @pytest.mark.parametrize("n_outputs", [1, 2])
 def test_kron_is_the_closed_form_on_centred_features(n_outputs):
     # A linear model's GGN is Phi^T Phi tau; its weight-bias block is tau sum_i x_i, zero

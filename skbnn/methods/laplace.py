@@ -14,7 +14,7 @@ from scipy.optimize import minimize
 from scipy.special import expit, softmax
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._kron import KronFactors, KronPrecision, layer_inputs
+from .._kron import KronFactors, KronPrecision
 from ..exceptions import ConvergenceWarning, warn
 from ..kernels import backprop as kbackprop
 from ..kernels import density as knet
@@ -351,14 +351,10 @@ class Laplace(_Trainer):
         n_blocks = target.n_outputs if lik == "gaussian" else 1
 
         if kron:
-            # K-FAC reads the Jacobian's bias columns alone (the derivatives in the
-            # pre-activations); the weights' columns are those times the layers' inputs
-            bias = KronFactors(target.layout, first_layer, n_blocks).bias_columns()
+            return self._kron_factors(target, net, theta, first_layer, X, n_blocks)
 
         def part(rows, f, J):
             w = W[rows]
-            if kron:
-                J = J[:, bias]
             if lik == "gaussian":
                 M = J * np.sqrt(w)
             elif lik == "bernoulli":
@@ -369,13 +365,6 @@ class Laplace(_Trainer):
                 p = softmax(f, axis=0)
                 A = (np.eye(len(p))[:, :, None] - p[:, None, :]) * np.sqrt(p * w)[None]
                 M = np.einsum("ojm,oqm->jqm", A, J)
-            if kron:
-                factors = KronFactors(target.layout, first_layer, n_blocks)
-                inputs = layer_inputs(target.layout, target.activation_code, theta, X[rows])
-                # a Gaussian's outputs are blocks of their own; the others' columns of
-                # Lambda's root all go into one block
-                factors.add(inputs, M[:, None] if lik == "gaussian" else M[None], w)
-                return factors
             if lik != "gaussian":
                 # one matrix: the outputs' blocks do not separate
                 M = M.transpose(1, 0, 2).reshape(1, M.shape[1], -1)
@@ -385,10 +374,42 @@ class Laplace(_Trainer):
 
         parts = net.map_jacobians(X, theta, first_layer, part)
         # summed in chunk order: the same bits for any n_jobs
-        total = parts[0] if kron else parts[0].copy()
+        total = parts[0].copy()
         for p in parts[1:]:
             total += p
-        return total.finish() if kron else total
+        return total
+
+    @staticmethod
+    def _kron_factors(target, net, theta, first_layer, X, n_blocks) -> KronFactors:
+        """The likelihood's K-FAC factors (:class:`~skbnn._kron.KronFactors`), from the
+        layers' inputs and the outputs' derivatives in their pre-activations, never the
+        Jacobian."""
+        W, lik = target.W, target.likelihood
+
+        def part(rows, f, inputs, deltas):
+            w = W[rows]
+            if lik == "gaussian":
+                # each output a block of its own, one column of Lambda's root
+                M = [d[:, None] * np.sqrt(w)[None, None, :, None] for d in deltas]
+            elif lik == "bernoulli":
+                p = expit(f[0])
+                M = [(d * np.sqrt(w * p * (1.0 - p))[None, :, None])[None] for d in deltas]
+            else:
+                # diag(p) - p p^T = A A^T with A[o, j] = (delta_oj - p_o) sqrt(p_j): one
+                # block, a column per class
+                p = softmax(f, axis=0)
+                A = (np.eye(len(p))[:, :, None] - p[:, None, :]) * np.sqrt(p * w)[None]
+                M = [np.einsum("ojm,omr->jmr", A, d)[None] for d in deltas]
+            factors = KronFactors(target.layout, first_layer, n_blocks)
+            factors.add(inputs, M, w)
+            return factors
+
+        parts = net.map_derivatives(X, theta, first_layer, part)
+        # summed in chunk order: the same bits for any n_jobs
+        total = parts[0]
+        for p in parts[1:]:
+            total += p
+        return total.finish()
 
     @staticmethod
     def _prior_terms(target, theta, sl):
