@@ -112,6 +112,7 @@ def fit(
     if adaptation not in ADAPTATIONS:
         raise ValueError(f"adaptation must be one of {ADAPTATIONS}, got {adaptation!r}")
     import nutpie
+    from threadpoolctl import threadpool_limits
 
     import_pymc()  # outside the timings, as NumPyro's side imports jax before its clock starts
     start = time.perf_counter()
@@ -121,12 +122,15 @@ def fit(
     model = _model(X, ys, tuple(hidden), prior_std, noise_std, fan_in)
     compiled = nutpie.compile_pymc_model(model, backend=backend)
     t_compiled = time.perf_counter()
-    trace = nutpie.sample(
-        compiled, draws=n_draws, tune=n_warmup, chains=n_chains, cores=n_chains, seed=seed,
-        target_accept=target_accept, maxdepth=max_tree_depth, progress_bar=False,
-        save_warmup=True,  # for the warm-up's n_steps
-        low_rank_modified_mass_matrix=adaptation == "low_rank",
-    )  # fmt: skip
+    # one BLAS thread per chain: BLAS's own threads on top of nutpie's chain threads
+    # oversubscribe the cores, which slows the fits on the larger data sets many-fold
+    with threadpool_limits(limits=1, user_api="blas"):
+        trace = nutpie.sample(
+            compiled, draws=n_draws, tune=n_warmup, chains=n_chains, cores=n_chains,
+            seed=seed, target_accept=target_accept, maxdepth=max_tree_depth,
+            progress_bar=False, save_warmup=True,  # for the warm-up's n_steps
+            low_rank_modified_mass_matrix=adaptation == "low_rank",
+        )  # fmt: skip
     end = time.perf_counter()
     stats, warm_stats = trace.sample_stats, trace.warmup_sample_stats
     steps = stats["n_steps"].to_numpy().astype(np.int64)
