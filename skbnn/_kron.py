@@ -19,6 +19,7 @@ matrix needs 12,301^2.
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import expit, softmax
 
 from .layout import ACTIVATIONS
 
@@ -124,6 +125,43 @@ class KronFactors:
         for a in self.A:
             a /= self.weight_sum
         return self
+
+
+def likelihood_factors(target, net, theta, first_layer: int) -> KronFactors:
+    """The K-FAC factors of ``target``'s likelihood at ``theta`` (a
+    :class:`~skbnn.log_posterior.LogPosterior` and the
+    :class:`~skbnn.posterior.ForwardPass` that runs its network), from the layers' inputs
+    and the outputs' derivatives in their pre-activations, never the Jacobian. A Gaussian
+    likelihood's outputs are blocks of their own, without the noise precision."""
+    W, lik = target.W, target.likelihood
+    n, d = target.n_rows, target.n_features
+    X = target.XT.reshape(d, n).T
+    n_blocks = target.n_outputs if lik == "gaussian" else 1
+
+    def part(rows, f, inputs, deltas):
+        w = W[rows]
+        if lik == "gaussian":
+            # one column of Lambda's root per output
+            M = [d[:, None] * np.sqrt(w)[None, None, :, None] for d in deltas]
+        elif lik == "bernoulli":
+            p = expit(f[0])
+            M = [(d * np.sqrt(w * p * (1.0 - p))[None, :, None])[None] for d in deltas]
+        else:
+            # diag(p) - p p^T = A A^T with A[o, j] = (delta_oj - p_o) sqrt(p_j): one block,
+            # a column per class
+            p = softmax(f, axis=0)
+            A = (np.eye(len(p))[:, :, None] - p[:, None, :]) * np.sqrt(p * w)[None]
+            M = [np.einsum("ojm,omr->jmr", A, d)[None] for d in deltas]
+        factors = KronFactors(target.layout, first_layer, n_blocks)
+        factors.add(inputs, M, w)
+        return factors
+
+    parts = net.map_derivatives(X, theta, first_layer, part)
+    # summed in chunk order: the same bits for any n_jobs
+    total = parts[0]
+    for p in parts[1:]:
+        total += p
+    return total.finish()
 
 
 class KronPrecision:

@@ -14,7 +14,7 @@ from scipy.optimize import minimize
 from scipy.special import expit, softmax
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._kron import KronFactors, KronPrecision
+from .._kron import KronFactors, KronPrecision, likelihood_factors
 from ..exceptions import ConvergenceWarning, warn
 from ..kernels import backprop as kbackprop
 from ..kernels import density as knet
@@ -31,6 +31,7 @@ from ._optim import (
     glorot_init,
     store_params,
 )
+from ._symmetry import log_symmetric_modes
 
 _ENGINE = ENGINE_DEFAULTS["laplace"]
 
@@ -67,72 +68,6 @@ MAX_EVIDENCE_CHANGE = 0.01
 MIN_EVIDENCE_CHANGE = 1.0
 #: Bounds of the prior and noise precisions empirical Bayes may choose.
 PRECISION_RANGE = (1e-8, 1e8)
-
-
-def log_symmetric_modes(layout, theta, variance, activation: str) -> float:
-    """The log number of distinct modes that the network's symmetries map ``theta`` to.
-
-    Permuting the units of a hidden layer (with their incoming weights, bias and outgoing
-    weights) leaves the likelihood and an exchangeable prior unchanged, and so does flipping
-    the sign of a tanh unit's incoming weights, bias and outgoing weights. A mode therefore
-    has up to ``prod_l h_l!`` copies (times ``2^h_l`` for tanh) of equal mass, which the
-    marginal likelihood counts and a Gaussian at one mode does not (MacKay 1992; Bishop
-    2006, section 5.7). Units whose parameters coincide within the posterior's spread (dead
-    ReLU units pulled to zero by the prior, units that collapsed into one) make fewer
-    distinct copies: the count is the orbit's size, ``h! / prod_c m_c!`` for classes of
-    ``m_c`` coinciding units (and for tanh ``2^h`` over ``2^m_0`` for the ``m_0`` units at
-    zero, which a flip maps to themselves). Two copies coincide when the parameters that
-    differ between them are less than one posterior standard deviation apart in the sum of
-    squares, ``sum_i (delta_i / sd_i)^2 < 1``.
-
-    Parameters
-    ----------
-    layout : skbnn.layout.NetworkLayout
-    theta : ndarray of shape (n_params,)
-        The mode.
-    variance : ndarray of shape (n_weights,)
-        Marginal posterior variances of the network parameters.
-    activation : str
-        The hidden activation: permutations for ``"relu"`` and ``"logistic"``, permutations
-        and sign flips for ``"tanh"``; 0 for ``"identity"``, whose hidden layers have a
-        continuous symmetry (a rotation of the units), where no count applies.
-
-    Returns
-    -------
-    float
-    """
-    from scipy.sparse.csgraph import connected_components
-
-    if activation == "identity":
-        return 0.0
-    total = 0.0
-    sizes = layout.sizes
-    for layer in range(layout.n_layers - 1):
-        fan_in, h, fan_out = int(sizes[layer]), int(sizes[layer + 1]), int(sizes[layer + 2])
-        w_in, b = layout.slices(layer)
-        w_out, _ = layout.slices(layer + 1)
-        # the parameters of unit j: column j of W_l, b_l[j], row j of W_{l+1}
-        unit = np.hstack([
-            np.arange(w_in.start, w_in.stop).reshape(fan_in, h).T,
-            np.arange(b.start, b.stop)[:, None],
-            np.arange(w_out.start, w_out.stop).reshape(h, fan_out),
-        ])  # fmt: skip
-        S, P = theta[unit], 1.0 / variance[unit]
-        # the distance a swap of units i and j moves theta (and a swap with both flipped)
-        swap = np.array([np.sum((S[i] - S) ** 2 * (P[i] + P), axis=1) for i in range(h)])
-        same = swap < 1.0
-        zero = np.zeros(h, dtype=bool)
-        if activation == "tanh":
-            zero = 4.0 * np.sum(S * S * P, axis=1) < 1.0
-            flip = np.array([np.sum((S[i] + S) ** 2 * (P[i] + P), axis=1) for i in range(h)])
-            same = (same | (flip < 1.0)) & ~zero[:, None] & ~zero[None, :]
-        _, labels = connected_components(same, directed=False)
-        counts = np.bincount(labels[~zero]) if np.any(~zero) else np.zeros(0, dtype=int)
-        total += math.lgamma(h + 1) - sum(math.lgamma(m + 1) for m in counts)
-        if activation == "tanh":
-            m0 = int(np.sum(zero))
-            total += (h - m0) * math.log(2.0) - math.lgamma(m0 + 1)
-    return total
 
 
 class _State:
@@ -347,11 +282,8 @@ class Laplace(_Trainer):
         W = target.W
         lik = target.likelihood
         diag = self.hessian == "diag"
-        kron = self.hessian == "kron"
-        n_blocks = target.n_outputs if lik == "gaussian" else 1
-
-        if kron:
-            return self._kron_factors(target, net, theta, first_layer, X, n_blocks)
+        if self.hessian == "kron":
+            return likelihood_factors(target, net, theta, first_layer)
 
         def part(rows, f, J):
             w = W[rows]
@@ -378,38 +310,6 @@ class Laplace(_Trainer):
         for p in parts[1:]:
             total += p
         return total
-
-    @staticmethod
-    def _kron_factors(target, net, theta, first_layer, X, n_blocks) -> KronFactors:
-        """The likelihood's K-FAC factors (:class:`~skbnn._kron.KronFactors`), from the
-        layers' inputs and the outputs' derivatives in their pre-activations, never the
-        Jacobian."""
-        W, lik = target.W, target.likelihood
-
-        def part(rows, f, inputs, deltas):
-            w = W[rows]
-            if lik == "gaussian":
-                # each output a block of its own, one column of Lambda's root
-                M = [d[:, None] * np.sqrt(w)[None, None, :, None] for d in deltas]
-            elif lik == "bernoulli":
-                p = expit(f[0])
-                M = [(d * np.sqrt(w * p * (1.0 - p))[None, :, None])[None] for d in deltas]
-            else:
-                # diag(p) - p p^T = A A^T with A[o, j] = (delta_oj - p_o) sqrt(p_j): one
-                # block, a column per class
-                p = softmax(f, axis=0)
-                A = (np.eye(len(p))[:, :, None] - p[:, None, :]) * np.sqrt(p * w)[None]
-                M = [np.einsum("ojm,omr->jmr", A, d)[None] for d in deltas]
-            factors = KronFactors(target.layout, first_layer, n_blocks)
-            factors.add(inputs, M, w)
-            return factors
-
-        parts = net.map_derivatives(X, theta, first_layer, part)
-        # summed in chunk order: the same bits for any n_jobs
-        total = parts[0]
-        for p in parts[1:]:
-            total += p
-        return total.finish()
 
     @staticmethod
     def _prior_terms(target, theta, sl):
