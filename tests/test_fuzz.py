@@ -65,6 +65,7 @@ TINY = {
     "laplace": {"max_iter": 5, "max_prior_updates": 2},
     "vi": {"max_iter": 5, "elbo_samples": 2},
     "lbbnn": {"max_iter": 5, "elbo_samples": 2},
+    "sghmc": {"n_chains": 1, "max_iter": 8},
 }
 assert TINY.keys() == METHODS.keys(), "a new method needs its tiny settings here"
 

@@ -104,13 +104,24 @@ def test_swag_moments_are_those_of_the_snapshots():
     opt = kopt.Optimizer(cfg, np.zeros(p), np.zeros(p))
     rank = 4
     mcfg = np.zeros(1, dtype=kopt.MOMENTS)
-    mcfg[0]["collect_every"] = 1
     mom = kopt.Moments(mcfg, np.zeros(p), np.zeros(p), np.zeros((rank, p)))
     ws = target.workspace()
     snapshots, means = [], []
     for _ in range(7):
         loss = kopt.run_epoch(
-            theta, tgt, data, 30, np.array([0.05]), opt, mom, ws, np.empty(p), np.empty(3)
+            theta,
+            tgt,
+            data,
+            30,
+            np.array([0.05]),
+            np.empty(0),
+            np.ones(1, np.int8),
+            opt,
+            mom,
+            ws,
+            np.empty(p),
+            np.empty(3),
+            rng,
         )
         assert np.isfinite(loss)
         snapshots.append(theta.copy())

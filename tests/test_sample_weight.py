@@ -130,8 +130,10 @@ def test_minibatch_epoch_weights_its_rows():
         mom = kopt.Moments(np.zeros(1, dtype=kopt.MOMENTS), np.empty(0), np.empty(0),
                            np.empty((0, 0)))  # fmt: skip
         tgt = knet.density_target(target.kernel_target())
-        loss = kopt.run_epoch(theta, tgt, data, n, np.array([0.1]), opt, mom, target.workspace(),
-                              np.empty(p), np.empty(4))  # fmt: skip
+        none = np.empty(0)
+        loss = kopt.run_epoch(theta, tgt, data, n, np.array([0.1]), none, none, opt, mom,
+                              target.workspace(), np.empty(p), np.empty(4),
+                              np.random.default_rng(0))  # fmt: skip
         steps.append((loss, theta))
     np.testing.assert_allclose(steps[0][0], steps[1][0], rtol=1e-12)
     np.testing.assert_allclose(steps[0][1], steps[1][1], rtol=1e-12)

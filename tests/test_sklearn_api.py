@@ -34,6 +34,7 @@ from skbnn.methods import (
     LBBNN,
     MALA,
     NUTS,
+    SGHMC,
     SMC,
     SWAG,
     AdaptiveMetropolis,
@@ -118,8 +119,13 @@ def _laplace_kron(**params):
     return Laplace(**{"hessian": "kron", **params})
 
 
+def _sghmc(**params):
+    return SGHMC(**{"n_chains": 2, "max_iter": 100, **params})
+
+
 OPTIM_METHODS = {"ensemble": _ensemble, "rms": _rms, "swag": _swag, "laplace": _laplace,
-                 "laplace_kron": _laplace_kron, "vi": _vi, "lbbnn": _lbbnn}  # fmt: skip
+                 "laplace_kron": _laplace_kron, "vi": _vi, "lbbnn": _lbbnn,
+                 "sghmc": _sghmc}  # fmt: skip
 FAST_METHODS = {**MCMC_METHODS, "smc": _smc, **OPTIM_METHODS}
 #: A knob of each method and a value other than its default, for the nested-parameter tests.
 OTHER_KNOB = {"nuts": ("target_accept", 0.99), "nuts_pt": ("max_temperature", 3.0),
@@ -129,7 +135,7 @@ OTHER_KNOB = {"nuts": ("target_accept", 0.99), "nuts_pt": ("max_temperature", 3.
               "rms": ("tol", 1e-3), "swag": ("rank", 3),
               "laplace": ("hessian", "full"), "laplace_kron": ("subset", "last_layer"),
               "vi": ("n_mc", 2),
-              "lbbnn": ("temperature", 0.3)}  # fmt: skip
+              "lbbnn": ("temperature", 0.3), "sghmc": ("n_cycles", 2)}  # fmt: skip
 
 
 def _fast(cls, method="nuts", **params):

@@ -16,13 +16,16 @@ The state is held in named tuples so the kernels read fields by name:
     and the three minibatch buffers.
 ``Optimizer(cfg, m1, m2)``
     ``cfg`` is a one-element record of dtype :data:`OPTIMIZER` (``kind`` 0 Adam, 1 SGD
-    with momentum; ``beta1``, ``beta2``, ``epsilon``, ``momentum``, ``nesterov``, and the
-    step count ``t``); ``m1`` and ``m2`` are Adam's moment estimates (``m1`` is SGD's
-    velocity).
+    with momentum, 2 preconditioned SGHMC; ``beta1``, ``beta2``, ``epsilon``,
+    ``momentum``, ``nesterov``, and the step count ``t``); ``m1`` and ``m2`` are Adam's
+    moment estimates (``m1`` is SGD's and SGHMC's velocity, ``m2[0]`` SGHMC's mean
+    square gradient).
 ``Moments(cfg, mean, sq_mean, dev)``
     SWAG's running first and second moments and its ring buffer of the last ``rank``
-    deviations; ``cfg`` of dtype :data:`MOMENTS` holds ``collect_every`` (0: no
-    collection), ``step`` (steps since collection began) and ``n`` (snapshots taken).
+    deviations, fed at the steps an epoch's ``keep`` flags; ``cfg`` of dtype
+    :data:`MOMENTS` holds ``n`` (snapshots taken) and ``raw``: when 1, the ring buffer
+    keeps the parameters themselves and no moments (the sampler's draws; ``mean`` and
+    ``sq_mean`` may then be empty).
 """
 
 import math
@@ -51,7 +54,7 @@ OPTIMIZER = record(
 )
 
 MOMENTS = record(
-    [("collect_every", np.int64), ("step", np.int64), ("n", np.int64)],
+    [("raw", np.int64), ("n", np.int64)],
     align=True,
 )
 
@@ -99,8 +102,10 @@ def _gather(data, i0, nb, d, ky, n_all):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
-def _step(theta, g, scale, lr, opt):
-    # one step on the loss whose gradient is scale * g (g the log density's gradient)
+def _step(theta, g, scale, lr, sd, opt, rng):
+    # one step on the loss whose gradient is scale * g (g the log density's gradient);
+    # kind 2 is SGHMC (Chen et al. 2014), whose velocity is the momentum times the step
+    # size: SGD with momentum plus N(0, sd^2 P) noise when sd > 0
     cfg = opt.cfg[0]
     cfg.t += 1
     m1 = opt.m1
@@ -115,6 +120,26 @@ def _step(theta, g, scale, lr, opt):
             m1[i] = b1 * m1[i] + (1.0 - b1) * gi
             m2[i] = b2 * m2[i] + (1.0 - b2) * gi * gi
             theta[i] -= lr * (m1[i] / c1) / (math.sqrt(m2[i] / c2) + cfg.epsilon)
+    elif cfg.kind == 2:
+        # preconditioned by the scalar P = 1 / (sqrt(v) + epsilon), v the running mean of
+        # the gradient's mean square (RMSprop's, over all parameters at once: one
+        # parameter's own would let a dead unit's zero gradient blow up its steps), frozen
+        # while noise is injected: a constant P is SGHMC in the coordinates theta / sqrt(P),
+        # exact as the step size shrinks, and the step is invariant to the loss's scale
+        b2 = cfg.beta2
+        if sd == 0.0:
+            gsq = 0.0
+            for i in range(theta.shape[0]):
+                gsq += (scale * g[i]) ** 2
+            opt.m2[0] = b2 * opt.m2[0] + (1.0 - b2) * gsq / theta.shape[0]
+        pc = 1.0 / (math.sqrt(opt.m2[0] / (1.0 - b2**cfg.t)) + cfg.epsilon)
+        mu = cfg.momentum
+        sdp = sd * math.sqrt(pc)
+        for i in range(theta.shape[0]):
+            m1[i] = mu * m1[i] - lr * pc * scale * g[i]
+            if sd > 0.0:
+                m1[i] += sdp * rng.standard_normal()
+            theta[i] += m1[i]
     else:
         mu = cfg.momentum
         nesterov = cfg.nesterov != 0
@@ -127,19 +152,21 @@ def _step(theta, g, scale, lr, opt):
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _collect(theta, mom):
-    # SWAG: running moments, and the deviation from the updated mean into the ring buffer
+    # SWAG: running moments, and the deviation from the updated mean into the ring buffer;
+    # raw: the parameters themselves into it
     cfg = mom.cfg[0]
-    cfg.step += 1
-    if cfg.collect_every <= 0 or cfg.step % cfg.collect_every != 0:
-        return
     cfg.n += 1
+    rank = mom.dev.shape[0]
+    if cfg.raw != 0:
+        if rank > 0:
+            mom.dev[(cfg.n - 1) % rank, :] = theta
+        return
     w = 1.0 / cfg.n
     mean = mom.mean
     sq = mom.sq_mean
     for i in range(theta.shape[0]):
         mean[i] += w * (theta[i] - mean[i])
         sq[i] += w * (theta[i] * theta[i] - sq[i])
-    rank = mom.dev.shape[0]
     if rank > 0:
         row = mom.dev[(cfg.n - 1) % rank]
         for i in range(theta.shape[0]):
@@ -147,7 +174,7 @@ def _collect(theta, mom):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def run_epoch(theta, tgt, data, batch_size, lrs, opt, mom, ws, grad, stats):
+def run_epoch(theta, tgt, data, batch_size, lrs, noise, keep, opt, mom, ws, grad, stats, rng):
     """One pass over ``data.rows`` in minibatches; returns the mean per-row loss.
 
     Parameters
@@ -160,11 +187,19 @@ def run_epoch(theta, tgt, data, batch_size, lrs, opt, mom, ws, grad, stats):
     batch_size : int
     lrs : ndarray of shape (n_batches,)
         The learning rate of each step of the epoch (the schedule).
+    noise : ndarray of shape (n_batches,) or (0,)
+        The standard deviation ``sd`` of the Gaussian noise SGHMC (``kind`` 2) adds to its
+        velocity at each step, times the square root of its preconditioner; empty or 0 for
+        none, and then SGHMC updates its preconditioner.
+    keep : ndarray of shape (n_batches,) or (0,)
+        Nonzero at the steps after which ``mom`` collects the parameters; empty for none.
     opt : Optimizer
     mom : Moments
-        SWAG's moments, updated after every step (``collect_every = 0`` switches it off).
+        SWAG's moments or the sampler's draws.
     ws, grad, stats : ndarray
         Workspace for ``batch_size`` rows, gradient and stats buffers.
+    rng : numpy.random.Generator
+        Draws the noise (nothing else reads it).
 
     Returns
     -------
@@ -193,8 +228,10 @@ def run_epoch(theta, tgt, data, batch_size, lrs, opt, mom, ws, grad, stats):
         if not finite:
             return np.nan
         total += -lp * nb / n
-        _step(theta, grad, -1.0 / n_w, lrs[b], opt)
-        _collect(theta, mom)
+        sd = noise[b] if noise.shape[0] > 0 else 0.0
+        _step(theta, grad, -1.0 / n_w, lrs[b], sd, opt, rng)
+        if keep.shape[0] > 0 and keep[b] != 0:
+            _collect(theta, mom)
         b += 1
     cfg.beta = 1.0
     return total / n_w

@@ -569,7 +569,7 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
                     cfg.beta = 1.0
                     return np.nan
             total += -value * nb / n
-            _step(vparams, glam, -1.0 / n_w, lrs[b], opt)
+            _step(vparams, glam, -1.0 / n_w, lrs[b], 0.0, opt, rng)
             b += 1
         cfg.beta = 1.0
         return total / n_w

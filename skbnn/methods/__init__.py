@@ -13,6 +13,7 @@ from .lbbnn import LBBNN
 from .mala import MALA
 from .nuts import NUTS
 from .rms import RandomizedMAP
+from .sghmc import SGHMC
 from .smc import SMC
 from .swag import SWAG
 from .vi import VariationalInference
@@ -25,6 +26,7 @@ METHODS = {
         MALA,
         AdaptiveMetropolis,
         SMC,
+        SGHMC,
         DeepEnsemble,
         RandomizedMAP,
         SWAG,
@@ -45,6 +47,7 @@ __all__ = [
     "MALA",
     "NUTS",
     "RandomizedMAP",
+    "SGHMC",
     "SMC",
     "SWAG",
     "VariationalInference",

@@ -21,7 +21,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from numbers import Integral, Real
 
 import numpy as np
@@ -239,6 +239,8 @@ class Member:
     swag_stable: bool = True
     #: the loss's largest curvature at the pre-trained optimum (SWAG's automatic rate)
     curvature: float = float("nan")
+    #: a sampler's kept draws, shape (n_draws, n_params)
+    draws: np.ndarray | None = None
 
 
 def glorot_init(target, rng: np.random.Generator) -> np.ndarray:
@@ -349,12 +351,14 @@ def batches(n_train: int, batch_size: int) -> tuple[int, int]:
 
 
 def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rng=None,
-                      lr_kind=None, lr0=None, moments=None, sgd=False, bar=None,
-                      member=None, aside=False, codes=None):  # fmt: skip
+                      plan=None, moments=None, sgd=False, bar=None, member=None,
+                      aside=False, codes=None):  # fmt: skip
     """Run up to ``n_epochs`` minibatch epochs on the rows ``train``; returns a Member.
 
-    ``val`` rows (or None) drive early stopping, which restores the best parameters. With
-    ``moments`` (SWAG) every step feeds them and no stopping rule applies.
+    ``val`` rows (or None) drive early stopping, which restores the best parameters. A
+    ``plan(epoch, n_steps) -> (lrs, noise, keep)`` (SWAG's collection, the sampler's
+    cycles) sets each step's learning rate, injected noise (None for none) and whether
+    ``moments`` collects after it; then no stopping rule applies.
     """
     rng = np.random.default_rng(0) if rng is None else rng
     member = Member(theta) if member is None else member
@@ -375,29 +379,33 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
     grad = np.empty(theta.size)
     stats = np.empty(2 + int(target.layout.sizes[-1]))
     cfg = np.zeros(1, dtype=kopt.OPTIMIZER)
-    use_sgd = sgd or s.solver == "sgd"
-    cfg[0] = (1 if use_sgd else 0, 0, int(s.nesterovs_momentum), s.beta_1, s.beta_2,
-              s.epsilon, s.momentum)  # fmt: skip
+    kind = 1 if sgd or s.solver == "sgd" else 2 if s.solver == "sghmc" else 0
+    cfg[0] = (kind, 0, int(s.nesterovs_momentum), s.beta_1, s.beta_2, s.epsilon,
+              s.momentum)  # fmt: skip
     opt = kopt.Optimizer(cfg, np.zeros(theta.size), np.zeros(theta.size))
     if moments is None:
         mcfg = np.zeros(1, dtype=kopt.MOMENTS)
         moments = kopt.Moments(mcfg, np.empty(0), np.empty(0), np.empty((0, 0)))
-    cycle = int(moments.cfg[0]["collect_every"])
-    collecting = cycle > 0
+    collecting = plan is not None
     validation = None if val is None else target.evaluator(prior_mean, val, YT)
     val_weight = None if val is None else target.weight_of(val)
-    lr_kind = s.learning_rate if lr_kind is None else lr_kind
-    lr0 = s.learning_rate_init if lr0 is None else lr0
+    lr_kind, lr0 = s.learning_rate, s.learning_rate_init
     best, best_theta, count = np.inf, None, 0
     reductions = 0
+    none = np.empty(0)
     if not collecting:
         member.converged = False
     for epoch in range(n_epochs):
         # a member on the pool stops here when Ctrl-C reaches the main thread
         check_interrupt()
         data = data._replace(rows=rng.permutation(train))
-        lrs = _schedule(lr_kind, lr0, epoch, n_epochs, n_steps, max(1, cycle))
-        loss = kopt.run_epoch(theta, tgt, data, batch, lrs, opt, moments, ws, grad, stats)
+        if collecting:
+            lrs, noise, keep = plan(epoch, n_steps)
+            noise = none if noise is None else noise
+        else:
+            lrs, noise, keep = _schedule(lr_kind, lr0, epoch, n_epochs, n_steps), none, none
+        loss = kopt.run_epoch(theta, tgt, data, batch, lrs, noise, keep, opt, moments, ws,
+                              grad, stats, rng)  # fmt: skip
         if not _record_epoch(member, loss, n_steps, bar):
             return member
         if collecting:
@@ -600,7 +608,7 @@ class _Trainer(BaseMethod):
             if restarts >= MAX_RESTARTS:
                 return None
             restarts += 1
-            s = _Settings(**{**s.__dict__, "learning_rate_init": s.learning_rate_init / 10})
+            s = replace(s, learning_rate_init=s.learning_rate_init / 10)
 
     def member_trainer(self, target, start):
         """One member's training on ``target``, for a method that needs optima of its own
@@ -619,15 +627,17 @@ class _Trainer(BaseMethod):
         return train
 
     def _train_members(self, target, n_members, random_state, n_jobs, verbose, start,
-                       data_fraction=1.0, after=None, epochs_per_member=None):  # fmt: skip
-        """Train ``n_members`` members on the shared pool; warn about the unconverged and
-        the dropped. Returns the surviving members and the diagnostics of the run."""
+                       data_fraction=1.0, after=None, epochs_per_member=None,
+                       settings=None):  # fmt: skip
+        """Train ``n_members`` members on the shared pool (with ``settings``, by default
+        :meth:`_settings`); warn about the unconverged and the dropped. Returns the
+        surviving members and the diagnostics of the run."""
         from ..utils import seed_sequence
 
         self._validate_params()
         t0 = time.perf_counter()
         compile_time = self._compile(target)
-        settings = self._settings(target)
+        settings = self._settings(target) if settings is None else settings
         per_member = settings.max_iter if epochs_per_member is None else epochs_per_member
         desc = f"{type(self).__name__}: {n_members} members x {per_member} epochs"
         bar = ProgressBar(n_members * per_member, verbose, desc)

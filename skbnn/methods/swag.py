@@ -17,6 +17,7 @@ from ._optim import (
     ENGINE_DEFAULTS,
     MAX_RESTARTS,
     _minibatch_epochs,
+    _schedule,
     _Trainer,
     batches,
     engine_parameters,
@@ -207,13 +208,19 @@ class SWAG(_Trainer):
                 theta[:] = start_theta
                 member.diverged = False
                 cfg = np.zeros(1, dtype=kopt.MOMENTS)
-                cfg[0]["collect_every"] = every
                 mom = kopt.Moments(cfg, np.zeros(p), np.zeros(p), np.zeros((rank, p)))
                 first = len(member.loss_curve)
+                n_epochs = int(self.swa_epochs)
+
+                def plan(epoch, n_steps, lr=lr, n_epochs=n_epochs):
+                    # a snapshot after every ``every``-th step since the phase began
+                    step = epoch * n_steps + np.arange(1, n_steps + 1)
+                    lrs = _schedule(self.swa_schedule, lr, epoch, n_epochs, n_steps, every)
+                    return lrs, None, (step % every == 0).astype(np.int8)
+
                 _minibatch_epochs(
-                    target, theta, train, None, s, prior_mean, YT, int(self.swa_epochs),
-                    rng=rng, lr_kind=self.swa_schedule, lr0=lr, moments=mom, sgd=True,
-                    member=member, bar=bar,
+                    target, theta, train, None, s, prior_mean, YT, n_epochs, rng=rng,
+                    plan=plan, moments=mom, sgd=True, member=member, bar=bar,
                 )  # fmt: skip
                 losses = np.asarray(member.loss_curve[first:])
                 stable = np.all(np.isfinite(losses)) and losses.max() <= start_loss + UNSTABLE

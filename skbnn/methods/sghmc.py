@@ -1,0 +1,250 @@
+"""Cyclical stochastic-gradient Hamiltonian Monte Carlo (Chen et al. 2014; Zhang et al.
+2020) on the training engine."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.utils._param_validation import Interval
+
+from ..kernels import optim as kopt
+from ..posterior import WeightedDraws
+from ._base import FitResult
+from ._optim import (
+    AUTO_BATCH,
+    AUTO_BATCH_STEPS,
+    ENGINE_CONSTRAINTS,
+    _minibatch_epochs,
+    _Settings,
+    _Trainer,
+    batches,
+    glorot_init,
+    noise_of,
+    store_params,
+)
+
+#: ``max_iter=None``: epochs enough for this many steps per cycle (at least one epoch per
+#: cycle). A cycle's exploration stage is SGD from the previous cycle's draws at a
+#: decaying rate: it must reach a mode again, which takes a number of steps rather than
+#: of epochs.
+CYCLE_STEPS = 10_000
+
+
+@dataclass
+class _ChainSettings(_Settings):
+    #: draws each chain keeps
+    n_keep: int = 1
+
+
+class SGHMC(_Trainer):
+    """Stochastic-gradient Hamiltonian Monte Carlo with a cyclical step size (cSGHMC).
+
+    Each of ``n_chains`` chains (members of the training engine, run in parallel) starts
+    from its own random initialization and runs ``n_cycles`` cycles of minibatch steps. The
+    step size of every cycle falls from ``learning_rate_init`` to zero along a half cosine
+    (Zhang et al. 2020). In the first ``1 - sampling_fraction`` of a cycle the chain is SGD
+    with momentum: it leaves the last cycle's mode and finds a mode of its own. In the rest
+    it is SGHMC (Chen et al. 2014)::
+
+        v <- momentum v - lr grad L_B(theta) + N(0, 2 (1 - momentum) lr / n)
+        theta <- theta + v
+
+    with ``L_B`` the minibatch estimate of the negative log posterior per row and ``n`` the
+    rows' total weight, whose stationary distribution approaches the posterior as the
+    step size shrinks. The step size and the noise are scaled by one preconditioner (see
+    ``learning_rate_init``), held fixed while sampling, so the sampling stage is SGHMC in
+    rescaled coordinates. The draws are kept at the end of each cycle, where it is smallest:
+    ``n_samples`` in all, spread evenly over chains and cycles, those of one cycle spaced
+    over the last half of its sampling stage.
+
+    The minibatch gradient's own noise is not corrected for, so the draws are not exact:
+    their spread is too wide by a share that grows with the step size and shrinks with the
+    batch size (see the user guide's measurement on Bayesian linear regression), and a
+    direction whose posterior is much wider than the data make it (the prior's scale) is
+    explored only as far as a cycle's steps carry the chain. Use it where the exact
+    samplers cannot run: on many rows, where each full-data gradient is costly and the
+    posterior is narrow. With ``noise_std=None`` the log noise precision is a parameter
+    like the weights; a hierarchical prior's layer precisions are held at their prior mean.
+
+    Parameters
+    ----------
+    n_chains : int, default=4
+        Independent chains, each from its own initialization; they run in parallel threads.
+    n_cycles : int, default=4
+        Cycles per chain; the draws of different cycles come from different modes, or from
+        different visits to one.
+    sampling_fraction : float, default=0.2
+        The share of each cycle, at its end, in which the noise is injected.
+    learning_rate_init : float, default=0.001
+        The step size at the start of every cycle. The steps are preconditioned by one
+        scalar, the inverse root mean square of the gradient over the exploration stages
+        (as RMSprop's, frozen while sampling), so this is about how far a step moves each
+        parameter whatever the loss's scale (a small noise makes it steep); with
+        ``momentum`` 0.9 the velocity carries about ten steps' worth.
+    momentum : float, default=0.9
+        One minus the friction. The velocity keeps this share of itself per step.
+    batch_size : int or "auto", default="auto"
+        Rows per minibatch; ``"auto"`` is 32, raised on more than 32,000 rows so that an
+        epoch takes at most 1,000 steps.
+    max_iter : int, default=None
+        Epochs per chain, divided evenly into the cycles. ``None`` is epochs enough for
+        10,000 steps per cycle, at least one per cycle.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from skbnn import BayesianMLPRegressor
+    >>> from skbnn.methods import SGHMC
+    >>> X, y = make_regression(n_samples=300, n_features=3, noise=5.0, random_state=0)
+    >>> reg = BayesianMLPRegressor(method=SGHMC(max_iter=200), random_state=0)
+    >>> mean, std = reg.fit(X, y).predict(X[:2], return_std=True)
+    """
+
+    name = "sghmc"
+    default_n_samples = 48
+
+    # the engine's knobs that SGHMC does not expose: plain SGD with momentum, every epoch
+    # run, no rows held out
+    solver = "sgd"
+    learning_rate = "constant"
+    nesterovs_momentum = False
+    beta_1, beta_2, epsilon = 0.9, 0.999, 1e-8
+    tol = 0.0
+    early_stopping = False
+    validation_fraction = 0.1
+    n_iter_no_change = 1
+
+    _parameter_constraints: dict = {
+        "n_chains": [Interval(Integral, 1, None, closed="left")],
+        "n_cycles": [Interval(Integral, 1, None, closed="left")],
+        "sampling_fraction": [Interval(Real, 0, 1, closed="right")],
+        "learning_rate_init": ENGINE_CONSTRAINTS["learning_rate_init"],
+        "momentum": ENGINE_CONSTRAINTS["momentum"],
+        "batch_size": ENGINE_CONSTRAINTS["batch_size"],
+        "max_iter": ENGINE_CONSTRAINTS["max_iter"],
+    }
+
+    def __init__(
+        self,
+        n_chains=4,
+        n_cycles=4,
+        sampling_fraction=0.2,
+        learning_rate_init=0.001,
+        momentum=0.9,
+        batch_size="auto",
+        max_iter=None,
+    ):
+        store_params(self, locals())
+
+    def _settings(self, target) -> _Settings:
+        n_rows = target.n_rows
+        if self.batch_size == "auto":
+            batch = min(n_rows, max(AUTO_BATCH, -(-n_rows // AUTO_BATCH_STEPS)))
+        else:
+            batch = int(self.batch_size)
+        max_iter = self.max_iter
+        if max_iter is None:
+            _, steps = batches(n_rows, batch)
+            max_iter = int(self.n_cycles) * -(-CYCLE_STEPS // steps)
+        return _ChainSettings(
+            solver="sghmc",
+            learning_rate_init=float(self.learning_rate_init),
+            learning_rate="constant",
+            momentum=float(self.momentum),
+            nesterovs_momentum=False,
+            batch_size=batch,
+            max_iter=int(max_iter),
+            tol=0.0,
+            early_stopping=False,
+        )
+
+    def _lower_rate(self, settings) -> str:
+        return self._fix(learning_rate_init=settings.learning_rate_init / 10)
+
+    def _not_converged(self, settings, slow: int, kept: list) -> str:  # pragma: no cover
+        raise AssertionError("a sampler's chains have no stopping rule")
+
+    def _schedule(self, n_steps: int, n_keep: int, n_train: float, s: _Settings):
+        """Every step's learning rate, injected noise sd and keep flag, over a chain of
+        ``n_steps`` steps that keeps ``n_keep`` draws."""
+        m = int(self.n_cycles)
+        t = np.arange(n_steps)
+        # the position within the cycle, in [0, 1): exact in integers
+        cycle = (t * m) // n_steps
+        r = ((t * m) % n_steps) / n_steps
+        lrs = 0.5 * s.learning_rate_init * (np.cos(np.pi * r) + 1.0)
+        sampling = r >= 1.0 - float(self.sampling_fraction)
+        noise = np.where(sampling, np.sqrt(2.0 * (1.0 - s.momentum) * lrs / n_train), 0.0)
+        keep = np.zeros(n_steps, dtype=np.int8)
+        per_cycle = np.full(m, n_keep // m) + (np.arange(m) >= m - n_keep % m)
+        for c in range(m):
+            k = int(per_cycle[c])
+            if k == 0:
+                continue
+            steps = np.flatnonzero((cycle == c) & sampling)
+            if steps.size < k:
+                # a sampling stage shorter than its draws: the cycle's last steps
+                steps = np.flatnonzero(cycle == c)[-k:]
+            half = steps[steps.size // 2 :]
+            spacing = max(1, half.size // k) if half.size >= k else 1
+            keep[steps[-1] - spacing * np.arange(k)] = 1
+        return lrs, noise, keep
+
+    def _optimize(self, target, theta, train, val, s, prior_mean, YT, rng, bar, member):
+        # a chain: the cycles' schedule over all its epochs, the draws into a buffer
+        _, steps_per_epoch = batches(train.size, s.batch_size)
+        n_steps = s.max_iter * steps_per_epoch
+        lrs, noise, keep = self._schedule(n_steps, s.n_keep, target.weight_of(train), s)
+        n_keep = int(keep.sum())
+        cfg = np.zeros(1, dtype=kopt.MOMENTS)
+        cfg[0]["raw"] = 1
+        draws = kopt.Moments(cfg, np.empty(0), np.empty(0), np.zeros((n_keep, theta.size)))
+
+        def plan(epoch, n):
+            part = slice(epoch * n, (epoch + 1) * n)
+            return lrs[part], noise[part], keep[part]
+
+        _minibatch_epochs(target, theta, train, None, s, prior_mean, YT, s.max_iter,
+                          rng=rng, plan=plan, moments=draws, bar=bar,
+                          member=member)  # fmt: skip
+        member.converged = True
+        member.draws = draws.dev[: int(cfg[0]["n"])]
+        if member.draws.shape[0] < n_keep or not np.all(np.isfinite(member.draws)):
+            member.diverged = True
+
+    def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
+        """Run ``n_chains`` chains; keep ``n_samples`` draws in all. See
+        :meth:`BaseMethod.run`."""
+        self._validate_params()
+        n_chains, n_cycles = int(self.n_chains), int(self.n_cycles)
+        n_keep = math.ceil(n_samples / n_chains)
+        s = replace(self._settings(target), n_keep=n_keep)
+        _, steps_per_epoch = batches(target.n_rows, s.batch_size)
+        steps_per_cycle = s.max_iter * steps_per_epoch // n_cycles
+        if steps_per_cycle < math.ceil(n_keep / n_cycles):
+            raise ValueError(
+                f"max_iter={s.max_iter} epochs of {steps_per_epoch} steps give "
+                f"{steps_per_cycle} steps per cycle, fewer than the "
+                f"{math.ceil(n_keep / n_cycles)} draws each keeps; raise max_iter: "
+                f"{self._fix(max_iter=n_cycles * math.ceil(n_keep / n_cycles))}"
+            )
+
+        def start(target, rng):
+            return glorot_init(target, rng), None, None
+
+        members, diagnostics = self._train_members(
+            target, n_chains, random_state, n_jobs, verbose, start, settings=s
+        )
+        thetas = np.concatenate([m.draws for m in members])[:n_samples]
+        whole = len(members) * n_keep == thetas.shape[0]
+        posterior = WeightedDraws(
+            thetas,
+            noise_precision=noise_of(target, thetas),
+            chain_shape=(len(members), n_keep) if whole else None,
+        )
+        diagnostics["n_chains"] = len(members)
+        diagnostics["n_cycles"] = int(self.n_cycles)
+        return FitResult(posterior, diagnostics=diagnostics)
