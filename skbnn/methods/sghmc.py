@@ -106,17 +106,6 @@ class SGHMC(_Trainer):
     name = "sghmc"
     default_n_samples = 48
 
-    # the engine's knobs that SGHMC does not expose: plain SGD with momentum, every epoch
-    # run, no rows held out
-    solver = "sgd"
-    learning_rate = "constant"
-    nesterovs_momentum = False
-    beta_1, beta_2, epsilon = 0.9, 0.999, 1e-8
-    tol = 0.0
-    early_stopping = False
-    validation_fraction = 0.1
-    n_iter_no_change = 1
-
     _parameter_constraints: dict = {
         "n_chains": [Interval(Integral, 1, None, closed="left")],
         "n_cycles": [Interval(Integral, 1, None, closed="left")],
@@ -160,12 +149,6 @@ class SGHMC(_Trainer):
             tol=0.0,
             early_stopping=False,
         )
-
-    def _lower_rate(self, settings) -> str:
-        return self._fix(learning_rate_init=settings.learning_rate_init / 10)
-
-    def _not_converged(self, settings, slow: int, kept: list) -> str:  # pragma: no cover
-        raise AssertionError("a sampler's chains have no stopping rule")
 
     def _schedule(self, n_steps: int, n_keep: int, n_train: float, s: _Settings):
         """Every step's learning rate, injected noise sd and keep flag, over a chain of
