@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from enum import StrEnum
 
 import numpy as np
@@ -15,6 +16,11 @@ from .priors import NOISE_PRECISION_RATE, NOISE_PRECISION_SHAPE, GaussianPrior, 
 #: feature-major data and of the workspace then starts on a vector boundary; rows that
 #: straddle them slow every gradient.
 ROW_ALIGN = 8
+#: An :class:`Evaluator` on more rows than fit a workspace of this size takes its rows in
+#: blocks: the workspace holds every layer's activations of every row it evaluates.
+BLOCK_BYTES = 64 * 2**20
+# threads that evaluate the same target build its blocks once
+_BLOCKS_LOCK = threading.Lock()
 
 
 class NoiseMode(StrEnum):
@@ -56,6 +62,13 @@ def noise_mode(likelihood: str, infer: bool, handling: str) -> str:
 def padded_rows(n: int) -> int:
     """``n`` rounded up to a multiple of :data:`ROW_ALIGN`."""
     return -(-int(n) // ROW_ALIGN) * ROW_ALIGN
+
+
+def block_rows(sizes) -> int:
+    """Rows whose workspace for the network of layer ``sizes`` fills :data:`BLOCK_BYTES`, a
+    multiple of :data:`ROW_ALIGN`."""
+    per_row = int(knet.workspace_size(np.asarray(sizes, dtype=np.int64), 1))
+    return max(ROW_ALIGN, BLOCK_BYTES // (8 * per_row) // ROW_ALIGN * ROW_ALIGN)
 
 
 def aligned_empty(size: int) -> np.ndarray:
@@ -364,9 +377,25 @@ class LogPosterior:
             self._padded = ((XT, YT, W), out)
         return out
 
+    def _blocks_data(self, block: int) -> list:
+        """The padded feature-major data of every block of ``block`` rows, made once and
+        shared by the evaluators on all rows (they only read it); like the padded copy, it
+        remembers the arrays it copied."""
+        with _BLOCKS_LOCK:
+            cached = getattr(self, "_blocks", None)
+            if cached is not None:
+                (x0, y0, w0, b0), data = cached
+                if x0 is self.XT and y0 is self.YT and w0 is self.W and b0 == block:
+                    return data
+            rows = np.arange(self.n_rows)
+            data = [self._padded_data(*self.rows_data(rows[lo : lo + block]))
+                    for lo in range(0, self.n_rows, block)]  # fmt: skip
+            self._blocks = ((self.XT, self.YT, self.W, block), data)
+            return data
+
     def __getstate__(self) -> dict:
-        # the padded copy is rebuilt where it is needed rather than pickled
-        return {**self.__dict__, "_padded": None}
+        # the padded copies are rebuilt where they are needed rather than pickled
+        return {**self.__dict__, "_padded": None, "_blocks": None}
 
     def workspace(self, n_rows: int | None = None, padded: bool = False) -> np.ndarray:
         """A fresh scratch buffer for one thread, for ``n_rows`` rows (default all); with
@@ -421,6 +450,9 @@ class LogPosterior:
 
         def part(bounds):
             a, b = bounds
+            if self.n_rows > block_rows(self.layout.sizes):
+                self._blocked_batch(thetas[a:b], 1.0, logp[a:b], None, stats[a:b])
+                return
             tgt = knet.density_target(self.kernel_target(own=True, padded=True),
                                       codes=self.kernel_codes)  # fmt: skip
             knet.logp_grad_batch(thetas[a:b], tgt, self.workspace(padded=True), logp[a:b],
@@ -428,6 +460,16 @@ class LogPosterior:
 
         thread_map(part, list(zip(cuts[:-1], cuts[1:], strict=True)), int(n_jobs))
         return stats[:, 0].copy(), stats[:, 1].copy()
+
+    def _blocked_batch(self, thetas, beta, logp, grads, stats) -> None:
+        # many rows: one evaluator whose blocks bound the workspace, draw after draw
+        ev = self.evaluator()
+        for s in range(thetas.shape[0]):
+            if grads is None:
+                logp[s] = ev.value(thetas[s], beta)
+            else:
+                logp[s], grads[s] = ev(thetas[s], beta)
+            stats[s] = ev.stats
 
     def logp_grad_batch(
         self, thetas, beta: float = 1.0, n_jobs: int = 1
@@ -454,6 +496,9 @@ class LogPosterior:
 
         def part(bounds):
             a, b = bounds
+            if self.n_rows > block_rows(self.layout.sizes):
+                self._blocked_batch(thetas[a:b], beta, logp[a:b], grads[a:b], stats[a:b])
+                return
             tgt = knet.density_target(
                 self.kernel_target(own=True, padded=True), codes=self.kernel_codes
             )
@@ -490,7 +535,9 @@ class Evaluator:
     """Log density and gradient of one :class:`LogPosterior`, reusing its buffers.
 
     Holds a private kernel target, a workspace for its rows, a gradient and a stats
-    buffer, so repeated calls (an optimizer's iterations) allocate nothing. Not
+    buffer, so repeated calls (an optimizer's iterations) allocate nothing. On more rows
+    than :func:`block_rows` it holds one target per block of rows and a workspace for one
+    block, and sums the blocks: memory stays bounded on any number of rows. Not
     thread-safe: one evaluator per thread.
 
     Parameters
@@ -513,35 +560,74 @@ class Evaluator:
     """
 
     def __init__(self, target: LogPosterior, prior_mean=None, rows=None, YT=None):
-        XT = W = None
-        if rows is not None:
-            XT, YT, W = target.rows_data(rows, YT)
         self.n_rows = target.n_rows if rows is None else len(rows)
-        self.tgt = target.kernel_target(
-            own=True, XT=XT, YT=YT, prior_mean=prior_mean, W=W, padded=True
-        )
-        self.ws = target.workspace(self.n_rows, padded=True)
         self._codes = target.kernel_codes
         self.grad = np.empty(target.n_params)
         self.stats = np.empty(2 + int(target.layout.sizes[-1]))
         self._no_grad = np.empty(0)
+        block = block_rows(target.layout.sizes)
+        if self.n_rows <= block or target.cfg[0]["noise_marginal"]:
+            # the marginalized noise's density is not a sum over rows: one block
+            XT = W = None
+            if rows is not None:
+                XT, YT, W = target.rows_data(rows, YT)
+            self.blocks = [target.kernel_target(own=True, XT=XT, YT=YT, prior_mean=prior_mean,
+                                                W=W, padded=True)]  # fmt: skip
+            self.ws = target.workspace(self.n_rows, padded=True)
+            self._prior = None
+        else:
+            none = np.empty(0)
+            # no rows: the prior alone. Its writable parameters are shared by the blocks,
+            # which run one after another
+            self._prior = target.kernel_target(own=True, XT=none, YT=none, W=none,
+                                               prior_mean=prior_mean)  # fmt: skip
+            shared = {k: getattr(self._prior, k) for k in ("prior_mean", "prior_scale", "tau",
+                                                           "cfg")}  # fmt: skip
+            if rows is None and YT is None:
+                data = target._blocks_data(block)
+            else:
+                rows = np.arange(self.n_rows) if rows is None else np.asarray(rows)
+                data = [target._padded_data(*target.rows_data(rows[lo : lo + block], YT))
+                        for lo in range(0, self.n_rows, block)]  # fmt: skip
+            self.blocks = [
+                target.kernel_target(own=False, XT=XT, YT=YT_b, W=W)._replace(**shared)
+                for XT, YT_b, W in data
+            ]
+            self.ws = target.workspace(block, padded=True)
+            self._part_grad = np.empty(target.n_params)
+            self._part_stats = np.empty_like(self.stats)
+        self._cfg = self.blocks[0].cfg
 
     def _set_beta(self, beta):
-        if beta != self.tgt.cfg[0]["beta"]:
-            self.tgt.cfg[0]["beta"] = beta
+        if beta != self._cfg[0]["beta"]:
+            self._cfg[0]["beta"] = beta
 
-    def __call__(self, theta, beta: float = 1.0) -> tuple[float, np.ndarray]:
-        """``(beta * loglik + logprior, gradient)``; the gradient is :attr:`grad`."""
+    def _evaluate(self, theta, beta: float, with_grad: bool) -> float:
         self._set_beta(beta)
         theta = np.ascontiguousarray(theta, dtype=np.float64)
         # the network kernel the samplers and the training engine use, compiled or cached
         kernel = knet.logp_grad_for(*self._codes)
-        value = kernel(theta, self.tgt, self.ws, self.grad, self.stats, True)
-        return value, self.grad
+        grad = self.grad if with_grad else self._no_grad
+        if self._prior is None:
+            return kernel(theta, self.blocks[0], self.ws, grad, self.stats, with_grad)
+        # every block's density counts the prior once: take all but one of them back
+        extra = len(self.blocks) - 1
+        value = -extra * kernel(theta, self._prior, self._no_grad, grad, self.stats, with_grad)
+        grad *= -extra
+        self.stats[0] = 0.0
+        self.stats[2:] = 0.0
+        part_grad = self._part_grad if with_grad else self._no_grad
+        for tgt in self.blocks:
+            value += kernel(theta, tgt, self.ws, part_grad, self._part_stats, with_grad)
+            grad += part_grad
+            self.stats[0] += self._part_stats[0]
+            self.stats[2:] += self._part_stats[2:]
+        return value
+
+    def __call__(self, theta, beta: float = 1.0) -> tuple[float, np.ndarray]:
+        """``(beta * loglik + logprior, gradient)``; the gradient is :attr:`grad`."""
+        return self._evaluate(theta, beta, True), self.grad
 
     def value(self, theta, beta: float = 1.0) -> float:
         """``beta * loglik + logprior`` without the gradient."""
-        self._set_beta(beta)
-        theta = np.ascontiguousarray(theta, dtype=np.float64)
-        kernel = knet.logp_grad_for(*self._codes)
-        return kernel(theta, self.tgt, self.ws, self._no_grad, self.stats, False)
+        return self._evaluate(theta, beta, False)

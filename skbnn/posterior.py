@@ -99,15 +99,17 @@ class ForwardPass:
     def outputs(self, X, thetas):
         """Generator over row chunks: ``(rows slice, outputs of shape (S, k, n_chunk))``.
 
-        Rows are chunked so at most 64 MB of outputs exist at once; within a chunk the draws
-        are split over the threads running the GIL-free kernel.
+        Rows are chunked so that the outputs and the threads' workspaces (every layer's
+        activations) take at most 64 MB at once; within a chunk the draws are split over the
+        threads running the GIL-free kernel.
         """
         from .utils import thread_map
 
         n, k = X.shape[0], self.n_outputs
         n_draws = thetas.shape[0]
-        chunk = max(1, _CHUNK_BYTES // (8 * k * max(1, n_draws)))
         n_threads = max(1, min(self.n_jobs, n_draws))
+        per_row = k * n_draws + n_threads * int(knet.workspace_size(self.layout.sizes, 1))
+        chunk = max(1, _CHUNK_BYTES // (8 * per_row))
         thetas = np.ascontiguousarray(thetas[:, : self.layout.n_weights])
         bounds = np.linspace(0, n_draws, n_threads + 1).astype(int)
         sizes, offsets = self.layout.sizes, self.layout.offsets
