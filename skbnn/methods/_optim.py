@@ -48,6 +48,12 @@ MAX_RESTARTS = 2
 #: most data.
 DEFAULT_STEPS = 300_000
 MIN_EPOCHS = 200
+#: ``max_iter=None`` on many rows, for every method on the engine: at most the epochs in
+#: which a member visits this many rows, and at least ``MIN_BUDGET_EPOCHS``. An epoch of
+#: 10^6 rows holds a thousand steps; the step count, not the epoch count, is what an
+#: optimizer needs, so the cap holds the cost of a fit in check as the rows grow.
+ROW_BUDGET = 20_000_000
+MIN_BUDGET_EPOCHS = 10
 #: ``max_iter=None`` for L-BFGS: iterations, each one pass over the data; networks of tens
 #: of units need a few hundred to reach ``tol``.
 DEFAULT_LBFGS_ITER = 1000
@@ -150,7 +156,8 @@ ENGINE_DOCS: dict = {
         "int",
         """Epochs of Adam and SGD, iterations of L-BFGS. ``None`` is a cap rather than a
     length: epochs for 300,000 steps and at least 200 (the stopping rule ends most
-    runs far sooner), or 1000 L-BFGS iterations.""",
+    runs far sooner), but no more than 2 x 10^7 row visits (20 epochs of 10^6 rows) and
+    at least 10; or 1000 L-BFGS iterations.""",
     ),
     "tol": (
         "float",
@@ -344,6 +351,37 @@ def _ended_far_above_best(curve, sampled: bool = False) -> bool:
     return end > lowest + max(1.0, abs(lowest))
 
 
+def row_budget(n_rows: int, epochs: int) -> int:
+    """``epochs``, capped at the epochs in which ``n_rows`` rows add up to
+    :data:`ROW_BUDGET` visits (but at least :data:`MIN_BUDGET_EPOCHS`): the default length
+    of a minibatch run."""
+    return int(min(epochs, max(MIN_BUDGET_EPOCHS, -(-ROW_BUDGET // max(1, n_rows)))))
+
+
+def loss_trend(curve, window: int) -> tuple[float, float]:
+    """How much the per-row loss fell from the mean of the ``window`` epochs before the
+    last ``window`` to the mean of the last ``window``, and that difference's standard
+    error (from the spread of the epochs within each window)."""
+    a = np.asarray(curve[-2 * window : -window])
+    b = np.asarray(curve[-window:])
+    se = math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size) if window > 1 else 0.0
+    return float(a.mean() - b.mean()), se
+
+
+def still_improving(member, s) -> bool:
+    """Whether a member that ran all its epochs without meeting the stopping rule was still
+    improving: its monitored loss fell over its last ``window`` epochs (half of
+    ``n_iter_no_change``) by more than ``tol`` per epoch and by more than twice the
+    fall's standard error. A loss that only fluctuates sets a new best by chance now and
+    then, which keeps the stopping rule from firing but is no reason to train longer."""
+    curve = member.validation_curve or member.loss_curve
+    window = max(2, s.n_iter_no_change // 2)
+    if s.solver == "lbfgs" or len(curve) < 2 * window:
+        return True
+    gain, se = loss_trend(curve, window)
+    return gain > max(s.tol * window, 2.0 * se)
+
+
 def batches(n_train: int, batch_size: int) -> tuple[int, int]:
     """The batch size an epoch over ``n_train`` rows uses, and its number of steps."""
     batch = max(1, min(int(batch_size), n_train))
@@ -512,7 +550,7 @@ class _Trainer(BaseMethod):
             max_iter = DEFAULT_LBFGS_ITER
         elif max_iter is None:
             _, steps = batches(n_rows, batch)
-            max_iter = max(MIN_EPOCHS, -(-DEFAULT_STEPS // steps))
+            max_iter = row_budget(n_rows, max(MIN_EPOCHS, -(-DEFAULT_STEPS // steps)))
         return _Settings(
             solver=solver,
             learning_rate_init=float(self.learning_rate_init),
@@ -686,7 +724,7 @@ class _Trainer(BaseMethod):
                 f"the learning rate: {lower}.",
                 ConvergenceWarning,
             )
-        slow = sum(not m.converged for m in kept)
+        slow = sum(not m.converged and still_improving(m, settings) for m in kept)
         if slow:
             warn(self._not_converged(settings, slow, kept), ConvergenceWarning)
         diagnostics = {

@@ -50,6 +50,15 @@ EXACT_NEWTON_BUDGET = 5e8
 #: Iterations of the L-BFGS run that precedes them (bounded: at a ReLU kink no gradient
 #: tolerance is ever met).
 POLISH_LBFGS_ITER = 300
+#: On many rows every L-BFGS iteration is a pass over all of them: the polish then runs at
+#: most the iterations that add up to this many row visits (at least ``MIN_POLISH_ITER``),
+#: and the Gauss-Newton steps, each a pass too but quadratically convergent, finish it.
+POLISH_ROWS = 5_000_000
+MIN_POLISH_ITER = 5
+#: Rows above which an empirical Bayes update polishes the MAP it has under the new
+#: precisions instead of retraining it by the engine first: with this many rows the prior
+#: barely moves the MAP, and a retraining costs many passes.
+RETRAIN_MAX_ROWS = 100_000
 #: Iterations of the short polish that ranks the n_init initializations by their evidence
 #: (modes worth telling apart differ by nats; the full polish then changes the winner's
 #: evidence by tenths at most)
@@ -68,6 +77,12 @@ MAX_EVIDENCE_CHANGE = 0.01
 MIN_EVIDENCE_CHANGE = 1.0
 #: Bounds of the prior and noise precisions empirical Bayes may choose.
 PRECISION_RANGE = (1e-8, 1e8)
+
+
+def polish_iterations(n_rows: int, lbfgs_iter: int) -> int:
+    """``lbfgs_iter``, capped at the iterations that visit :data:`POLISH_ROWS` rows (but at
+    least :data:`MIN_POLISH_ITER`)."""
+    return int(min(lbfgs_iter, max(MIN_POLISH_ITER, POLISH_ROWS // max(1, n_rows))))
 
 
 class _State:
@@ -354,9 +369,12 @@ class Laplace(_Trainer):
         H = -(grads[:q, sl] - grads[q:, sl]) / (2.0 * h[:, None])
         return 0.5 * (H + H.T)
 
-    def _assemble(self, target, net, theta, first_layer, sl, n_jobs, evaluator):
-        """The approximation at ``theta`` under the target's current hyperparameters."""
-        curvature = self._curvature(target, net, theta, first_layer)
+    def _assemble(self, target, net, theta, first_layer, sl, n_jobs, evaluator,
+                  curvature=None):  # fmt: skip
+        """The approximation at ``theta`` under the target's current hyperparameters; the
+        likelihood's ``curvature`` there (:meth:`_curvature`) is computed unless given."""
+        if curvature is None:
+            curvature = self._curvature(target, net, theta, first_layer)
         value = evaluator.value(theta)
         loglik = float(evaluator.stats[0])
         ssr = np.array(evaluator.stats[2 : 2 + target.n_outputs], dtype=np.float64)
@@ -492,7 +510,8 @@ class Laplace(_Trainer):
         # operations on q entries slower than the gradients they serve)
         res = minimize(
             fun, theta, jac=True, method="L-BFGS-B",
-            options={"maxiter": lbfgs_iter, "gtol": 1e-9, "ftol": 0.0},
+            options={"maxiter": polish_iterations(target.n_rows, lbfgs_iter), "gtol": 1e-9,
+                     "ftol": 0.0},
         )  # fmt: skip
         if np.isfinite(res.fun) and res.fun <= fun(theta)[0]:
             theta = res.x
@@ -718,7 +737,7 @@ class Laplace(_Trainer):
         def start(target, rng):
             return (glorot_init(target, rng) if theta is None else theta.copy()), None, None
 
-        best = None
+        best = state = None
         stall = 0
         trace, history = [], []
         diagnostics = {}
@@ -730,29 +749,38 @@ class Laplace(_Trainer):
             # the first MAP from n_init initializations; each later one retrained from the
             # MAP before it, under the new hyperparameters
             n_members = int(self.n_init) if update == 0 else 1
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                members, train_diag = self._train_members(
-                    target, n_members, train_seed, n_jobs, verbose, start
-                )
-            theta = members[0].theta.copy()
             evaluator = target.evaluator()
-            if len(members) > 1:
-                # the initializations ranked after a short polish, the best polished on
-                ranked = []
-                for member in members:
-                    quick, _ = self._polish(
-                        target, net, member.theta.copy(), first_layer, sl, jobs, evaluator,
-                        RANK_LBFGS_ITER, newton=False,
-                    )  # fmt: skip
-                    quick.log_evidence += self._log_symmetric_modes(target, quick, first_layer)
-                    ranked.append(quick)
-                init_evidence = [quick.log_evidence for quick in ranked]
-                theta = ranked[int(np.argmax(init_evidence))].theta.copy()
-            # a short polish per update ranks them; the best is polished in full below
-            short = UPDATE_NEWTON_STEPS if updating else MAX_NEWTON_STEPS
-            state, steps = self._polish(target, net, theta, first_layer, sl, jobs, evaluator,
-                                        newton_steps=short)  # fmt: skip
+            if update > 0 and target.n_rows > RETRAIN_MAX_ROWS:
+                # on many rows the MAP is held and the hyperparameters are updated at its
+                # curvature: the fixed point then needs no pass over the rows but the
+                # likelihood's, and the MAP is polished once, under the best of them
+                state = self._assemble(target, net, theta, first_layer, sl, jobs, evaluator,
+                                       curvature=state.curvature)  # fmt: skip
+                steps = 0
+            else:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    members, train_diag = self._train_members(
+                        target, n_members, train_seed, n_jobs, verbose, start
+                    )
+                theta = members[0].theta.copy()
+                if len(members) > 1:
+                    # the initializations ranked after a short polish, the best polished on
+                    ranked = []
+                    for member in members:
+                        quick, _ = self._polish(
+                            target, net, member.theta.copy(), first_layer, sl, jobs,
+                            evaluator, RANK_LBFGS_ITER, newton=False,
+                        )  # fmt: skip
+                        quick.log_evidence += self._log_symmetric_modes(target, quick,
+                                                                        first_layer)  # fmt: skip
+                        ranked.append(quick)
+                    init_evidence = [quick.log_evidence for quick in ranked]
+                    theta = ranked[int(np.argmax(init_evidence))].theta.copy()
+                # a short polish per update ranks them; the best is polished in full below
+                short = UPDATE_NEWTON_STEPS if updating else MAX_NEWTON_STEPS
+                state, steps = self._polish(target, net, theta, first_layer, sl, jobs,
+                                            evaluator, newton_steps=short)  # fmt: skip
             state.log_symmetry = self._log_symmetric_modes(target, state, first_layer)
             state.log_evidence += state.log_symmetry
             if update == 0:

@@ -23,6 +23,7 @@ from ._optim import (
     batches,
     glorot_init,
     noise_of,
+    row_budget,
     store_params,
 )
 
@@ -91,7 +92,8 @@ class SGHMC(_Trainer):
         epoch takes at most 1,000 steps.
     max_iter : int, default=None
         Epochs per chain, divided evenly into the cycles. ``None`` is epochs enough for
-        10,000 steps per cycle, at least one per cycle.
+        10,000 steps per cycle, at least one per cycle, but no more than 2 x 10^7 row
+        visits per chain (20 epochs of 10^6 rows) and at least 10.
 
     Examples
     --------
@@ -137,7 +139,7 @@ class SGHMC(_Trainer):
         max_iter = self.max_iter
         if max_iter is None:
             _, steps = batches(n_rows, batch)
-            max_iter = int(self.n_cycles) * -(-CYCLE_STEPS // steps)
+            max_iter = row_budget(n_rows, int(self.n_cycles) * -(-CYCLE_STEPS // steps))
         return _ChainSettings(
             solver="sghmc",
             learning_rate_init=float(self.learning_rate_init),

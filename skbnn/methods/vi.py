@@ -32,6 +32,8 @@ from ._optim import (
     batches,
     engine_parameters,
     glorot_init,
+    loss_trend,
+    row_budget,
     store_params,
 )
 
@@ -51,16 +53,6 @@ def _inverse_softplus(s: float) -> float:
     return float(s + np.log(-np.expm1(-s)))
 
 
-def elbo_trend(curve, window: int) -> tuple[float, float]:
-    """How much the per-row loss fell from the mean of the ``window`` epochs before the
-    last ``window`` to the mean of the last ``window``, and that difference's standard
-    error (from the spread of the epochs within each window)."""
-    a = np.asarray(curve[-2 * window : -window])
-    b = np.asarray(curve[-window:])
-    se = math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size) if window > 1 else 0.0
-    return float(a.mean() - b.mean()), se
-
-
 #: What the variational methods' training engine does differently (see
 #: :func:`~skbnn.methods._optim.engine_parameters`).
 VARIATIONAL_ENGINE_DOCS = {
@@ -72,7 +64,8 @@ VARIATIONAL_ENGINE_DOCS = {
         "int",
         """Epochs; None is enough epochs for 10,000 steps on up to 1,000 rows, and
     ``10,000 sqrt(n / 1000)`` on ``n`` rows above (the posterior narrows as rows are
-    added, and the variances take longer to shrink to it), at least 20.""",
+    added, and the variances take longer to shrink to it), at least 20; but no more than
+    2 x 10^7 row visits (20 epochs of 10^6 rows) and at least 10.""",
     ),
     "tol": (
         ENGINE_DOCS["tol"][0],
@@ -240,7 +233,7 @@ class VariationalInference(_Trainer):
         if self.max_iter is None:
             _, steps = batches(n_rows, s.batch_size)
             total = DEFAULT_STEPS * max(1.0, math.sqrt(n_rows / STEPS_ROWS))
-            s.max_iter = max(20, math.ceil(total / steps))
+            s.max_iter = row_budget(n_rows, max(20, math.ceil(total / steps)))
         return s
 
     def _vcfg(self, target) -> np.ndarray:
@@ -336,7 +329,7 @@ class VariationalInference(_Trainer):
                     member.converged = True
                     break
             elif since >= 2 * window:
-                gain, se = elbo_trend(member.loss_curve, window)
+                gain, se = loss_trend(member.loss_curve, window)
                 # a plateau, once the windows are precise enough to tell: a noisy window's
                 # chance low point must not stop a run that is still improving
                 if 2.0 * se < s.tol and gain + 2.0 * se < s.tol:
@@ -352,7 +345,7 @@ class VariationalInference(_Trainer):
         if validation is None and not member.converged:
             w = min(window, len(curve) // 2)
             if w >= 2:
-                gain, se = elbo_trend(curve, w)
+                gain, se = loss_trend(curve, w)
                 member.converged = gain - 3.0 * se <= s.tol
                 member.trend = (gain, se, w)
             else:
