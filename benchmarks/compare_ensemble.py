@@ -51,13 +51,15 @@ from _uci import emitter, fresh_numba_cache, load_split, machine, standardize  #
 SIDES = ("skbnn", "torch", "sklearn")
 
 
-def synthetic_split(n_rows: int = 50_000, n_features: int = 20, seed: int = 20240314):
+def synthetic_split(n_rows: int = 50_000, n_features: int = 20, seed: int = 20240314,
+                    n_test: int | None = None):  # fmt: skip
     """The synthetic regression set: ``(X_train, y_train, X_test, y_test, oracle)``.
 
     x ~ N(0, I) in ``n_features`` (>= 10) dimensions; the mean
     ``sin(1.5 x0) + 0.5 x1 x2 + tanh(x3 + 0.5 x4) + 0.25 (x5 + x6 + x7 + x8)`` (the other
     features are noise); the noise sd ``0.1 + 0.4 sigmoid(x0 + x9)``, between 0.1 and 0.5.
-    The last 10% of rows are the test split; X is standardized on the training split.
+    The last ``n_test`` rows (default 10%) are the test split; X is standardized on the
+    training split.
     ``oracle`` holds ``oracle_test_ll``, the mean log density of the test targets under the
     true model, and ``oracle_rmse``, the RMSE of the true mean.
     """
@@ -67,7 +69,7 @@ def synthetic_split(n_rows: int = 50_000, n_features: int = 20, seed: int = 2024
          + 0.25 * X[:, 5:9].sum(axis=1))  # fmt: skip
     sd = 0.1 + 0.4 / (1.0 + np.exp(-(X[:, 0] + X[:, 9])))
     y = f + sd * rng.standard_normal(n_rows)
-    n_train = n_rows - n_rows // 10
+    n_train = n_rows - (n_rows // 10 if n_test is None else n_test)
     z = (y[n_train:] - f[n_train:]) / sd[n_train:]
     oracle = {
         "oracle_test_ll": float(np.mean(-0.5 * np.log(2 * np.pi) - np.log(sd[n_train:])

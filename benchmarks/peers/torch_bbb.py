@@ -159,7 +159,7 @@ def train_bbb(
     X: np.ndarray,
     y: np.ndarray,
     *,
-    hidden: int = 50,
+    hidden: int | tuple = 50,
     epochs: int = 100,
     batch_size: int = 32,
     lr: float = 1e-3,
@@ -178,8 +178,9 @@ def train_bbb(
     y : ndarray of shape (n,)
         Targets in original units (standardized inside).
     hidden, epochs, batch_size, lr, n_mc, init_std : int, int, int, float, int, float
-        Hidden ReLU units, passes over the data, minibatch rows B, Adam's constant learning
-        rate, draws per step, the initial ``sigma``.
+        Hidden ReLU units (an int, or a tuple of layer widths), passes over the data,
+        minibatch rows B, Adam's constant learning rate, draws per step, the initial
+        ``sigma``.
     seed : int
         Seeds torch's generator (initialization, permutations and draws).
     n_threads : int
@@ -206,7 +207,7 @@ def train_bbb(
     y_mean, y_sd = float(y.mean()), float(y.std())
     Xt = torch.from_numpy(X)
     yt = torch.from_numpy((y - y_mean) / y_sd)
-    sizes = (d, hidden, 1)
+    sizes = (d, *((hidden,) if isinstance(hidden, int) else hidden), 1)
     gen = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
 
     # q's means and rhos as one flat vector each, in skbnn's layout: two tensors for Adam
@@ -228,11 +229,16 @@ def train_bbb(
     # E_q[log p(w)]'s constant, H[q]'s constant and the Gamma prior's
     const = (-float(torch.log(s0).sum()) - 0.5 * n_w * LOG_2PI + 0.5 * (n_w + 1) * (1 + LOG_2PI)
              + NOISE_SHAPE * math.log(NOISE_RATE) - math.lgamma(NOISE_SHAPE))  # fmt: skip
-    cuts = np.cumsum([0, d * hidden, hidden, hidden, 1, 1])
 
     def layers(t):
-        w1, b1, w2, b2, eta = (t[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True))
-        return w1.view(d, hidden), b1, w2.view(hidden, 1), b2, eta
+        # [(W, b) per layer] views of a flat vector in skbnn's layout, and eta
+        out, pos = [], 0
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
+            w = t[pos : pos + fan_in * fan_out].view(fan_in, fan_out)
+            pos += fan_in * fan_out
+            out.append((w, t[pos : pos + fan_out]))
+            pos += fan_out
+        return out, t[pos:]
 
     opt = torch.optim.Adam([mu, rho], lr=lr, fused=fused or None)
     curve = np.zeros(epochs)
@@ -245,18 +251,19 @@ def train_bbb(
             nb = xb.shape[0]
             sig = F.softplus(rho)
             var = sig * sig
-            mW1, mb1, mW2, mb2, m_eta = layers(mu)
-            vW1, vb1, vW2, vb2, _ = layers(var)
+            means, m_eta = layers(mu)
+            variances, _ = layers(var)
             s_eta = sig[n_w:]
             ell = 0.0
             for _ in range(n_mc):
-                m = torch.addmm(mb1, xb, mW1)
-                v = torch.addmm(vb1, xb * xb, vW1)
-                h = torch.relu(m + v.sqrt() * torch.randn(m.shape, generator=gen,
-                                                          dtype=torch.float64))  # fmt: skip
-                m = torch.addmm(mb2, h, mW2)
-                v = torch.addmm(vb2, h * h, vW2)
-                f = (m + v.sqrt() * torch.randn(m.shape, generator=gen, dtype=torch.float64))[:, 0]
+                h = xb
+                for i, ((mw, mb), (vw, vb)) in enumerate(zip(means, variances, strict=True)):
+                    m = torch.addmm(mb, h, mw)
+                    v = torch.addmm(vb, h * h, vw)
+                    h = m + v.sqrt() * torch.randn(m.shape, generator=gen, dtype=torch.float64)
+                    if i < len(means) - 1:
+                        h = torch.relu(h)
+                f = h[:, 0]
                 eta = m_eta + s_eta * torch.randn(1, generator=gen, dtype=torch.float64)
                 tau = eta.exp()
                 sq = ((yb - f) ** 2).sum()

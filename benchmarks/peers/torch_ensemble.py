@@ -6,7 +6,8 @@ max_iter=epochs, batch_size=B, learning_rate_init=lr))``:
 
 * X as given (standardize it first); y standardized with its training mean and population sd,
   predictions returned in y's original units. float64 throughout.
-* A ``d -> hidden (ReLU) -> 2`` network: output 0 is the mean, output 1 a raw variance,
+* A ``d -> hidden (ReLU) -> 2`` network (``hidden`` one width or a tuple of widths, one
+  ReLU layer each): output 0 is the mean, output 1 a raw variance,
   ``var = softplus(raw) + 1e-6``.
 * scikit-learn's initialization: every weight and bias ~ Uniform(-a, a) with
   ``a = sqrt(6 / (fan_in + fan_out))`` of its layer, drawn independently per member.
@@ -49,7 +50,7 @@ LOG_2PI = math.log(2.0 * math.pi)
 class TorchEnsemble:
     """A trained ensemble: per-member parameters, y's scaling, timings and loss curves."""
 
-    members: list  # per member: [W1 (d, h), b1 (h,), W2 (h, 2), b2 (2,)] torch tensors
+    members: list  # per member: [W1, b1, W2, b2, ...] torch tensors, W of shape (fan_in, fan_out)
     y_mean: float
     y_sd: float
     fit_time: float  # wall seconds for all members (initialization and training)
@@ -78,17 +79,25 @@ def _forward(X, params):
     import torch
     import torch.nn.functional as F
 
-    W1, b1, W2, b2 = params
-    out = torch.addmm(b2, torch.relu(torch.addmm(b1, X, W1)), W2)
+    out = X
+    for i in range(0, len(params) - 2, 2):
+        out = torch.relu(torch.addmm(params[i + 1], out, params[i]))
+    out = torch.addmm(params[-1], out, params[-2])
     return out[:, 0], F.softplus(out[:, 1]) + 1e-6
 
 
-def _init_member(d: int, hidden: int, generator) -> list:
+def _layer_sizes(d: int, hidden) -> list:
+    """``[d, *hidden, 2]`` for ``hidden`` an int (one layer) or a tuple of widths."""
+    return [d, *((hidden,) if isinstance(hidden, int) else hidden), 2]
+
+
+def _init_member(d: int, hidden, generator) -> list:
     """scikit-learn's MLP initialization, biases included, as leaf tensors."""
     import torch
 
     params = []
-    for fan_in, fan_out in ((d, hidden), (hidden, 2)):
+    sizes = _layer_sizes(d, hidden)
+    for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
         a = math.sqrt(6.0 / (fan_in + fan_out))
         for shape in ((fan_in, fan_out), (fan_out,)):
             t = torch.empty(shape, dtype=torch.float64).uniform_(-a, a, generator=generator)
@@ -101,7 +110,7 @@ def train_ensemble(
     y: np.ndarray,
     *,
     n_members: int = 5,
-    hidden: int = 50,
+    hidden: int | tuple = 50,
     epochs: int = 40,
     batch_size: int = 100,
     lr: float = 0.01,
@@ -118,8 +127,8 @@ def train_ensemble(
     y : ndarray of shape (n,)
         Targets in original units (standardized inside).
     n_members, hidden, epochs, batch_size, lr : int, int, int, int, float
-        Members M, hidden ReLU units, passes over the data, minibatch rows B, Adam's
-        constant learning rate.
+        Members M, hidden ReLU units (an int, or a tuple of layer widths), passes over
+        the data, minibatch rows B, Adam's constant learning rate.
     seed : int
         Root of the members' seeds (``SeedSequence(seed).spawn(n_members)``).
     n_threads : int
@@ -147,7 +156,7 @@ def train_ensemble(
     yt = torch.from_numpy((y - y_mean) / y_sd)
     # gradient of sum theta^2 / (2 s^2 n) is theta / (s^2 n): s^2 = 1/fan_in for weights,
     # 1 for biases
-    decay = [d / n, 1.0 / n, hidden / n, 1.0 / n]
+    decay = [v for fan_in in _layer_sizes(d, hidden)[:-1] for v in (fan_in / n, 1.0 / n)]
     members, member_times = [], []
     curves = np.zeros((n_members, epochs))
     for m, child in enumerate(np.random.SeedSequence(seed).spawn(n_members)):
