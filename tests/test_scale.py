@@ -32,7 +32,7 @@ from skbnn.methods._optim import (
     row_budget,
     still_improving,
 )
-from skbnn.methods.laplace import MIN_POLISH_ITER, POLISH_ROWS, polish_iterations
+from skbnn.methods.laplace import MIN_POLISH_ITER, POLISH_ROWS
 
 
 @pytest.mark.parametrize(
@@ -166,10 +166,13 @@ def test_the_row_budget_caps_the_epochs_on_many_rows(n_rows):
 
 
 def test_laplace_polish_iterations_follow_the_rows():
-    assert polish_iterations(1_000, 300) == 300
-    assert polish_iterations(1_000_000, 300) == max(MIN_POLISH_ITER, POLISH_ROWS // 1_000_000)
-    assert polish_iterations(10**8, 300) == MIN_POLISH_ITER
-    assert polish_iterations(1_000, 50) == 50
+    def iterations(n_rows, lbfgs_iter):
+        return row_budget(n_rows, lbfgs_iter, POLISH_ROWS, MIN_POLISH_ITER)
+
+    assert iterations(1_000, 300) == 300
+    assert iterations(1_000_000, 300) == max(MIN_POLISH_ITER, POLISH_ROWS // 1_000_000)
+    assert iterations(10**8, 300) == MIN_POLISH_ITER
+    assert iterations(1_000, 50) == 50
 
 
 def _member(curve):

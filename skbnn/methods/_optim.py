@@ -351,11 +351,11 @@ def _ended_far_above_best(curve, sampled: bool = False) -> bool:
     return end > lowest + max(1.0, abs(lowest))
 
 
-def row_budget(n_rows: int, epochs: int) -> int:
-    """``epochs``, capped at the epochs in which ``n_rows`` rows add up to
-    :data:`ROW_BUDGET` visits (but at least :data:`MIN_BUDGET_EPOCHS`): the default length
-    of a minibatch run."""
-    return int(min(epochs, max(MIN_BUDGET_EPOCHS, -(-ROW_BUDGET // max(1, n_rows)))))
+def row_budget(n_rows: int, passes: int, budget: int = ROW_BUDGET,
+               least: int = MIN_BUDGET_EPOCHS) -> int:  # fmt: skip
+    """``passes`` over ``n_rows`` rows, capped at those that add up to ``budget`` row
+    visits (but at least ``least``): by default, the length of a minibatch run."""
+    return int(min(passes, max(least, -(-budget // max(1, n_rows)))))
 
 
 def loss_trend(curve, window: int) -> tuple[float, float]:

@@ -29,6 +29,7 @@ from ._optim import (
     _Trainer,
     engine_parameters,
     glorot_init,
+    row_budget,
     store_params,
 )
 from ._symmetry import log_symmetric_modes
@@ -55,9 +56,8 @@ POLISH_LBFGS_ITER = 300
 #: and the Gauss-Newton steps, each a pass too but quadratically convergent, finish it.
 POLISH_ROWS = 5_000_000
 MIN_POLISH_ITER = 5
-#: Rows above which an empirical Bayes update polishes the MAP it has under the new
-#: precisions instead of retraining it by the engine first: with this many rows the prior
-#: barely moves the MAP, and a retraining costs many passes.
+#: Rows above which empirical Bayes holds the MAP (the prior barely moves it, and a
+#: retraining costs many passes) and polishes it once, under the best hyperparameters.
 RETRAIN_MAX_ROWS = 100_000
 #: Iterations of the short polish that ranks the n_init initializations by their evidence
 #: (modes worth telling apart differ by nats; the full polish then changes the winner's
@@ -77,12 +77,6 @@ MAX_EVIDENCE_CHANGE = 0.01
 MIN_EVIDENCE_CHANGE = 1.0
 #: Bounds of the prior and noise precisions empirical Bayes may choose.
 PRECISION_RANGE = (1e-8, 1e8)
-
-
-def polish_iterations(n_rows: int, lbfgs_iter: int) -> int:
-    """``lbfgs_iter``, capped at the iterations that visit :data:`POLISH_ROWS` rows (but at
-    least :data:`MIN_POLISH_ITER`)."""
-    return int(min(lbfgs_iter, max(MIN_POLISH_ITER, POLISH_ROWS // max(1, n_rows))))
 
 
 class _State:
@@ -369,8 +363,7 @@ class Laplace(_Trainer):
         H = -(grads[:q, sl] - grads[q:, sl]) / (2.0 * h[:, None])
         return 0.5 * (H + H.T)
 
-    def _assemble(self, target, net, theta, first_layer, sl, n_jobs, evaluator,
-                  curvature=None):  # fmt: skip
+    def _assemble(self, target, net, theta, first_layer, sl, n_jobs, evaluator, curvature=None):
         """The approximation at ``theta`` under the target's current hyperparameters; the
         likelihood's ``curvature`` there (:meth:`_curvature`) is computed unless given."""
         if curvature is None:
@@ -510,8 +503,8 @@ class Laplace(_Trainer):
         # operations on q entries slower than the gradients they serve)
         res = minimize(
             fun, theta, jac=True, method="L-BFGS-B",
-            options={"maxiter": polish_iterations(target.n_rows, lbfgs_iter), "gtol": 1e-9,
-                     "ftol": 0.0},
+            options={"maxiter": row_budget(target.n_rows, lbfgs_iter, POLISH_ROWS,
+                                           MIN_POLISH_ITER), "gtol": 1e-9, "ftol": 0.0},
         )  # fmt: skip
         if np.isfinite(res.fun) and res.fun <= fun(theta)[0]:
             theta = res.x
@@ -747,13 +740,11 @@ class Laplace(_Trainer):
         for update in range(int(self.max_prior_updates) + 1):
             hyper = (target.prior_scale.copy(), target.tau.copy())
             # the first MAP from n_init initializations; each later one retrained from the
-            # MAP before it, under the new hyperparameters
+            # MAP before it under the new hyperparameters, or on many rows held (updated at
+            # its curvature, a pass of the likelihood each)
             n_members = int(self.n_init) if update == 0 else 1
             evaluator = target.evaluator()
             if update > 0 and target.n_rows > RETRAIN_MAX_ROWS:
-                # on many rows the MAP is held and the hyperparameters are updated at its
-                # curvature: the fixed point then needs no pass over the rows but the
-                # likelihood's, and the MAP is polished once, under the best of them
                 state = self._assemble(target, net, theta, first_layer, sl, jobs, evaluator,
                                        curvature=state.curvature)  # fmt: skip
                 steps = 0
