@@ -16,17 +16,15 @@ and 1.0), the network's parameters and the warnings raised::
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
-import time
-import warnings
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _uci import emitter, machine, standardize  # noqa: E402
+from _uci import emitter, standardize  # noqa: E402
+from scale import provenance, timed_fit, warm_up  # noqa: E402
 
 METHODS = ("ensemble", "sghmc", "laplace_kron", "vi", "swag")
 
@@ -51,15 +49,9 @@ def cell(rows: int, width: int, name: str, test_rows: int) -> dict:
         return BayesianMLPRegressor(hidden_layer_sizes=(width, width), method=_method(name),
                                     random_state=0, n_jobs=2)  # fmt: skip
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model().fit(X_train[:200], y_train[:200])
+    warm_up(model(), X_train, y_train)
     reg = model()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        t0 = time.perf_counter()
-        reg.fit(X_train, y_train)
-        fit_time = time.perf_counter() - t0
+    fit_time, caught = timed_fit(reg, X_train, y_train)
     mean = reg.predict(X_test)
     return {
         "rows": rows,
@@ -69,7 +61,7 @@ def cell(rows: int, width: int, name: str, test_rows: int) -> dict:
         "fit_time": fit_time,
         "test_ll": float(log_predictive_scorer(reg, X_test, y_test)),
         "rmse": float(np.sqrt(np.mean((mean - y_test) ** 2))),
-        "warnings": [f"{w.category.__name__}: {w.message}"[:300] for w in caught],
+        "warnings": caught,
     }
 
 
@@ -82,10 +74,7 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
     args = parser.parse_args()
     emit = emitter(args.out)
-    commit = subprocess.run(["git", "-C", str(HERE), "describe", "--always", "--dirty"],
-                            capture_output=True, text=True).stdout.strip()  # fmt: skip
-    info = {"command": " ".join(sys.argv), "commit": commit,
-            "date": time.strftime("%Y-%m-%d"), **machine()}  # fmt: skip
+    info = provenance()
     for rows in args.rows:
         for width in args.widths:
             for name in args.methods:

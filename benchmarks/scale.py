@@ -74,6 +74,31 @@ def _data(rows: int, test_rows: int):
     return X_train, y_train, X_test, y_test, oracle
 
 
+def warm_up(reg, X, y) -> None:
+    """Fit ``reg`` on 200 rows, which compiles its method's kernels, warnings silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reg.fit(X[:200], y[:200])
+
+
+def timed_fit(reg, X, y) -> tuple[float, list[str]]:
+    """Fit ``reg``: its wall time, and the warnings it raised (each ``"Category: text"``)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t0 = time.perf_counter()
+        reg.fit(X, y)
+        fit_time = time.perf_counter() - t0
+    return fit_time, [f"{w.category.__name__}: {w.message}"[:300] for w in caught]
+
+
+def provenance() -> dict:
+    """The command, commit, date and machine that each JSON line carries."""
+    commit = subprocess.run(["git", "-C", str(HERE), "describe", "--always", "--dirty"],
+                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    return {"command": " ".join(sys.argv), "commit": commit, "date": time.strftime("%Y-%m-%d"),
+            **machine()}  # fmt: skip
+
+
 def run_skbnn(name: str, rows: int, test_rows: int, peer: bool) -> dict:
     from skbnn import BayesianMLPRegressor
     from skbnn.model_selection import log_predictive_scorer
@@ -84,17 +109,11 @@ def run_skbnn(name: str, rows: int, test_rows: int, peer: bool) -> dict:
         return BayesianMLPRegressor(hidden_layer_sizes=HIDDEN, method=_method(name, peer),
                                     random_state=0, n_jobs=2)  # fmt: skip
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model().fit(X_train[:200], y_train[:200])
+    warm_up(model(), X_train, y_train)
     _reset_peak_rss()
     base = _rss_mb("VmRSS")
     reg = model()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        t0 = time.perf_counter()
-        reg.fit(X_train, y_train)
-        fit_time = time.perf_counter() - t0
+    fit_time, caught = timed_fit(reg, X_train, y_train)
     t0 = time.perf_counter()
     mean, _ = reg.predict(X_test, return_std=True)
     test_ll = float(log_predictive_scorer(reg, X_test, y_test))
@@ -116,7 +135,7 @@ def run_skbnn(name: str, rows: int, test_rows: int, peer: bool) -> dict:
         "n_draws": int(reg.posterior_.thetas.shape[0]),
         "epochs": np.asarray(diag.get("n_iter", [])).tolist(),
         "max_iter": diag.get("max_iter"),
-        "warnings": [f"{w.category.__name__}: {w.message}"[:300] for w in caught],
+        "warnings": caught,
     }
 
 
@@ -194,10 +213,7 @@ def main() -> None:
         child(args)
         return
     emit = emitter(args.out)
-    commit = subprocess.run(["git", "-C", str(HERE), "describe", "--always", "--dirty"],
-                            capture_output=True, text=True).stdout.strip()  # fmt: skip
-    info = {"command": " ".join(sys.argv), "commit": commit,
-            "date": time.strftime("%Y-%m-%d"), **machine()}  # fmt: skip
+    info = provenance()
     for method in args.methods:
         emit({**info, **spawn(method, "skbnn", args.rows, args.test_rows)})
     if args.torch_rows:
