@@ -351,7 +351,7 @@ def run(args) -> None:
 # --------------------------------------------------------------------------------------
 
 #: The optimization methods, each named as a user names it, with its defaults.
-OPTIMIZATION = ("ensemble", "rms", "swag", "laplace", "vi", "lbbnn")
+OPTIMIZATION = ("ensemble", "rms", "swag", "laplace", "vi", "lbbnn", "sghmc")
 #: Every method the diabetes part fits with the estimator's defaults.
 ALL_METHODS = ("default", "nuts", "hmc", "mala", "amcmc", "smc", *OPTIMIZATION)
 UCI_SETS = ("bostonHousing", "concrete", "energy", "wine-quality-red", "yacht")
