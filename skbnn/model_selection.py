@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -16,8 +16,9 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_array, check_is_fitted
 
+from .kernels.predict import mixture_quantiles
 from .methods import METHODS
-from .utils import data_difference
+from .utils import data_difference, last_step, seed_sequence
 
 #: What to do instead, in every refusal of an evidence-based score.
 _EVIDENCE_USE = (
@@ -174,7 +175,7 @@ def _method_without_evidence(final) -> str | None:
         return None
     method = final.method
     if method == "auto":
-        # NUTS or the deep ensemble, by the data's size: neither has an evidence
+        # NUTS, the deep ensemble or SGHMC, by the data's size: none has an evidence
         return "auto"
     cls = METHODS.get(method) if isinstance(method, str) else type(method)
     if cls is None or getattr(cls, "provides_evidence", False):
@@ -195,11 +196,7 @@ def _final_step(estimator):
 
 def _transform(estimator, X):
     """``X`` as the final step of a Pipeline sees it (``X`` itself for an estimator)."""
-    if hasattr(estimator, "steps"):
-        for _, step in estimator.steps[:-1]:
-            if step is not None and step != "passthrough":
-                X = step.transform(X)
-    return check_array(X, dtype=np.float64)
+    return check_array(last_step(estimator, X)[1], dtype=np.float64)
 
 
 def log_predictive_scorer(estimator, X, y) -> float:
@@ -221,13 +218,12 @@ def log_predictive_scorer(estimator, X, y) -> float:
     -------
     float
     """
-    final = estimator
-    if hasattr(estimator, "steps"):
-        for _, step in estimator.steps[:-1]:
-            if step is not None and step != "passthrough":
-                X = step.transform(X)
-        final = estimator.steps[-1][1]
+    final, X = last_step(estimator, X)
     return float(np.mean(final._log_predictive_density(X, y)))
+
+
+def _proba(final, X):
+    return final.predict_proba(X)
 
 
 class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
@@ -240,10 +236,15 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
     ``p(m | y) ~ p(y | m) p(m)``, from the log evidences and the prior over candidates.
     Predictions are the probability-weighted mixture of the candidates' posterior
     predictive distributions: the Bayesian answer when the architecture itself is
-    uncertain. For selection alone, use ``best_params_`` and ``best_estimator_`` as those
-    of ``GridSearchCV``; ``cv_results_`` tabulates the candidates.
+    uncertain. The average offers what a single estimator offers, on that mixture:
+    ``predict(X, return_std=True)``, ``predict_std``, ``predict_interval``,
+    ``predict_mixture`` and ``sample_y`` for a regressor, ``predict_proba`` and
+    ``predict_std`` for a classifier, and :func:`log_predictive_scorer`. For selection
+    alone, use ``best_params_`` and ``best_estimator_`` as those of ``GridSearchCV``;
+    ``cv_results_`` tabulates the candidates.
 
-    Every candidate's method must estimate the evidence (``method="smc"``). Each one's
+    Every candidate's method must estimate the evidence (``method="smc"`` or
+    ``"laplace"``). Each one's
     method is resolved first (the template's ``method`` or ``param_grid``'s, a name or an
     object, in a Pipeline too), and a method without an evidence (NUTS, HMC, ...) is a
     ``TypeError`` before anything is fitted.
@@ -291,6 +292,8 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         log prior, ties sharing the lower rank).
     classes_ : ndarray
         Class labels (classifier only).
+    n_outputs_ : int
+        Targets the regressor predicts (regressor only).
     n_features_in_ : int
 
     Examples
@@ -395,6 +398,8 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
             self.feature_names_in_ = self.best_estimator_.feature_names_in_
         if self._is_classifier():
             self.classes_ = self.best_estimator_.classes_
+        else:
+            self.n_outputs_ = _final_step(self.best_estimator_).n_outputs_
         self.cv_results_ = self._results_table(log_post)
         return self
 
@@ -414,12 +419,43 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         table["rank"] = rankdata(-log_post, method="min").astype(np.int32)
         return table
 
+    def _is_regressor(self) -> bool:
+        return not self._is_classifier()
+
     def _weighted(self):
+        """The fitted candidates that carry probability, and those probabilities
+        renormalized."""
         check_is_fitted(self)
         # candidates with negligible probability need not be evaluated
         keep = self.model_probabilities_ > 1e-12 * self.model_probabilities_.max()
         p = self.model_probabilities_[keep]
         return [e for e, k in zip(self.estimators_, keep, strict=True) if k], p / p.sum()
+
+    def _per_candidate(self, X, call):
+        """``[(weight, call(final estimator, X as it sees it))]`` over the candidates that
+        carry probability."""
+        estimators, p = self._weighted()
+        return [(w, call(*last_step(est, X))) for est, w in zip(estimators, p, strict=True)]
+
+    def _moments(self, X):
+        """The mixture's mean, epistemic and aleatoric variance, each (n, n_outputs), in
+        the units of ``y``: within each candidate from its own moments, and the spread of
+        the candidates' means added to the epistemic part (the law of total variance)."""
+
+        def moments(final, Xc):
+            mean, var, alea = final._moments(Xc)
+            scale = final._y_std**2
+            return mean * final._y_std + final._y_mean, var * scale, alea * scale
+
+        parts = self._per_candidate(X, moments)
+        mean = sum(w * m for w, (m, _, _) in parts)
+        # two passes: E[x^2] - m^2 cancels catastrophically where the sd << |mean|
+        epistemic = sum(w * (v + (m - mean) ** 2) for w, (m, v, _) in parts)
+        aleatoric = sum(w * a for w, (_, _, a) in parts)
+        return mean, epistemic, aleatoric
+
+    def _squeeze(self, a):
+        return a[:, 0] if a.ndim > 1 and self.n_outputs_ == 1 else a
 
     @available_if(_is_classifier)
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
@@ -433,8 +469,7 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples, n_classes)
         """
-        estimators, p = self._weighted()
-        return sum(w * est.predict_proba(X) for est, w in zip(estimators, p, strict=True))
+        return sum(w * proba for w, proba in self._per_candidate(X, _proba))
 
     @available_if(_is_classifier)
     def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
@@ -474,18 +509,141 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
             if return_std:
                 raise ValueError("return_std is only available for regression")
             return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
-        estimators, p = self._weighted()
+        mean, epistemic, aleatoric = self._moments(X)
         if not return_std:
-            return np.tensordot(p, np.stack([est.predict(X) for est in estimators]), axes=1)
-        means, variances = [], []
-        for est in estimators:
-            mean, std = est.predict(X, return_std=True)
-            means.append(mean)
-            variances.append(std**2)
-        means, variances = np.stack(means), np.stack(variances)
-        mean = np.tensordot(p, means, axes=1)
-        second = np.tensordot(p, variances + means**2, axes=1)
-        return mean, np.sqrt(np.maximum(second - mean**2, 0.0))
+            return self._squeeze(mean)
+        return self._squeeze(mean), self._squeeze(np.sqrt(epistemic + aleatoric))
+
+    def predict_std(self, X: ArrayLike, kind: str = "total") -> np.ndarray:
+        """Standard deviation of the model-averaged prediction.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        kind : {"total", "epistemic", "aleatoric"}, default="total"
+            Regressor: ``epistemic`` is the spread of the network output over every
+            candidate's posterior draws, the candidates weighted by their probabilities
+            (so it includes the spread between candidates); ``aleatoric`` the
+            probability-weighted observation noise; ``total`` both. Classifier: the
+            spread of each class probability over the same draws; only ``"total"``.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, n_outputs); classifier
+        (n_samples, n_classes)
+        """
+        if kind not in ("total", "epistemic", "aleatoric"):
+            raise ValueError(f"kind must be one of 'total', 'epistemic', 'aleatoric'; got {kind!r}")
+        if self._is_classifier():
+            if kind != "total":
+                raise ValueError(f"a classifier's predict_std has kind='total' only; got {kind!r}")
+            parts = self._per_candidate(X, lambda final, Xc: final._class_probabilities(Xc))
+            mean = sum(w * m for w, (m, _) in parts)
+            var = sum(w * (sd**2 + (m - mean) ** 2) for w, (m, sd) in parts)
+            return np.sqrt(var)
+        _, epistemic, aleatoric = self._moments(X)
+        total = {"epistemic": epistemic, "aleatoric": aleatoric,
+                 "total": epistemic + aleatoric}[kind]  # fmt: skip
+        return self._squeeze(np.sqrt(total))
+
+    @available_if(_is_regressor)
+    def predict_mixture(self, X: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The model-averaged predictive distribution of ``y`` as one Gaussian mixture.
+
+        The components of every candidate's
+        :meth:`~skbnn.BayesianMLPRegressor.predict_mixture`, each candidate's weights
+        multiplied by its posterior probability: :mod:`skbnn.metrics` scores it exactly.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y_means, y_stds : ndarrays of shape (n_samples, S) or (n_samples, n_outputs, S)
+            Each component's mean and standard deviation, in the units of ``y``.
+        weights : ndarray of shape (S,)
+            The components' weights, summing to one.
+        """
+        parts = self._per_candidate(X, lambda final, Xc: final.predict_mixture(Xc))
+        means = np.concatenate([m for _, (m, _, _) in parts], axis=-1)
+        stds = np.concatenate([sd for _, (_, sd, _) in parts], axis=-1)
+        weights = np.concatenate([w * cw for w, (_, _, cw) in parts])
+        return means, stds, weights / weights.sum()
+
+    @available_if(_is_regressor)
+    def predict_interval(
+        self, X: ArrayLike, coverage: float = 0.9
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Equal-tailed interval of the model-averaged predictive distribution of ``y``.
+
+        Quantiles of the mixture of :meth:`predict_mixture`, by bisection on its CDF.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        coverage : float, default=0.9
+            Probability mass inside the interval, in (0, 1).
+
+        Returns
+        -------
+        lower, upper : ndarrays of shape (n_samples,) or (n_samples, n_outputs)
+        """
+        if not (isinstance(coverage, Real) and 0 < coverage < 1):
+            raise ValueError(f"coverage must be a float in (0, 1), got {coverage!r}")
+        means, stds, weights = self.predict_mixture(X)
+        single = means.ndim == 2
+        if single:
+            means, stds = means[:, None], stds[:, None]
+        probs = np.array([(1 - coverage) / 2, (1 + coverage) / 2])
+        bounds = np.empty((2, *means.shape[:2]))
+        q = np.empty((means.shape[0], 2))
+        for o in range(means.shape[1]):
+            mixture_quantiles(np.ascontiguousarray(means[:, o]),
+                              np.ascontiguousarray(stds[:, o]), weights, probs, q)  # fmt: skip
+            bounds[:, :, o] = q.T
+        return (bounds[0, :, 0], bounds[1, :, 0]) if single else (bounds[0], bounds[1])
+
+    @available_if(_is_regressor)
+    def sample_y(self, X: ArrayLike, n_samples: int = 1, random_state=None) -> np.ndarray:
+        """Draws from the model-averaged predictive distribution of ``y``.
+
+        Each draw picks a candidate with its posterior probability, then draws from that
+        candidate's predictive (:meth:`~skbnn.BayesianMLPRegressor.sample_y`), so a draw
+        is jointly coherent across the rows of ``X``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples_X, n_features)
+        n_samples : int, default=1
+        random_state : int, RandomState instance or None, default=None
+
+        Returns
+        -------
+        ndarray of shape (n_samples_X, n_samples) or (n_samples_X, n_outputs, n_samples)
+        """
+        if not (isinstance(n_samples, Integral) and n_samples >= 1):
+            raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+        estimators, p = self._weighted()
+        seeds = seed_sequence(random_state).spawn(len(estimators) + 1)
+        rng = np.random.default_rng(seeds[-1])
+        counts = rng.multinomial(n_samples, p)
+        draws = []
+        for est, count, seed in zip(estimators, counts, seeds[:-1], strict=True):
+            if count > 0:
+                final, Xc = last_step(est, X)
+                draws.append(
+                    final.sample_y(Xc, int(count), random_state=np.random.default_rng(seed))
+                )
+        # in a random order, so that any slice of the draws is a sample of the mixture
+        return np.concatenate(draws, axis=-1)[..., rng.permutation(n_samples)]
+
+    def _log_predictive_density(self, X, y):
+        """Per-row log density (regressor) or probability (classifier) of ``y`` under the
+        model-averaged predictive."""
+        parts = self._per_candidate(X, lambda final, Xc: final._log_predictive_density(Xc, y))
+        log_w = np.log([w for w, _ in parts])
+        return logsumexp(np.stack([lpd for _, lpd in parts]) + log_w[:, None], axis=0)
 
     def score(self, X: ArrayLike, y: ArrayLike, sample_weight=None) -> float:
         """Accuracy (classifier) or R^2 (regressor) of the model-averaged prediction.

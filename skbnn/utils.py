@@ -107,6 +107,14 @@ def thread_map(fn, items, n_jobs: int, interruptible: bool = False, on_interrupt
 _interrupt = threading.Event()
 
 
+def last_step(estimator, X):
+    """The estimator that predicts, and ``X`` as it sees it: a Pipeline's last step and
+    ``X`` through every step before it, or ``estimator`` and ``X`` unchanged."""
+    if hasattr(estimator, "steps"):
+        return estimator.steps[-1][1], estimator[:-1].transform(X)
+    return estimator, X
+
+
 def check_interrupt() -> None:
     """Raise ``KeyboardInterrupt`` while :func:`thread_map` stops the pool after Ctrl-C:
     loops that run on the pool call it between their steps."""

@@ -9,10 +9,9 @@ from numbers import Integral, Real
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.stats import norm
-from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
-from ..utils import seed_sequence
+from ..utils import last_step, seed_sequence
 from ._scores import pit_mixture
 
 
@@ -37,12 +36,8 @@ def _axes(ax):
 def _last_step(estimator, X):
     """A fitted regressor and ``X`` transformed for it: a :class:`~sklearn.pipeline.Pipeline`
     has no ``predict_interval``, so the rows go through every step but the last."""
-    if isinstance(estimator, Pipeline):
-        check_is_fitted(estimator)
-        reg, X = estimator[-1], estimator[:-1].transform(X)
-    else:
-        check_is_fitted(estimator)
-        reg = estimator
+    check_is_fitted(estimator)
+    reg, X = last_step(estimator, X)
     if not hasattr(reg, "predict_mixture"):
         raise TypeError(
             f"this plot draws a regressor's predictive distribution; got "
