@@ -27,11 +27,15 @@ from ._optim import (
     store_params,
 )
 
-#: ``max_iter=None``: epochs enough for this many steps per cycle (at least one epoch per
-#: cycle). A cycle's exploration stage is SGD from the previous cycle's draws at a
-#: decaying rate: it must reach a mode again, which takes a number of steps rather than
-#: of epochs.
+#: ``max_iter=None``: epochs enough for this many steps per cycle. A cycle's exploration
+#: stage is SGD from the previous cycle's draws at a decaying rate: it must reach a mode
+#: again, which takes a number of steps rather than of epochs on few rows.
 CYCLE_STEPS = 10_000
+#: ``max_iter=None``: and at least this many epochs per cycle, so that a chain may cost
+#: what a member of the ensemble may (its 200 epochs). On tens of thousands of rows,
+#: cycles of ``CYCLE_STEPS`` steps alone ended before the network fitted the data: the
+#: draws underfit, and some cycles ended away from any mode (doc/samplers.md).
+CYCLE_EPOCHS = 50
 
 
 @dataclass
@@ -92,7 +96,7 @@ class SGHMC(_Trainer):
         epoch takes at most 1,000 steps.
     max_iter : int, default=None
         Epochs per chain, divided evenly into the cycles. ``None`` is epochs enough for
-        10,000 steps per cycle, at least one per cycle, but no more than 2 x 10^7 row
+        10,000 steps per cycle, and at least 50 per cycle, but no more than 2 x 10^7 row
         visits per chain (20 epochs of 10^6 rows) and at least 10.
 
     Examples
@@ -139,7 +143,8 @@ class SGHMC(_Trainer):
         max_iter = self.max_iter
         if max_iter is None:
             _, steps = batches(n_rows, batch)
-            max_iter = row_budget(n_rows, int(self.n_cycles) * -(-CYCLE_STEPS // steps))
+            per_cycle = max(-(-CYCLE_STEPS // steps), CYCLE_EPOCHS)
+            max_iter = row_budget(n_rows, int(self.n_cycles) * per_cycle)
         return _ChainSettings(
             solver="sghmc",
             learning_rate_init=float(self.learning_rate_init),
