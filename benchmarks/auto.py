@@ -18,6 +18,7 @@ test rows, the paired difference from the ensemble on the same rows and its stan
 error, the RMSE or the accuracy, and the warnings raised::
 
     python benchmarks/auto.py --data diamonds credit --out benchmarks/results/auto.jsonl
+    python benchmarks/auto.py --report benchmarks/results/auto.jsonl  # doc/choosing.md's table
 """
 
 from __future__ import annotations
@@ -110,6 +111,35 @@ def cell(data: str, rows: int, network: str, name: str, test_rows: int):
     return record, lpd
 
 
+def report(path: str) -> str:
+    """The markdown table of a results file: per data set, rows and network, each method's
+    fit time and test log-likelihood (the others' as differences from the first)."""
+    import json
+
+    records = [json.loads(line) for line in open(path)]
+    methods = list(dict.fromkeys(r["method"] for r in records))
+    names = {"ensemble": "ensemble", "sghmc": "SGHMC", "laplace_kron": "Kronecker Laplace"}
+    lines = ["| data, rows, network (parameters) | " + " | ".join(names[m] for m in methods)
+             + " |", "|---" * (len(methods) + 1) + "|"]  # fmt: skip
+    cells: dict = {}
+    for r in records:
+        cells.setdefault((r["data"], r["rows"], r["network"]), {})[r["method"]] = r
+    for (data, rows, network), fits in cells.items():
+        first = fits[methods[0]]
+        row = [f"{data}, {rows:,}, {network} ({first['n_params']:,})"]
+        for m in methods:
+            r = fits.get(m)
+            if r is None:
+                row.append("")
+                continue
+            ll = (f"{r['test_ll']:.3f}" if m == methods[0] else
+                  f"{r['diff_first']:+.3f} +- {r['diff_first_se']:.3f}")  # fmt: skip
+            warned = " (warns)" if r["warnings"] else ""
+            row.append(f"{r['fit_time']:.3g} s, {ll}{warned}")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", nargs="+", default=["diamonds", "credit"],
@@ -119,7 +149,11 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--test-rows", type=int, default=3_000)
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
+    parser.add_argument("--report", default=None, help="print the table of a results file")
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report), end="")
+        return
     emit = emitter(args.out)
     info = provenance()
     for data in args.data:

@@ -1,20 +1,26 @@
 """``method="auto"``: the method it runs follows from the problem's size alone, and the
 fitted estimator says which ran."""
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.datasets import load_diabetes, load_iris
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
-from skbnn.methods import NUTS, DeepEnsemble
-from skbnn.methods._auto import NUTS_MAX_WORK, resolve
+from skbnn.methods import NUTS, SGHMC, DeepEnsemble
+from skbnn.methods._auto import NUTS_MAX_WORK, SGHMC_MIN_ROWS, resolve
 
 
-def test_the_rule_is_rows_times_parameters_for_regression_and_the_ensemble_for_classes():
-    # deterministic: the threshold's two sides, and no timing involved
+def test_the_rule_is_rows_times_parameters_for_regression_and_rows_for_classes():
+    # deterministic: each threshold's two sides, and no timing involved
     assert isinstance(resolve(NUTS_MAX_WORK // 100, 100, 1, "regression"), NUTS)
     assert isinstance(resolve(NUTS_MAX_WORK // 100 + 1, 100, 1, "regression"), DeepEnsemble)
+    # regression never goes to SGHMC, however many rows
+    assert isinstance(resolve(10**7, 100, 1, "regression"), DeepEnsemble)
     assert isinstance(resolve(10, 10, 2, "classification"), DeepEnsemble)
+    assert isinstance(resolve(SGHMC_MIN_ROWS - 1, 10**5, 2, "classification"), DeepEnsemble)
+    assert isinstance(resolve(SGHMC_MIN_ROWS, 10, 10, "classification"), SGHMC)
 
 
 @pytest.mark.parametrize(
@@ -36,6 +42,19 @@ def test_a_default_classifier_is_a_deep_ensemble():
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     clf = BayesianMLPClassifier(random_state=0).fit(X, y)
     assert isinstance(clf.method_, DeepEnsemble) and clf.method == "auto"
+
+
+def test_a_default_classifier_on_many_rows_samples_with_sghmc():
+    # deterministic: the choice, a fit without a warning, and probabilities that are ones
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(SGHMC_MIN_ROWS, n_features=4, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clf = BayesianMLPClassifier(random_state=0).fit(X, y)
+    assert isinstance(clf.method_, SGHMC) and clf.method == "auto"
+    proba = clf.predict_proba(X[:100])
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
 
 
 def test_a_named_method_runs_as_a_copy():
