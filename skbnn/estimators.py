@@ -271,6 +271,16 @@ class _BaseBayesianMLP(BaseEstimator):
         return validate_data(self, X, reset=False, dtype=np.float64)
 
 
+def _check_predictive_args(kind="total", coverage=0.5, n_samples=1) -> None:
+    """``ValueError`` naming a predictive method's argument that is out of its range."""
+    if kind not in ("total", "epistemic", "aleatoric"):
+        raise ValueError(f"kind must be one of 'total', 'epistemic', 'aleatoric'; got {kind!r}")
+    if not (isinstance(coverage, Real) and 0 < coverage < 1):
+        raise ValueError(f"coverage must be a float in (0, 1), got {coverage!r}")
+    if not (isinstance(n_samples, Integral) and n_samples >= 1):
+        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+
+
 def _finite_prediction(a: np.ndarray) -> np.ndarray:
     """``a``, or a ValueError when a prediction overflowed float64: inputs far beyond the
     training data's scale (or a y near 1e300) can take the network's outputs, their spread
@@ -542,8 +552,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         -------
         ndarray of shape (n_samples,) or (n_samples, n_outputs)
         """
-        if kind not in ("total", "epistemic", "aleatoric"):
-            raise ValueError(f"kind must be one of 'total', 'epistemic', 'aleatoric'; got {kind!r}")
+        _check_predictive_args(kind=kind)
         _, var, alea = self._moments(X)
         total = {"epistemic": var, "aleatoric": alea, "total": var + alea}[kind]
         return self._squeeze(_finite_prediction(np.sqrt(total) * self._y_std))
@@ -566,8 +575,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         -------
         lower, upper : ndarrays of shape (n_samples,) or (n_samples, n_outputs)
         """
-        if not (isinstance(coverage, Real) and 0 < coverage < 1):
-            raise ValueError(f"coverage must be a float in (0, 1), got {coverage!r}")
+        _check_predictive_args(coverage=coverage)
         X = self._validate_X(X)
         probs = np.array([(1 - coverage) / 2, (1 + coverage) / 2])
         bounds = np.empty((2, X.shape[0], self.n_outputs_))
@@ -610,8 +618,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         ndarray of shape (n_samples_X, n_samples) or (n_samples_X, n_outputs, n_samples)
             As ``GaussianProcessRegressor.sample_y``.
         """
-        if not (isinstance(n_samples, Integral) and n_samples >= 1):
-            raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+        _check_predictive_args(n_samples=n_samples)
         X = self._validate_X(X)
         rng = np.random.default_rng(seed_sequence(random_state))
         out = np.empty((X.shape[0], self.n_outputs_, n_samples))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -16,6 +16,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_array, check_is_fitted
 
+from .estimators import _check_predictive_args
 from .kernels.predict import mixture_quantiles
 from .methods import METHODS
 from .utils import data_difference, last_step, seed_sequence
@@ -532,8 +533,7 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         ndarray of shape (n_samples,) or (n_samples, n_outputs); classifier
         (n_samples, n_classes)
         """
-        if kind not in ("total", "epistemic", "aleatoric"):
-            raise ValueError(f"kind must be one of 'total', 'epistemic', 'aleatoric'; got {kind!r}")
+        _check_predictive_args(kind=kind)
         if self._is_classifier():
             if kind != "total":
                 raise ValueError(f"a classifier's predict_std has kind='total' only; got {kind!r}")
@@ -589,8 +589,7 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         -------
         lower, upper : ndarrays of shape (n_samples,) or (n_samples, n_outputs)
         """
-        if not (isinstance(coverage, Real) and 0 < coverage < 1):
-            raise ValueError(f"coverage must be a float in (0, 1), got {coverage!r}")
+        _check_predictive_args(coverage=coverage)
         means, stds, weights = self.predict_mixture(X)
         single = means.ndim == 2
         if single:
@@ -622,8 +621,7 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples_X, n_samples) or (n_samples_X, n_outputs, n_samples)
         """
-        if not (isinstance(n_samples, Integral) and n_samples >= 1):
-            raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+        _check_predictive_args(n_samples=n_samples)
         estimators, p = self._weighted()
         seeds = seed_sequence(random_state).spawn(len(estimators) + 1)
         rng = np.random.default_rng(seeds[-1])
