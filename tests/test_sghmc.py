@@ -149,3 +149,31 @@ def test_too_few_steps_for_the_draws_names_a_fix_that_runs():
     from skbnn.methods import SGHMC as fixed_class  # noqa: F401 (the fix names SGHMC)
 
     reg.set_params(method=SGHMC(batch_size=20, max_iter=12)).fit(X, y)
+
+
+def test_a_cycle_that_blew_up_is_a_divergence():
+    # deterministic: the rule on loss curves of 4 epochs of 2 steps, draws kept in epochs
+    # 1 and 3; 10 weights on 100 rows make the bound 1 nat per row
+    from skbnn.methods.sghmc import DIVERGED_NATS_PER_WEIGHT, cycle_diverged
+
+    assert DIVERGED_NATS_PER_WEIGHT * 10 / 100 == 1.0
+    keep = np.array([0, 0, 0, 1, 0, 0, 0, 1])
+    assert not cycle_diverged([5.0, 2.0, 3.0, 2.9], keep, 2, 10, 100.0)
+    # a spike where no draw is kept is the exploration's business
+    assert not cycle_diverged([5.0, 2.0, 300.0, 2.9], keep, 2, 10, 100.0)
+    assert cycle_diverged([5.0, 2.0, 3.0, 3.1], keep, 2, 10, 100.0)
+    assert cycle_diverged([5.0, 1e9, 3.0, 2.9], keep, 2, 10, 100.0)
+
+
+def test_diverged_chains_restart_and_then_say_what_to_lower(monkeypatch):
+    # deterministic: a bound no chain can meet makes every attempt diverge; the engine's
+    # restarts at a tenth of the step size follow, then its error that names the fix
+    import skbnn.methods.sghmc as sghmc
+
+    X, y, _, _, _ = _blr(100)
+    monkeypatch.setattr(sghmc, "DIVERGED_NATS_PER_WEIGHT", -1.0)
+    reg = BayesianMLPRegressor(hidden_layer_sizes=(3,), method=SGHMC(n_chains=2, max_iter=8),
+                               n_samples=8, random_state=0)  # fmt: skip
+    with pytest.raises(ValueError, match=r"every one of the 2 members diverged.*"
+                       r"method=SGHMC\(learning_rate_init=0\.0001, max_iter=8, n_chains=2\)"):
+        reg.fit(X, y)

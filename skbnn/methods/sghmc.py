@@ -36,6 +36,21 @@ CYCLE_STEPS = 10_000
 #: cycles of ``CYCLE_STEPS`` steps alone ended before the network fitted the data: the
 #: draws underfit, and some cycles ended away from any mode (doc/samplers.md).
 CYCLE_EPOCHS = 50
+#: A chain diverged when the loss of an epoch in which it kept a draw exceeds its lowest
+#: epoch loss by more than this many nats per weight, over all rows. Posterior draws sit
+#: about half a nat per weight below the best fit's log-likelihood; a cycle that blew up
+#: (unbounded minibatch gradients, as a regression's on outlying rows) is orders of
+#: magnitude beyond. The engine then restarts the chain at a tenth of the step size.
+DIVERGED_NATS_PER_WEIGHT = 10.0
+
+
+def cycle_diverged(loss_curve, keep, steps_per_epoch: int, n_weights: int,
+                   n_train: float) -> bool:  # fmt: skip
+    """Whether a chain kept a draw in an epoch whose loss (per row) exceeds its lowest
+    epoch loss by more than ``DIVERGED_NATS_PER_WEIGHT`` nats per weight over all rows."""
+    curve = np.asarray(loss_curve)
+    excess = curve[np.flatnonzero(keep) // steps_per_epoch] - curve.min()
+    return bool(np.any(excess > DIVERGED_NATS_PER_WEIGHT * n_weights / n_train))
 
 
 @dataclass
@@ -204,6 +219,9 @@ class SGHMC(_Trainer):
         member.draws = draws.dev[: int(cfg[0]["n"])]
         if member.draws.shape[0] < n_keep or not np.all(np.isfinite(member.draws)):
             member.diverged = True
+        elif not member.diverged:
+            member.diverged = cycle_diverged(member.loss_curve, keep, steps_per_epoch,
+                                             theta.size, target.weight_of(train))  # fmt: skip
 
     def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
         """Run ``n_chains`` chains; keep ``n_samples`` draws in all. See
