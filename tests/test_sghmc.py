@@ -174,6 +174,9 @@ def test_diverged_chains_restart_and_then_say_what_to_lower(monkeypatch):
     monkeypatch.setattr(sghmc, "DIVERGED_NATS_PER_WEIGHT", -1.0)
     reg = BayesianMLPRegressor(hidden_layer_sizes=(3,), method=SGHMC(n_chains=2, max_iter=8),
                                n_samples=8, random_state=0)  # fmt: skip
-    with pytest.raises(ValueError, match=r"every one of the 2 members diverged.*"
-                       r"method=SGHMC\(learning_rate_init=0\.0001, max_iter=8, n_chains=2\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"every one of the 2 members diverged.*"
+        r"method=SGHMC\(learning_rate_init=0\.0001, max_iter=8, n_chains=2\)",
+    ):
         reg.fit(X, y)
