@@ -54,9 +54,10 @@ _SHARED_PARAMS_DOC = """
         problem's size alone, so that a default fit answers in about a minute at most:
         NUTS (exact, no path length to tune) for regression where rows x network
         parameters is at most 250,000 (the diabetes data and a 10-unit network: 442 x 121),
-        and the deep ensemble beyond, and for every classifier (whose held-out log loss
-        it gave at or below ``LogisticRegression``'s); ``method_`` says which ran (see
-        :mod:`skbnn.methods._auto`).
+        and the deep ensemble beyond; for a classifier, the deep ensemble on fewer than
+        10,000 rows (whose held-out log loss it gave at or below
+        ``LogisticRegression``'s) and cyclical SGHMC from there; ``method_`` says which
+        ran (see :mod:`skbnn.methods._auto`).
     prior : {"gaussian", "logistic", "hierarchical", "scale_mixture"} or prior object, \
 default="gaussian"
         Prior over weights and biases; ``"gaussian"`` is ``GaussianPrior()``, N(0, 1) with
