@@ -11,15 +11,20 @@ from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.model_selection import ParameterGrid
+from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import HasMethods
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.parallel import Parallel, delayed
-from sklearn.utils.validation import check_array, check_is_fitted
+from sklearn.utils.validation import _num_samples, check_array, check_is_fitted
 
-from .estimators import _check_predictive_args
+from .estimators import _check_predictive_args, _finite_prediction
 from .kernels.predict import mixture_quantiles
 from .methods import METHODS
 from .utils import data_difference, last_step, seed_sequence
+
+#: Rows per chunk of ``BayesianModelAverage.predict_interval``, whose mixture holds every
+#: candidate's components for each row of a chunk.
+INTERVAL_CHUNK_ROWS = 4096
 
 #: What to do instead, in every refusal of an evidence-based score.
 _EVIDENCE_USE = (
@@ -446,7 +451,9 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         def moments(final, Xc):
             mean, var, alea = final._moments(Xc)
             scale = final._y_std**2
-            return mean * final._y_std + final._y_mean, var * scale, alea * scale
+            mean, var, alea = mean * final._y_std + final._y_mean, var * scale, alea * scale
+            # as the estimators' own predictions: an overflow is an error, not an inf
+            return _finite_prediction(mean), _finite_prediction(var), _finite_prediction(alea)
 
         parts = self._per_candidate(X, moments)
         mean = sum(w * m for w, (m, _, _) in parts)
@@ -590,18 +597,25 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         lower, upper : ndarrays of shape (n_samples,) or (n_samples, n_outputs)
         """
         _check_predictive_args(coverage=coverage)
-        means, stds, weights = self.predict_mixture(X)
-        single = means.ndim == 2
-        if single:
-            means, stds = means[:, None], stds[:, None]
         probs = np.array([(1 - coverage) / 2, (1 + coverage) / 2])
-        bounds = np.empty((2, *means.shape[:2]))
-        q = np.empty((means.shape[0], 2))
-        for o in range(means.shape[1]):
-            mixture_quantiles(np.ascontiguousarray(means[:, o]),
-                              np.ascontiguousarray(stds[:, o]), weights, probs, q)  # fmt: skip
-            bounds[:, :, o] = q.T
-        return (bounds[0, :, 0], bounds[1, :, 0]) if single else (bounds[0], bounds[1])
+        lower, upper = [], []
+        n = _num_samples(X)
+        # in chunks of rows: the mixture holds every candidate's components for each row
+        for start in range(0, n, INTERVAL_CHUNK_ROWS):
+            rows = _safe_indexing(X, slice(start, min(n, start + INTERVAL_CHUNK_ROWS)))
+            means, stds, weights = self.predict_mixture(rows)
+            single = means.ndim == 2
+            if single:
+                means, stds = means[:, None], stds[:, None]
+            bounds = np.empty((2, *means.shape[:2]))
+            q = np.empty((means.shape[0], 2))
+            for o in range(means.shape[1]):
+                mixture_quantiles(np.ascontiguousarray(means[:, o]),
+                                  np.ascontiguousarray(stds[:, o]), weights, probs, q)  # fmt: skip
+                bounds[:, :, o] = q.T
+            lower.append(bounds[0, :, 0] if single else bounds[0])
+            upper.append(bounds[1, :, 0] if single else bounds[1])
+        return np.concatenate(lower), np.concatenate(upper)
 
     @available_if(_is_regressor)
     def sample_y(self, X: ArrayLike, n_samples: int = 1, random_state=None) -> np.ndarray:
