@@ -194,13 +194,32 @@ def run_split(args, dataset: str, split: int, emit, common: dict) -> None:
     emit(record)
 
 
+def _name(choice: dict) -> str:
+    return f"{'x'.join(map(str, choice['hidden']))} {choice['activation']}"
+
+
 def report(path: str) -> None:
-    """The markdown table of ``kind == "split"`` lines: per dataset, each rule's mean test
-    log-likelihood +- standard error over the splits it ran on (``[count]``), the paired
-    difference from the fixed protocol on those splits, RMSE and time per split; then the
-    median rank correlations and each rule's most frequent choices."""
+    """The doc/choosing.md tables from the lines of ``path``.
+
+    A split run twice (say without CV, then with it) counts once, its rules merged. First,
+    per dataset, each rule's mean test log-likelihood +- standard error over the splits it
+    ran on, and its paired difference from the fixed protocol on those splits; then the
+    RMSEs and times; then the median rank correlations, each rule's most frequent choices,
+    and the evidence's own error: the median gap between the two most probable candidates'
+    log evidences, the median of the change one more Newton step would make to the most
+    probable one's, and the share of splits whose gap exceeds the two candidates' changes.
+    """
     lines = [json.loads(line) for line in open(path) if line.strip()]
-    splits = [r for r in lines if r.get("kind") == "split"]
+    merged: dict = {}
+    for r in lines:
+        if r.get("kind") == "split":
+            merged.setdefault((r["dataset"], r["split"]), {}).update(r)
+    splits = list(merged.values())
+    candidates: dict = {}
+    for r in lines:
+        if r.get("kind") == "candidate":
+            key = (r["dataset"], r["split"], tuple(r["hidden"]), r["activation"])
+            candidates[key] = r
     datasets = [d for d in DATASETS if any(r["dataset"] == d for r in splits)]
 
     def mean_se(a):
@@ -208,32 +227,45 @@ def report(path: str) -> None:
         se = a.std(ddof=1) / np.sqrt(a.size) if a.size > 1 else float("nan")
         return a.mean(), se
 
+    def ran(d, rule):
+        return sorted((r for r in splits if r["dataset"] == d and rule in r),
+                      key=lambda r: r["split"])  # fmt: skip
+
     rules = [r for r in RULES if any(r in s for s in splits)]
+    print("Test log-likelihood per row, mean +- standard error over splits [their number]; "
+          "for each rule, its paired difference from the fixed protocol.\n")  # fmt: skip
     print("| dataset | " + " | ".join(rules) + " | published |")
     print("|---|" + "---|" * (len(rules) + 1))
     for d in datasets:
         cells = []
         for rule in rules:
-            rows = sorted((r for r in splits if r["dataset"] == d and rule in r),
-                          key=lambda r: r["split"])  # fmt: skip
-            if not rows:
-                cells.append("-")
-                continue
+            rows = ran(d, rule)
             ll = np.array([r[rule]["test_ll"] for r in rows])
             m, se = mean_se(ll)
-            rmse = np.mean([r[rule]["rmse"] for r in rows])
-            t = np.mean([r[rule]["time"] for r in rows]) if "time" in rows[0][rule] else None
             cell = f"{m:.3f} +- {se:.3f}"
             if rule != "fixed":
                 dm, dse = mean_se(ll - np.array([r["fixed"]["test_ll"] for r in rows]))
                 cell += f" ({dm:+.3f} +- {dse:.3f})"
-            cell += f", RMSE {rmse:.2f}" + (f", {t:.0f} s" if t is not None else "")
-            cells.append(cell + f" [{len(rows)}]")
+            cells.append(cell + f" [{len(rows)}]" if rows else "-")
         print(f"| {d} | " + " | ".join(cells) + f" | {PUBLISHED[d]:.2f} |")
-    print()
-    print("| dataset | Spearman(evidence, test LL) | Spearman(CV, test LL) | "
-          "evidence's choice | CV's choice |")  # fmt: skip
-    print("|---|---|---|---|---|")
+
+    print("\nTest RMSE (original units) and wall time per split, means over the splits.\n")
+    print("| dataset | " + " | ".join(rules) + " |")
+    print("|---|" + "---|" * len(rules))
+    for d in datasets:
+        cells = []
+        for rule in rules:
+            rows = ran(d, rule)
+            rmse = np.mean([r[rule]["rmse"] for r in rows])
+            times = [r[rule]["time"] for r in rows if "time" in r[rule]]
+            cells.append(f"{rmse:.3f}" + (f", {np.mean(times):.0f} s" if times else ""))
+        print(f"| {d} | " + " | ".join(cells) + " |")
+
+    print("\nRank correlations over the candidates (median over splits), the most frequent "
+          "choices, and the evidence's own error (nats).\n")  # fmt: skip
+    print("| dataset | Spearman(evidence, test LL) | Spearman(CV, test LL) | evidence's choices "
+          "| CV's choices | top-two gap | Newton change of the top | settled |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     for d in datasets:
         rows = [r for r in splits if r["dataset"] == d]
 
@@ -242,16 +274,23 @@ def report(path: str) -> None:
             return f"{np.median(v):.2f}" if v else "-"
 
         def picks(rule, rows=rows):
-            names = [f"{'x'.join(map(str, r[rule]['hidden']))} {r[rule]['activation']}"
-                     for r in rows if rule in r]  # fmt: skip
+            names = [_name(r[rule]) for r in rows if rule in r]
             values, counts = np.unique(names, return_counts=True)
-            order = np.argsort(-counts)
-            return ", ".join(f"{values[i]} ({counts[i]})" for i in order[:3])
+            order = np.argsort(-counts, kind="stable")
+            return ", ".join(f"{values[i]} ({counts[i]})" for i in order[:3]) or "-"
 
-        print(
-            f"| {d} | {med('spearman_evidence')} | {med('spearman_cv')} | "
-            f"{picks('evidence')} | {picks('cv')} |"
-        )
+        gaps, changes, settled = [], [], []
+        for r in rows:
+            cands = [c for k, c in candidates.items() if k[:2] == (d, r["split"])]
+            top = sorted(cands, key=lambda c: -c["log_evidence"])[:2]
+            gap = top[0]["log_evidence"] - top[1]["log_evidence"]
+            moves = [abs(c["newton_evidence_change"]) for c in top]
+            gaps.append(gap)
+            changes.append(moves[0])
+            settled.append(gap > sum(moves))
+        print(f"| {d} | {med('spearman_evidence')} | {med('spearman_cv')} | "
+              f"{picks('evidence')} | {picks('cv')} | {np.median(gaps):.1f} | "
+              f"{np.median(changes):.1f} | {sum(settled)}/{len(settled)} |")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
