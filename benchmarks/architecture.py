@@ -9,19 +9,26 @@ rows by ``Laplace`` (``--hessian``), and the rules choose:
 * ``fixed``: the protocol's network, one layer of 50 ReLU units, whatever the data;
 * ``evidence``: the candidate of highest Laplace evidence;
 * ``bma``: ``BayesianModelAverage``, every candidate weighed by its evidence;
+* ``clml``: the candidate of highest conditional evidence ``log p(y_held | y_rest)``, the
+  log evidence of all rows less that of a fit on ``1 - --held-fraction`` of them (Lotfi et
+  al. 2022: how well the architecture predicts rows it has not seen, once it has learned
+  from the others, rather than from the prior alone);
+* ``holdout``: the candidate whose fit on those rows best predicts the held ones;
 * ``cv``: the candidate of highest mean held-out log predictive density over ``--cv``
   folds of the training rows (the rule scikit-learn users know), refitted on all of them;
 * ``oracle``: the candidate of highest test log-likelihood (a bound no rule can reach, for
   scale, never a rule).
 
+The fits on all training rows run first (``kind`` ``"candidate"`` and ``"split"`` lines);
+``--held-out`` then runs the fits that hold rows out (``"held_out"`` lines), and
+``--report FILE`` joins the two and prints the doc/choosing.md tables: each rule's test
+RMSE and log-likelihood in the target's original units, its wall time, and the Spearman
+rank correlation over candidates between each rule's score and the test log-likelihood.
 ``--smc-max-params N`` also fits, with ``SMC()``, the candidates of at most ``N``
-parameters, and records their SMC evidence beside Laplace's. Prints one JSON line per
-candidate (``"kind": "candidate"``) and one per split (``"kind": "split"``): each rule's
-test RMSE and log-likelihood in the target's original units, its wall time, and the
-Spearman rank correlation over candidates between the evidence (and the CV score) and the
-test log-likelihood. ``--report FILE`` prints the doc/choosing.md table from such lines::
+parameters, and records their SMC evidence beside Laplace's::
 
-    python benchmarks/architecture.py --data bostonHousing concrete --splits 0-4 \\
+    python benchmarks/architecture.py --splits 0-4 --out benchmarks/results/architecture.jsonl
+    python benchmarks/architecture.py --splits 0 --held-out \\
         --out benchmarks/results/architecture.jsonl
     python benchmarks/architecture.py --report benchmarks/results/architecture.jsonl
 """
@@ -50,7 +57,7 @@ DATASETS = ["bostonHousing", "concrete", "energy", "wine-quality-red", "yacht"]
 PUBLISHED = {"bostonHousing": -2.35, "concrete": -2.83, "energy": -0.53,
              "wine-quality-red": -0.89, "yacht": -0.16}  # fmt: skip
 FIXED = {"hidden_layer_sizes": (50,), "activation": "relu"}
-RULES = ["fixed", "evidence", "bma", "cv", "oracle"]
+RULES = ["fixed", "evidence", "bma", "clml", "holdout", "cv", "oracle"]
 
 
 def _revision() -> str:
@@ -89,19 +96,65 @@ def _scores(est, X, y) -> tuple[float, float]:
     return rmse, log_predictive_scorer(est, X, y)
 
 
-def run_split(args, dataset: str, split: int, emit, common: dict) -> None:
+def _template(args):
+    from skbnn import BayesianMLPRegressor
+    from skbnn.methods import Laplace
+
+    return BayesianMLPRegressor(
+        method=Laplace(hessian=args.hessian, n_init=args.n_init), random_state=args.seed
+    )
+
+
+def run_held_out(args, dataset: str, split: int, emit, common: dict) -> None:
+    """The rules that hold rows out of the training split, one line per candidate: the mean
+    log predictive density over ``args.cv`` folds, and a fit on ``1 - args.held_fraction`` of
+    the rows (a seeded permutation) with its evidence, for the conditional evidence
+    ``log p(y_held | y_rest) = log p(y) - log p(y_rest)`` (Lotfi et al. 2022), and its log
+    predictive density of the held rows."""
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.model_selection import GridSearchCV, KFold
 
-    from skbnn import BayesianMLPRegressor
-    from skbnn.methods import SMC, Laplace
     from skbnn.model_selection import BayesianModelAverage, log_predictive_scorer
+
+    X, y, _, _ = load_split(dataset, split, args.data_dir)
+    X, _ = standardize(X, X)
+    template = _template(args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        start = time.perf_counter()
+        search = GridSearchCV(
+            template, grid(args), scoring=log_predictive_scorer, refit=False,
+            cv=KFold(args.cv, shuffle=True, random_state=args.seed), n_jobs=args.n_jobs,
+        ).fit(X, y)  # fmt: skip
+        cv_time = time.perf_counter() - start
+        order = np.random.default_rng(args.seed).permutation(len(y))
+        rest, held = np.split(order, [round(len(y) * (1 - args.held_fraction))])
+        start = time.perf_counter()
+        part = BayesianModelAverage(template, grid(args), n_jobs=args.n_jobs).fit(X[rest], y[rest])
+        part_time = time.perf_counter() - start
+    for i, p in enumerate(part.candidate_params_):
+        assert search.cv_results_["params"][i] == p
+        emit({
+            **common, "kind": "held_out", "dataset": dataset, "split": split,
+            "hidden": list(p["hidden_layer_sizes"]), "activation": p["activation"],
+            "cv_folds": args.cv, "cv_score": float(search.cv_results_["mean_test_score"][i]),
+            "cv_time": cv_time, "n_held": len(held),
+            "rest_log_evidence": float(part.log_evidences_[i]),
+            "held_ll": log_predictive_scorer(part.estimators_[i], X[held], y[held]),
+            "part_time": part_time,
+        })  # fmt: skip
+
+
+def run_split(args, dataset: str, split: int, emit, common: dict) -> None:
+    from sklearn.exceptions import ConvergenceWarning
+
+    from skbnn import BayesianMLPRegressor
+    from skbnn.methods import SMC
+    from skbnn.model_selection import BayesianModelAverage
 
     X, y, X_test, y_test = load_split(dataset, split, args.data_dir)
     X, X_test = standardize(X, X_test)
-    template = BayesianMLPRegressor(
-        method=Laplace(hessian=args.hessian, n_init=args.n_init), random_state=args.seed
-    )
+    template = _template(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         start = time.perf_counter()
@@ -111,22 +164,6 @@ def run_split(args, dataset: str, split: int, emit, common: dict) -> None:
     params = [dict(p, hidden_layer_sizes=tuple(p["hidden_layer_sizes"]))
               for p in bma.candidate_params_]  # fmt: skip
     fixed = params.index(FIXED)
-
-    cv_scores = np.full(len(params), np.nan)
-    cv_time = None
-    if args.cv > 1:
-        start = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            search = GridSearchCV(
-                template, grid(args), scoring=log_predictive_scorer, refit=False,
-                cv=KFold(args.cv, shuffle=True, random_state=args.seed), n_jobs=args.n_jobs,
-            ).fit(X, y)  # fmt: skip
-        cv_time = time.perf_counter() - start
-        assert [tuple(p["hidden_layer_sizes"]) for p in search.cv_results_["params"]] == [
-            p["hidden_layer_sizes"] for p in params
-        ]
-        cv_scores = np.asarray(search.cv_results_["mean_test_score"], dtype=float)
 
     rows = []
     for i, (p, est) in enumerate(zip(params, bma.estimators_, strict=True)):
@@ -138,7 +175,7 @@ def run_split(args, dataset: str, split: int, emit, common: dict) -> None:
             "n_params": n_params(X.shape[1], p["hidden_layer_sizes"]),
             "log_evidence": float(bma.log_evidences_[i]),
             "model_probability": float(bma.model_probabilities_[i]),
-            "cv_score": float(cv_scores[i]), "rmse": rmse, "test_ll": test_ll,
+            "rmse": rmse, "test_ll": test_ll,
             "fit_time": d["wall_time"] - d.get("compile_time", 0.0),
             "newton_decrement": float(d["newton_decrement"]),
             "newton_evidence_change": float(d["newton_evidence_change"]),
@@ -164,15 +201,12 @@ def run_split(args, dataset: str, split: int, emit, common: dict) -> None:
     rmse = np.array([r["rmse"] for r in rows])
     fit_time = np.array([r["fit_time"] for r in rows])
     chosen = {"fixed": fixed, "evidence": int(bma.best_index_), "oracle": int(np.argmax(ll))}
-    if args.cv > 1:
-        chosen["cv"] = int(np.nanargmax(cv_scores))
     record = {
         **common, "kind": "split", "dataset": dataset, "split": split,
         "n_train": len(y), "n_test": len(y_test), "n_candidates": len(params),
         "n_convergence_warnings": n_warnings,
-        "evidence_time": evidence_time, "cv_time": cv_time,
+        "evidence_time": evidence_time,
         "spearman_evidence": _spearman(bma.log_evidences_, ll),
-        "spearman_cv": _spearman(cv_scores, ll) if args.cv > 1 else None,
         "max_probability": float(bma.model_probabilities_.max()),
     }  # fmt: skip
     smc_rows = [r for r in rows if "smc_log_evidence" in r]
@@ -186,12 +220,40 @@ def run_split(args, dataset: str, split: int, emit, common: dict) -> None:
                         "rmse": float(rmse[i])}  # fmt: skip
     record["fixed"]["time"] = float(fit_time[fixed])
     record["evidence"]["time"] = evidence_time
-    if args.cv > 1:
-        # the folds' fits, then the chosen candidate on all rows (its fit above)
-        record["cv"]["time"] = cv_time + float(fit_time[chosen["cv"]])
     bma_rmse, bma_ll = _scores(bma, X_test, y_test)
     record["bma"] = {"test_ll": bma_ll, "rmse": bma_rmse, "time": evidence_time}
     emit(record)
+
+
+def _held_out_rules(record: dict, candidates: dict, held: dict) -> None:
+    """Add the rules that need the ``held_out`` lines to a split's record, where every
+    candidate has one: ``cv``, ``clml`` (the conditional evidence per held row) and
+    ``holdout`` (the held rows' log predictive density), with their Spearman correlations."""
+    key = (record["dataset"], record["split"])
+    cands = [c for k, c in candidates.items() if k[:2] == key]
+    outs = [held.get(k) for k, c in candidates.items() if k[:2] == key]
+    if not cands or any(o is None for o in outs):
+        return
+    ll = [c["test_ll"] for c in cands]
+    scores = {
+        "cv": [o["cv_score"] for o in outs],
+        "clml": [(c["log_evidence"] - o["rest_log_evidence"]) / o["n_held"]
+                 for c, o in zip(cands, outs, strict=True)],
+        "holdout": [o["held_ll"] for o in outs],
+    }  # fmt: skip
+    times = {
+        "cv": outs[0]["cv_time"],
+        "clml": record["evidence_time"] + outs[0]["part_time"],
+        "holdout": outs[0]["part_time"],
+    }
+    for rule, score in scores.items():
+        i = int(np.nanargmax(score))
+        record["spearman_" + rule] = _spearman(score, ll)
+        # the rules that score held rows refit their choice on all of them (its fit above)
+        refit = 0.0 if rule == "clml" else cands[i]["fit_time"]
+        record[rule] = {"hidden": cands[i]["hidden"], "activation": cands[i]["activation"],
+                        "test_ll": cands[i]["test_ll"], "rmse": cands[i]["rmse"],
+                        "time": times[rule] + refit}  # fmt: skip
 
 
 def _name(choice: dict) -> str:
@@ -220,6 +282,12 @@ def report(path: str) -> None:
         if r.get("kind") == "candidate":
             key = (r["dataset"], r["split"], tuple(r["hidden"]), r["activation"])
             candidates[key] = r
+    held: dict = {}
+    for r in lines:
+        if r.get("kind") == "held_out":
+            held[(r["dataset"], r["split"], tuple(r["hidden"]), r["activation"])] = r
+    for r in splits:
+        _held_out_rules(r, candidates, held)
     datasets = [d for d in DATASETS if any(r["dataset"] == d for r in splits)]
 
     def mean_se(a):
@@ -263,9 +331,11 @@ def report(path: str) -> None:
 
     print("\nRank correlations over the candidates (median over splits), the most frequent "
           "choices, and the evidence's own error (nats).\n")  # fmt: skip
-    print("| dataset | Spearman(evidence, test LL) | Spearman(CV, test LL) | evidence's choices "
-          "| CV's choices | top-two gap | Newton change of the top | settled |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| dataset | Spearman with the test LL: evidence, CLML, holdout, CV | evidence's "
+        "choices | CV's choices | top-two gap | Newton change of the top | settled |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for d in datasets:
         rows = [r for r in splits if r["dataset"] == d]
 
@@ -288,7 +358,8 @@ def report(path: str) -> None:
             gaps.append(gap)
             changes.append(moves[0])
             settled.append(gap > sum(moves))
-        print(f"| {d} | {med('spearman_evidence')} | {med('spearman_cv')} | "
+        corr = ", ".join(med("spearman_" + k) for k in ("evidence", "clml", "holdout", "cv"))
+        print(f"| {d} | {corr} | "
               f"{picks('evidence')} | {picks('cv')} | {np.median(gaps):.1f} | "
               f"{np.median(changes):.1f} | {sum(settled)}/{len(settled)} |")  # fmt: skip
 
@@ -303,7 +374,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--activations", nargs="+", default=["relu", "tanh"])
     parser.add_argument("--hessian", default="kron", help="Laplace's hessian for every candidate")
     parser.add_argument("--n-init", type=int, default=1, help="Laplace's initializations")
-    parser.add_argument("--cv", type=int, default=5, help="folds of the CV rule; 0: no CV")
+    parser.add_argument(
+        "--held-out", action="store_true",
+        help="run the rules that hold rows out (CV, conditional evidence), not the fits",
+    )  # fmt: skip
+    parser.add_argument("--cv", type=int, default=5, help="folds of the CV rule")
+    parser.add_argument("--held-fraction", type=float, default=0.2,
+                        help="rows held out for the conditional evidence")  # fmt: skip
     parser.add_argument(
         "--smc-max-params", type=int, default=0, help="also fit SMC on candidates this small"
     )
@@ -334,7 +411,8 @@ def main(argv: list[str] | None = None) -> None:
     for k in range(max(map(len, chosen.values()))):
         for dataset in args.data:
             if k < len(chosen[dataset]):
-                run_split(args, dataset, chosen[dataset][k], emit, common)
+                run = run_held_out if args.held_out else run_split
+                run(args, dataset, chosen[dataset][k], emit, common)
 
 
 if __name__ == "__main__":
