@@ -308,13 +308,16 @@ def report(path: str) -> None:
         cells = []
         for rule in rules:
             rows = ran(d, rule)
+            if not rows:
+                cells.append("-")
+                continue
             ll = np.array([r[rule]["test_ll"] for r in rows])
             m, se = mean_se(ll)
             cell = f"{m:.3f} +- {se:.3f}"
             if rule != "fixed":
                 dm, dse = mean_se(ll - np.array([r["fixed"]["test_ll"] for r in rows]))
                 cell += f" ({dm:+.3f} +- {dse:.3f})"
-            cells.append(cell + f" [{len(rows)}]" if rows else "-")
+            cells.append(cell + f" [{len(rows)}]")
         print(f"| {d} | " + " | ".join(cells) + f" | {PUBLISHED[d]:.2f} |")
 
     print("\nTest RMSE (original units) and wall time per split, means over the splits.\n")
@@ -324,6 +327,9 @@ def report(path: str) -> None:
         cells = []
         for rule in rules:
             rows = ran(d, rule)
+            if not rows:
+                cells.append("-")
+                continue
             rmse = np.mean([r[rule]["rmse"] for r in rows])
             times = [r[rule]["time"] for r in rows if "time" in r[rule]]
             cells.append(f"{rmse:.3f}" + (f", {np.mean(times):.0f} s" if times else ""))
