@@ -300,40 +300,34 @@ def report(path: str) -> None:
                       key=lambda r: r["split"])  # fmt: skip
 
     rules = [r for r in RULES if any(r in s for s in splits)]
+
+    def table(cell, last: str = "") -> None:
+        print("| dataset | " + " | ".join(rules) + (" | " + last if last else "") + " |")
+        print("|---|" + "---|" * (len(rules) + bool(last)))
+        for d in datasets:
+            cells = [cell(rows, rule) if (rows := ran(d, rule)) else "-" for rule in rules]
+            extra = f" | {PUBLISHED[d]:.2f}" if last else ""
+            print(f"| {d} | " + " | ".join(cells) + extra + " |")
+
+    def ll_cell(rows, rule) -> str:
+        ll = np.array([r[rule]["test_ll"] for r in rows])
+        m, se = mean_se(ll)
+        cell = f"{m:.3f} +- {se:.3f}"
+        if rule != "fixed":
+            dm, dse = mean_se(ll - np.array([r["fixed"]["test_ll"] for r in rows]))
+            cell += f" ({dm:+.3f} +- {dse:.3f})"
+        return cell + f" [{len(rows)}]"
+
+    def rmse_cell(rows, rule) -> str:
+        rmse = np.mean([r[rule]["rmse"] for r in rows])
+        times = [r[rule]["time"] for r in rows if "time" in r[rule]]
+        return f"{rmse:.3f}" + (f", {np.mean(times):.0f} s" if times else "")
+
     print("Test log-likelihood per row, mean +- standard error over splits [their number]; "
           "for each rule, its paired difference from the fixed protocol.\n")  # fmt: skip
-    print("| dataset | " + " | ".join(rules) + " | published |")
-    print("|---|" + "---|" * (len(rules) + 1))
-    for d in datasets:
-        cells = []
-        for rule in rules:
-            rows = ran(d, rule)
-            if not rows:
-                cells.append("-")
-                continue
-            ll = np.array([r[rule]["test_ll"] for r in rows])
-            m, se = mean_se(ll)
-            cell = f"{m:.3f} +- {se:.3f}"
-            if rule != "fixed":
-                dm, dse = mean_se(ll - np.array([r["fixed"]["test_ll"] for r in rows]))
-                cell += f" ({dm:+.3f} +- {dse:.3f})"
-            cells.append(cell + f" [{len(rows)}]")
-        print(f"| {d} | " + " | ".join(cells) + f" | {PUBLISHED[d]:.2f} |")
-
+    table(ll_cell, last="published")
     print("\nTest RMSE (original units) and wall time per split, means over the splits.\n")
-    print("| dataset | " + " | ".join(rules) + " |")
-    print("|---|" + "---|" * len(rules))
-    for d in datasets:
-        cells = []
-        for rule in rules:
-            rows = ran(d, rule)
-            if not rows:
-                cells.append("-")
-                continue
-            rmse = np.mean([r[rule]["rmse"] for r in rows])
-            times = [r[rule]["time"] for r in rows if "time" in r[rule]]
-            cells.append(f"{rmse:.3f}" + (f", {np.mean(times):.0f} s" if times else ""))
-        print(f"| {d} | " + " | ".join(cells) + " |")
+    table(rmse_cell)
 
     print("\nRank correlations over the candidates (median over splits), the most frequent "
           "choices, and the evidence's own error (nats).\n")  # fmt: skip
