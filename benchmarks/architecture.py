@@ -260,7 +260,7 @@ def _name(choice: dict) -> str:
     return f"{'x'.join(map(str, choice['hidden']))} {choice['activation']}"
 
 
-def report(path: str) -> None:
+def report(path: str) -> str:
     """The doc/choosing.md tables from the lines of ``path``.
 
     A split run twice (say without CV, then with it) counts once, its rules merged. First,
@@ -271,6 +271,7 @@ def report(path: str) -> None:
     log evidences, the median of the change one more Newton step would make to the most
     probable one's, and the share of splits whose gap exceeds the two candidates' changes.
     """
+    out: list[str] = []
     lines = [json.loads(line) for line in open(path) if line.strip()]
     merged: dict = {}
     for r in lines:
@@ -302,12 +303,12 @@ def report(path: str) -> None:
     rules = [r for r in RULES if any(r in s for s in splits)]
 
     def table(cell, last: str = "") -> None:
-        print("| dataset | " + " | ".join(rules) + (" | " + last if last else "") + " |")
-        print("|---|" + "---|" * (len(rules) + bool(last)))
+        out.append("| dataset | " + " | ".join(rules) + (" | " + last if last else "") + " |")
+        out.append("|---|" + "---|" * (len(rules) + bool(last)))
         for d in datasets:
             cells = [cell(rows, rule) if (rows := ran(d, rule)) else "-" for rule in rules]
             extra = f" | {PUBLISHED[d]:.2f}" if last else ""
-            print(f"| {d} | " + " | ".join(cells) + extra + " |")
+            out.append(f"| {d} | " + " | ".join(cells) + extra + " |")
 
     def ll_cell(rows, rule) -> str:
         ll = np.array([r[rule]["test_ll"] for r in rows])
@@ -323,19 +324,19 @@ def report(path: str) -> None:
         times = [r[rule]["time"] for r in rows if "time" in r[rule]]
         return f"{rmse:.3f}" + (f", {np.mean(times):.0f} s" if times else "")
 
-    print("Test log-likelihood per row, mean +- standard error over splits [their number]; "
+    out.append("Test log-likelihood per row, mean +- standard error over splits [their number]; "
           "for each rule, its paired difference from the fixed protocol.\n")  # fmt: skip
     table(ll_cell, last="published")
-    print("\nTest RMSE (original units) and wall time per split, means over the splits.\n")
+    out.append("\nTest RMSE (original units) and wall time per split, means over the splits.\n")
     table(rmse_cell)
 
-    print("\nRank correlations over the candidates (median over splits), the most frequent "
+    out.append("\nRank correlations over the candidates (median over splits), the most frequent "
           "choices, and the evidence's own error (nats).\n")  # fmt: skip
-    print(
+    out.append(
         "| dataset | Spearman with the test LL: evidence, CLML, holdout, CV | evidence's "
         "choices | CV's choices | top-two gap | Newton change of the top | settled |"
     )
-    print("|---|---|---|---|---|---|---|")
+    out.append("|---|---|---|---|---|---|---|")
     for d in datasets:
         rows = [r for r in splits if r["dataset"] == d]
 
@@ -359,9 +360,10 @@ def report(path: str) -> None:
             changes.append(moves[0])
             settled.append(gap > sum(moves))
         corr = ", ".join(med("spearman_" + k) for k in ("evidence", "clml", "holdout", "cv"))
-        print(f"| {d} | {corr} | "
+        out.append(f"| {d} | {corr} | "
               f"{picks('evidence')} | {picks('cv')} | {np.median(gaps):.1f} | "
               f"{np.median(changes):.1f} | {sum(settled)}/{len(settled)} |")  # fmt: skip
+    return "\n".join(out) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -390,7 +392,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--report", default=None, help="print the table of this results file")
     args = parser.parse_args(argv)
     if args.report:
-        report(args.report)
+        print(report(args.report), end="")
         return
     if (50,) not in [(w,) * d for d in args.depths for w in args.widths] or (
         "relu" not in args.activations
