@@ -289,7 +289,8 @@ def report(path: str) -> str:
             held[(r["dataset"], r["split"], tuple(r["hidden"]), r["activation"])] = r
     for r in splits:
         _held_out_rules(r, candidates, held)
-    datasets = [d for d in DATASETS if any(r["dataset"] == d for r in splits)]
+    seen = {r["dataset"] for r in splits}
+    datasets = [d for d in DATASETS if d in seen] + sorted(seen - set(DATASETS))
 
     def mean_se(a):
         a = np.asarray(a, float)
@@ -307,7 +308,7 @@ def report(path: str) -> str:
         out.append("|---|" + "---|" * (len(rules) + bool(last)))
         for d in datasets:
             cells = [cell(rows, rule) if (rows := ran(d, rule)) else "-" for rule in rules]
-            extra = f" | {PUBLISHED[d]:.2f}" if last else ""
+            extra = f" | {PUBLISHED[d]:.2f}" if last and d in PUBLISHED else " | -" * bool(last)
             out.append(f"| {d} | " + " | ".join(cells) + extra + " |")
 
     def ll_cell(rows, rule) -> str:
@@ -368,7 +369,7 @@ def report(path: str) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", nargs="+", default=DATASETS, choices=DATASETS)
+    parser.add_argument("--data", nargs="+", default=DATASETS, help="dataset folders")
     parser.add_argument("--data-dir", default=None, help="default: ../shared/data/uci")
     parser.add_argument("--splits", default="all", help='"all", "0-4" or "0,3"')
     parser.add_argument("--widths", type=int, nargs="+", default=[10, 25, 50, 100])

@@ -268,3 +268,36 @@ def test_kernel_speed_parts_are_the_steps_of_the_gradient(activation, monkeypatc
     np.testing.assert_allclose(steps, expected, rtol=1e-12, atol=1e-12)
     # the likelihood's step returns the log-likelihood, the prior's the log prior
     np.testing.assert_allclose(terms[3] + terms[4], logp, rtol=1e-12)
+
+
+def test_architecture_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, capsys):
+    # the rules' choices are the candidates' own figures: each rule's test log-likelihood
+    # is that of the candidate it names, the evidence's is the highest evidence's, the
+    # oracle's the highest test log-likelihood, and the report joins the held-out lines
+    out = tmp_path / "architecture.jsonl"
+    common = ["--data", "tiny", "--data-dir", str(uci_dir), "--splits", "0",
+              "--widths", "2", "50", "--depths", "1", "--activations", "relu", "tanh",
+              "--cv", "2", "--out", str(out)]  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _main("architecture.py", common, monkeypatch)
+        _main("architecture.py", [*common, "--held-out"], monkeypatch)
+    lines = [json.loads(s) for s in out.read_text().splitlines()]
+    candidates = [r for r in lines if r["kind"] == "candidate"]
+    (split,) = [r for r in lines if r["kind"] == "split"]
+    held = [r for r in lines if r["kind"] == "held_out"]
+    assert len(candidates) == len(held) == 4
+    by_name = {(tuple(r["hidden"]), r["activation"]): r for r in candidates}
+    assert split["fixed"]["test_ll"] == by_name[(50,), "relu"]["test_ll"]
+    best = max(candidates, key=lambda r: r["log_evidence"])
+    assert split["evidence"]["test_ll"] == best["test_ll"]
+    assert split["oracle"]["test_ll"] == max(r["test_ll"] for r in candidates)
+    assert sum(r["model_probability"] for r in candidates) == pytest.approx(1.0)
+    assert all(r["n_held"] == 6 for r in held)  # a fifth of the 30 training rows
+    capsys.readouterr()
+    _main("architecture.py", ["--report", str(out)], monkeypatch)
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if line.startswith("| tiny | -"))
+    cv = max(held, key=lambda r: r["cv_score"])
+    cv_ll = by_name[tuple(cv["hidden"]), cv["activation"]]["test_ll"]
+    assert row.count("[1]") == 7 and f"{cv_ll:.3f} +- nan" in row
