@@ -39,6 +39,27 @@ def test_choosing_table_matches_the_benchmark_results():
     )
 
 
+def test_architecture_tables_match_the_benchmark_results(monkeypatch):
+    # doc/choosing.md's architecture-selection tables are benchmarks/architecture.py's report
+    # of its results file
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(
+        "architecture", ROOT / "benchmarks" / "architecture.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = (DOC / "choosing.md").read_text()
+    match = re.search(
+        r"<!-- architecture-table:start -->\n(.*?)<!-- architecture-table:end -->", text, re.S
+    )
+    assert match, "doc/choosing.md lost its architecture-table markers"
+    assert match[1] == module.report(ROOT / "benchmarks" / "results" / "architecture.jsonl"), (
+        "doc/choosing.md's architecture tables differ from benchmarks/results/"
+        "architecture.jsonl; paste `python benchmarks/architecture.py --report "
+        "benchmarks/results/architecture.jsonl` between the markers"
+    )
+
+
 def test_methods_table_in_index_matches_the_code():
     # no fit, well under a second
     table = _methods_table()
