@@ -1211,14 +1211,19 @@ def test_dead_relu_units_give_a_finite_evidence_and_predictions(hessian, monkeyp
         ).fit(X, y)
         _assert_finite_fit(est, X)
     _, J = _jacobian(est.posterior_.theta, X, _sizes(est), "relu")
-    dead = np.all(J == 0, axis=(0, 1))
+    # Dead to rounding: the polish's exact-Newton step, taken or not as the last bits of the
+    # CPU decide, moves them by ~1e-13 (its finite-difference Hessian sees the kink), which
+    # can leave a pre-activation a rounding error above 0
+    dead = np.all(np.abs(J) <= 1e-9 * np.abs(J).max(), axis=(0, 1))
     assert dead.sum() == 15  # W1[:, :3], b1[:3], W2[:3]: the precondition
     if est.diagnostics_["hessian"] != "full":
         # there the posterior precision is the (tuned) prior's, and nothing else
         lam = _expanded(est, est.diagnostics_["prior_precision"])
         H = est.posterior_.hessian
         block = H[np.ix_(dead, dead)] if H.ndim == 2 else np.diag(H[dead])
-        np.testing.assert_allclose(block, np.diag(lam[dead]), rtol=1e-12)
+        # (the likelihood adds J^T J of those rounding-level entries: 1e-17 at most)
+        np.testing.assert_allclose(block, np.diag(lam[dead]), rtol=1e-12,
+                                   atol=1e-12 * lam[dead].max())  # fmt: skip
 
 
 def test_full_hessian_at_a_saddle_falls_back_to_the_ggn(monkeypatch):
