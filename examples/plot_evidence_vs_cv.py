@@ -1,6 +1,6 @@
 """
 Choosing a network by its evidence or by cross-validation, on diabetes
-=====================================================================
+======================================================================
 
 Two ways to choose a network's architecture from the training rows alone:
 
