@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from numbers import Integral
+import warnings
+from numbers import Integral, Real
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -12,12 +13,13 @@ from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import _safe_indexing
-from sklearn.utils._param_validation import HasMethods
+from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _num_samples, check_array, check_is_fitted
 
 from .estimators import _check_predictive_args, _finite_prediction
+from .exceptions import ConvergenceWarning
 from .kernels.predict import mixture_quantiles
 from .methods import METHODS
 from .utils import data_difference, last_step, seed_sequence
@@ -189,10 +191,19 @@ def _method_without_evidence(final) -> str | None:
     return method if isinstance(method, str) else cls.__name__
 
 
-def _fit_candidate(estimator, X, y, fit_params):
+def _finite_or_minus_inf(log_post: np.ndarray) -> np.ndarray:
+    """NaN log probabilities (a fit without a finite evidence) as minus infinity."""
+    return np.where(np.isnan(log_post), -np.inf, log_post)
+
+
+def _fit_candidate(estimator, X, y, fit_params, screen=False):
     """``estimator.fit(X, y, **fit_params)``: a module-level function, so that joblib can
-    send it to worker processes."""
-    return estimator.fit(X, y, **fit_params)
+    send it to worker processes. A ``screen`` fit is cut short on purpose, so its
+    convergence warnings are not the user's concern and are silenced."""
+    with warnings.catch_warnings():
+        if screen:
+            warnings.simplefilter("ignore", ConvergenceWarning)
+        return estimator.fit(X, y, **fit_params)
 
 
 def _final_step(estimator):
@@ -274,6 +285,22 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         workers of a ``distributed`` cluster (:doc:`/dask`). The results do not depend on
         it: each candidate is fitted from its own clone with its own copy of
         ``random_state``, and they are collected in the order of ``param_grid``.
+    screen : dict, default=None
+        Parameters of a cheap first fit that ranks the candidates, set on each one on top
+        of its own (for a Pipeline, with the step's prefix: ``{"bnn__method": ...}``).
+        ``None`` fits every candidate once, as given. With a screen, every candidate is
+        fitted with these parameters first; only those whose screened log evidence plus
+        log prior comes within ``screen_margin`` nats of the best one's are then fitted as
+        given, and they alone carry probability. For example, on many rows,
+        ``{"method": Laplace(hessian="kron", max_prior_updates=1)}`` screens Laplace
+        candidates with one empirical Bayes update in place of many (:doc:`/choosing`).
+        A refitted candidate is fitted exactly as without a screen. The screened fits stop
+        short on purpose, so their convergence warnings are silenced.
+    screen_margin : float, default=10.0
+        Nats below the best screened candidate within which a candidate is refitted. It
+        must exceed the screen's error in the *differences* between candidates' log
+        evidences: a candidate it drops would have had a probability below
+        ``exp(-screen_margin)`` times the best one's, were the screen exact.
 
     Attributes
     ----------
@@ -282,7 +309,14 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
     estimators_ : list of estimators
         The fitted candidates.
     log_evidences_ : ndarray of shape (n_candidates,)
-        ``log p(y | candidate)`` in the units of ``y``.
+        ``log p(y | candidate)`` in the units of ``y``; NaN for a candidate the screen
+        dropped.
+    screen_log_evidences_ : ndarray of shape (n_candidates,)
+        The screened fits' log evidences (only with a ``screen``).
+    refitted_ : ndarray of bool of shape (n_candidates,)
+        Which candidates the screen kept and were fitted as given (all of them without a
+        ``screen``). The ``estimators_`` of the others are their screened fits, which
+        carry no probability.
     model_probabilities_ : ndarray of shape (n_candidates,)
         Posterior probabilities of the candidates.
     best_index_ : int
@@ -295,7 +329,9 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         One entry per candidate, in the form of ``GridSearchCV``'s (``pandas.DataFrame``
         takes it): ``params``, ``param_<name>`` (masked arrays), ``log_evidence``,
         ``model_probability`` and ``rank`` (1 for the most probable; by log evidence plus
-        log prior, ties sharing the lower rank).
+        log prior, ties sharing the lower rank); with a ``screen``, also
+        ``screen_log_evidence`` and ``refitted``, and a dropped candidate ranks below
+        every refitted one, by its screened evidence.
     classes_ : ndarray
         Class labels (classifier only).
     n_outputs_ : int
@@ -321,13 +357,19 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         "param_grid": [dict, list],
         "prior": ["array-like", None],
         "n_jobs": [Integral, None],
+        "screen": [dict, None],
+        "screen_margin": [Interval(Real, 0, np.inf, closed="both")],
     }
 
-    def __init__(self, estimator, param_grid, prior=None, n_jobs=None):
+    def __init__(
+        self, estimator, param_grid, prior=None, n_jobs=None, screen=None, screen_margin=10.0
+    ):
         self.estimator = estimator
         self.param_grid = param_grid
         self.prior = prior
         self.n_jobs = n_jobs
+        self.screen = screen
+        self.screen_margin = screen_margin
 
     def _is_classifier(self) -> bool:
         return is_classifier(self.estimator)
@@ -367,9 +409,14 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
             with np.errstate(divide="ignore"):
                 log_prior = np.log(prior / prior.sum())
         candidates = [clone(self.estimator).set_params(**p) for p in self.candidate_params_]
+        # a screen's method must estimate the evidence too, for it ranks by it
+        screen = self.screen
+        screened = [] if screen is None else [clone(e).set_params(**screen) for e in candidates]
         refused = [
-            f"candidate {i} {params!r} has method {name!r}"
-            for i, (params, est) in enumerate(zip(self.candidate_params_, candidates, strict=True))
+            f"candidate {i} {params!r}{role} has method {name!r}"
+            for role, ests in (("", candidates), (" under the screen", screened))
+            if ests
+            for i, (params, est) in enumerate(zip(self.candidate_params_, ests, strict=True))
             if (name := _method_without_evidence(_final_step(est))) is not None
         ]
         if refused:
@@ -379,21 +426,28 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
                 "(method='smc'), or compare candidates by held-out log predictive density "
                 "with GridSearchCV(scoring=log_predictive_scorer). Nothing was fitted."
             )
-        # the candidates are fitted on exactly (X, y), so their evidences need no data check.
-        # sklearn's Parallel (not joblib's) carries the scikit-learn configuration and the
-        # warning filters into worker processes, as GridSearchCV does; each clone already
-        # holds its own copy of random_state, so the fits do not depend on where they run
-        self.estimators_ = Parallel(n_jobs=self.n_jobs)(
-            delayed(_fit_candidate)(est, X, y, fit_params) for est in candidates
-        )
-        self.log_evidences_ = np.array([_log_evidence(_final_step(e)) for e in self.estimators_])
+        self.refitted_ = np.ones(n, dtype=bool)
+        if self.screen is None:
+            self.estimators_ = self._fit_all(candidates, X, y, fit_params)
+        else:
+            self.estimators_ = self._fit_all(screened, X, y, fit_params, screen=True)
+            self.screen_log_evidences_ = self._log_evidences()
+            screen_post = _finite_or_minus_inf(self.screen_log_evidences_ + log_prior)
+            # (if no screened fit has a finite evidence, every candidate is refitted)
+            self.refitted_ = screen_post >= np.max(screen_post) - self.screen_margin
+            kept = np.flatnonzero(self.refitted_)
+            refits = self._fit_all([candidates[i] for i in kept], X, y, fit_params)
+            for i, est in zip(kept, refits, strict=True):
+                self.estimators_[i] = est
+        self.log_evidences_ = self._log_evidences()
+        self.log_evidences_[~self.refitted_] = np.nan
         log_post = self.log_evidences_ + log_prior
         if not np.any(np.isfinite(log_post)):
             raise ValueError(
                 "no candidate has a finite log evidence plus log prior: "
                 f"log_evidences_ = {self.log_evidences_}"
             )
-        log_post = np.where(np.isnan(log_post), -np.inf, log_post)
+        log_post = _finite_or_minus_inf(log_post)
         self.model_probabilities_ = np.exp(log_post - logsumexp(log_post))
         best = int(np.argmax(log_post))
         self.best_index_ = best
@@ -409,6 +463,19 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         self.cv_results_ = self._results_table(log_post)
         return self
 
+    def _fit_all(self, candidates, X, y, fit_params, screen=False) -> list:
+        """The candidates fitted on exactly ``(X, y)``, so that their evidences need no
+        data check, in their order."""
+        # sklearn's Parallel (not joblib's) carries the scikit-learn configuration and the
+        # warning filters into worker processes, as GridSearchCV does; each clone already
+        # holds its own copy of random_state, so the fits do not depend on where they run
+        return Parallel(n_jobs=self.n_jobs)(
+            delayed(_fit_candidate)(est, X, y, fit_params, screen) for est in candidates
+        )
+
+    def _log_evidences(self) -> np.ndarray:
+        return np.array([_log_evidence(_final_step(e)) for e in self.estimators_])
+
     def _results_table(self, log_post) -> dict:
         """``cv_results_``: the candidates in ``GridSearchCV``'s tabular form."""
         n = len(self.candidate_params_)
@@ -422,7 +489,15 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
                 column[i] = value
         table["log_evidence"] = self.log_evidences_
         table["model_probability"] = self.model_probabilities_
-        table["rank"] = rankdata(-log_post, method="min").astype(np.int32)
+        rank = rankdata(-log_post, method="min")
+        if self.screen is not None:
+            table["screen_log_evidence"] = self.screen_log_evidences_
+            table["refitted"] = self.refitted_
+            dropped = ~self.refitted_
+            rank[dropped] = np.count_nonzero(self.refitted_) + rankdata(
+                -self.screen_log_evidences_[dropped], method="min"
+            )
+        table["rank"] = rank.astype(np.int32)
         return table
 
     def _is_regressor(self) -> bool:

@@ -5,6 +5,7 @@ one, data other than the training rows)."""
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from sklearn.preprocessing import StandardScaler
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.estimators import _BaseBayesianMLP
+from skbnn.exceptions import ConvergenceWarning
 from skbnn.methods import MALA, METHODS, NUTS, SMC, Laplace
 from skbnn.model_selection import BayesianModelAverage, evidence_scorer
 from skbnn.utils import data_difference, data_fingerprint
@@ -180,6 +182,11 @@ def test_model_average_refuses_methods_without_evidence_before_fitting(monkeypat
         with pytest.raises(TypeError, match=f"do not estimate: {re.escape(named)}") as error:
             BayesianModelAverage(template, grid).fit(X, y)
         assert str(error.value).endswith("Nothing was fitted.")
+    # a screen ranks by the evidence too
+    named = "candidate 1 {'activation': 'tanh'} under the screen has method 'nuts'"
+    with pytest.raises(TypeError, match=re.escape(named)):
+        grid = {"activation": ["relu", "tanh"]}
+        BayesianModelAverage(smc, grid, screen={"method": "nuts"}).fit(X, y)
     for prior in ([1.0], [-1.0, 2.0], [0.0, 0.0], [np.nan, 1.0], [np.inf, 1.0]):
         with pytest.raises(ValueError, match="prior must hold 2 finite non-negative"):
             BayesianModelAverage(smc, {"activation": ["relu", "tanh"]}, prior=prior).fit(X, y)
@@ -327,6 +334,54 @@ def test_single_split_grid_search_agrees_with_model_average():
     np.testing.assert_array_equal(results["model_probability"], bma.model_probabilities_)
     np.testing.assert_array_equal(results["rank"], search.cv_results_["rank_test_score"])
     assert results["rank"][bma.best_index_] == 1
+
+
+def test_model_average_screen_refits_only_what_it_cannot_rule_out(monkeypatch):
+    # Laplace, deterministic given the seed: 3 screened fits, 1 refit, 3 reference fits, 3 s.
+    X, y = _network_data()
+    grid = {"hidden_layer_sizes": [(), (1,), (3,)]}
+    est = BayesianMLPRegressor(method=Laplace(), random_state=0)
+    screen = {"method": Laplace(max_prior_updates=1)}
+    runs = []
+    run = _BaseBayesianMLP._run
+    monkeypatch.setattr(
+        _BaseBayesianMLP, "_run", lambda self, *a, **k: runs.append(1) or run(self, *a, **k)
+    )
+    with warnings.catch_warnings():
+        # the screen's fits stop short on purpose: their warnings are silenced
+        warnings.simplefilter("error", ConvergenceWarning)
+        bma = BayesianModelAverage(est, grid, screen=screen, screen_margin=10.0).fit(X, y)
+    assert len(runs) == 4
+    # the screen's evidences are those of the candidates fitted with its parameters; the
+    # smaller networks fall over 10 nats short (about 100 measured), and only (3,) is refitted
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        screened = [
+            est.set_params(**p, **screen).fit(X, y).log_evidence_ for p in bma.candidate_params_
+        ]
+    np.testing.assert_array_equal(bma.screen_log_evidences_, screened)
+    assert bma.screen_log_evidences_[2] - max(bma.screen_log_evidences_[:2]) > 10.0
+    np.testing.assert_array_equal(bma.refitted_, [False, False, True])
+    # the refit is the candidate fitted as given, and the dropped ones carry no probability
+    full = BayesianModelAverage(est.set_params(method=Laplace()), grid).fit(X, y)
+    np.testing.assert_array_equal(bma.log_evidences_[2], full.log_evidences_[2])
+    assert np.all(np.isnan(bma.log_evidences_[:2]))
+    np.testing.assert_array_equal(bma.model_probabilities_, [0.0, 0.0, 1.0])
+    assert bma.best_estimator_ is bma.estimators_[2] and bma.best_params_ == {
+        "hidden_layer_sizes": (3,)
+    }
+    np.testing.assert_array_equal(bma.predict(X), full.estimators_[2].predict(X))
+    # the table: dropped candidates rank after the refitted ones, by their screened evidence
+    results = bma.cv_results_
+    np.testing.assert_array_equal(results["refitted"], bma.refitted_)
+    np.testing.assert_array_equal(results["screen_log_evidence"], bma.screen_log_evidences_)
+    assert results["rank"][2] == 1
+    assert sorted(results["rank"][:2]) == [2, 3]
+    assert results["rank"][0] == 2 + (screened[0] < screened[1])
+    # with no margin to speak of, every candidate is refitted: the plain average
+    everything = BayesianModelAverage(est, grid, screen=screen, screen_margin=np.inf).fit(X, y)
+    np.testing.assert_array_equal(everything.log_evidences_, full.log_evidences_)
+    assert everything.refitted_.all()
 
 
 def test_model_average_table_of_a_list_of_grids_and_a_zero_prior():
