@@ -37,6 +37,8 @@ def test_iris_architecture_selection_runs(monkeypatch, capsys):
     assert "Spearman rank correlation of the evidences: " in out
     assert "most probable architecture: SMC " in out
     assert "of SMC's" in out
+    assert "SMC screened by Laplace (same prior)" in out
+    assert "candidates refitted per seed: " in out and "against" in out
 
 
 def test_lbbnn_inclusion_runs(monkeypatch, capsys, tmp_path):
