@@ -291,11 +291,12 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         ``None`` fits every candidate once, as given. With a screen, every candidate is
         fitted with these parameters first; only those whose screened log evidence plus
         log prior comes within ``screen_margin`` nats of the best one's are then fitted as
-        given, and they alone carry probability. For example, on many rows,
-        ``{"method": Laplace(hessian="kron", max_prior_updates=1)}`` screens Laplace
-        candidates with one empirical Bayes update in place of many (:doc:`/choosing`).
-        A refitted candidate is fitted exactly as without a screen. The screened fits stop
-        short on purpose, so their convergence warnings are silenced.
+        given, and they alone carry probability. For example,
+        ``{"method": Laplace(optimize_prior=False)}`` screens SMC candidates by Laplace
+        under the same prior, whose evidence is close to SMC's at a small fraction of its
+        cost (:doc:`/choosing` measures where a screen pays and where it misranks). A
+        refitted candidate is fitted exactly as without a screen. The screened fits may
+        stop short on purpose, so their convergence warnings are silenced.
     screen_margin : float, default=10.0
         Nats below the best screened candidate within which a candidate is refitted. It
         must exceed the screen's error in the *differences* between candidates' log
@@ -428,6 +429,8 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
             )
         self.refitted_ = np.ones(n, dtype=bool)
         if self.screen is None:
+            # (not left over from an earlier fit with a screen)
+            self.__dict__.pop("screen_log_evidences_", None)
             self.estimators_ = self._fit_all(candidates, X, y, fit_params)
         else:
             self.estimators_ = self._fit_all(screened, X, y, fit_params, screen=True)

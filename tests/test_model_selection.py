@@ -382,6 +382,10 @@ def test_model_average_screen_refits_only_what_it_cannot_rule_out(monkeypatch):
     everything = BayesianModelAverage(est, grid, screen=screen, screen_margin=np.inf).fit(X, y)
     np.testing.assert_array_equal(everything.log_evidences_, full.log_evidences_)
     assert everything.refitted_.all()
+    # refitted without a screen, nothing of the screened fit is left
+    everything.set_params(screen=None).fit(X, y)
+    assert not hasattr(everything, "screen_log_evidences_")
+    assert "refitted" not in everything.cv_results_ and everything.refitted_.all()
 
 
 def test_model_average_table_of_a_list_of_grids_and_a_zero_prior():
