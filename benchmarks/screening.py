@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
-import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _uci import emitter  # noqa: E402
 from auto import split  # noqa: E402
-from scale import provenance, warm_up  # noqa: E402
+from scale import provenance, timed_fit, warm_up  # noqa: E402
 
 GRID = {
     "hidden_layer_sizes": [(10,), (50,), (100,), (10, 10), (50, 50), (100, 100)],
@@ -45,16 +43,6 @@ GRID = {
 
 def _name(params: dict) -> str:
     return "x".join(map(str, params["hidden_layer_sizes"])) + " " + params["activation"]
-
-
-def timed(bma, X, y) -> tuple:
-    """``bma`` fitted, its wall time and the warnings it raised."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        start = time.perf_counter()
-        bma.fit(X, y)
-        wall = time.perf_counter() - start
-    return bma, wall, sorted({f"{w.category.__name__}: {w.message}"[:200] for w in caught})
 
 
 def main() -> None:
@@ -90,7 +78,7 @@ def main() -> None:
         rules["full"] = BayesianModelAverage(template, GRID, n_jobs=args.n_jobs)
     fitted = {}
     for rule, bma in rules.items():
-        bma, wall, caught = timed(bma, X, y)
+        wall, caught = timed_fit(bma, X, y)
         fitted[rule] = bma
         emit({**meta, "rule": rule, "rows": args.rows, "wall_time": wall,
               "n_fitted": int(bma.refitted_.sum()), "best": _name(bma.best_params_),
