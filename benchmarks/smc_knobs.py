@@ -7,7 +7,8 @@ stages), this script fits the same ten on the same rows under ``--seeds`` seeds 
 one JSON line per seed (every candidate's log evidence, the wall time) and one summary
 line per setting:
 
-* the wall time per seed (the ten fits, ``n_jobs`` threads each);
+* the wall time per seed (the ten fits, ``n_jobs`` threads each) and the gradient
+  evaluations per seed, the cost that does not depend on the machine or its load;
 * the root mean square over candidates of the sd of the log evidence over seeds (the
   precision that decides a ranking), and its largest value;
 * the mean over candidates of the difference between this setting's mean log evidence
@@ -15,7 +16,7 @@ line per setting:
   within a stage is missed), with its standard error;
 * the most probable architecture per seed.
 
-The cost per unit of precision is the time times the variance: a setting that halves it
+The cost per unit of precision is the cost times the variance: a setting that halves it
 gives the same precision as the first setting run twice. Usage::
 
     python benchmarks/smc_knobs.py [--seeds 0-2] [--settings 500,5,0.5 500,3,0.5 ...]
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
         particles, steps, ess = text.split(",")
         setting = {"particles": int(particles), "n_mcmc_steps": int(steps),
                    "target_ess": float(ess)}  # fmt: skip
-        log_z, walls, best = [], [], []
+        log_z, walls, grads, best = [], [], [], []
         for seed in _seeds(args.seeds):
             template = BayesianMLPClassifier(
                 method=SMC(n_mcmc_steps=setting["n_mcmc_steps"], target_ess=setting["target_ess"]),
@@ -98,10 +99,11 @@ def main(argv: list[str] | None = None) -> None:
             compile_time = sum(e.diagnostics_.get("compile_time", 0.0) for e in bma.estimators_)
             log_z.append(bma.log_evidences_)
             walls.append(wall - compile_time)
+            grads.append(sum(int(e.diagnostics_["n_grad_evals"]) for e in bma.estimators_))
             best.append(names[int(bma.best_index_)])
             emit({
                 "benchmark": "smc_knobs", **setting, "seed": seed,
-                "wall_time_s": round(wall - compile_time, 2),
+                "wall_time_s": round(wall - compile_time, 2), "n_grad_evals": grads[-1],
                 "log_evidence": [round(float(z), 3) for z in bma.log_evidences_],
                 "n_stages": [int(e.diagnostics_["n_stages"]) for e in bma.estimators_],
                 "warnings": len(caught),
@@ -111,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
         summary = {
             "benchmark": "smc_knobs", "summary": True, **setting, "n_seeds": len(walls),
             "candidates": names, "wall_time_per_seed_s": round(float(np.mean(walls)), 2),
+            "grad_evals_per_seed": round(float(np.mean(grads))),
             "rms_sd_log_evidence": round(float(np.sqrt(np.mean(sd**2))), 3),
             "max_sd_log_evidence": round(float(sd.max()), 3),
             "mean_log_evidence": [round(float(z), 3) for z in log_z.mean(axis=0)],

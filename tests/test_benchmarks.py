@@ -282,9 +282,17 @@ def test_architecture_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, 
         warnings.simplefilter("ignore", ConvergenceWarning)
         _main("architecture.py", common, monkeypatch)
         _main("architecture.py", [*common, "--held-out"], monkeypatch)
+        smc_run = [*common, "--smc", "--smc-max-params", "11", "--particles", "20"]
+        _main("architecture.py", smc_run, monkeypatch)
     lines = [json.loads(s) for s in out.read_text().splitlines()]
     candidates = [r for r in lines if r["kind"] == "candidate"]
-    (split,) = [r for r in lines if r["kind"] == "split"]
+    split, smc_split = [r for r in lines if r["kind"] == "split"]
+    # SMC fits only the candidates of at most 11 parameters (width 2), and its rules name
+    # the highest SMC evidence's fit
+    smc = [r for r in lines if r["kind"] == "smc"]
+    assert {(tuple(r["hidden"]), r["n_params"]) for r in smc} == {((2,), 11)}
+    assert len(smc) == 2
+    assert smc_split["smc"]["test_ll"] == max(smc, key=lambda r: r["log_evidence"])["test_ll"]
     held = [r for r in lines if r["kind"] == "held_out"]
     assert len(candidates) == len(held) == 4
     by_name = {(tuple(r["hidden"]), r["activation"]): r for r in candidates}
@@ -300,4 +308,25 @@ def test_architecture_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, 
     row = next(line for line in text.splitlines() if line.startswith("| tiny | -"))
     cv = max(held, key=lambda r: r["cv_score"])
     cv_ll = by_name[tuple(cv["hidden"]), cv["activation"]]["test_ll"]
-    assert row.count("[1]") == 7 and f"{cv_ll:.3f} +- nan" in row
+    assert row.count("[1]") == 9 and f"{cv_ll:.3f} +- nan" in row
+    assert f"{smc_split['smc_bma']['test_ll']:.3f} +- nan" in row
+
+
+def test_smc_knobs_summarizes_its_own_seeds(monkeypatch, capsys):
+    # each summary is the spread and mean of the per-seed lines above it, and the shift
+    # from the first setting is the difference of the two settings' means
+    argv = ["--seeds", "0-1", "--settings", "20,1,0.5", "20,2,0.5", "--n-jobs", "1"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _main("smc_knobs.py", argv, monkeypatch)
+    lines = [json.loads(s) for s in capsys.readouterr().out.splitlines()]
+    runs = [r for r in lines if not r.get("summary")]
+    first, second = [r for r in lines if r.get("summary")]
+    z = {k: np.array([r["log_evidence"] for r in runs if r["n_mcmc_steps"] == k]) for k in (1, 2)}
+    assert z[1].shape == (2, 10) and first["n_seeds"] == 2
+    sd = z[2].std(axis=0, ddof=1)
+    assert second["rms_sd_log_evidence"] == pytest.approx(np.sqrt(np.mean(sd**2)), abs=2e-3)
+    shift = (z[2].mean(axis=0) - z[1].mean(axis=0)).mean()
+    assert second["mean_shift_from_first"] == pytest.approx(shift, abs=2e-3)
+    assert "mean_shift_from_first" not in first
+    assert all(r["n_grad_evals"] > 0 for r in runs)
