@@ -105,6 +105,24 @@ def _scores(est, X, y) -> tuple[float, float]:
     return rmse, log_predictive_scorer(est, X, y)
 
 
+def _candidate_rows(bma, X_test, y_test, base: dict) -> list[dict]:
+    """One record per candidate of a fitted ``BayesianModelAverage``: ``base``, the
+    candidate, its evidence and probability, its test scores and its fit time."""
+    rows = []
+    for i, (p, est) in enumerate(zip(bma.candidate_params_, bma.estimators_, strict=True)):
+        d = est.diagnostics_
+        rmse, test_ll = _scores(est, X_test, y_test)
+        rows.append({
+            **base, "hidden": list(p["hidden_layer_sizes"]), "activation": p["activation"],
+            "n_params": n_params(est.n_features_in_, p["hidden_layer_sizes"]),
+            "log_evidence": float(bma.log_evidences_[i]),
+            "model_probability": float(bma.model_probabilities_[i]),
+            "rmse": rmse, "test_ll": test_ll,
+            "fit_time": d["wall_time"] - d.get("compile_time", 0.0),
+        })  # fmt: skip
+    return rows
+
+
 def _template(args):
     from skbnn import BayesianMLPRegressor
     from skbnn.methods import Laplace
@@ -170,24 +188,16 @@ def run_split(args, dataset: str, split: int, emit, common: dict) -> None:
               for p in bma.candidate_params_]  # fmt: skip
     fixed = params.index(FIXED)
 
-    rows = []
-    for i, (p, est) in enumerate(zip(params, bma.estimators_, strict=True)):
+    rows = _candidate_rows(bma, X_test, y_test, {**common, "kind": "candidate",
+                                                 "dataset": dataset, "split": split})  # fmt: skip
+    for row, est in zip(rows, bma.estimators_, strict=True):
         d = est.diagnostics_
-        rmse, test_ll = _scores(est, X_test, y_test)
-        row = {
-            **common, "kind": "candidate", "dataset": dataset, "split": split,
-            "hidden": list(p["hidden_layer_sizes"]), "activation": p["activation"],
-            "n_params": n_params(X.shape[1], p["hidden_layer_sizes"]),
-            "log_evidence": float(bma.log_evidences_[i]),
-            "model_probability": float(bma.model_probabilities_[i]),
-            "rmse": rmse, "test_ll": test_ll,
-            "fit_time": d["wall_time"] - d.get("compile_time", 0.0),
+        row.update({
             "newton_decrement": float(d["newton_decrement"]),
             "newton_evidence_change": float(d["newton_evidence_change"]),
             "log_symmetric_modes": float(d["log_symmetric_modes"]),
             "n_prior_updates": int(d["n_prior_updates"]),
-        }  # fmt: skip
-        rows.append(row)
+        })  # fmt: skip
         emit(row)
 
     ll = np.array([r["test_ll"] for r in rows])
@@ -239,21 +249,10 @@ def run_smc(args, dataset: str, split: int, emit, common: dict) -> None:
         start = time.perf_counter()
         bma = BayesianModelAverage(template, candidates).fit(X, y)
         smc_time = time.perf_counter() - start
-    rows = []
-    for i, (p, est) in enumerate(zip(bma.candidate_params_, bma.estimators_, strict=True)):
-        d = est.diagnostics_
-        rmse, test_ll = _scores(est, X_test, y_test)
-        row = {
-            **common, "kind": "smc", "dataset": dataset, "split": split,
-            "hidden": list(p["hidden_layer_sizes"]), "activation": p["activation"],
-            "n_params": n_params(X.shape[1], p["hidden_layer_sizes"]),
-            "log_evidence": float(bma.log_evidences_[i]),
-            "model_probability": float(bma.model_probabilities_[i]),
-            "rmse": rmse, "test_ll": test_ll,
-            "fit_time": d["wall_time"] - d.get("compile_time", 0.0),
-            "n_stages": int(d.get("n_stages", -1)),
-        }  # fmt: skip
-        rows.append(row)
+    rows = _candidate_rows(bma, X_test, y_test, {**common, "kind": "smc", "dataset": dataset,
+                                                 "split": split})  # fmt: skip
+    for row, est in zip(rows, bma.estimators_, strict=True):
+        row["n_stages"] = int(est.diagnostics_["n_stages"])
         emit(row)
     best = rows[int(bma.best_index_)]
     bma_rmse, bma_ll = _scores(bma, X_test, y_test)
