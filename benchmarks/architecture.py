@@ -173,7 +173,6 @@ def run_held_out(args, dataset: str, split: int, emit, common: dict) -> None:
 
 
 def run_split(args, dataset: str, split: int, emit, common: dict) -> None:
-
     from skbnn.model_selection import BayesianModelAverage
 
     X, y, X_test, y_test = load_split(dataset, split, args.data_dir)
