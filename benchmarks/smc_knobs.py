@@ -37,13 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from _uci import emitter, machine  # noqa: E402
 from iris_architecture_selection import CANDIDATES  # noqa: E402
+from smc_evidence_spread import _seeds  # noqa: E402
 
 SETTINGS = ["500,5,0.5", "500,3,0.5", "250,5,0.5", "1000,2,0.5", "500,5,0.3"]
-
-
-def _seeds(text: str) -> list[int]:
-    lo, _, hi = text.partition("-")
-    return list(range(int(lo), int(hi or lo) + 1))
 
 
 def iris_rows() -> tuple[np.ndarray, np.ndarray]:
