@@ -489,9 +489,13 @@ def _lbfgs(target, theta, train, s, prior_mean, YT, member):
             return np.inf, np.zeros_like(th)
         return -lp / n, grad * (-1.0 / n)
 
+    def record(intermediate_result):
+        # the iterate's loss as L-BFGS-B computed it: evaluating it again would cost a
+        # gradient pass per iteration
+        member.loss_curve.append(float(intermediate_result.fun))
+
     res = minimize(
-        fun, theta, jac=True, method="L-BFGS-B",
-        callback=lambda xk: member.loss_curve.append(float(fun(xk)[0])),
+        fun, theta, jac=True, method="L-BFGS-B", callback=record,
         options={"maxiter": int(s.max_iter), "maxfun": 15000, "gtol": float(s.tol)},
     )  # fmt: skip
     member.n_grad_evals += int(res.nfev)
