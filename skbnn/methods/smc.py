@@ -9,7 +9,6 @@ from numbers import Integral, Real
 import numpy as np
 from joblib import effective_n_jobs
 from scipy.optimize import brentq
-from scipy.special import logsumexp
 from scipy.stats import truncnorm
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -265,7 +264,7 @@ class SMC(BaseMethod):
                     # checked after each stage: the first always runs
                     new, forced, forced_from, stopped = 1.0, True, lam, "max_time"
                 inc = _finite(tempered(stats, new) - ll_prev)
-                log_z += logsumexp(logw + inc)
+                log_z += _logsumexp(logw + inc)
                 logw = _normalize(logw + inc)
                 w = np.exp(logw)
                 ess = 1.0 / np.sum(w**2)
@@ -416,8 +415,8 @@ class SMC(BaseMethod):
         def excess(new):
             inc = _finite(tempered(stats, new) - ll_prev)
             # CESS / N = (sum W w)^2 / sum W w^2, in log space
-            a = logsumexp(logw + inc)
-            b = logsumexp(logw + 2.0 * inc)
+            a = _logsumexp(logw + inc)
+            b = _logsumexp(logw + 2.0 * inc)
             return math.exp(2.0 * a - b) - goal if np.isfinite(b) else -goal
 
         if excess(1.0) >= 0.0:
@@ -563,8 +562,18 @@ def _finite(x: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x), -np.inf, x)
 
 
+def _logsumexp(a: np.ndarray) -> float:
+    """``log(sum(exp(a)))``: -inf if every entry is, inf if one is, NaN if one is NaN."""
+    # scipy.special.logsumexp's array-API dispatch costs more than the sum over a few
+    # hundred particles, and the exponent's root search calls this dozens of times a stage
+    top = np.max(a)
+    if not math.isfinite(top):
+        return float(top)
+    return float(top + math.log(np.sum(np.exp(a - top))))
+
+
 def _normalize(logw: np.ndarray) -> np.ndarray:
-    return logw - logsumexp(logw)
+    return logw - _logsumexp(logw)
 
 
 def _pick(w: np.ndarray, u: np.ndarray) -> np.ndarray:
