@@ -14,30 +14,32 @@ curvature there (``method=Laplace``), at a small fraction of the cost. Its evide
 the symmetric copies of the mode (hidden units relabelled), as SMC's integral does, and
 each Laplace fit keeps the best of ``--n-init`` initializations (5): a network's log
 posterior has many modes, and single initializations' evidences differ by up to 6 nats
-here. Which prior it uses decides what is compared:
+here. It uses the prior of the SMC fits, ``GaussianPrior(std=1)`` with fan-in scaling
+(``Laplace(optimize_prior=False)``), so both columns estimate the same
+``p(y | architecture)``; the rank correlation, the most probable architecture and the
+time ratio printed at the end compare the two.
 
-* **Laplace, same prior** (``Laplace(optimize_prior=False)``): the prior of the SMC fits,
-  ``GaussianPrior(std=1)`` with fan-in scaling, so both columns estimate the same
-  ``p(y | architecture)``; the rank correlation, the most probable architecture and the
-  time ratio printed at the end are of this column.
-* **Laplace, empirical Bayes** (``Laplace()``, ``optimize_prior=True``, the default): one
-  prior precision per weight matrix and bias vector, tuned to maximize the evidence. That
-  changes the model being compared (each architecture gets its own best prior), so its
-  evidence is ``max over priors p(y | architecture, prior)``: higher than under the fixed
-  prior, and not an estimate of what SMC estimates. It is printed as an extra column
-  (``--no-empirical-bayes`` leaves it out).
+SMC runs with 300 particles, one HMC move per stage and stages that keep 90 % of the ESS
+(``SMC(n_mcmc_steps=1, target_ess=0.9)``; ``--particles``, ``--moves``, ``--target-ess``),
+not its defaults of 5 moves and 50 %: on these ten candidates the spread of the evidence
+over seeds is the defaults' with 500 particles, for a quarter of their gradients
+(``benchmarks/smc_knobs.py``; doc/performance.md). Small steps between the tempered
+targets need little mixing to follow.
 
-A third route keeps SMC's evidence and spends less on it: **SMC, screened by Laplace**
-(``BayesianModelAverage(..., screen={"method": Laplace(...)})``, Laplace under SMC's
-prior). Every candidate is first fitted by Laplace, and SMC refits only those whose
-Laplace evidence comes within ``--screen-margin`` nats (5) of the best one's; the others
-carry no probability. A refitted candidate's SMC fit is the one the plain SMC route makes,
-bit for bit, so the only approximation is the probability of the candidates left out.
+Two more routes run on request:
 
-SMC runs with 3 HMC moves per stage (``--moves``), not its default 5: on these ten
-candidates the spread of the evidence over seeds is the same with 3 at about 0.6 of the
-time (``benchmarks/smc_knobs.py``; doc/performance.md). The default stays 5 because
-where a stage holds modes that few moves do not cross, fewer moves bias the evidence low.
+* ``--empirical-bayes``: **Laplace with the prior tuned** (``Laplace()``, whose default
+  ``optimize_prior=True`` tunes one prior precision per weight matrix and bias vector to
+  maximize the evidence). That changes the model being compared (each architecture gets
+  its own best prior), so its evidence is ``max over priors p(y | architecture, prior)``:
+  higher than under the fixed prior, and not an estimate of what SMC estimates.
+* ``--screen``: **SMC, screened by Laplace**
+  (``BayesianModelAverage(..., screen={"method": Laplace(...)})``, Laplace under SMC's
+  prior). Every candidate is first fitted by Laplace, and SMC refits only those whose
+  Laplace evidence comes within ``--screen-margin`` nats (5) of the best one's; the others
+  carry no probability. A refitted candidate's SMC fit is the one the plain SMC route
+  makes, bit for bit, so the only approximation is the probability of the candidates left
+  out.
 
 Every method runs once per seed (SMC's particles, and the MAP's random initialization, both
 follow the seed). The table gives per architecture the number of parameters, each method's
@@ -46,8 +48,8 @@ test accuracy and wall time per fit (mean over seeds, kernel compilation exclude
 each method's model average, the Spearman rank correlation of the mean evidences, the most
 probable architecture of each, and the ratio of the total fit times. Run::
 
-    python examples/iris_architecture_selection.py [--seeds 3] [--particles 500] [--moves 3]
-        [--n-init 5] [--screen-margin 5]
+    python examples/iris_architecture_selection.py [--seeds 3] [--particles 300] [--moves 1]
+        [--target-ess 0.9] [--n-init 5] [--empirical-bayes] [--screen] [--screen-margin 5]
 """
 
 from __future__ import annotations
@@ -120,18 +122,22 @@ def _name(params: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3, help="independent runs of each method")
-    parser.add_argument("--particles", type=int, default=500)
-    parser.add_argument("--moves", type=int, default=3, help="SMC's HMC moves per stage")
+    parser.add_argument("--particles", type=int, default=300)
+    parser.add_argument("--moves", type=int, default=1, help="SMC's HMC moves per stage")
+    parser.add_argument(
+        "--target-ess", type=float, default=0.9, help="SMC's ESS kept per stage, a fraction"
+    )
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--n-init", type=int, default=5, help="Laplace's initializations")
     parser.add_argument(
         "--screen-margin", type=float, default=5.0, help="nats within which SMC refits"
     )
     parser.add_argument(
-        "--no-empirical-bayes",
+        "--empirical-bayes",
         action="store_true",
-        help="leave out the Laplace fits with the prior tuned by empirical Bayes",
+        help="also fit Laplace with the prior tuned by empirical Bayes",
     )
+    parser.add_argument("--screen", action="store_true", help="also fit SMC screened by Laplace")
     args = parser.parse_args()
 
     X, y = load_iris(return_X_y=True)
@@ -142,17 +148,14 @@ def main() -> None:
     X_train, X_test = scaler.transform(X_train), scaler.transform(X_test)
 
     data = (X_train, y_train)
-    smc_method = SMC(n_mcmc_steps=args.moves)
+    smc_method = SMC(n_mcmc_steps=args.moves, target_ess=args.target_ess)
     runs = {"SMC": fit_seeds(smc_method, args.seeds, args.particles, args.n_jobs, *data)}
     # Laplace's n_samples only sets its draws for sample_y; its evidence needs none
     same_prior = Laplace(optimize_prior=False, n_init=args.n_init)
     runs["Laplace"] = fit_seeds(same_prior, args.seeds, None, args.n_jobs, *data)
-    if not args.no_empirical_bayes:
+    if args.empirical_bayes:
         tuned = Laplace(n_init=args.n_init)
         runs["Laplace EB"] = fit_seeds(tuned, args.seeds, None, args.n_jobs, *data)
-    screen = {"method": same_prior}
-    screened = fit_seeds(smc_method, args.seeds, args.particles, args.n_jobs, *data,
-                         screen=screen, screen_margin=args.screen_margin)  # fmt: skip
     for run in runs.values():
         run["accuracy"] = np.array(
             [[est.score(X_test, y_test) for est in bma.estimators_] for bma in run["fits"]]
@@ -161,11 +164,11 @@ def main() -> None:
     smc, lap = runs["SMC"], runs["Laplace"]
     candidates = smc["fits"][0].candidate_params_
     print(f"iris: {len(y_train)} training rows, {len(y_test)} test rows; SMC with "
-          f"{args.particles} particles and {args.moves} moves per stage; Laplace (GGN, GLM "
-          f"predictive, best of {args.n_init} initializations) under SMC's prior "
-          "N(0, 1)" + ("" if args.no_empirical_bayes else
-                       " and with the prior tuned by empirical Bayes (EB)") +
-          f"; {args.seeds} seeds each\n")  # fmt: skip
+          f"{args.particles} particles, {args.moves} moves per stage and target ESS "
+          f"{args.target_ess:g}; Laplace (GGN, GLM predictive, best of {args.n_init} "
+          "initializations) under SMC's prior N(0, 1)" +
+          (" and with the prior tuned by empirical Bayes (EB)" if args.empirical_bayes
+           else "") + f"; {args.seeds} seeds each\n")  # fmt: skip
     names = [{"SMC": "SMC", "Laplace": "Laplace", "Laplace EB": "EB"}[n] for n in runs]
     m = len(names)
     groups = [("log-evidence, mean +- sd over seeds", 18 * m), ("P(model|y)", 11),
@@ -221,6 +224,11 @@ def main() -> None:
         print(f"    {name:<11}{total:8.2f} s ({run['compile_time']:.1f} s), "
               f"{total / smc['fit_time'].sum():.4f} of SMC's")  # fmt: skip
 
+    if not args.screen:
+        return
+    screen = {"method": same_prior}
+    screened = fit_seeds(smc_method, args.seeds, args.particles, args.n_jobs, *data,
+                         screen=screen, screen_margin=args.screen_margin)  # fmt: skip
     print(f"\nSMC screened by Laplace (same prior), SMC refitting the candidates within "
           f"{args.screen_margin:g} nats of the best:")  # fmt: skip
     fits = screened["fits"]

@@ -19,24 +19,27 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 def test_iris_architecture_selection_runs(monkeypatch, capsys):
     script = EXAMPLES / "iris_architecture_selection.py"
-    # the empirical Bayes column refits each MAP several times: left out to keep this fast
-    argv = [str(script), "--seeds", "2", "--particles", "40", "--no-empirical-bayes"]
+    # both optional routes, with one initialization per MAP to keep this fast
+    argv = [str(script), "--seeds", "2", "--particles", "40", "--n-init", "1",
+            "--empirical-bayes", "--screen"]  # fmt: skip
     monkeypatch.setattr(sys, "argv", argv)
     runpy.run_path(str(script), run_name="__main__")
     out = capsys.readouterr().out
+    assert "SMC with 40 particles, 1 moves per stage and target ESS 0.9" in out
     rows = [line for line in out.splitlines() if line.startswith("(")]
     assert len(rows) == 10
     assert rows[0].split()[:3] == ["(1,)", "relu", "11"]  # 4*1+1 + (1+1)*3 parameters
     assert rows[-1].split()[:4] == ["(2,", "2)", "logistic", "25"]
-    # after the name and size: two "mean +- sd" evidences, P(model | y), two accuracies,
-    # two times per fit
-    assert len(rows[0].split()) == 3 + 2 * 3 + 1 + 2 + 2
-    for method in ("SMC", "Laplace"):
+    # after the name and size: three "mean +- sd" evidences, P(model | y), three
+    # accuracies, three times per fit
+    assert len(rows[0].split()) == 3 + 3 * 3 + 1 + 3 + 3
+    for method in ("SMC", "Laplace", "Laplace EB"):
         assert f"\n{method}:\n  model average (weights P(model | y)): test accuracy" in out
-    assert out.count("wall time for all 20 fits") == 2
+    assert out.count("wall time for all 20 fits") == 3
     assert "Spearman rank correlation of the evidences: " in out
     assert "most probable architecture: SMC " in out
     assert "of SMC's" in out
+    assert "(empirical Bayes, a tuned prior: Spearman with SMC " in out
     assert "SMC screened by Laplace (same prior)" in out
     assert "candidates refitted per seed: " in out and "against" in out
 
