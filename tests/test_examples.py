@@ -25,7 +25,7 @@ def test_iris_architecture_selection_runs(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", argv)
     runpy.run_path(str(script), run_name="__main__")
     out = capsys.readouterr().out
-    assert "SMC with 40 particles, 1 moves per stage and target ESS 0.9" in out
+    assert "SMC with 40 particles, 1 move per stage and target ESS 0.9" in out
     rows = [line for line in out.splitlines() if line.startswith("(")]
     assert len(rows) == 10
     assert rows[0].split()[:3] == ["(1,)", "relu", "11"]  # 4*1+1 + (1+1)*3 parameters
