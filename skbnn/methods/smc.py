@@ -100,7 +100,10 @@ class SMC(BaseMethod):
     n_mcmc_steps : int, default=5
         HMC transitions per particle per stage. More steps decorrelate the particles from
         their resampled ancestors (fewer duplicates in the final posterior) at a
-        proportional cost.
+        proportional cost. Small stages need less mixing each: ``target_ess=0.9`` with
+        one step per stage can give a small network's evidence as precisely as the
+        defaults for fewer gradients (doc/performance.md measures it on iris). Where a
+        stage's modes take many moves to cross, too few moves bias the evidence low.
     max_leapfrog : int, default=1000
         Upper bound on a particle's number of leapfrog steps ``L``.
     max_stages : int, default=1000
