@@ -165,8 +165,8 @@ def main() -> None:
     candidates = smc["fits"][0].candidate_params_
     print(f"iris: {len(y_train)} training rows, {len(y_test)} test rows; SMC with "
           f"{args.particles} particles, {args.moves} move{'s' * (args.moves != 1)} per stage "
-          f"and target ESS "
-          f"{args.target_ess:g}; Laplace (GGN, GLM predictive, best of {args.n_init} "
+          f"and target ESS {args.target_ess:g}; Laplace (GGN, GLM predictive, best of "
+          f"{args.n_init} "
           "initializations) under SMC's prior N(0, 1)" +
           (" and with the prior tuned by empirical Bayes (EB)" if args.empirical_bayes
            else "") + f"; {args.seeds} seeds each\n")  # fmt: skip
