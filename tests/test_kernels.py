@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from skbnn.kernels import _libm, backprop, layers, likelihoods
+from skbnn.kernels import _libm, backprop, gemm, layers, likelihoods
 from skbnn.kernels import density as knet
 from skbnn.kernels._compile import KernelOnlyDispatcher, call
 from skbnn.layout import NetworkLayout
@@ -112,6 +112,61 @@ def test_weight_gradient_and_dense_layer_are_the_matrix_products():
             out = np.full(n_out * n, np.nan)
             call(layers._dense, X.ravel(), 0, n_in, theta, 0, n_in * n_out, out, 0, n_out, n)
             np.testing.assert_allclose(out.reshape(n_out, n), W.T @ X + b[:, None], rtol=1e-12)
+
+
+@pytest.mark.parametrize("likelihood, k, noise", CASES)
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_gradient_through_wide_layers_matches_finite_differences(likelihood, k, noise,
+                                                                 activation):  # fmt: skip
+    # every layer but the head reaches BLAS_MIN_WIDTH in both widths: the first layer's
+    # weight gradient on the data, the second's forward product, weight gradient and delta
+    # below by dgemm
+    width = gemm.BLAS_MIN_WIDTH
+    target = _make_target(likelihood, k, noise, activation, (width, width + 1), PRIORS[0],
+                          d=width + 2)  # fmt: skip
+    rng = np.random.default_rng(1)
+    theta = target.sample_prior(rng, 1)[0]
+    value, grad = target.logp_and_grad(theta, beta=0.7)
+    assert np.isfinite(value)
+    eps = 1e-6
+    fd = np.array(
+        [(target.logp(theta + eps * e, 0.7) - target.logp(theta - eps * e, 0.7)) / (2 * eps)
+         for e in np.eye(theta.size)]
+    )  # fmt: skip
+    np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-5 * (1 + np.abs(fd).max()))
+
+
+def test_wide_layers_are_the_matrix_products():
+    # the BLAS path of the dense layer, the weight gradient and the delta below, at an
+    # offset in their buffers as the kernels call them, against numpy
+    rng = np.random.default_rng(4)
+    n = 21
+    lo = gemm.BLAS_MIN_WIDTH
+    for n_in, n_out in ((lo, lo), (lo + 3, lo), (lo, 2 * lo + 1)):
+        assert call(gemm.wide, n_in, n_out) and not call(gemm.wide, lo - 1, n_out)
+        X = rng.standard_normal((n_in, n))
+        D = rng.standard_normal((n_out, n))
+        W = rng.standard_normal((n_in, n_out))
+        b = rng.standard_normal(n_out)
+        theta = np.concatenate([rng.standard_normal(5), W.ravel(), b])
+        src = np.concatenate([rng.standard_normal(7), X.ravel()])
+        out = np.full(3 + n_out * n, np.nan)
+        call(layers._dense, src, 7, n_in, theta, 5, 5 + n_in * n_out, out, 3, n_out, n)
+        np.testing.assert_allclose(out[3:].reshape(n_out, n), W.T @ X + b[:, None], rtol=1e-12)
+        assert np.isnan(out[:3]).all()
+        grad = rng.standard_normal(theta.size)
+        expected = grad.copy()
+        expected[5:] += 0.7 * np.concatenate([(X @ D.T).ravel(), D.sum(axis=1)])
+        call(backprop._wgrad, X.ravel(), n_in, D.ravel(), n_out, n, grad, 5,
+             5 + n_in * n_out, 0.7)  # fmt: skip
+        np.testing.assert_allclose(grad, expected, rtol=1e-12, atol=1e-12)
+        for act, derivative in ((1, lambda a: (a > 0) * 1.0), (2, lambda a: 1 - a * a)):
+            A = np.abs(X) * (act == 2) + X * (act == 1)
+            ws = np.concatenate([A.ravel(), np.full(n_in * n, np.nan)])
+            call(backprop._delta_below, theta, ws, D.ravel(), n_in * n, 0, n_in, n_out, 5, n,
+                 act)  # fmt: skip
+            np.testing.assert_allclose(ws[n_in * n :].reshape(n_in, n),
+                                       (W @ D) * derivative(A), rtol=1e-12, atol=1e-12)  # fmt: skip
 
 
 @pytest.mark.parametrize(

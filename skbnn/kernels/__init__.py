@@ -4,6 +4,7 @@
   ``KernelTarget`` and ``DensityTarget`` every kernel takes; batch evaluations.
 * ``layers``, ``backprop``: the forward pass; the weight gradient, backpropagation and the
   Jacobian.
+* ``gemm``: the same three products on wide layers, by BLAS's matrix product.
 * ``likelihoods``, ``priors``: the log-likelihood and log-prior terms and their gradients.
 * ``_libm``: exp, log, tanh and the logistic function in vectorizable arithmetic.
 * ``cpu``: what the kernels' code depends on of the CPU they compile for.

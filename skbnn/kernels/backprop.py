@@ -5,6 +5,7 @@ from numba.extending import overload
 
 from ._compile import _FM, _OVERLOAD, _dispatch, njit
 from .cpu import _FOUR_BY_FOUR
+from .gemm import delta_blas, wgrad_blas, wide
 from .layers import forward
 
 
@@ -16,7 +17,11 @@ def _wgrad(src, n_in, delta, n_out, n, grad, w_start, b_start, beta):
     # where two outputs' passes are bound by their loads (six for eight FMAs). The outputs
     # that do not fill a four (all of them without AVX-512) go by two, a last odd one
     # paired with itself (its sums twice, one of them dropped): a pass of its own for one
-    # output would add to the compile of every network kernel.
+    # output would add to the compile of every network kernel. A wide layer is one matrix
+    # product.
+    if wide(n_in, n_out):
+        wgrad_blas(src, n_in, delta, n_out, n, grad, w_start, b_start, beta)
+        return
     j = 0
     if _FOUR_BY_FOUR:
         while j + 4 <= n_out:
@@ -212,6 +217,9 @@ def _delta_below(theta, ws, delta, nxt, in_base, n_in, n_out, w_start, n, act):
     c1 = 1.0 if act == 3 else 0.0
     c2 = -1.0 if act == 2 or act == 3 else 0.0
     z = 0.0 if act == 1 else 1.0
+    if wide(n_in, n_out):
+        delta_blas(theta, ws, delta, nxt, in_base, n_in, n_out, w_start, n, c0, c1, c2, z)
+        return
     for i in range(n_in):
         nd = ws[nxt + i * n : nxt + (i + 1) * n]
         row = w_start + i * n_out

@@ -9,6 +9,7 @@ from numba.extending import overload
 
 from ._compile import _FM, _OVERLOAD, _dispatch, njit
 from ._libm import _logistic, _tanh
+from .gemm import dense_blas, wide
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
@@ -20,7 +21,10 @@ def _dense(src, src_base, n_in, theta, w_start, b_start, dst, dst_base, n_out, n
     # dst row is read and written once per four inputs, and the eight weights stay in
     # registers. An odd last output goes alone, in the same passes. Each pass writes both
     # dst rows, and the stores, not the FMAs, bound the passes of one input: a pass of its
-    # own for the biases cost as much as one more input.
+    # own for the biases cost as much as one more input. A wide layer is one matrix product.
+    if wide(n_in, n_out):
+        dense_blas(src, src_base, n_in, theta, w_start, b_start, dst, dst_base, n_out, n)
+        return
     r = n_in % 4
     x = src[src_base : src_base + n]
     j = 0

@@ -1,0 +1,156 @@
+"""Wide layers through BLAS: the forward product, the weight gradient and the delta of the
+layer below, each one call of BLAS's matrix product ``dgemm``.
+
+The hand-written passes of :mod:`.layers` and :mod:`.backprop` stream every row of the
+feature-major arrays once per two outputs (or four inputs), so on a layer of many inputs and
+outputs they are bound by memory traffic, where a blocked matrix product reuses each loaded
+value from cache many times. On a layer of a few inputs or outputs (the first layer of most
+tabular networks, a regression head) the passes are as fast, so a layer takes this path only
+when both of its widths reach :data:`BLAS_MIN_WIDTH`. The choice depends on the layer's shape
+alone, never on the number of rows, so a row's result does not change with how the rows are
+split into blocks or threads.
+
+:func:`gemm` calls the ``dgemm`` of scipy's BLAS through numba's own wrapper of it (the one
+``np.dot`` uses), on the flat arrays the kernels hold, at an offset: one external call where
+``np.dot`` on reshaped views would compile its shape checks and layout cases into every
+network kernel (a quarter more compile time, measured). BLAS's matrices are column-major, so
+a feature-major block of ``r`` features by ``n`` rows is, to it, ``n x r`` with leading
+dimension ``n``.
+"""
+
+import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+from ._compile import _FM, DISABLED, njit
+
+#: The narrowest layer (fewest inputs or outputs) the matrix products serve.
+BLAS_MIN_WIDTH = 16
+
+
+@intrinsic
+def _xxgemm(typingcontext, trans_a, trans_b, m, n, k, alpha, a, a0, lda, b, b0, ldb, beta, c,
+            c0, ldc):  # fmt: skip
+    # numba_xxgemm: numba's wrapper of scipy's cython dgemm, which np.dot calls
+    sig = types.void(trans_a, trans_b, m, n, k, alpha, a, a0, lda, b, b0, ldb, beta, c, c0, ldc)
+
+    def codegen(context, builder, signature, args):
+        from numba.np.linalg import ensure_blas
+
+        ensure_blas()
+        char = ir.IntType(8)
+        void_p = char.as_pointer()
+        intp = cgutils.intp_t
+        fnty = ir.FunctionType(
+            ir.IntType(32),
+            [char, char, char, intp, intp, intp, void_p, void_p, intp, void_p, intp, void_p,
+             void_p, intp],
+        )  # fmt: skip
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "numba_xxgemm")
+        sig_args = signature.args
+        ta, tb, m_, n_, k_, al, A, a_off, la, B, b_off, lb, be, C, c_off, lc = args
+
+        def cast(value, ty):
+            return context.cast(builder, value, ty, types.intp)
+
+        def flag(value, ty):
+            yes = ir.Constant(char, ord("t"))
+            no = ir.Constant(char, ord("n"))
+            return builder.select(cgutils.is_not_null(builder, cast(value, ty)), yes, no)
+
+        def pointer(array, ty, offset, offset_ty):
+            data = context.make_array(ty)(context, builder, array).data
+            return builder.bitcast(builder.gep(data, [cast(offset, offset_ty)]), void_p)
+
+        def slot(value, ty):
+            value = context.cast(builder, value, ty, types.float64)
+            return builder.bitcast(cgutils.alloca_once_value(builder, value), void_p)
+
+        builder.call(
+            fn,
+            (ir.Constant(char, ord("d")), flag(ta, sig_args[0]), flag(tb, sig_args[1]),
+             cast(m_, sig_args[2]), cast(n_, sig_args[3]), cast(k_, sig_args[4]),
+             slot(al, sig_args[5]), pointer(A, sig_args[6], a_off, sig_args[7]),
+             cast(la, sig_args[8]), pointer(B, sig_args[9], b_off, sig_args[10]),
+             cast(lb, sig_args[11]), slot(be, sig_args[12]),
+             pointer(C, sig_args[13], c_off, sig_args[14]), cast(lc, sig_args[15])),
+        )  # fmt: skip
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _view(x, offset, rows, cols, ld, trans):
+    # op(x) of a column-major matrix at x[offset:], as numpy sees it
+    mat = np.lib.stride_tricks.as_strided(
+        x[offset:], shape=(cols, rows) if trans else (rows, cols),
+        strides=(8 * ld, 8) if trans else (8, 8 * ld),
+    )  # fmt: skip
+    return mat
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def gemm(trans_a, trans_b, m, n, k, alpha, A, a0, lda, B, b0, ldb, beta, C, c0, ldc):
+    """BLAS's ``C = alpha op(A) op(B) + beta C`` on column-major ``m x k``, ``k x n`` and
+    ``m x n`` matrices that start at ``A[a0]``, ``B[b0]`` and ``C[c0]`` with leading
+    dimensions ``lda``, ``ldb`` and ``ldc``; ``op`` transposes where ``trans_*`` is 1. The
+    caller keeps every index inside the arrays."""
+    _xxgemm(trans_a, trans_b, m, n, k, alpha, A, a0, lda, B, b0, ldb, beta, C, c0, ldc)
+
+
+if DISABLED:
+
+    def gemm(trans_a, trans_b, m, n, k, alpha, A, a0, lda, B, b0, ldb, beta, C, c0, ldc):  # noqa: F811
+        opa = _view(A, a0, k if trans_a else m, m if trans_a else k, lda, False)
+        opb = _view(B, b0, n if trans_b else k, k if trans_b else n, ldb, False)
+        opa = opa.T if trans_a else opa
+        opb = opb.T if trans_b else opb
+        out = _view(C, c0, m, n, ldc, False)
+        out[...] = alpha * (opa @ opb) + (beta * out if beta != 0.0 else 0.0)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def wide(n_in, n_out):
+    """Whether a layer of ``n_in`` inputs and ``n_out`` outputs takes the BLAS path."""
+    return n_in >= BLAS_MIN_WIDTH and n_out >= BLAS_MIN_WIDTH
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
+def dense_blas(src, src_base, n_in, theta, w_start, b_start, dst, dst_base, n_out, n):
+    """``dst[j, :] = b[j] + sum_i W[i, j] src[i, :]``: the biases, then one product."""
+    for j in range(n_out):
+        b = theta[b_start + j]
+        z = dst[dst_base + j * n : dst_base + (j + 1) * n]
+        for t in range(n):
+            z[t] = b
+    # Z^T (n x n_out) += X^T (n x n_in) W (n_in x n_out); W is row-major, so transposed
+    gemm(0, 1, n, n_out, n_in, 1.0, src, src_base, n, theta, w_start, n_out, 1.0, dst,
+         dst_base, n)  # fmt: skip
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
+def wgrad_blas(src, n_in, delta, n_out, n, grad, w_start, b_start, beta):
+    """``grad[W] += beta src delta^T`` in one product, and the biases' sums."""
+    # W's gradient, row-major n_in x n_out, is column-major n_out x n_in: delta src^T
+    gemm(1, 0, n_out, n_in, n, beta, delta, 0, n, src, 0, n, 1.0, grad, w_start, n_out)
+    for j in range(n_out):
+        d = delta[j * n : (j + 1) * n]
+        s = 0.0
+        for t in range(n):
+            s += d[t]
+        grad[b_start + j] += beta * s
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
+def delta_blas(theta, ws, delta, nxt, in_base, n_in, n_out, w_start, n, c0, c1, c2, z):
+    """The delta of the layer below into ``ws[nxt:]``: ``W delta`` in one product, times the
+    activation's derivative ``(c0 + a (c1 + c2 a)) (1 if a > 0 else z)`` at the activations
+    ``a`` in ``ws[in_base:]`` (see :func:`skbnn.kernels.backprop._delta_below`)."""
+    # ND^T (n x n_in) = delta^T (n x n_out) W^T (n_out x n_in), W^T column-major as stored
+    gemm(0, 0, n, n_in, n_out, 1.0, delta, 0, n, theta, w_start, n_out, 0.0, ws, nxt, n)
+    nd = ws[nxt : nxt + n_in * n]
+    a = ws[in_base : in_base + n_in * n]
+    for t in range(n_in * n):
+        at = a[t]
+        nd[t] *= (c0 + at * (c1 + c2 * at)) * (1.0 if at > 0.0 else z)
