@@ -24,8 +24,9 @@ The fits on all training rows run first (``kind`` ``"candidate"`` and ``"split"`
 ``--report FILE`` joins the two and prints the doc/choosing.md tables: each rule's test
 RMSE and log-likelihood in the target's original units, its wall time, and the Spearman
 rank correlation over candidates between each rule's score and the test log-likelihood.
-``--smc`` instead fits, with ``SMC()`` and ``--particles`` particles, the candidates of at
-most ``--smc-max-params`` parameters (``"smc"`` lines), for two more rules:
+``--smc`` instead fits, with ``SMC(n_mcmc_steps=--moves, target_ess=--target-ess)`` and
+``--particles`` particles, the candidates of at most ``--smc-max-params`` parameters
+(``"smc"`` lines), for two more rules:
 
 * ``smc``: the candidate of highest SMC evidence, with its SMC posterior's predictive;
 * ``smc_bma``: ``BayesianModelAverage`` over those SMC fits.
@@ -239,10 +240,12 @@ def run_smc(args, dataset: str, split: int, emit, common: dict) -> None:
     if len(hidden) * len(args.activations) < 2:
         return
     candidates = [{"hidden_layer_sizes": hidden, "activation": args.activations}]
+    smc = SMC(n_mcmc_steps=args.moves, target_ess=args.target_ess)
     template = BayesianMLPRegressor(
-        method=SMC(), n_samples=args.particles, random_state=args.seed, n_jobs=args.n_jobs
+        method=smc, n_samples=args.particles, random_state=args.seed, n_jobs=args.n_jobs
     )
-    common = {**common, "method": "smc", "particles": args.particles}
+    common = {**common, "method": "smc", "particles": args.particles, "moves": args.moves,
+              "target_ess": args.target_ess}  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         start = time.perf_counter()
@@ -439,6 +442,8 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     parser.add_argument("--smc-max-params", type=int, default=400)
     parser.add_argument("--particles", type=int, default=500, help="SMC's particles")
+    parser.add_argument("--moves", type=int, default=5, help="SMC's moves per stage")
+    parser.add_argument("--target-ess", type=float, default=0.5, help="SMC's target ESS")
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")

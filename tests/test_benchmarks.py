@@ -282,7 +282,8 @@ def test_architecture_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, 
         warnings.simplefilter("ignore", ConvergenceWarning)
         _main("architecture.py", common, monkeypatch)
         _main("architecture.py", [*common, "--held-out"], monkeypatch)
-        smc_run = [*common, "--smc", "--smc-max-params", "11", "--particles", "20"]
+        smc_run = [*common, "--smc", "--smc-max-params", "11", "--particles", "20",
+                   "--moves", "1", "--target-ess", "0.9"]  # fmt: skip
         _main("architecture.py", smc_run, monkeypatch)
     lines = [json.loads(s) for s in out.read_text().splitlines()]
     candidates = [r for r in lines if r["kind"] == "candidate"]
@@ -292,6 +293,7 @@ def test_architecture_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, 
     smc = [r for r in lines if r["kind"] == "smc"]
     assert {(tuple(r["hidden"]), r["n_params"]) for r in smc} == {((2,), 11)}
     assert len(smc) == 2
+    assert all((r["moves"], r["target_ess"]) == (1, 0.9) for r in smc)
     assert smc_split["smc"]["test_ll"] == max(smc, key=lambda r: r["log_evidence"])["test_ll"]
     held = [r for r in lines if r["kind"] == "held_out"]
     assert len(candidates) == len(held) == 4
@@ -310,6 +312,14 @@ def test_architecture_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, 
     cv_ll = by_name[tuple(cv["hidden"]), cv["activation"]]["test_ll"]
     assert row.count("[1]") == 9 and f"{cv_ll:.3f} +- nan" in row
     assert f"{smc_split['smc_bma']['test_ll']:.3f} +- nan" in row
+
+
+def test_wide_gradient_times_each_network(monkeypatch, capsys):
+    _main("wide_gradient.py", ["--rows", "40", "--features", "17", "--hidden", "16x16", "3",
+                               "--activations", "tanh", "--repeats", "1"], monkeypatch)  # fmt: skip
+    lines = [json.loads(s) for s in capsys.readouterr().out.splitlines()]
+    assert [(r["hidden"], r["n_params"]) for r in lines] == [("16x16", 577), ("3", 58)]
+    assert all(r["ms_per_gradient"] > 0 for r in lines)
 
 
 def test_smc_knobs_summarizes_its_own_seeds(monkeypatch, capsys):
