@@ -31,6 +31,8 @@ rank correlation over candidates between each rule's score and the test log-like
 * ``smc``: the candidate of highest SMC evidence, with its SMC posterior's predictive;
 * ``smc_bma``: ``BayesianModelAverage`` over those SMC fits.
 
+A split whose SMC rules ran at several settings reports its last run, or, with
+``--smc-setting PARTICLES MOVES TARGET_ESS``, its run at that setting.
 SMC's evidence is an unbiased estimate of the exact one, so where it ranks better than
 Laplace's, the failure is the approximation's; where it does not, the evidence's own.
 Run::
@@ -303,8 +305,14 @@ def _name(choice: dict) -> str:
     return f"{'x'.join(map(str, choice['hidden']))} {choice['activation']}"
 
 
-def report(path: str) -> str:
-    """The doc/choosing.md tables from the lines of ``path``.
+def _smc_setting(line: dict) -> tuple:
+    # lines from before --moves and --target-ess ran SMC's defaults
+    return (line.get("particles"), line.get("moves", 5), line.get("target_ess", 0.5))
+
+
+def report(path: str, smc_setting: tuple | None = None) -> str:
+    """The doc/choosing.md tables from the lines of ``path``; with ``smc_setting``
+    (particles, moves, target ESS), the SMC rules of the runs at that setting only.
 
     A split run twice (say without CV, then with it) counts once, its rules merged. First,
     per dataset, each rule's mean test log-likelihood +- standard error over the splits it
@@ -316,6 +324,9 @@ def report(path: str) -> str:
     """
     out: list[str] = []
     lines = [json.loads(line) for line in open(path) if line.strip()]
+    if smc_setting is not None:
+        lines = [r for r in lines
+                 if r.get("method") != "smc" or _smc_setting(r) == tuple(smc_setting)]  # fmt: skip
     merged: dict = {}
     for r in lines:
         if r.get("kind") == "split":
@@ -448,9 +459,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
     parser.add_argument("--report", default=None, help="print the table of this results file")
+    parser.add_argument(
+        "--smc-setting", type=float, nargs=3, default=None,
+        metavar=("PARTICLES", "MOVES", "TARGET_ESS"),
+        help="with --report: the SMC rules of the runs at this setting only",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.report:
-        print(report(args.report), end="")
+        print(report(args.report, args.smc_setting), end="")
         return
     if (50,) not in [(w,) * d for d in args.depths for w in args.widths] or (
         "relu" not in args.activations

@@ -312,6 +312,20 @@ def test_architecture_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, 
     cv_ll = by_name[tuple(cv["hidden"]), cv["activation"]]["test_ll"]
     assert row.count("[1]") == 9 and f"{cv_ll:.3f} +- nan" in row
     assert f"{smc_split['smc_bma']['test_ll']:.3f} +- nan" in row
+    # a second SMC run at another setting: the report shows the last run's rules, or the
+    # setting's it is asked for
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _main("architecture.py", [*smc_run[:-4], "--moves", "2"], monkeypatch)
+    again = [json.loads(s) for s in out.read_text().splitlines()][-1]
+    assert again["kind"] == "split" and (again["moves"], again["target_ess"]) == (2, 0.5)
+    capsys.readouterr()
+    _main("architecture.py", ["--report", str(out)], monkeypatch)
+    text = capsys.readouterr().out
+    last = next(line for line in text.splitlines() if line.startswith("| tiny | -"))
+    assert last != row and f"{again['smc_bma']['test_ll']:.3f} +- nan" in last
+    _main("architecture.py", ["--report", str(out), "--smc-setting", "20", "1", "0.9"], monkeypatch)
+    assert row in capsys.readouterr().out
 
 
 def test_wide_gradient_times_each_network(monkeypatch, capsys):
