@@ -102,7 +102,8 @@ class SMC(BaseMethod):
         their resampled ancestors (fewer duplicates in the final posterior) at a
         proportional cost. Small stages need less mixing each: ``target_ess=0.9`` with
         one step per stage can give a small network's evidence as precisely as the
-        defaults for fewer gradients (doc/performance.md measures it on iris). Where a
+        defaults for fewer gradients (doc/performance.md measures it on iris), though
+        its final particles predicted worse on the UCI splits (doc/choosing.md). Where a
         stage's modes take many moves to cross, too few moves bias the evidence low.
     max_leapfrog : int, default=1000
         Upper bound on a particle's number of leapfrog steps ``L``.
