@@ -81,15 +81,6 @@ def _xxgemm(typingcontext, trans_a, trans_b, m, n, k, alpha, a, a0, lda, b, b0, 
     return sig, codegen
 
 
-def _view(x, offset, rows, cols, ld, trans):
-    # op(x) of a column-major matrix at x[offset:], as numpy sees it
-    mat = np.lib.stride_tricks.as_strided(
-        x[offset:], shape=(cols, rows) if trans else (rows, cols),
-        strides=(8 * ld, 8) if trans else (8, 8 * ld),
-    )  # fmt: skip
-    return mat
-
-
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def gemm(trans_a, trans_b, m, n, k, alpha, A, a0, lda, B, b0, ldb, beta, C, c0, ldc):
     """BLAS's ``C = alpha op(A) op(B) + beta C`` on column-major ``m x k``, ``k x n`` and
@@ -101,12 +92,16 @@ def gemm(trans_a, trans_b, m, n, k, alpha, A, a0, lda, B, b0, ldb, beta, C, c0, 
 
 if DISABLED:
 
+    def _view(x, offset, rows, cols, ld):
+        # the column-major rows x cols matrix at x[offset:] with leading dimension ld
+        return np.lib.stride_tricks.as_strided(x[offset:], shape=(rows, cols), strides=(8, 8 * ld))
+
     def gemm(trans_a, trans_b, m, n, k, alpha, A, a0, lda, B, b0, ldb, beta, C, c0, ldc):  # noqa: F811
-        opa = _view(A, a0, k if trans_a else m, m if trans_a else k, lda, False)
-        opb = _view(B, b0, n if trans_b else k, k if trans_b else n, ldb, False)
+        opa = _view(A, a0, k if trans_a else m, m if trans_a else k, lda)
+        opb = _view(B, b0, n if trans_b else k, k if trans_b else n, ldb)
         opa = opa.T if trans_a else opa
         opb = opb.T if trans_b else opb
-        out = _view(C, c0, m, n, ldc, False)
+        out = _view(C, c0, m, n, ldc)
         out[...] = alpha * (opa @ opb) + (beta * out if beta != 0.0 else 0.0)
 
 
