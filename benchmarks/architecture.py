@@ -69,7 +69,19 @@ DATASETS = ["bostonHousing", "concrete", "energy", "wine-quality-red", "yacht"]
 PUBLISHED = {"bostonHousing": -2.35, "concrete": -2.83, "energy": -0.53,
              "wine-quality-red": -0.89, "yacht": -0.16}  # fmt: skip
 FIXED = {"hidden_layer_sizes": (50,), "activation": "relu"}
-RULES = ["fixed", "evidence", "bma", "clml", "holdout", "cv", "smc", "smc_bma", "oracle"]
+RULES = [
+    "fixed",
+    "evidence",
+    "bma",
+    "clml",
+    "holdout",
+    "cv",
+    "smc",
+    "smc_bma",
+    "nuts_fixed",
+    "nuts",
+    "oracle",
+]
 
 
 def _revision() -> str:
@@ -270,6 +282,71 @@ def run_smc(args, dataset: str, split: int, emit, common: dict) -> None:
     })  # fmt: skip
 
 
+def run_nuts(args, dataset: str, split: int, emit, common: dict) -> None:
+    """The NUTS rules: Laplace's evidence under NUTS's prior (``optimize_prior=False``), over
+    the candidates of at most ``args.nuts_max_params`` parameters, chooses the network, and
+    NUTS samples its posterior (``nuts``); NUTS also samples the fixed protocol's network
+    (``nuts_fixed``), its reference. One ``"nuts"`` line per candidate and a ``"split"`` line
+    (merged with the Laplace one by the report)."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    from skbnn import BayesianMLPRegressor
+    from skbnn.methods import NUTS, Laplace
+    from skbnn.model_selection import BayesianModelAverage
+
+    X, y, X_test, y_test = load_split(dataset, split, args.data_dir)
+    X, X_test = standardize(X, X_test)
+    hidden = [h for h in grid(args)[0]["hidden_layer_sizes"]
+              if n_params(X.shape[1], h) <= args.nuts_max_params]  # fmt: skip
+    candidates = [{"hidden_layer_sizes": hidden, "activation": args.activations}]
+    laplace = BayesianMLPRegressor(
+        method=Laplace(hessian=args.hessian, n_init=args.n_init, optimize_prior=False),
+        random_state=args.seed,
+    )
+    common = {**common, "method": "nuts", "nuts_samples": args.nuts_samples,
+              "nuts_warmup": args.nuts_warmup}  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        start = time.perf_counter()
+        bma = BayesianModelAverage(laplace, candidates, n_jobs=args.n_jobs).fit(X, y)
+        select_time = time.perf_counter() - start
+    rows = _candidate_rows(bma, X_test, y_test, {**common, "kind": "nuts", "dataset": dataset,
+                                                 "split": split})  # fmt: skip
+    for row in rows:
+        emit(row)
+    record = {**common, "kind": "split", "dataset": dataset, "split": split,
+              "nuts_candidates": len(rows), "nuts_select_time": select_time,
+              "spearman_fixed_prior": _spearman(bma.log_evidences_,
+                                                 [r["test_ll"] for r in rows])}  # fmt: skip
+    best = bma.best_params_
+    fits = {"nuts": best} if best == FIXED else {"nuts_fixed": FIXED, "nuts": best}
+    for rule, params in fits.items():
+        est = BayesianMLPRegressor(
+            method=NUTS(n_warmup=args.nuts_warmup),
+            n_samples=args.nuts_samples,
+            random_state=args.seed,
+            n_jobs=args.n_jobs,
+            **params,
+        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            est.fit(X, y)
+        rmse, test_ll = _scores(est, X_test, y_test)
+        d = est.diagnostics_
+        fit_time = d["wall_time"] - d.get("compile_time", 0.0)
+        record[rule] = {
+            "hidden": list(params["hidden_layer_sizes"]), "activation": params["activation"],
+            "test_ll": test_ll, "rmse": rmse,
+            "time": fit_time + (select_time if rule == "nuts" else 0.0),
+            "rhat_loglik": float(d["rhat_loglik"]), "ess_bulk_loglik": float(d["ess_bulk_loglik"]),
+            "convergence_warning": any(issubclass(w.category, ConvergenceWarning)
+                                       for w in caught),
+        }  # fmt: skip
+    if "nuts_fixed" not in record:
+        record["nuts_fixed"] = {**record["nuts"], "time": record["nuts"]["time"] - select_time}
+    emit(record)
+
+
 def _held_out_rules(record: dict, candidates: dict, held: dict) -> None:
     """Add the rules that need the ``held_out`` lines to a split's record, where every
     candidate has one: ``cv``, ``clml`` (the conditional evidence per held row) and
@@ -378,7 +455,9 @@ def report(path: str, smc_setting: tuple | None = None) -> str:
         m, se = mean_se(ll)
         cell = f"{m:.3f} +- {se:.3f}"
         if rule != "fixed":
-            dm, dse = mean_se(ll - np.array([r["fixed"]["test_ll"] for r in rows]))
+            # NUTS's choice against NUTS on the fixed network, the others against Laplace's
+            ref = "nuts_fixed" if rule == "nuts" else "fixed"
+            dm, dse = mean_se(ll - np.array([r[ref]["test_ll"] for r in rows]))
             cell += f" ({dm:+.3f} +- {dse:.3f})"
         return cell + f" [{len(rows)}]"
 
@@ -388,7 +467,8 @@ def report(path: str, smc_setting: tuple | None = None) -> str:
         return f"{rmse:.3f}" + (f", {np.mean(times):.0f} s" if times else "")
 
     out.append("Test log-likelihood per row, mean +- standard error over splits [their number]; "
-          "for each rule, its paired difference from the fixed protocol.\n")  # fmt: skip
+          "for each rule, its paired difference from the fixed protocol (for `nuts`, from "
+          "`nuts_fixed`).\n")  # fmt: skip
     table(ll_cell, last="published")
     out.append("\nTest RMSE (original units) and wall time per split, means over the splits.\n")
     table(rmse_cell)
@@ -397,10 +477,10 @@ def report(path: str, smc_setting: tuple | None = None) -> str:
           "choices, and the evidence's own error (nats).\n")  # fmt: skip
     out.append(
         "| dataset | Spearman with the test LL: evidence, CLML, holdout, CV, SMC | SMC with "
-        "Laplace | evidence's choices | CV's choices | SMC's choices | top-two gap | Newton "
-        "change of the top | settled |"
+        "Laplace | evidence's choices | CV's choices | SMC's choices | NUTS's choices | "
+        "top-two gap | Newton change of the top | settled |"
     )
-    out.append("|---|---|---|---|---|---|---|---|---|")
+    out.append("|---|---|---|---|---|---|---|---|---|---|")
     for d in datasets:
         rows = [r for r in splits if r["dataset"] == d]
 
@@ -425,7 +505,8 @@ def report(path: str, smc_setting: tuple | None = None) -> str:
             settled.append(gap > sum(moves))
         corr = ", ".join(med("spearman_" + k) for k in ("evidence", "clml", "holdout", "cv", "smc"))
         out.append(f"| {d} | {corr} | {med('spearman_smc_laplace')} | "
-              f"{picks('evidence')} | {picks('cv')} | {picks('smc')} | {np.median(gaps):.1f} | "
+              f"{picks('evidence')} | {picks('cv')} | {picks('smc')} | {picks('nuts')} | "
+              f"{np.median(gaps):.1f} | "
               f"{np.median(changes):.1f} | {sum(settled)}/{len(settled)} |")  # fmt: skip
     return "\n".join(out) + "\n"
 
@@ -455,6 +536,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--particles", type=int, default=500, help="SMC's particles")
     parser.add_argument("--moves", type=int, default=5, help="SMC's moves per stage")
     parser.add_argument("--target-ess", type=float, default=0.5, help="SMC's target ESS")
+    parser.add_argument(
+        "--nuts",
+        action="store_true",
+        help="the NUTS rules: Laplace's evidence chooses, NUTS samples (and the fixed network)",
+    )
+    parser.add_argument("--nuts-max-params", type=int, default=1000)
+    parser.add_argument("--nuts-samples", type=int, default=1000, help="NUTS's draws kept")
+    parser.add_argument("--nuts-warmup", type=int, default=500, help="NUTS's warmup per chain")
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
@@ -487,7 +576,8 @@ def main(argv: list[str] | None = None) -> None:
     for k in range(max(map(len, chosen.values()))):
         for dataset in args.data:
             if k < len(chosen[dataset]):
-                run = run_held_out if args.held_out else run_smc if args.smc else run_split
+                run = (run_held_out if args.held_out else run_smc if args.smc
+                       else run_nuts if args.nuts else run_split)  # fmt: skip
                 run(args, dataset, chosen[dataset][k], emit, common)
 
 

@@ -327,6 +327,28 @@ def test_architecture_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, 
     _main("architecture.py", ["--report", str(out), "--smc-setting", "20", "1", "0.9"], monkeypatch)
     assert row in capsys.readouterr().out
 
+    # the NUTS rules: Laplace's evidence under NUTS's prior, over the candidates of at most
+    # 11 parameters, names the network NUTS samples; NUTS also samples the fixed network
+    nuts_run = [*common, "--nuts", "--nuts-max-params", "11", "--nuts-samples", "20",
+                "--nuts-warmup", "20"]  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _main("architecture.py", nuts_run, monkeypatch)
+    lines = [json.loads(s) for s in out.read_text().splitlines()]
+    nuts = [r for r in lines if r["kind"] == "nuts"]
+    nuts_split = lines[-1]
+    assert {(tuple(r["hidden"]), r["activation"]) for r in nuts} == {((2,), "relu"), ((2,), "tanh")}
+    best = max(nuts, key=lambda r: r["log_evidence"])
+    assert nuts_split["nuts"]["activation"] == best["activation"]
+    assert nuts_split["nuts_fixed"]["hidden"] == [50]
+    assert nuts_split["nuts"]["time"] > nuts_split["nuts_select_time"]
+    capsys.readouterr()
+    _main("architecture.py", ["--report", str(out)], monkeypatch)
+    text = capsys.readouterr().out
+    nuts_row = next(line for line in text.splitlines() if line.startswith("| tiny | -"))
+    paired = nuts_split["nuts"]["test_ll"] - nuts_split["nuts_fixed"]["test_ll"]
+    assert f"{nuts_split['nuts']['test_ll']:.3f} +- nan ({paired:+.3f} +- nan) [1]" in nuts_row
+
 
 def test_wide_gradient_times_each_network(monkeypatch, capsys):
     _main("wide_gradient.py", ["--rows", "40", "--features", "17", "--hidden", "16x16", "3",
