@@ -31,6 +31,14 @@ rank correlation over candidates between each rule's score and the test log-like
 * ``smc``: the candidate of highest SMC evidence, with its SMC posterior's predictive;
 * ``smc_bma``: ``BayesianModelAverage`` over those SMC fits.
 
+``--nuts`` ranks the candidates of at most ``--nuts-max-params`` parameters by Laplace's
+evidence under NUTS's own prior (``"nuts"`` lines) and samples by NUTS (``--nuts-samples``
+draws after ``--nuts-warmup`` warmup steps per chain):
+
+* ``nuts``: the candidate of highest evidence, with its NUTS posterior's predictive;
+* ``nuts_fixed``: the fixed protocol's network, sampled by NUTS alike (the report's
+  reference for ``nuts``: whether the evidence's choice helps the sampler).
+
 A split whose SMC rules ran at several settings reports its last run, or, with
 ``--smc-setting PARTICLES MOVES TARGET_ESS``, its run at that setting.
 SMC's evidence is an unbiased estimate of the exact one, so where it ranks better than
@@ -41,6 +49,8 @@ Run::
     python benchmarks/architecture.py --splits 0 --held-out \\
         --out benchmarks/results/architecture.jsonl
     python benchmarks/architecture.py --splits 0-2 --smc \\
+        --out benchmarks/results/architecture.jsonl
+    python benchmarks/architecture.py --splits 0-2 --nuts \\
         --out benchmarks/results/architecture.jsonl
     python benchmarks/architecture.py --report benchmarks/results/architecture.jsonl
 """
