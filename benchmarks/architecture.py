@@ -79,19 +79,8 @@ DATASETS = ["bostonHousing", "concrete", "energy", "wine-quality-red", "yacht"]
 PUBLISHED = {"bostonHousing": -2.35, "concrete": -2.83, "energy": -0.53,
              "wine-quality-red": -0.89, "yacht": -0.16}  # fmt: skip
 FIXED = {"hidden_layer_sizes": (50,), "activation": "relu"}
-RULES = [
-    "fixed",
-    "evidence",
-    "bma",
-    "clml",
-    "holdout",
-    "cv",
-    "smc",
-    "smc_bma",
-    "nuts_fixed",
-    "nuts",
-    "oracle",
-]
+RULES = ["fixed", "evidence", "bma", "clml", "holdout", "cv", "smc", "smc_bma", "nuts_fixed",
+         "nuts", "oracle"]  # fmt: skip
 
 
 def _revision() -> str:
