@@ -107,8 +107,10 @@ def n_params(n_in: int, hidden: tuple[int, ...]) -> int:
     return sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:], strict=True))
 
 
-def grid(args) -> list[dict]:
-    hidden = [(w,) * d for d in args.depths for w in args.widths]
+def grid(args, n_in: int = 0, max_params: float = np.inf) -> list[dict]:
+    """The candidates, those of at most ``max_params`` parameters on ``n_in`` inputs."""
+    hidden = [(w,) * d for d in args.depths for w in args.widths
+              if n_params(n_in, (w,) * d) <= max_params]  # fmt: skip
     return [{"hidden_layer_sizes": hidden, "activation": args.activations}]
 
 
@@ -248,11 +250,9 @@ def run_smc(args, dataset: str, split: int, emit, common: dict) -> None:
 
     X, y, X_test, y_test = load_split(dataset, split, args.data_dir)
     X, X_test = standardize(X, X_test)
-    hidden = [h for h in grid(args)[0]["hidden_layer_sizes"]
-              if n_params(X.shape[1], h) <= args.smc_max_params]  # fmt: skip
-    if len(hidden) * len(args.activations) < 2:
+    candidates = grid(args, X.shape[1], args.smc_max_params)
+    if len(candidates[0]["hidden_layer_sizes"]) * len(args.activations) < 2:
         return
-    candidates = [{"hidden_layer_sizes": hidden, "activation": args.activations}]
     smc = SMC(n_mcmc_steps=args.moves, target_ess=args.target_ess)
     template = BayesianMLPRegressor(
         method=smc, n_samples=args.particles, random_state=args.seed, n_jobs=args.n_jobs
@@ -295,9 +295,7 @@ def run_nuts(args, dataset: str, split: int, emit, common: dict) -> None:
 
     X, y, X_test, y_test = load_split(dataset, split, args.data_dir)
     X, X_test = standardize(X, X_test)
-    hidden = [h for h in grid(args)[0]["hidden_layer_sizes"]
-              if n_params(X.shape[1], h) <= args.nuts_max_params]  # fmt: skip
-    candidates = [{"hidden_layer_sizes": hidden, "activation": args.activations}]
+    candidates = grid(args, X.shape[1], args.nuts_max_params)
     laplace = BayesianMLPRegressor(
         method=Laplace(hessian=args.hessian, n_init=args.n_init, optimize_prior=False),
         random_state=args.seed,
