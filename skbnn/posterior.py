@@ -784,8 +784,9 @@ def spike_slab_draws(mean, var, alpha, n: int, rng: np.random.Generator,
 
     Parameters
     ----------
-    mean : ndarray of shape (n_params,)
-        The slab's means: ``beta_i ~ N(mean_i, var_i)``.
+    mean : ndarray of shape (n_params,) or (n, n_params)
+        The slab's means: ``beta_i ~ N(mean_i, var_i)``; one row per draw where they
+        differ (given each draw's latent variables, :class:`FlowSpikeSlabPosterior`).
     var : ndarray of shape (n_params,)
         The slab's variances.
     alpha : ndarray of shape (n_params,)
@@ -804,7 +805,81 @@ def spike_slab_draws(mean, var, alpha, n: int, rng: np.random.Generator,
     ndarray of shape (n, n_params)
         The draws; an excluded parameter is exactly 0.
     """
-    beta = mean + np.sqrt(var) * rng.standard_normal((n, np.size(mean)))
+    p = np.shape(mean)[-1]
+    beta = mean + np.sqrt(var) * rng.standard_normal((n, p))
     if median:
         return beta * (alpha > 0.5)
-    return beta * (rng.random((n, np.size(mean))) < alpha)
+    return beta * (rng.random((n, p)) < alpha)
+
+
+def latent_index(layout) -> np.ndarray:
+    """For every parameter of ``layout``, the column of the flow family's latent ``z``
+    (every weight layer's inputs, in order) that scales its slab mean; -1 for the biases
+    and the noise, which no ``z`` scales."""
+    index = np.full(layout.n_params, -1, dtype=np.int64)
+    col = 0
+    for layer in range(layout.n_layers):
+        fan_in, fan_out = int(layout.sizes[layer]), int(layout.sizes[layer + 1])
+        w = layout.slices(layer)[0]
+        index[w] = col + np.repeat(np.arange(fan_in), fan_out)
+        col += fan_in
+    return index
+
+
+class FlowSpikeSlabPosterior(SpikeSlabPosterior):
+    """LBBNN's flow family: a spike and slab whose slab means are scaled, per input of
+    each weight layer, by latent variables ``z`` from a normalizing flow, drawn on demand.
+
+    A draw takes ``z`` from the flow (:func:`skbnn.kernels.flows.latent_draws`), then every
+    weight ``gamma_ij * beta_ij`` with ``beta_ij ~ N(z_i mean_ij, var_ij)`` and ``gamma``
+    as in :class:`SpikeSlabPosterior` (drawn, or fixed at the median probability model).
+    ``z`` makes the weights of an input dependent, across its outputs and, through the
+    flow, across inputs.
+
+    Parameters
+    ----------
+    mean, var, alpha
+        As in :class:`SpikeSlabPosterior`; ``mean`` is before scaling by ``z``.
+    flow : ndarray
+        The flows' parameters (:mod:`skbnn.kernels.flows`).
+    layout : skbnn.layout.Layout
+        The network's layout.
+    flow_hidden, flow_steps : int
+        Hidden units and steps of each flow.
+    n_draws, random_state, n_noise, noise_precision, model
+        As in :class:`SpikeSlabPosterior`.
+    """
+
+    def __init__(self, mean, var, alpha, flow, layout, flow_hidden: int, flow_steps: int,
+                 n_draws: int = 100, random_state=None, n_noise: int = 0,
+                 noise_precision=None, model: str = "average"):  # fmt: skip
+        self.flow = np.asarray(flow, dtype=np.float64)
+        self.sizes = np.asarray(layout.sizes, dtype=np.int64)
+        self.index = latent_index(layout)
+        self.flow_hidden = int(flow_hidden)
+        self.flow_steps = int(flow_steps)
+        super().__init__(mean, var, alpha, n_draws, random_state, n_noise, noise_precision, model)
+
+    def latent(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """``n`` draws of ``z`` (every weight layer's inputs, in order) and ``log q(z)``."""
+        from .kernels.flows import latent_draws
+
+        eps = rng.standard_normal((n, int(self.sizes[:-1].sum())))
+        return latent_draws(self.flow, self.sizes, self.flow_hidden, self.flow_steps, eps)
+
+    def scaled_means(self, z: np.ndarray) -> np.ndarray:
+        """The slab means given each row of ``z``: shape ``(len(z), n_params)``."""
+        factor = np.where(self.index >= 0, z[:, np.maximum(self.index, 0)], 1.0)
+        return self.mean * factor
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` fresh draws of ``theta``: ``z``, then the weights given it."""
+        z, _ = self.latent(n, rng)
+        return spike_slab_draws(self.scaled_means(z), self.var, self.alpha, n, rng,
+                                self.model == "median")  # fmt: skip
+
+    def __repr__(self) -> str:
+        return (
+            f"FlowSpikeSlabPosterior({self.mean.size} parameters, {self.flow_steps} flow "
+            f"steps, {self.model} model, {self.n_draws} stored draws)"
+        )

@@ -114,6 +114,10 @@ def _lbbnn(**params):
     return LBBNN(**{"max_iter": 300, "learning_rate_init": 0.01, **params})
 
 
+def _lbbnn_flow(**params):
+    return _lbbnn(**{"posterior": "flow", "flow_hidden": 4, **params})
+
+
 #: The optimization methods, with their own default numbers of members or draws
 def _laplace_kron(**params):
     return Laplace(**{"hessian": "kron", **params})
@@ -125,7 +129,7 @@ def _sghmc(**params):
 
 OPTIM_METHODS = {"ensemble": _ensemble, "rms": _rms, "swag": _swag, "laplace": _laplace,
                  "laplace_kron": _laplace_kron, "vi": _vi, "lbbnn": _lbbnn,
-                 "sghmc": _sghmc}  # fmt: skip
+                 "lbbnn_flow": _lbbnn_flow, "sghmc": _sghmc}  # fmt: skip
 FAST_METHODS = {**MCMC_METHODS, "smc": _smc, **OPTIM_METHODS}
 #: A knob of each method and a value other than its default, for the nested-parameter tests.
 OTHER_KNOB = {"nuts": ("target_accept", 0.99), "nuts_pt": ("max_temperature", 3.0),
@@ -135,7 +139,8 @@ OTHER_KNOB = {"nuts": ("target_accept", 0.99), "nuts_pt": ("max_temperature", 3.
               "rms": ("tol", 1e-3), "swag": ("rank", 3),
               "laplace": ("hessian", "full"), "laplace_kron": ("subset", "last_layer"),
               "vi": ("n_mc", 2),
-              "lbbnn": ("temperature", 0.3), "sghmc": ("n_cycles", 2)}  # fmt: skip
+              "lbbnn": ("temperature", 0.3), "lbbnn_flow": ("flow_steps", 1),
+              "sghmc": ("n_cycles", 2)}  # fmt: skip
 
 
 def _fast(cls, method="nuts", **params):

@@ -27,6 +27,7 @@ from sklearn.preprocessing import StandardScaler
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.kernels import density as knet
+from skbnn.kernels import lrt as klrt
 from skbnn.kernels import vi as kvi
 from skbnn.log_posterior import LogPosterior
 from skbnn.methods import VariationalInference
@@ -165,7 +166,7 @@ def test_gradient_of_the_elbo_estimate_is_exact(likelihood, prior, family, local
     tgt.cfg[0]["beta"] = 1.7  # a minibatch's n / B
     work = kvi.new_work(p, int(vcfg[0]["rank"]))
     sizes = target.layout.sizes
-    ws = np.empty(max(kvi.lrt_workspace_size(sizes, 7), knet.workspace_size(sizes, 7)))
+    ws = np.empty(max(klrt.lrt_workspace_size(sizes, 7), knet.workspace_size(sizes, 7)))
     stats_ = np.empty(2 + int(sizes[-1]))
 
     def estimate(lam_, with_grad=False):

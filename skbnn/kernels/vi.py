@@ -38,12 +38,14 @@ from collections import namedtuple
 
 import numpy as np
 
-from ._compile import _FM, _named, njit, record
+from . import flows as kflows
+from ._compile import _named, njit, record
 from ._libm import _LOG_2PI
-from .backprop import _backward, _wgrad
+from .backprop import _backward
 from .density import weight_sum
-from .layers import _activate, _dense, forward
+from .layers import forward
 from .likelihoods import _loglik_delta
+from .lrt import _bases, lrt_backward, lrt_forward
 from .optim import _step, batch_target, rows_weight
 from .priors import log_prior
 
@@ -56,6 +58,8 @@ VI_CONFIG = record(
         ("stl", np.int64),
         ("lbbnn", np.int64),
         ("temperature", np.float64),
+        ("flow_steps", np.int64),
+        ("flow_hidden", np.int64),
     ],
     align=True,
 )
@@ -67,26 +71,36 @@ VI_CONFIG = record(
 #: ``M^-1 U`` and ``M^-1``); for the spike-and-slab family, ``alpha`` (inclusion
 #: probabilities), ``meff`` (the effective means, or a draw's relaxed indicators) and the
 #: prior's constants ``psi`` (prior inclusion probability per parameter, 1 for those
-#: always in) and ``slab`` (the slab's sd per network parameter).
+#: always in) and ``slab`` (the slab's sd per network parameter); for the flow estimator,
+#: ``keff`` (the slab means scaled by a draw of the latent ``z``), ``flay`` (the flows'
+#: layout, :func:`skbnn.kernels.flows.flow_layout`) and ``fcache`` (the flows' scratch).
 Work = namedtuple(
     "Work",
     ["sigma", "dsigma", "eps", "w", "grad", "gvar", "glam", "z", "dvz", "minv", "alpha",
-     "meff", "psi", "slab"],
+     "meff", "psi", "slab", "keff", "flay", "fcache"],
 )  # fmt: skip
 
 
-def new_work(n_params: int, rank: int, psi=None, slab=None) -> Work:
+def new_work(n_params: int, rank: int, psi=None, slab=None, sizes=None, flow_hidden: int = 0,
+             flow_steps: int = -1) -> Work:  # fmt: skip
     """Scratch arrays for a member with ``n_params`` parameters and ``rank`` factors; with
     ``psi`` and ``slab``, for the spike-and-slab family (``vparams`` has ``3 n_params``
-    entries)."""
+    entries); with the network's ``sizes`` and ``flow_steps >= 0``, for its flow estimator
+    too (``vparams`` has the flows' parameters after those)."""
     p, r = int(n_params), int(rank)
     width = 3 if psi is not None else 2 + r
     psi = np.ones(p) if psi is None else np.ascontiguousarray(psi, dtype=np.float64)
     slab = np.ones(p) if slab is None else np.ascontiguousarray(slab, dtype=np.float64)
+    if flow_steps >= 0:
+        flay = kflows.flow_layout(np.asarray(sizes, dtype=np.int64), flow_hidden, flow_steps)
+    else:
+        flay = np.zeros((1, 2), np.int64)
+    n_flow, n_cache = int(flay[-1, 0]), int(flay[-1, 1])
     return Work(
         np.empty(p), np.empty(p), np.empty(p), np.empty(p), np.empty(p), np.empty(p),
-        np.empty(width * p), np.empty(r), np.empty((r, p)), np.empty((r, r)), np.ones(p),
-        np.empty(p), psi, slab,
+        np.empty(width * p + n_flow), np.empty(r), np.empty((r, p)), np.empty((r, r)),
+        np.ones(p), np.empty(p), psi, slab, np.empty(p if n_flow else 0), flay,
+        np.empty(n_cache),
     )  # fmt: skip
 
 
@@ -104,132 +118,6 @@ def _sigmoid(x):
         return 1.0 / (1.0 + math.exp(-x))
     e = math.exp(x)
     return e / (1.0 + e)
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def lrt_workspace_size(sizes, n):
-    """Length of the scratch buffer the local-reparameterization pass needs for ``n``
-    rows: the squared inputs of every layer, every layer's activations and noise terms,
-    a variance buffer and three delta buffers of the widest layer."""
-    total = 0
-    widest = 0
-    for layer in range(sizes.shape[0] - 1):
-        total += sizes[layer] + 2 * sizes[layer + 1]
-        widest = max(widest, sizes[layer + 1])
-    return (total + 4 * widest) * n
-
-
-@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
-def _bases(sizes, n):
-    # starts in ws of: the squared input of each layer, each layer's output (activations),
-    # each layer's xi / (2 sd), then the variance buffer and the three delta buffers
-    n_layers = sizes.shape[0] - 1
-    sq = np.empty(n_layers, np.int64)
-    out = np.empty(n_layers, np.int64)
-    kb = np.empty(n_layers, np.int64)
-    pos = 0
-    widest = 0
-    for layer in range(n_layers):
-        sq[layer] = pos
-        pos += sizes[layer] * n
-    for layer in range(n_layers):
-        out[layer] = pos
-        pos += sizes[layer + 1] * n
-        widest = max(widest, sizes[layer + 1])
-    for layer in range(n_layers):
-        kb[layer] = pos
-        pos += sizes[layer + 1] * n
-    return sq, out, kb, pos, widest * n
-
-
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
-def lrt_forward(mu, var, XT, sizes, offsets, act, n, ws, rng):
-    """The network on ``n`` feature-major rows with every layer's pre-activations drawn
-    per row from ``N(a mu_W + mu_b, a^2 var_W + var_b)``; returns the output's offset in
-    ``ws``. Keeps what :func:`lrt_backward` needs."""
-    n_layers = sizes.shape[0] - 1
-    sq, out, kb, vbuf, _ = _bases(sizes, n)
-    d = sizes[0]
-    x2 = ws[sq[0] : sq[0] + d * n]
-    for t in range(d * n):
-        x2[t] = XT[t] * XT[t]
-    for layer in range(n_layers):
-        n_in = sizes[layer]
-        n_out = sizes[layer + 1]
-        w_start = offsets[layer]
-        b_start = w_start + n_in * n_out
-        if layer == 0:
-            _dense(XT, 0, n_in, mu, w_start, b_start, ws, out[0], n_out, n)
-        else:
-            _dense(ws, out[layer - 1], n_in, mu, w_start, b_start, ws, out[layer], n_out, n)
-        _dense(ws, sq[layer], n_in, var, w_start, b_start, ws, vbuf, n_out, n)
-        m = ws[out[layer] : out[layer] + n_out * n]
-        v = ws[vbuf : vbuf + n_out * n]
-        k = ws[kb[layer] : kb[layer] + n_out * n]
-        for t in range(n_out * n):
-            xi = rng.standard_normal()
-            sd = math.sqrt(v[t])
-            m[t] += sd * xi
-            # d z / d v = xi / (2 sd); a variance that underflowed to 0 stays there
-            k[t] = 0.5 * xi / sd if sd > 0.0 else 0.0
-        if layer < n_layers - 1:
-            _activate(ws, out[layer], n_out * n, act)
-            a2 = ws[sq[layer + 1] : sq[layer + 1] + n_out * n]
-            for t in range(n_out * n):
-                a2[t] = m[t] * m[t]
-    return out[n_layers - 1]
-
-
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
-def lrt_backward(mu, var, XT, sizes, offsets, act, n, ws, gmu, gvar, beta):
-    """Backpropagate the output delta (in the first delta buffer) of :func:`lrt_forward`
-    into ``gmu`` (the means) and ``gvar`` (the variances), scaled by ``beta``."""
-    n_layers = sizes.shape[0] - 1
-    sq, out, kb, vbuf, wn = _bases(sizes, n)
-    cur = vbuf + wn
-    nxt = cur + wn
-    dvb = nxt + wn
-    for layer in range(n_layers - 1, -1, -1):
-        n_in = sizes[layer]
-        n_out = sizes[layer + 1]
-        w_start = offsets[layer]
-        b_start = w_start + n_in * n_out
-        delta = ws[cur : cur + n_out * n]
-        dv = ws[dvb : dvb + n_out * n]
-        k = ws[kb[layer] : kb[layer] + n_out * n]
-        for t in range(n_out * n):
-            dv[t] = delta[t] * k[t]
-        x2 = ws[sq[layer] : sq[layer] + n_in * n]
-        if layer == 0:
-            _wgrad(XT, n_in, delta, n_out, n, gmu, w_start, b_start, beta)
-            _wgrad(x2, n_in, dv, n_out, n, gvar, w_start, b_start, beta)
-            break
-        a_all = ws[out[layer - 1] : out[layer - 1] + n_in * n]
-        _wgrad(a_all, n_in, delta, n_out, n, gmu, w_start, b_start, beta)
-        _wgrad(x2, n_in, dv, n_out, n, gvar, w_start, b_start, beta)
-        # d z_j / d a_i = mu_W[i, j] + 2 a_i var_W[i, j] (d z_j / d v_j)
-        for i in range(n_in):
-            nd = ws[nxt + i * n : nxt + (i + 1) * n]
-            a = a_all[i * n : (i + 1) * n]
-            for t in range(n):
-                nd[t] = 0.0
-            for j in range(n_out):
-                wm = mu[w_start + i * n_out + j]
-                w2 = 2.0 * var[w_start + i * n_out + j]
-                d = delta[j * n : (j + 1) * n]
-                e = dv[j * n : (j + 1) * n]
-                for t in range(n):
-                    nd[t] += wm * d[t] + w2 * a[t] * e[t]
-            if act == 1:
-                for t in range(n):
-                    nd[t] *= 1.0 if a[t] > 0.0 else 0.0
-            elif act == 2:
-                for t in range(n):
-                    nd[t] *= 1.0 - a[t] * a[t]
-            elif act == 3:
-                for t in range(n):
-                    nd[t] *= a[t] * (1.0 - a[t])
-        cur, nxt = nxt, cur
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -369,6 +257,9 @@ def mc_term(vparams, p, tgt, vcfg, work, ws, stats, rng, with_grad, scale):
     vc = vcfg[0]
     cfg = tgt.cfg[0]
     act, lik, prior = cfg.activation, cfg.likelihood, cfg.prior
+    if vc.lbbnn == LBBNN_FLOW:
+        return lbbnn_flow_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act,
+                               lik)  # fmt: skip
     if vc.lbbnn:
         return _spike_slab_mc_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act,
                                    lik)  # fmt: skip
@@ -491,16 +382,18 @@ def _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale):
 
 
 @functools.cache
-def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, local: bool):
+def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, local: bool,
+                     flow: bool = False):  # fmt: skip
     """The kernel of one epoch of VI for the family ``fam`` (:data:`GAUSSIAN` or
     :data:`SPIKE_SLAB`): one pass over ``data.rows`` in minibatches, one optimizer step on
     the negative ELBO per batch.
 
     The family, the network's activation, likelihood and prior codes (those of
-    :func:`skbnn.kernels.density.logp_grad_for`) and whether the Gaussian family draws its
-    pre-activations per row (``vcfg``'s ``local``) are constants of the kernel, so numba
-    compiles their branches only: a VI fit compiles neither LBBNN's terms nor the other
-    activations', likelihoods', priors' or estimator's. ``vcfg`` and
+    :func:`skbnn.kernels.density.logp_grad_for`), whether the Gaussian family draws its
+    pre-activations per row (``vcfg``'s ``local``) and whether the spike and slab is
+    LBBNN's flow family (``vcfg``'s ``lbbnn`` is :data:`LBBNN_FLOW`) are constants of the
+    kernel, so numba compiles their branches only: a VI fit compiles neither LBBNN's terms
+    nor the other activations', likelihoods', priors' or estimator's. ``vcfg`` and
     the target must agree with them. Cached on disk per combination, like any kernel.
 
     The kernel's parameters:
@@ -528,6 +421,7 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
     # codes reach the kernels below as literals (skbnn.kernels._compile.LITERAL_PARAMETERS)
     spike = int(fam) == SPIKE_SLAB
     act, lik, prior, local = int(activation), int(likelihood), int(prior), bool(local)
+    flow = spike and bool(flow)
 
     def kernel(vparams, tgt, data, batch_size, lrs, opt, vcfg, work, ws, stats, rng):
         n = data.rows.shape[0]
@@ -548,13 +442,17 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
                 glam[i] = 0.0
             if spike:
                 set_alphas(vparams, p, work)
-                value = spike_slab_terms(vparams, p, p - cfg.n_noise, work, True)
+                # the flow family's KL depends on the draw of z: its term has it
+                value = 0.0 if flow else spike_slab_terms(vparams, p, p - cfg.n_noise, work, True)
             else:
                 value = analytic_terms(vparams, p, p - cfg.n_noise, vc.rank, vc.closed_kl,
                                        tgt.prior_mean, tgt.prior_scale, work, True,
                                        vc.local or not vc.stl)  # fmt: skip
             for _ in range(vc.n_mc):
-                if spike:
+                if flow:
+                    value += inv_mc * lbbnn_flow_term(vparams, p, bt, vc, work, ws, stats, rng,
+                                                      True, inv_mc, act, lik)  # fmt: skip
+                elif spike:
                     value += inv_mc * _spike_slab_mc_term(vparams, p, bt, vc, work, ws, stats, rng,
                                                           True, inv_mc, act, lik)  # fmt: skip
                 else:
@@ -574,7 +472,7 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
         cfg.beta = 1.0
         return total / n_w
 
-    name = f"run_vi_epoch_{fam}_{act}_{lik}_{prior}_{int(local)}"
+    name = f"run_vi_epoch_{fam}_{act}_{lik}_{prior}_{int(local)}{'_flow' if flow else ''}"
     return njit(cache=True, nogil=True, error_model="numpy")(_named(kernel, name))
 
 
@@ -604,6 +502,20 @@ def spike_slab_terms(vparams, p, n_w, work, with_grad):
     Per weight with an indicator, ``KL = alpha (log(alpha / psi) + KL_N) + (1 - alpha)
     log((1 - alpha) / (1 - psi))`` with ``KL_N = KL(N(kappa, sigma^2) || N(0, slab^2))``;
     ``KL_N`` alone for the parameters that are always in."""
+    return _spike_slab_kl(vparams, vparams, p, n_w, work, with_grad, 1.0, work.glam)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def spike_slab_kl(kappa, vparams, p, n_w, work):
+    """:func:`spike_slab_terms` at the slab means ``kappa`` (for the flow family, those
+    given a draw of ``z``), without the gradient."""
+    return _spike_slab_kl(kappa, vparams, p, n_w, work, False, 1.0, work.grad)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _spike_slab_kl(kappa, vparams, p, n_w, work, with_grad, scale, gk):
+    # spike_slab_terms with the slab means kappa (for the flow estimator, those scaled by a
+    # draw of z), its gradient times scale: in kappa to gk, in rho and lambda to work.glam
     glam = work.glam
     value = 0.0
     for i in range(p):
@@ -612,9 +524,9 @@ def spike_slab_terms(vparams, p, n_w, work, with_grad):
         if i >= n_w:
             value += math.log(s) + 0.5 * (1.0 + _LOG_2PI)
             if with_grad:
-                glam[p + i] += ds / s
+                glam[p + i] += scale * ds / s
             continue
-        k = vparams[i]
+        k = kappa[i]
         s0 = work.slab[i]
         s02 = s0 * s0
         kln = math.log(s0 / s) + 0.5 * (s * s + k * k) / s02 - 0.5
@@ -622,8 +534,8 @@ def spike_slab_terms(vparams, p, n_w, work, with_grad):
         if psi >= 1.0:
             value -= kln
             if with_grad:
-                glam[i] -= k / s02
-                glam[p + i] -= (s / s02 - 1.0 / s) * ds
+                gk[i] -= scale * k / s02
+                glam[p + i] -= scale * (s / s02 - 1.0 / s) * ds
             continue
         a = work.alpha[i]
         li = vparams[2 * p + i]
@@ -634,10 +546,10 @@ def spike_slab_terms(vparams, p, n_w, work, with_grad):
         d_out = log_1a - math.log1p(-psi)
         value -= a * d_in + (1.0 - a) * d_out
         if with_grad:
-            glam[i] -= a * k / s02
-            glam[p + i] -= a * (s / s02 - 1.0 / s) * ds
+            gk[i] -= scale * a * k / s02
+            glam[p + i] -= scale * a * (s / s02 - 1.0 / s) * ds
             # d KL / d alpha = d_in - d_out (the derivatives of the logs cancel)
-            glam[2 * p + i] -= (d_in - d_out) * a * (1.0 - a)
+            glam[2 * p + i] -= scale * (d_in - d_out) * a * (1.0 - a)
     return value
 
 
@@ -745,3 +657,231 @@ def lbbnn_concrete_term(vparams, p, tgt, temperature, work, ws, stats, rng, with
                 b = vparams[i] + work.sigma[i] * work.eps[i]
                 glam[2 * p + i] += gi * b * gg * (1.0 - gg) / temperature
     return beta * ll + lp
+
+
+#: VI_CONFIG's ``lbbnn`` codes: the estimators of the spike-and-slab family's expected
+#: log-likelihood.
+LBBNN_LRT, LBBNN_CONCRETE, LBBNN_FLOW = 1, 2, 3
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def lbbnn_flow_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act, lik):
+    """One Monte Carlo draw of the spike-and-slab family with multiplicative normalizing
+    flows (Louizos and Welling 2017; Skaaret-Lund et al. 2024): ``beta loglik + log p(eta)
+    - KL(q(W | z) || p(W)) + log r(z | W) - log q(z)``, its gradient in ``vparams`` times
+    ``scale`` added to ``work.glam``.
+
+    Each weight layer draws its latent ``z`` (one per input, :mod:`skbnn.kernels.flows`);
+    given ``z``, the slab of weight ``(i, j)`` is ``N(z_i kappa_ij, sigma_ij^2)``, so the
+    KL is the mean-field one at the means ``z_i kappa_ij``, and the log-likelihood is drawn
+    by the local reparameterization trick at those means. The auxiliary ``r(z | W)`` is
+    Gaussian after ``r``'s own flow, with mean ``d0 + d1 nu`` and log variance ``v0 + d2
+    nu``, ``nu`` the mean over the layer's outputs ``j`` of ``tanh(sum_i e_i W_ij)``; the
+    sum is drawn from the Gaussian of its moments under ``q(W | z)``, as the
+    pre-activations are. Every term but the last two is the mean-field family's at the
+    scaled means; ``log r - log q`` makes the bound account for ``z``."""
+    XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
+    cfg = cfgs[0]
+    n = XT.shape[0] // sizes[0]
+    n_layers = sizes.shape[0] - 1
+    k = sizes[n_layers]
+    n_w = p - cfg.n_noise
+    beta = cfg.beta
+    sw = weight_sum(tgt) if lik == 0 else 0.0
+    hid = vc.flow_hidden
+    n_steps = vc.flow_steps
+    fb = 3 * p
+    lay = work.flay
+    fc = work.fcache
+    shared = fc[: lay[0, 1]]  # the backward passes' scratch
+    keff = work.keff
+    value = 0.0
+    # z of every layer, -log q(z), and the scaled slab means
+    for i in range(p):
+        keff[i] = vparams[i]
+    for layer in range(n_layers):
+        d = sizes[layer]
+        n_out = sizes[layer + 1]
+        pb = fb + lay[layer, 0]
+        cb = lay[layer, 1]
+        zk = fc[cb + d : cb + 2 * d]
+        for i in range(d):
+            e = rng.standard_normal()
+            fc[cb + i] = e
+            sd = softplus(vparams[pb + d + i])
+            zk[i] = vparams[pb + i] + sd * e
+            value += 0.5 * e * e + math.log(sd) + 0.5 * _LOG_2PI
+        value += kflows.flow_forward(vparams, pb + kflows.BASE_VECTORS * d, d, hid, n_steps, zk,
+                                     fc, cb + 2 * d)  # fmt: skip
+        w_start = offsets[layer]
+        for i in range(d):
+            for j in range(n_out):
+                keff[w_start + i * n_out + j] *= zk[i]
+    gk = work.grad  # the gradient in keff, scaled
+    if with_grad:
+        for i in range(p):
+            gk[i] = 0.0
+    value += _spike_slab_kl(keff, vparams, p, n_w, work, with_grad, scale, gk)
+    # the log-likelihood by the local reparameterization trick at the scaled means
+    lp = _noise_draw(vparams, p, n_w, k, tau, cfg, work, rng)
+    meff = work.meff
+    var = work.gvar
+    for i in range(n_w):
+        a = work.alpha[i]
+        kk = keff[i]
+        s = work.sigma[i]
+        meff[i] = a * kk
+        var[i] = a * (s * s + (1.0 - a) * kk * kk)
+    out_base = lrt_forward(meff, var, XT, sizes, offsets, act, n, ws, rng)
+    _, _, _, vbuf, wn = _bases(sizes, n)
+    ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, vbuf + wn, stats, cfg, 0)
+    value += beta * ll + lp
+    # log r(z | W), keeping what its gradient needs
+    for layer in range(n_layers):
+        value += _flow_log_r(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, work,
+                             rng)  # fmt: skip
+    if not with_grad:
+        return value
+    # gradients in the moments (unscaled): the likelihood's, then log r's
+    gm = work.w
+    gv = work.eps  # past n_w, eps keeps the noise's normals for _noise_grad
+    for i in range(n_w):
+        gm[i] = 0.0
+        gv[i] = 0.0
+    lrt_backward(meff, var, XT, sizes, offsets, act, n, ws, gm, gv, beta)
+    glam = work.glam
+    for layer in range(n_layers):
+        _flow_log_r_grad(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, gm, gv,
+                         work, scale, shared)  # fmt: skip
+    for i in range(n_w):
+        a = work.alpha[i]
+        kk = keff[i]
+        s = work.sigma[i]
+        gk[i] += scale * (gm[i] * a + gv[i] * 2.0 * a * (1.0 - a) * kk)
+        glam[p + i] += scale * gv[i] * 2.0 * a * s * work.dsigma[i]
+        glam[2 * p + i] += (scale * (gm[i] * kk + gv[i] * (s * s + (1.0 - 2.0 * a) * kk * kk))
+                            * a * (1.0 - a))  # fmt: skip
+    _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale)
+    # from keff = z kappa to kappa (the biases' keff is kappa) and z, then back through q's
+    # flow to its base
+    for i in range(n_w):
+        glam[i] += gk[i]
+    for layer in range(n_layers):
+        d = sizes[layer]
+        n_out = sizes[layer + 1]
+        pb = fb + lay[layer, 0]
+        cb = lay[layer, 1]
+        zk = fc[cb + d : cb + 2 * d]
+        gz = fc[lay[layer + 1, 1] - 2 * d : lay[layer + 1, 1] - d]
+        w_start = offsets[layer]
+        for i in range(d):
+            acc = 0.0
+            for j in range(n_out):
+                t = w_start + i * n_out + j
+                acc += vparams[t] * gk[t]
+                glam[t] += (zk[i] - 1.0) * gk[t]
+            gz[i] += acc
+        kflows.flow_backward(vparams, pb + kflows.BASE_VECTORS * d, d, hid, n_steps, gz, scale,
+                             fc, cb + 2 * d, glam, shared)  # fmt: skip
+        for i in range(d):
+            sd = softplus(vparams[pb + d + i])
+            glam[pb + i] += gz[i]
+            glam[pb + d + i] += (gz[i] * fc[cb + i] + scale / sd) * _sigmoid(vparams[pb + d + i])
+    return value
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def _flow_offsets(p, sizes, layer, hid, n_steps, lay):
+    # where layer's r parameters and scratch start: e, d1, d2, d0, v0, r's steps; r's flow
+    # cache, its summary of the weights and the two gradient buffers
+    d = sizes[layer]
+    pb = 3 * p + lay[layer, 0]
+    rsteps = pb + kflows.BASE_VECTORS * d + n_steps * kflows.step_size(d, hid)
+    qe = lay[layer, 1] + 2 * d + n_steps * kflows.step_cache_size(d, hid)
+    re = qe + d + n_steps * kflows.step_cache_size(d, hid)
+    return pb, rsteps, qe, re
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def _flow_log_r(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, work, rng):
+    # log r(z_K | W) of one layer at a draw of its weights' summary, keeping its scratch
+    d = sizes[layer]
+    n_out = sizes[layer + 1]
+    fc = work.fcache
+    pb, rsteps, qe, re = _flow_offsets(p, sizes, layer, hid, n_steps, work.flay)
+    cb = work.flay[layer, 1]
+    zb = fc[qe : qe + d]
+    for i in range(d):
+        zb[i] = fc[cb + d + i]
+    value = kflows.flow_forward(vparams, rsteps, d, hid, n_steps, zb, fc, qe + d)
+    w_start = offsets[layer]
+    nubar = 0.0
+    for j in range(n_out):
+        m = 0.0
+        v = 0.0
+        for i in range(d):
+            t = w_start + i * n_out + j
+            ei = vparams[pb + 2 * d + i]
+            m += ei * meff[t]
+            v += ei * ei * var[t]
+        sdv = math.sqrt(v)
+        xi = rng.standard_normal()
+        nu = math.tanh(m + sdv * xi)
+        fc[re + j] = sdv
+        fc[re + n_out + j] = xi
+        fc[re + 2 * n_out + j] = nu
+        nubar += nu
+    nubar /= n_out
+    fc[re + 3 * n_out] = nubar
+    for i in range(d):
+        mu = vparams[pb + 5 * d + i] + vparams[pb + 3 * d + i] * nubar
+        lv = vparams[pb + 6 * d + i] + vparams[pb + 4 * d + i] * nubar
+        diff = zb[i] - mu
+        value -= 0.5 * (_LOG_2PI + lv + diff * diff * math.exp(-lv))
+    return value
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def _flow_log_r_grad(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, gm, gv, work,
+                     scale, shared):  # fmt: skip
+    # the gradient of _flow_log_r: in r's parameters (times scale) to work.glam, in the
+    # weights' moments (unscaled) to gm and gv, in z_K (times scale) to the layer's first
+    # gradient buffer, which it sets
+    d = sizes[layer]
+    n_out = sizes[layer + 1]
+    fc = work.fcache
+    glam = work.glam
+    pb, rsteps, qe, re = _flow_offsets(p, sizes, layer, hid, n_steps, work.flay)
+    end = work.flay[layer + 1, 1]
+    gz = fc[end - 2 * d : end - d]
+    zb = fc[qe : qe + d]
+    nubar = fc[re + 3 * n_out]
+    gnu = 0.0
+    for i in range(d):
+        mu = vparams[pb + 5 * d + i] + vparams[pb + 3 * d + i] * nubar
+        lv = vparams[pb + 6 * d + i] + vparams[pb + 4 * d + i] * nubar
+        prec = math.exp(-lv)
+        diff = zb[i] - mu
+        g_mu = diff * prec
+        g_lv = 0.5 * (diff * diff * prec - 1.0)
+        glam[pb + 5 * d + i] += scale * g_mu
+        glam[pb + 3 * d + i] += scale * g_mu * nubar
+        glam[pb + 6 * d + i] += scale * g_lv
+        glam[pb + 4 * d + i] += scale * g_lv * nubar
+        gnu += g_mu * vparams[pb + 3 * d + i] + g_lv * vparams[pb + 4 * d + i]
+        gz[i] = -scale * g_mu
+    kflows.flow_backward(vparams, rsteps, d, hid, n_steps, gz, scale, fc, qe + d, glam, shared)
+    w_start = offsets[layer]
+    for j in range(n_out):
+        sdv = fc[re + j]
+        xi = fc[re + n_out + j]
+        nu = fc[re + 2 * n_out + j]
+        ga = gnu / n_out * (1.0 - nu * nu)
+        # d (m + sd xi) / d v = xi / (2 sd)
+        gvj = 0.5 * ga * xi / sdv if sdv > 0.0 else 0.0
+        for i in range(d):
+            t = w_start + i * n_out + j
+            ei = vparams[pb + 2 * d + i]
+            gm[t] += ga * ei
+            gv[t] += gvj * ei * ei
+            glam[pb + 2 * d + i] += scale * (ga * meff[t] + 2.0 * gvj * ei * var[t])

@@ -16,8 +16,9 @@ from joblib import effective_n_jobs
 from scipy.special import expit, logit
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from ..kernels import flows as kflows
 from ..kernels import vi as kvi
-from ..posterior import SpikeSlabPosterior, spike_slab_draws
+from ..posterior import FlowSpikeSlabPosterior, SpikeSlabPosterior, spike_slab_draws
 from ..priors import PriorKind
 from ..utils import seed_sequence
 from ._base import FitResult
@@ -25,6 +26,10 @@ from ._optim import ENGINE_DEFAULTS, _Trainer, engine_parameters, glorot_init, s
 from .vi import VARIATIONAL_ENGINE_DOCS, VariationalInference, _inverse_softplus
 
 _ENGINE = ENGINE_DEFAULTS["variational"]
+
+#: The flows' gate bias at the start, ``sigmoid(3) = 0.95``: each step starts close to the
+#: identity, so training starts from the mean-field family's fit with ``z`` near 1.
+FLOW_GATE_BIAS = 3.0
 
 #: Draws of the indicators behind ``feature_inclusion_`` of a network with two or more
 #: hidden layers (with fewer it is exact): a standard error of at most 0.005.
@@ -99,11 +104,12 @@ class LBBNN(VariationalInference):
 
     After training, ``elbo_`` is the ELBO of the spike-and-slab ``q`` (the exact
     KL plus ``elbo_samples`` Monte Carlo draws of the log-likelihood with the indicators
-    drawn, not relaxed), a lower bound on the evidence, with its standard error in
-    ``diagnostics_["elbo_se"]``. The estimator's ``n_samples`` draws predict: draws of
-    the indicators and the weights (``model="average"``: Bayesian model averaging over
-    sparse networks) or of the weights of the median probability model (``"median"``:
-    the weights with ``alpha > 0.5``, a sparse network).
+    drawn, not relaxed; for the flow family the KL given each draw of ``z``, and ``log r
+    - log q`` of ``z`` at the drawn weights), a lower bound on the evidence, with its
+    standard error in ``diagnostics_["elbo_se"]``. The estimator's ``n_samples`` draws
+    predict: draws of the indicators and the weights (``model="average"``: Bayesian model
+    averaging over sparse networks) or of the weights of the median probability model
+    (``"median"``: the weights with ``alpha > 0.5``, a sparse network).
 
     The fit adds ``inclusion_probabilities_`` (``alpha`` per layer, shaped as MLP's
     ``coefs_``), ``density_`` (the share of weights with ``alpha > 0.5``) and
@@ -144,6 +150,23 @@ class LBBNN(VariationalInference):
         before it prunes.
     model : {"average", "median"}, default="average"
         How the posterior predicts (see above).
+    posterior : {"meanfield", "flow"}, default="meanfield"
+        The variational family. ``"meanfield"``: independent slabs, as above (LBBNN-GP-MF).
+        ``"flow"``: multiplicative normalizing flows (LBBNN-GP-FLOW; Louizos and Welling
+        2017, Skaaret-Lund et al. 2024): every input ``i`` of a weight layer has a latent
+        ``z_i`` that scales the slab means of its weights, ``q(beta_ij | z) = N(z_i
+        kappa_ij, sigma_ij^2)``, and ``z`` comes from a Gaussian pushed through
+        ``flow_steps`` gated inverse autoregressive steps, so the weights of an input are
+        dependent, and through the flow those of different inputs. The bound needs an
+        auxiliary ``r(z | W)``: ``r``'s own flow, then a Gaussian with mean ``d0 + d1 nu``
+        and log variance ``v0 + d2 nu``, ``nu`` the mean over the layer's outputs of
+        ``tanh(sum_i e_i W_ij)`` (the talk's ``d1``, ``d2``, ``e``; the offsets ``d0`` and
+        ``v0``, which the talk fixes at 0, let ``r`` match ``q`` at the start). Needs
+        ``local_reparameterization=True``.
+    flow_steps : int, default=2
+        Steps of each flow (``posterior="flow"``); 0 leaves ``z`` Gaussian.
+    flow_hidden : int, default=32
+        Hidden units of each step's masked autoencoder (``posterior="flow"``).
     n_mc, init_std, elbo_samples
         As in :class:`VariationalInference`.
     <engine parameters>
@@ -175,6 +198,9 @@ class LBBNN(VariationalInference):
         "local_reparameterization": ["boolean"],
         "init_inclusion": [Interval(Real, 0, 1, closed="neither")],
         "model": [StrOptions({"average", "median"})],
+        "posterior": [StrOptions({"meanfield", "flow"})],
+        "flow_steps": [Interval(Integral, 0, None, closed="left")],
+        "flow_hidden": [Interval(Integral, 1, None, closed="left")],
         "n_mc": [Interval(Integral, 1, None, closed="left")],
         "init_std": [Interval(Real, 0, None, closed="neither")],
         "elbo_samples": [Interval(Integral, 2, None, closed="left")],
@@ -189,6 +215,9 @@ class LBBNN(VariationalInference):
         local_reparameterization=True,
         init_inclusion=0.9,
         model="average",
+        posterior="meanfield",
+        flow_steps=2,
+        flow_hidden=32,
         n_mc=1,
         init_std=0.01,
         elbo_samples=100,
@@ -240,49 +269,163 @@ class LBBNN(VariationalInference):
                 "LBBNN's slab is Gaussian: use prior='gaussian' or 'hierarchical' (its "
                 "precisions held at their prior mean), and slab_std for its scale"
             )
-        vcfg = np.zeros(1, dtype=kvi.VI_CONFIG)
+        flow = self.posterior == "flow"
         local = bool(self.local_reparameterization)
-        vcfg[0] = (int(self.n_mc), int(local), 0, 0, 0, 1 if local else 2,
-                   float(self.temperature))  # fmt: skip
+        if flow and not local:
+            raise ValueError(
+                "posterior='flow' draws the pre-activations by the local reparameterization "
+                "trick given z: use local_reparameterization=True"
+            )
+        vcfg = np.zeros(1, dtype=kvi.VI_CONFIG)
+        code = kvi.LBBNN_FLOW if flow else kvi.LBBNN_LRT if local else kvi.LBBNN_CONCRETE
+        vcfg[0] = (int(self.n_mc), int(local), 0, 0, 0, code, float(self.temperature),
+                   int(self.flow_steps), int(self.flow_hidden))  # fmt: skip
         return vcfg
+
+    def _flow(self) -> bool:
+        return self.posterior == "flow"
+
+    def _kernels(self, target) -> tuple:
+        more = (kflows.latent_draws, kflows.flow_forward) if self._flow() else ()
+        return (*super()._kernels(target), *more)
 
     def _start(self, target, rng, vcfg) -> np.ndarray:
         """The initial variational parameters: slab means, raw slab sds and inclusion
-        logits, flat."""
+        logits, flat; for the flow family, the flows' parameters after them."""
         p = target.n_params
         vparams = np.empty(3 * p)
         vparams[:p] = glorot_init(target, rng)
         vparams[p : 2 * p] = _inverse_softplus(float(self.init_std))
         vparams[2 * p :] = logit(float(self.init_inclusion))
-        return vparams
+        if not self._flow():
+            return vparams
+        return np.concatenate([vparams, self._flow_start(target, rng)])
+
+    def _flow_start(self, target, rng) -> np.ndarray:
+        """The flows' initial parameters: ``z0 ~ N(1, init_std^2)``, each step near the
+        identity (small weights, the gate at :data:`FLOW_GATE_BIAS`, the shift at 1), and
+        ``r`` matching ``q``'s base (``d0 = 1``, ``v0 = 2 log(init_std)``), with small
+        ``d1``, ``d2`` and unit-scale ``e``."""
+        sizes = target.layout.sizes
+        h, k = int(self.flow_hidden), int(self.flow_steps)
+        lay = kflows.flow_layout(sizes, h, k)
+        out = np.empty(int(lay[-1, 0]))
+        std = float(self.init_std)
+        for layer in range(target.layout.n_layers):
+            d = int(sizes[layer])
+            block = out[lay[layer, 0] : lay[layer + 1, 0]]
+            base = block[: kflows.BASE_VECTORS * d].reshape(kflows.BASE_VECTORS, d)
+            base[0] = 1.0
+            base[1] = _inverse_softplus(std)
+            base[2] = rng.standard_normal(d)
+            base[3:5] = 0.01 * rng.standard_normal((2, d))
+            base[5] = 1.0
+            base[6] = 2.0 * math.log(std)
+            steps = block[kflows.BASE_VECTORS * d :].reshape(2 * k, kflows.step_size(d, h))
+            for step in steps:
+                w1, rest = step[: h * d], step[h * d :]
+                w1[:] = rng.standard_normal(h * d) / math.sqrt(d)
+                rest[:h] = 0.0  # b1
+                wm = rest[h : h + d * h]
+                wm[:] = 0.01 * rng.standard_normal(d * h)
+                rest[h + d * h : h + d * h + d] = 1.0  # bm
+                ws = rest[h + d * h + d : h + 2 * d * h + d]
+                ws[:] = 0.01 * rng.standard_normal(d * h)
+                rest[h + 2 * d * h + d :] = FLOW_GATE_BIAS  # bs
+        return out
 
     def _work(self, target, vcfg):
-        return kvi.new_work(target.n_params, 0, psi=self._psi(target), slab=self._slab(target))
+        psi, slab = self._psi(target), self._slab(target)
+        if not self._flow():
+            return kvi.new_work(target.n_params, 0, psi=psi, slab=slab)
+        return kvi.new_work(target.n_params, 0, psi=psi, slab=slab, sizes=target.layout.sizes,
+                            flow_hidden=int(self.flow_hidden),
+                            flow_steps=int(self.flow_steps))  # fmt: skip
 
     def _alpha(self, vparams: np.ndarray, p: int, psi: np.ndarray) -> np.ndarray:
-        return np.where(psi < 1.0, expit(vparams[2 * p :]), 1.0)
+        return np.where(psi < 1.0, expit(vparams[2 * p : 3 * p]), 1.0)
 
-    def _mean_params(self, vparams: np.ndarray, p: int, work) -> np.ndarray:
-        return self._alpha(vparams, p, work.psi) * vparams[:p]
+    def _mean_params(self, vparams: np.ndarray, p: int, work, target) -> np.ndarray:
+        kappa = vparams[:p]
+        if self._flow():
+            # the slab means at z's base mean pushed through q's flow
+            flow = self._posterior(target, vparams, np.ones(p), np.ones(p), 0, None)
+            d = int(target.layout.sizes[:-1].sum())
+            z, _ = kflows.latent_draws(flow.flow, flow.sizes, flow.flow_hidden,
+                                       flow.flow_steps, np.zeros((1, d)))  # fmt: skip
+            kappa = flow.scaled_means(z)[0]
+        return self._alpha(vparams, p, work.psi) * kappa
+
+    def _posterior(self, target, vparams, var, alpha, n_draws, random_state):
+        """The posterior of ``q`` with ``n_draws`` stored draws."""
+        p = target.n_params
+        layout = target.layout
+        common = dict(
+            n_draws=n_draws, random_state=random_state, n_noise=layout.n_noise,
+            model=self.model,
+            noise_precision=target.tau.copy() if target.noise_at_tau else None,
+        )  # fmt: skip
+        if not self._flow():
+            return SpikeSlabPosterior(vparams[:p], var, alpha, **common)
+        return FlowSpikeSlabPosterior(vparams[:p], var, alpha, vparams[3 * p :], layout,
+                                      self.flow_hidden, self.flow_steps, **common)  # fmt: skip
 
     def _elbo(self, target, vparams, vcfg, rng, n_draws: int, n_jobs: int = 1):
         """``n_draws`` independent estimates of the ELBO over all rows: the closed-form
         ``-KL`` of the network parameters and entropy of the log noise precisions, plus
         the log-likelihood and the noise's log prior at draws of ``q`` with the indicators
-        drawn. Returns the draws and the inclusion probabilities."""
+        drawn; for the flow family, the KL given each draw of ``z`` and ``log r(z | W) -
+        log q(z)`` at it. Returns the draws, the inclusion probabilities and the slab sds."""
         p = target.n_params
-        work = self._work(target, None)
+        n_w = target.layout.n_weights
+        work = self._work(target, vcfg)
         kvi.set_sigmas(vparams, p, work)
         kvi.set_alphas(vparams, p, work)
-        exact = kvi.spike_slab_terms(vparams, p, target.layout.n_weights, work, False)
         alpha = work.alpha.copy()
-        theta = spike_slab_draws(vparams[:p], work.sigma**2, alpha, n_draws, rng)
+        var = work.sigma**2
+        if self._flow():
+            flow = self._posterior(target, vparams, var, alpha, 0, None)
+            z, log_q = flow.latent(n_draws, rng)
+            means = flow.scaled_means(z)
+            theta = spike_slab_draws(means, var, alpha, n_draws, rng)
+            exact = np.array([
+                kvi.spike_slab_kl(means[s], vparams, p, n_w, work) for s in range(n_draws)
+            ])  # fmt: skip
+            exact += self._log_r(target, vparams[3 * p :], z, theta) - log_q
+        else:
+            exact = kvi.spike_slab_terms(vparams, p, n_w, work, False)
+            theta = spike_slab_draws(vparams[:p], var, alpha, n_draws, rng)
         loglik, _ = target.loglik_batch(theta, n_jobs)
-        eta = theta[:, target.layout.n_weights :]
+        eta = theta[:, n_w:]
         shape, rate = target.noise_prior
         log_p_eta = np.sum(shape * eta - rate * np.exp(eta), axis=1)
         log_p_eta += eta.shape[1] * (shape * math.log(rate) - math.lgamma(shape))
         return loglik + log_p_eta + exact, alpha, work.sigma.copy()
+
+    def _log_r(self, target, flow, z, theta) -> np.ndarray:
+        """``log r(z | W)`` of the flow family at draws ``z`` and the weights ``theta`` drawn
+        given them: per layer, ``r``'s flow and its Gaussian whose moments depend on ``nu``,
+        the mean over the outputs of ``tanh(sum_i e_i W_ij)``."""
+        layout = target.layout
+        h, k = int(self.flow_hidden), int(self.flow_steps)
+        lay = kflows.flow_layout(layout.sizes, h, k)
+        out = np.zeros(len(z))
+        col = 0
+        for layer in range(layout.n_layers):
+            d, n_out = int(layout.sizes[layer]), int(layout.sizes[layer + 1])
+            block = flow[lay[layer, 0] : lay[layer + 1, 0]]
+            _, _, e, d1, d2, d0, v0 = block[: kflows.BASE_VECTORS * d].reshape(-1, d)
+            r_steps = kflows.BASE_VECTORS * d + k * kflows.step_size(d, h)
+            w = theta[:, layout.slices(layer)[0]].reshape(len(z), d, n_out)
+            nu = np.tanh(np.einsum("i,sij->sj", e, w)).mean(axis=1)
+            cache = np.empty(max(k * kflows.step_cache_size(d, h), 1))
+            for s in range(len(z)):
+                zb = z[s, col : col + d].copy()
+                out[s] += kflows.flow_forward(block, r_steps, d, h, k, zb, cache, 0)
+                mu, lv = d0 + d1 * nu[s], v0 + d2 * nu[s]
+                out[s] -= 0.5 * np.sum(math.log(2 * math.pi) + lv + (zb - mu) ** 2 * np.exp(-lv))
+            col += d
+        return out
 
     def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
         """Fit ``q``, estimate the ELBO and draw from ``q``; see :meth:`BaseMethod.run`."""
@@ -297,7 +440,6 @@ class LBBNN(VariationalInference):
 
         members, diagnostics = self._train_members(target, 1, fit_seed, n_jobs, verbose, start)
         vparams = members[0].theta
-        p = target.n_params
         rng = np.random.default_rng(elbo_seed)
         n_draws, threads = int(self.elbo_samples), effective_n_jobs(n_jobs)
         draws, alpha, sigma = self._elbo(target, vparams, vcfg, rng, n_draws, threads)
@@ -308,11 +450,7 @@ class LBBNN(VariationalInference):
         n_weights = sum(a.size for a in alphas)
         density = sum(int((a > 0.5).sum()) for a in alphas) / n_weights
         diagnostics["expected_density"] = sum(float(a.sum()) for a in alphas) / n_weights
-        posterior = SpikeSlabPosterior(
-            vparams[:p], sigma**2, alpha, n_draws=n_samples, random_state=draw_seed,
-            n_noise=layout.n_noise, model=self.model,
-            noise_precision=target.tau.copy() if target.noise_at_tau else None,
-        )  # fmt: skip
+        posterior = self._posterior(target, vparams, sigma**2, alpha, n_samples, draw_seed)
         attributes = {
             "inclusion_probabilities_": alphas,
             "density_": float(density),

@@ -11,6 +11,7 @@ from sklearn.base import clone
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..kernels import density as knet
+from ..kernels import lrt as klrt
 from ..kernels import optim as kopt
 from ..kernels import vi as kvi
 from ..posterior import GaussianPosterior
@@ -165,11 +166,15 @@ class VariationalInference(_Trainer):
         pre-activations (the local reparameterization)."""
         return bool(self._vcfg(target)[0]["local"]) and self._family == kvi.GAUSSIAN
 
+    def _flow(self) -> bool:
+        """Whether the family is LBBNN's with normalizing flows."""
+        return False
+
     def _kernels(self, target) -> tuple:
         """The variational family's epoch kernel for ``target``'s codes and estimator, the
         network kernel of the ELBO's estimate and :attr:`_more_kernels`."""
         codes = target.kernel_codes
-        epoch = kvi.run_vi_epoch_for(self._family, *codes, self._local(target))
+        epoch = kvi.run_vi_epoch_for(self._family, *codes, self._local(target), self._flow())
         return (epoch, knet.logp_grad_for(*codes), knet.logp_grad_batch, *self._more_kernels)
 
     def _warm_up(self, tiny, target) -> None:
@@ -254,6 +259,8 @@ class VariationalInference(_Trainer):
             1,
             0,
             1.0,
+            0,
+            0,
         )
         return vcfg
 
@@ -273,7 +280,7 @@ class VariationalInference(_Trainer):
         """The kernel's scratch arrays (and the family's prior constants) for one run."""
         return kvi.new_work(target.n_params, int(vcfg[0]["rank"]))
 
-    def _mean_params(self, vparams: np.ndarray, p: int, work) -> np.ndarray:
+    def _mean_params(self, vparams: np.ndarray, p: int, work, target) -> np.ndarray:
         """The mean network of ``q``, whose validation loss early stopping reads."""
         return vparams[:p]
 
@@ -289,7 +296,7 @@ class VariationalInference(_Trainer):
             np.empty(ky * batch), np.empty(batch),
         )  # fmt: skip
         sizes = target.layout.sizes
-        ws = np.empty(max(kvi.lrt_workspace_size(sizes, batch), knet.workspace_size(sizes, batch)))
+        ws = np.empty(max(klrt.lrt_workspace_size(sizes, batch), knet.workspace_size(sizes, batch)))
         work = self._work(target, vcfg)
         stats = np.empty(2 + int(sizes[-1]))
         cfg = np.zeros(1, dtype=kopt.OPTIMIZER)
@@ -301,7 +308,8 @@ class VariationalInference(_Trainer):
         window = int(s.n_iter_no_change)
         best, best_vparams, count = np.inf, None, 0
         local = bool(vcfg[0]["local"]) and self._family == kvi.GAUSSIAN
-        epoch_kernel = kvi.run_vi_epoch_for(self._family, *target.kernel_codes, local)
+        flow = int(vcfg[0]["lbbnn"]) == kvi.LBBNN_FLOW
+        epoch_kernel = kvi.run_vi_epoch_for(self._family, *target.kernel_codes, local, flow)
         member.converged = False
         lr0, reductions, since = s.learning_rate_init, 0, 0
         for epoch in range(s.max_iter):
@@ -319,9 +327,8 @@ class VariationalInference(_Trainer):
                 return member
             if validation is not None:
                 # the mean network's validation loss, as the engine's early stopping
-                improved, best, count = _validation_epoch(validation, val_weight,
-                                                          self._mean_params(vparams, p, work),
-                                                          member,
+                mean = self._mean_params(vparams, p, work, target)
+                improved, best, count = _validation_epoch(validation, val_weight, mean, member,
                                                           best, count, s.tol)  # fmt: skip
                 if improved:
                     best_vparams = vparams.copy()
