@@ -94,16 +94,71 @@ def ml_z(Xs, y) -> np.ndarray | None:
     return (coef / np.sqrt(np.diag(np.linalg.inv(info))))[1:]
 
 
-def fit(X, y, seed: int, n_jobs: int, posterior: str = "meanfield"):
-    """The fitted classifier and the standardized covariates it saw."""
+def reference_inclusion(
+    Xs, y, psi: float, slab: float, bias_sd: float, seed: int, sweeps: int = 3000, burn: int = 500
+) -> np.ndarray:
+    """Posterior inclusion probabilities of LBBNN's model itself, by an exact sampler.
+
+    The model of ``BayesianMLPClassifier((), method=LBBNN(...))``: ``y ~
+    Bernoulli(logistic(b + sum_j gamma_j beta_j x_j))`` with ``gamma_j ~ Bernoulli(psi)``,
+    ``beta_j ~ N(0, slab^2)`` and ``b ~ N(0, bias_sd^2)``. Gibbs sampling with Polya-Gamma
+    augmentation (Polson, Scott and Windle 2013): given the augmentation ``omega`` the
+    likelihood is Gaussian in the coefficients, so each ``gamma_j`` is drawn with the
+    coefficients integrated out, then the coefficients and ``omega``. Needs the
+    ``polyagamma`` package. Returns the share of the ``sweeps - burn`` kept sweeps that
+    include each covariate (Rao-Blackwellized: the conditional probability, averaged)."""
+    from polyagamma import random_polyagamma
+
+    rng = np.random.default_rng(seed)
+    n, d = Xs.shape
+    A = np.column_stack([np.ones(n), Xs])
+    kappa = y - 0.5
+    prior_prec = np.r_[1.0 / bias_sd**2, np.full(d, 1.0 / slab**2)]
+    log_odds = np.log(psi) - np.log1p(-psi)
+    gamma = np.ones(d, dtype=bool)
+    omega = np.full(n, 0.25)
+    pip = np.zeros(d)
+
+    def log_marginal(cols, G, c):
+        # log of the integral over the coefficients of exp(kappa' A theta - theta' A'
+        # Omega A theta / 2) N(theta; 0, S), for the columns cols
+        P = G[np.ix_(cols, cols)] + np.diag(prior_prec[cols])
+        L = np.linalg.cholesky(P)
+        v = np.linalg.solve(L, c[cols])
+        return (0.5 * np.sum(np.log(prior_prec[cols])) - np.sum(np.log(np.diag(L)))
+                + 0.5 * v @ v)  # fmt: skip
+
+    for sweep in range(sweeps):
+        G = A.T @ (A * omega[:, None])
+        c = A.T @ kappa
+        for j in rng.permutation(d):
+            on = np.flatnonzero(np.r_[True, gamma | (np.arange(d) == j)])
+            off = np.flatnonzero(np.r_[True, gamma & (np.arange(d) != j)])
+            logit_j = log_odds + log_marginal(on, G, c) - log_marginal(off, G, c)
+            prob = 1.0 / (1.0 + np.exp(-logit_j))
+            gamma[j] = rng.random() < prob
+            if sweep >= burn:
+                pip[j] += prob
+        cols = np.flatnonzero(np.r_[True, gamma])
+        P = G[np.ix_(cols, cols)] + np.diag(prior_prec[cols])
+        L = np.linalg.cholesky(P)
+        mean = np.linalg.solve(L.T, np.linalg.solve(L, c[cols]))
+        theta = mean + np.linalg.solve(L.T, rng.standard_normal(cols.size))
+        omega = random_polyagamma(1.0, A[:, cols] @ theta, random_state=rng)
+    return pip / (sweeps - burn)
+
+
+def fit(X, y, seed: int, n_jobs: int, posterior: str = "meanfield", **knobs):
+    """The fitted classifier and the standardized covariates it saw; ``knobs`` go to
+    :class:`~skbnn.methods.LBBNN`."""
     from sklearn.preprocessing import StandardScaler
 
     from skbnn import BayesianMLPClassifier
     from skbnn.methods import LBBNN
 
     Xs = StandardScaler().fit_transform(X)
-    clf = BayesianMLPClassifier((), method=LBBNN(posterior=posterior), random_state=seed,
-                                n_jobs=n_jobs)  # fmt: skip
+    clf = BayesianMLPClassifier((), method=LBBNN(posterior=posterior, **knobs),
+                                random_state=seed, n_jobs=n_jobs)  # fmt: skip
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         clf.fit(Xs, y)
@@ -141,6 +196,13 @@ def main() -> None:
                         default=["scaled", "unit"])  # fmt: skip
     parser.add_argument("--posterior", nargs="+", choices=["meanfield", "flow"],
                         default=["meanfield"], help="LBBNN's variational families")  # fmt: skip
+    parser.add_argument("--inclusion-prior", type=float, default=None,
+                        help="LBBNN's inclusion_prior (default: its own)")  # fmt: skip
+    parser.add_argument("--slab-std", type=float, default=None,
+                        help="LBBNN's slab_std (default: the prior's sds)")  # fmt: skip
+    parser.add_argument("--reference", action="store_true",
+                        help="also the model's own inclusion probabilities, by an exact "
+                             "Gibbs sampler (needs polyagamma)")  # fmt: skip
     parser.add_argument("--n-jobs", type=int, default=1)
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
     parser.add_argument("--plot", default=None, help="save the bar plot to this file")
@@ -149,23 +211,45 @@ def main() -> None:
     import skbnn
 
     command = "python benchmarks/lbbnn_simulation.py " + " ".join(sys.argv[1:])
+    knobs = {}
+    if args.inclusion_prior is not None:
+        knobs["inclusion_prior"] = args.inclusion_prior
+    if args.slab_std is not None:
+        knobs["slab_std"] = args.slab_std
     coef = BETA[1:]
     strong, zero = np.abs(coef) >= 1, coef == 0
+    ref_cache = {}
     weak, large = (np.abs(coef) >= 1) & (np.abs(coef) < 3), np.abs(coef) >= 3
     summaries = []
     for design, posterior in itertools.product(args.design, args.posterior):
-        included, zs, times = [], [], []
+        included, zs, times, refs = [], [], [], []
         for rep in range(args.reps):
             X, y = simulate(rep, design)
             start = time.perf_counter()
-            clf, Xs = fit(X, y, rep, args.n_jobs, posterior)
+            clf, Xs = fit(X, y, rep, args.n_jobs, posterior, **knobs)
             seconds = time.perf_counter() - start
             times.append(seconds)
             alpha = clf.inclusion_probabilities_[0][:, 0]
             included.append(alpha > 0.5)
             z = ml_z(Xs, y)
             zs.append(z)
+            ref = None
+            if args.reference:
+                # the prior the fit used: psi and the slab's sd of the first layer
+                psi = (
+                    float(clf.method_.inclusion_prior)
+                    if np.ndim(clf.method_.inclusion_prior) == 0
+                    else float(clf.method_.inclusion_prior[0])
+                )
+                slab = clf.method_.slab_std
+                slab = float(slab) if slab is not None else 1.0 / np.sqrt(Xs.shape[1])
+                # the model does not depend on the variational family: once per data set
+                if (design, rep) not in ref_cache:
+                    ref_cache[design, rep] = reference_inclusion(Xs, y, psi, slab, 1.0, rep)
+                ref = ref_cache[design, rep]
+                refs.append(ref)
             emit({"design": design, "posterior": posterior, "rep": rep, "fit_time": seconds,
+                  "reference_pip": None if ref is None else ref.round(4).tolist(),
                   "alpha": alpha.round(4).tolist(), "share_of_ones": float(y.mean()),
                   "train_accuracy": float(clf.score(Xs, y)), "elbo": float(clf.elbo_),
                   "warnings": clf.warnings_,
@@ -181,6 +265,7 @@ def main() -> None:
         weak_rate, wald_weak = float(inc[:, weak].mean()), float(np.mean(wald[weak]))
         summary = {
             "summary": True, "design": design, "posterior": posterior, "reps": args.reps,
+            **knobs,
             "inclusion_rate": rates.tolist(),
             "tpr_per_strong_covariate": dict(zip([f"x{j + 1}" for j in np.flatnonzero(strong)],
                                                  rates[strong].tolist(), strict=True)),
@@ -190,6 +275,9 @@ def main() -> None:
                 mean_z[strong].round(2).tolist(), strict=True)),
             "ml_separated": len(zs) - len(found),
             "wald_rate": wald.tolist(),
+            "reference_rate": np.mean(np.array(refs) > 0.5, axis=0).tolist() if refs else None,
+            "reference_weak_rate": float(np.mean(np.array(refs)[:, weak] > 0.5)) if refs
+            else None,
             "weak_rate": weak_rate, "wald_weak_rate": wald_weak,
             "tiny_coefficient_rate": float(rates[coef == -0.00005][0]),
             "goal_met": bool(np.all(inc[:, strong]) and inc[:, zero].mean() <= 0.10),

@@ -165,7 +165,7 @@ class LBBNN(VariationalInference):
         ``local_reparameterization=True``.
     flow_steps : int, default=2
         Steps of each flow (``posterior="flow"``); 0 leaves ``z`` Gaussian.
-    flow_hidden : int, default=32
+    flow_hidden : int, default=8
         Hidden units of each step's masked autoencoder (``posterior="flow"``).
     n_mc, init_std, elbo_samples
         As in :class:`VariationalInference`.
@@ -217,7 +217,7 @@ class LBBNN(VariationalInference):
         model="average",
         posterior="meanfield",
         flow_steps=2,
-        flow_hidden=32,
+        flow_hidden=8,
         n_mc=1,
         init_std=0.01,
         elbo_samples=100,
@@ -286,7 +286,7 @@ class LBBNN(VariationalInference):
         return self.posterior == "flow"
 
     def _kernels(self, target) -> tuple:
-        more = (kflows.latent_draws, kflows.flow_forward) if self._flow() else ()
+        more = (kflows.latent_draws, kflows.flow_forward, kvi.spike_slab_kl) if self._flow() else ()
         return (*super()._kernels(target), *more)
 
     def _start(self, target, rng, vcfg) -> np.ndarray:
