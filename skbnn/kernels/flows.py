@@ -12,9 +12,9 @@ with ``W1``, ``Wm`` and ``Ws`` masked as in MADE (Germain et al. 2015) so that `
 and ``log |det| = sum_i log s_i``. The order alternates between steps (natural, then
 reversed), so every coordinate can depend on every other after two steps.
 
-The bound needs an auxiliary density ``r(z | W)`` (the same flow architecture, its own
-parameters, applied to ``z`` with a Gaussian base whose moments depend on the weights):
-see :func:`skbnn.kernels.vi.lbbnn_flow_term`.
+The bound needs an auxiliary density ``r(z | W)``: the same flow architecture with its own
+parameters, applied to ``z``, and a Gaussian base whose moments depend on the weights
+(:func:`log_r`). :func:`skbnn.kernels.vi.lbbnn_flow_term` assembles the family's ELBO.
 
 Layout of one layer's block of the flow parameters, of ``flow_block_size(d, h, K)``
 entries: ``m0, r0, e, d1, d2, d0, v0`` (``d`` each), then the ``K`` steps of ``q`` and the
@@ -228,3 +228,105 @@ def _softplus(x):
     if x > 0.0:
         return x + math.log1p(math.exp(-x))
     return math.log1p(math.exp(x))
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def _r_offsets(p, sizes, layer, hid, n_steps, lay):
+    # where layer's r parameters and scratch start: e, d1, d2, d0, v0, r's steps; r's flow
+    # cache, its summary of the weights and the two gradient buffers
+    d = sizes[layer]
+    pb = 3 * p + lay[layer, 0]
+    rsteps = pb + BASE_VECTORS * d + n_steps * step_size(d, hid)
+    qe = lay[layer, 1] + 2 * d + n_steps * step_cache_size(d, hid)
+    re = qe + d + n_steps * step_cache_size(d, hid)
+    return pb, rsteps, qe, re
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def log_r(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, work, rng):
+    """``log r(z_K | W)`` of one layer, the flow family's auxiliary density: ``r``'s flow
+    applied to the layer's ``z_K`` (in ``work.fcache``), then the Gaussian with mean ``d0 +
+    d1 nu`` and log variance ``v0 + d2 nu``, ``nu`` the mean over the layer's outputs of
+    ``tanh(sum_i e_i W_ij)``, the sum drawn from the Gaussian of its moments ``meff``,
+    ``var`` under ``q(W | z)``. The flow parameters start at ``vparams[3 p]``; keeps what
+    :func:`log_r_grad` needs."""
+    d = sizes[layer]
+    n_out = sizes[layer + 1]
+    fc = work.fcache
+    pb, rsteps, qe, re = _r_offsets(p, sizes, layer, hid, n_steps, work.flay)
+    cb = work.flay[layer, 1]
+    zb = fc[qe : qe + d]
+    for i in range(d):
+        zb[i] = fc[cb + d + i]
+    value = flow_forward(vparams, rsteps, d, hid, n_steps, zb, fc, qe + d)
+    w_start = offsets[layer]
+    nubar = 0.0
+    for j in range(n_out):
+        m = 0.0
+        v = 0.0
+        for i in range(d):
+            t = w_start + i * n_out + j
+            ei = vparams[pb + 2 * d + i]
+            m += ei * meff[t]
+            v += ei * ei * var[t]
+        sdv = math.sqrt(v)
+        xi = rng.standard_normal()
+        nu = math.tanh(m + sdv * xi)
+        fc[re + j] = sdv
+        fc[re + n_out + j] = xi
+        fc[re + 2 * n_out + j] = nu
+        nubar += nu
+    nubar /= n_out
+    fc[re + 3 * n_out] = nubar
+    for i in range(d):
+        mu = vparams[pb + 5 * d + i] + vparams[pb + 3 * d + i] * nubar
+        lv = vparams[pb + 6 * d + i] + vparams[pb + 4 * d + i] * nubar
+        diff = zb[i] - mu
+        value -= 0.5 * (_LOG_2PI + lv + diff * diff * math.exp(-lv))
+    return value
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def log_r_grad(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, gm, gv, work,
+               scale, shared):  # fmt: skip
+    """The gradient of :func:`log_r`: in ``r``'s parameters (times ``scale``) to
+    ``work.glam``, in the weights' moments (unscaled) to ``gm`` and ``gv``, in ``z_K``
+    (times ``scale``) to the layer's first gradient buffer, which it sets."""
+    d = sizes[layer]
+    n_out = sizes[layer + 1]
+    fc = work.fcache
+    glam = work.glam
+    pb, rsteps, qe, re = _r_offsets(p, sizes, layer, hid, n_steps, work.flay)
+    end = work.flay[layer + 1, 1]
+    gz = fc[end - 2 * d : end - d]
+    zb = fc[qe : qe + d]
+    nubar = fc[re + 3 * n_out]
+    gnu = 0.0
+    for i in range(d):
+        mu = vparams[pb + 5 * d + i] + vparams[pb + 3 * d + i] * nubar
+        lv = vparams[pb + 6 * d + i] + vparams[pb + 4 * d + i] * nubar
+        prec = math.exp(-lv)
+        diff = zb[i] - mu
+        g_mu = diff * prec
+        g_lv = 0.5 * (diff * diff * prec - 1.0)
+        glam[pb + 5 * d + i] += scale * g_mu
+        glam[pb + 3 * d + i] += scale * g_mu * nubar
+        glam[pb + 6 * d + i] += scale * g_lv
+        glam[pb + 4 * d + i] += scale * g_lv * nubar
+        gnu += g_mu * vparams[pb + 3 * d + i] + g_lv * vparams[pb + 4 * d + i]
+        gz[i] = -scale * g_mu
+    flow_backward(vparams, rsteps, d, hid, n_steps, gz, scale, fc, qe + d, glam, shared)
+    w_start = offsets[layer]
+    for j in range(n_out):
+        sdv = fc[re + j]
+        xi = fc[re + n_out + j]
+        nu = fc[re + 2 * n_out + j]
+        ga = gnu / n_out * (1.0 - nu * nu)
+        # d (m + sd xi) / d v = xi / (2 sd)
+        gvj = 0.5 * ga * xi / sdv if sdv > 0.0 else 0.0
+        for i in range(d):
+            t = w_start + i * n_out + j
+            ei = vparams[pb + 2 * d + i]
+            gm[t] += ga * ei
+            gv[t] += gvj * ei * ei
+            glam[pb + 2 * d + i] += scale * (ga * meff[t] + 2.0 * gvj * ei * var[t])

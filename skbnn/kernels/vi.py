@@ -738,7 +738,7 @@ def lbbnn_flow_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale,
     value += beta * ll + lp
     # log r(z | W), keeping what its gradient needs
     for layer in range(n_layers):
-        value += _flow_log_r(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, work,
+        value += kflows.log_r(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, work,
                              rng)  # fmt: skip
     if not with_grad:
         return value
@@ -751,7 +751,7 @@ def lbbnn_flow_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale,
     lrt_backward(meff, var, XT, sizes, offsets, act, n, ws, gm, gv, beta)
     glam = work.glam
     for layer in range(n_layers):
-        _flow_log_r_grad(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, gm, gv,
+        kflows.log_r_grad(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, gm, gv,
                          work, scale, shared)  # fmt: skip
     for i in range(n_w):
         a = work.alpha[i]
@@ -788,100 +788,3 @@ def lbbnn_flow_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale,
             glam[pb + i] += gz[i]
             glam[pb + d + i] += (gz[i] * fc[cb + i] + scale / sd) * _sigmoid(vparams[pb + d + i])
     return value
-
-
-@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
-def _flow_offsets(p, sizes, layer, hid, n_steps, lay):
-    # where layer's r parameters and scratch start: e, d1, d2, d0, v0, r's steps; r's flow
-    # cache, its summary of the weights and the two gradient buffers
-    d = sizes[layer]
-    pb = 3 * p + lay[layer, 0]
-    rsteps = pb + kflows.BASE_VECTORS * d + n_steps * kflows.step_size(d, hid)
-    qe = lay[layer, 1] + 2 * d + n_steps * kflows.step_cache_size(d, hid)
-    re = qe + d + n_steps * kflows.step_cache_size(d, hid)
-    return pb, rsteps, qe, re
-
-
-@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
-def _flow_log_r(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, work, rng):
-    # log r(z_K | W) of one layer at a draw of its weights' summary, keeping its scratch
-    d = sizes[layer]
-    n_out = sizes[layer + 1]
-    fc = work.fcache
-    pb, rsteps, qe, re = _flow_offsets(p, sizes, layer, hid, n_steps, work.flay)
-    cb = work.flay[layer, 1]
-    zb = fc[qe : qe + d]
-    for i in range(d):
-        zb[i] = fc[cb + d + i]
-    value = kflows.flow_forward(vparams, rsteps, d, hid, n_steps, zb, fc, qe + d)
-    w_start = offsets[layer]
-    nubar = 0.0
-    for j in range(n_out):
-        m = 0.0
-        v = 0.0
-        for i in range(d):
-            t = w_start + i * n_out + j
-            ei = vparams[pb + 2 * d + i]
-            m += ei * meff[t]
-            v += ei * ei * var[t]
-        sdv = math.sqrt(v)
-        xi = rng.standard_normal()
-        nu = math.tanh(m + sdv * xi)
-        fc[re + j] = sdv
-        fc[re + n_out + j] = xi
-        fc[re + 2 * n_out + j] = nu
-        nubar += nu
-    nubar /= n_out
-    fc[re + 3 * n_out] = nubar
-    for i in range(d):
-        mu = vparams[pb + 5 * d + i] + vparams[pb + 3 * d + i] * nubar
-        lv = vparams[pb + 6 * d + i] + vparams[pb + 4 * d + i] * nubar
-        diff = zb[i] - mu
-        value -= 0.5 * (_LOG_2PI + lv + diff * diff * math.exp(-lv))
-    return value
-
-
-@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
-def _flow_log_r_grad(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, gm, gv, work,
-                     scale, shared):  # fmt: skip
-    # the gradient of _flow_log_r: in r's parameters (times scale) to work.glam, in the
-    # weights' moments (unscaled) to gm and gv, in z_K (times scale) to the layer's first
-    # gradient buffer, which it sets
-    d = sizes[layer]
-    n_out = sizes[layer + 1]
-    fc = work.fcache
-    glam = work.glam
-    pb, rsteps, qe, re = _flow_offsets(p, sizes, layer, hid, n_steps, work.flay)
-    end = work.flay[layer + 1, 1]
-    gz = fc[end - 2 * d : end - d]
-    zb = fc[qe : qe + d]
-    nubar = fc[re + 3 * n_out]
-    gnu = 0.0
-    for i in range(d):
-        mu = vparams[pb + 5 * d + i] + vparams[pb + 3 * d + i] * nubar
-        lv = vparams[pb + 6 * d + i] + vparams[pb + 4 * d + i] * nubar
-        prec = math.exp(-lv)
-        diff = zb[i] - mu
-        g_mu = diff * prec
-        g_lv = 0.5 * (diff * diff * prec - 1.0)
-        glam[pb + 5 * d + i] += scale * g_mu
-        glam[pb + 3 * d + i] += scale * g_mu * nubar
-        glam[pb + 6 * d + i] += scale * g_lv
-        glam[pb + 4 * d + i] += scale * g_lv * nubar
-        gnu += g_mu * vparams[pb + 3 * d + i] + g_lv * vparams[pb + 4 * d + i]
-        gz[i] = -scale * g_mu
-    kflows.flow_backward(vparams, rsteps, d, hid, n_steps, gz, scale, fc, qe + d, glam, shared)
-    w_start = offsets[layer]
-    for j in range(n_out):
-        sdv = fc[re + j]
-        xi = fc[re + n_out + j]
-        nu = fc[re + 2 * n_out + j]
-        ga = gnu / n_out * (1.0 - nu * nu)
-        # d (m + sd xi) / d v = xi / (2 sd)
-        gvj = 0.5 * ga * xi / sdv if sdv > 0.0 else 0.0
-        for i in range(d):
-            t = w_start + i * n_out + j
-            ei = vparams[pb + 2 * d + i]
-            gm[t] += ga * ei
-            gv[t] += gvj * ei * ei
-            glam[pb + 2 * d + i] += scale * (ga * meff[t] + 2.0 * gvj * ei * var[t])
