@@ -812,7 +812,7 @@ def spike_slab_draws(mean, var, alpha, n: int, rng: np.random.Generator,
     return beta * (rng.random((n, p)) < alpha)
 
 
-def latent_index(layout) -> np.ndarray:
+def _latent_index(layout) -> np.ndarray:
     """For every parameter of ``layout``, the column of the flow family's latent ``z``
     (every weight layer's inputs, in order) that scales its slab mean; -1 for the biases
     and the noise, which no ``z`` scales."""
@@ -855,7 +855,7 @@ class FlowSpikeSlabPosterior(SpikeSlabPosterior):
                  noise_precision=None, model: str = "average"):  # fmt: skip
         self.flow = np.asarray(flow, dtype=np.float64)
         self.sizes = np.asarray(layout.sizes, dtype=np.int64)
-        self.index = latent_index(layout)
+        self.index = _latent_index(layout)
         self.flow_hidden = int(flow_hidden)
         self.flow_steps = int(flow_steps)
         super().__init__(mean, var, alpha, n_draws, random_state, n_noise, noise_precision, model)
