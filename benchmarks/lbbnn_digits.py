@@ -5,7 +5,8 @@ pixels, 10 classes), a stratified 75/25 split (``random_state=0``), pixels stand
 the training split, a ``64 -> 100 -> 100 -> 10`` ReLU classifier with the default prior
 (the talk's two hidden layers, scaled to 64 inputs). ``--methods`` picks among
 ``LBBNN(posterior="meanfield")`` (``meanfield``, the talk's LBBNN-GP-MF),
-``LBBNN(posterior="flow")`` (``flow``, LBBNN-GP-FLOW) and ``VariationalInference()``
+``LBBNN(posterior="flow")`` (``flow``, LBBNN-GP-FLOW), ``LBBNN(posterior="lowrank")``
+(``lowrank``, LBBNN-GP-MVN) and ``VariationalInference()``
 (``vi``, all weights in), fitted with the same engine settings (``--lr``, ``--max-iter``,
 default batch) and the same seed; for each, the test accuracy of
 
@@ -125,7 +126,11 @@ def main() -> None:
     emit = emitter(args.out)
     import skbnn
     from skbnn.methods import LBBNN, VariationalInference
-    from skbnn.posterior import FlowSpikeSlabPosterior, SpikeSlabPosterior
+    from skbnn.posterior import (
+        FlowSpikeSlabPosterior,
+        LowRankSpikeSlabPosterior,
+        SpikeSlabPosterior,
+    )
 
     d = data()
     hidden = tuple(args.hidden)
@@ -135,6 +140,7 @@ def main() -> None:
             if v is not None}  # fmt: skip
     make = {"meanfield": lambda: LBBNN(**common),
             "flow": lambda: LBBNN(posterior="flow", **flow, **common),
+            "lowrank": lambda: LBBNN(posterior="lowrank", **common),
             "vi": lambda: VariationalInference(**common)}  # fmt: skip
     rows = []
     for seed in args.seeds:
@@ -144,7 +150,12 @@ def main() -> None:
             if name != "vi":
                 # the median probability model of the same fit: only its draws differ
                 post = clf.posterior_
-                if name == "flow":
+                if name == "lowrank":
+                    clf.posterior_ = LowRankSpikeSlabPosterior(
+                        post.mean, post.var, post.alpha, post.factors, clf._layout, post.rank,
+                        100, random_state=seed, model="median",
+                    )  # fmt: skip
+                elif name == "flow":
                     clf.posterior_ = FlowSpikeSlabPosterior(
                         post.mean, post.var, post.alpha, post.flow, clf._layout,
                         post.flow_hidden, post.flow_steps, 100, random_state=seed,
@@ -180,7 +191,7 @@ def main() -> None:
 
 
 #: The methods ``--methods`` names.
-METHODS = ("meanfield", "flow", "vi")
+METHODS = ("meanfield", "flow", "lowrank", "vi")
 
 if __name__ == "__main__":
     main()

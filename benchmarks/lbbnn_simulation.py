@@ -194,7 +194,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--design", nargs="+", choices=["scaled", "unit"],
                         default=["scaled", "unit"])  # fmt: skip
-    parser.add_argument("--posterior", nargs="+", choices=["meanfield", "flow"],
+    parser.add_argument("--posterior", nargs="+", choices=["meanfield", "flow", "lowrank"],
                         default=["meanfield"], help="LBBNN's variational families")  # fmt: skip
     parser.add_argument("--inclusion-prior", type=float, default=None,
                         help="LBBNN's inclusion_prior (default: its own)")  # fmt: skip

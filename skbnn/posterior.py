@@ -883,3 +883,59 @@ class FlowSpikeSlabPosterior(SpikeSlabPosterior):
             f"FlowSpikeSlabPosterior({self.mean.size} parameters, {self.flow_steps} flow "
             f"steps, {self.model} model, {self.n_draws} stored draws)"
         )
+
+
+class LowRankSpikeSlabPosterior(SpikeSlabPosterior):
+    """LBBNN's low-rank family: per weight layer, the slabs are one Gaussian ``N(mean,
+    diag(var) + V'V)`` with ``rank`` rows ``V``, drawn on demand.
+
+    A draw takes every layer's ``u ~ N(0, I)``, then every weight ``gamma_ij * beta_ij``
+    with ``beta_ij ~ N(mean_ij + (V'u)_ij, var_ij)`` and ``gamma`` as in
+    :class:`SpikeSlabPosterior`. The biases (and noise) keep their independent factors.
+
+    Parameters
+    ----------
+    mean, var, alpha
+        As in :class:`SpikeSlabPosterior`.
+    factors : ndarray
+        Every weight layer's ``V``, ``rank x (n_in n_out)`` row-major, layer after layer
+        (:func:`skbnn.kernels.vi.lowrank_layout`).
+    layout : skbnn.layout.Layout
+        The network's layout.
+    rank : int
+        Rows of each layer's ``V``.
+    n_draws, random_state, n_noise, noise_precision, model
+        As in :class:`SpikeSlabPosterior`.
+    """
+
+    def __init__(self, mean, var, alpha, factors, layout, rank: int, n_draws: int = 100,
+                 random_state=None, n_noise: int = 0, noise_precision=None,
+                 model: str = "average"):  # fmt: skip
+        self.rank = int(rank)
+        self.factors = np.asarray(factors, dtype=np.float64)
+        self.blocks = []  # (weights' slice, that layer's V)
+        pos = 0
+        for layer in range(layout.n_layers):
+            w = layout.slices(layer)[0]
+            size = self.rank * (w.stop - w.start)
+            self.blocks.append((w, self.factors[pos : pos + size].reshape(self.rank, -1)))
+            pos += size
+        super().__init__(mean, var, alpha, n_draws, random_state, n_noise, noise_precision, model)
+
+    def slab_means(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """The slab means of ``n`` draws: ``mean + V'u`` per layer, shape ``(n, n_params)``."""
+        means = np.repeat(self.mean[None, :], n, axis=0)
+        for w, v in self.blocks:
+            means[:, w] += rng.standard_normal((n, self.rank)) @ v
+        return means
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` fresh draws of ``theta``: each layer's ``u``, then the weights given it."""
+        return spike_slab_draws(self.slab_means(n, rng), self.var, self.alpha, n, rng,
+                                self.model == "median")  # fmt: skip
+
+    def __repr__(self) -> str:
+        return (
+            f"LowRankSpikeSlabPosterior({self.mean.size} parameters, rank {self.rank}, "
+            f"{self.model} model, {self.n_draws} stored draws)"
+        )

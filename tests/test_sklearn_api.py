@@ -118,6 +118,10 @@ def _lbbnn_flow(**params):
     return _lbbnn(**{"posterior": "flow", "flow_hidden": 4, **params})
 
 
+def _lbbnn_lowrank(**params):
+    return _lbbnn(**{"posterior": "lowrank", "rank": 2, **params})
+
+
 #: The optimization methods, with their own default numbers of members or draws
 def _laplace_kron(**params):
     return Laplace(**{"hessian": "kron", **params})
@@ -129,7 +133,8 @@ def _sghmc(**params):
 
 OPTIM_METHODS = {"ensemble": _ensemble, "rms": _rms, "swag": _swag, "laplace": _laplace,
                  "laplace_kron": _laplace_kron, "vi": _vi, "lbbnn": _lbbnn,
-                 "lbbnn_flow": _lbbnn_flow, "sghmc": _sghmc}  # fmt: skip
+                 "lbbnn_flow": _lbbnn_flow, "lbbnn_lowrank": _lbbnn_lowrank,
+                 "sghmc": _sghmc}  # fmt: skip
 FAST_METHODS = {**MCMC_METHODS, "smc": _smc, **OPTIM_METHODS}
 #: A knob of each method and a value other than its default, for the nested-parameter tests.
 OTHER_KNOB = {"nuts": ("target_accept", 0.99), "nuts_pt": ("max_temperature", 3.0),
@@ -140,6 +145,7 @@ OTHER_KNOB = {"nuts": ("target_accept", 0.99), "nuts_pt": ("max_temperature", 3.
               "laplace": ("hessian", "full"), "laplace_kron": ("subset", "last_layer"),
               "vi": ("n_mc", 2),
               "lbbnn": ("temperature", 0.3), "lbbnn_flow": ("flow_steps", 1),
+              "lbbnn_lowrank": ("rank", 3),
               "sghmc": ("n_cycles", 2)}  # fmt: skip
 
 

@@ -82,17 +82,21 @@ Work = namedtuple(
 
 
 def new_work(n_params: int, rank: int, psi=None, slab=None, sizes=None, flow_hidden: int = 0,
-             flow_steps: int = -1) -> Work:  # fmt: skip
+             flow_steps: int = -1, slab_rank: int = 0) -> Work:  # fmt: skip
     """Scratch arrays for a member with ``n_params`` parameters and ``rank`` factors; with
     ``psi`` and ``slab``, for the spike-and-slab family (``vparams`` has ``3 n_params``
     entries); with the network's ``sizes`` and ``flow_steps >= 0``, for its flow estimator
-    too (``vparams`` has the flows' parameters after those)."""
+    too (``vparams`` has the flows' parameters after those), or with ``slab_rank > 0``, for
+    its low-rank slab (``vparams`` has every layer's factors after those,
+    :func:`lowrank_layout`)."""
     p, r = int(n_params), int(rank)
     width = 3 if psi is not None else 2 + r
     psi = np.ones(p) if psi is None else np.ascontiguousarray(psi, dtype=np.float64)
     slab = np.ones(p) if slab is None else np.ascontiguousarray(slab, dtype=np.float64)
     if flow_steps >= 0:
         flay = kflows.flow_layout(np.asarray(sizes, dtype=np.int64), flow_hidden, flow_steps)
+    elif slab_rank > 0:
+        flay = lowrank_layout(np.asarray(sizes, dtype=np.int64), slab_rank)
     else:
         flay = np.zeros((1, 2), np.int64)
     n_flow, n_cache = int(flay[-1, 0]), int(flay[-1, 1])
@@ -260,6 +264,9 @@ def mc_term(vparams, p, tgt, vcfg, work, ws, stats, rng, with_grad, scale):
     if vc.lbbnn == LBBNN_FLOW:
         return lbbnn_flow_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act,
                                lik)  # fmt: skip
+    if vc.lbbnn == LBBNN_LOWRANK:
+        return lbbnn_lowrank_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale,
+                                  act, lik)  # fmt: skip
     if vc.lbbnn:
         return _spike_slab_mc_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act,
                                    lik)  # fmt: skip
@@ -383,7 +390,7 @@ def _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale):
 
 @functools.cache
 def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, local: bool,
-                     flow: bool = False):  # fmt: skip
+                     lbbnn: int = 0):  # fmt: skip
     """The kernel of one epoch of VI for the family ``fam`` (:data:`GAUSSIAN` or
     :data:`SPIKE_SLAB`): one pass over ``data.rows`` in minibatches, one optimizer step on
     the negative ELBO per batch.
@@ -391,7 +398,8 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
     The family, the network's activation, likelihood and prior codes (those of
     :func:`skbnn.kernels.density.logp_grad_for`), whether the Gaussian family draws its
     pre-activations per row (``vcfg``'s ``local``) and whether the spike and slab is
-    LBBNN's flow family (``vcfg``'s ``lbbnn`` is :data:`LBBNN_FLOW`) are constants of the
+    LBBNN's flow or low-rank family (``lbbnn``, :data:`LBBNN_FLOW` or :data:`LBBNN_LOWRANK`
+    as in ``vcfg``; 0 for the others, whose estimator ``vcfg`` chooses) are constants of the
     kernel, so numba compiles their branches only: a VI fit compiles neither LBBNN's terms
     nor the other activations', likelihoods', priors' or estimator's. ``vcfg`` and
     the target must agree with them. Cached on disk per combination, like any kernel.
@@ -421,7 +429,8 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
     # codes reach the kernels below as literals (skbnn.kernels._compile.LITERAL_PARAMETERS)
     spike = int(fam) == SPIKE_SLAB
     act, lik, prior, local = int(activation), int(likelihood), int(prior), bool(local)
-    flow = spike and bool(flow)
+    flow = spike and int(lbbnn) == LBBNN_FLOW
+    lowrank = spike and int(lbbnn) == LBBNN_LOWRANK
 
     def kernel(vparams, tgt, data, batch_size, lrs, opt, vcfg, work, ws, stats, rng):
         n = data.rows.shape[0]
@@ -443,7 +452,13 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
             if spike:
                 set_alphas(vparams, p, work)
                 # the flow family's KL depends on the draw of z: its term has it
-                value = 0.0 if flow else spike_slab_terms(vparams, p, p - cfg.n_noise, work, True)
+                if lowrank:
+                    value = lowrank_slab_terms(vparams, p, p - cfg.n_noise, tgt.sizes, tgt.offsets,
+                                               vc.rank, work, True)  # fmt: skip
+                elif flow:
+                    value = 0.0
+                else:
+                    value = spike_slab_terms(vparams, p, p - cfg.n_noise, work, True)
             else:
                 value = analytic_terms(vparams, p, p - cfg.n_noise, vc.rank, vc.closed_kl,
                                        tgt.prior_mean, tgt.prior_scale, work, True,
@@ -452,6 +467,9 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
                 if flow:
                     value += inv_mc * lbbnn_flow_term(vparams, p, bt, vc, work, ws, stats, rng,
                                                       True, inv_mc, act, lik)  # fmt: skip
+                elif lowrank:
+                    value += inv_mc * lbbnn_lowrank_term(vparams, p, bt, vc, work, ws, stats, rng,
+                                                         True, inv_mc, act, lik)  # fmt: skip
                 elif spike:
                     value += inv_mc * _spike_slab_mc_term(vparams, p, bt, vc, work, ws, stats, rng,
                                                           True, inv_mc, act, lik)  # fmt: skip
@@ -472,7 +490,8 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
         cfg.beta = 1.0
         return total / n_w
 
-    name = f"run_vi_epoch_{fam}_{act}_{lik}_{prior}_{int(local)}{'_flow' if flow else ''}"
+    variant = "_flow" if flow else "_lowrank" if lowrank else ""
+    name = f"run_vi_epoch_{fam}_{act}_{lik}_{prior}_{int(local)}{variant}"
     return njit(cache=True, nogil=True, error_model="numpy")(_named(kernel, name))
 
 
@@ -661,7 +680,7 @@ def lbbnn_concrete_term(vparams, p, tgt, temperature, work, ws, stats, rng, with
 
 #: VI_CONFIG's ``lbbnn`` codes: the estimators of the spike-and-slab family's expected
 #: log-likelihood.
-LBBNN_LRT, LBBNN_CONCRETE, LBBNN_FLOW = 1, 2, 3
+LBBNN_LRT, LBBNN_CONCRETE, LBBNN_FLOW, LBBNN_LOWRANK = 1, 2, 3, 4
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -788,3 +807,182 @@ def lbbnn_flow_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale,
             glam[pb + i] += gz[i]
             glam[pb + d + i] += (gz[i] * fc[cb + i] + scale / sd) * _sigmoid(vparams[pb + d + i])
     return value
+
+
+# --- LBBNN's low-rank slab (the talk's LBBNN-GP-MVN): per weight layer, the slabs are one
+# Gaussian N(kappa, diag(sigma^2) + V' V) with rank rows V, independent of the indicators
+# (so the KL is the indicators' plus the slabs'); biases keep their own Gaussian factors.
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def lowrank_layout(sizes, rank):
+    """Per weight layer, the start of its factors ``V`` (``rank x n_in n_out``, row-major,
+    columns in the layer's weight order) after ``vparams[3 p]``, and of its scratch (the
+    draw ``u``, ``rank``, and ``M^-1``, ``rank x rank``); the last row holds the totals."""
+    n_layers = sizes.shape[0] - 1
+    out = np.zeros((n_layers + 1, 2), np.int64)
+    for layer in range(n_layers):
+        out[layer + 1, 0] = out[layer, 0] + rank * sizes[layer] * sizes[layer + 1]
+        out[layer + 1, 1] = out[layer, 1] + rank + rank * rank
+    return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def lowrank_slab_terms(vparams, p, n_w, sizes, offsets, rank, work, with_grad):
+    """``-KL(q || prior)`` of the low-rank family in closed form, plus the entropy of the log
+    noise precisions; adds its gradient in ``vparams`` to ``work.glam`` when asked.
+    ``work.sigma`` and ``work.alpha`` must be current; leaves each layer's ``M^-1`` in its
+    scratch.
+
+    Per layer, ``KL(N(kappa, D + V'V) || N(0, S))`` with ``D = diag(sigma^2)`` and ``S`` the
+    slab's variances: ``sum KL_N(kappa, sigma) + sum V^2 / (2 s^2) - log det(M) / 2``, ``M
+    = I + V D^-1 V'`` (the determinant lemma); per weight with an indicator,
+    ``KL(Bernoulli(alpha) || Bernoulli(psi))``; the biases' ``KL_N``."""
+    glam = work.glam
+    fc = work.fcache
+    lay = work.flay
+    value = 0.0
+    for i in range(n_w, p):
+        s = work.sigma[i]
+        value += math.log(s) + 0.5 * (1.0 + _LOG_2PI)
+        if with_grad:
+            glam[p + i] += work.dsigma[i] / s
+    for layer in range(sizes.shape[0] - 1):
+        n_in = sizes[layer]
+        n_out = sizes[layer + 1]
+        w_start = offsets[layer]
+        n_wl = n_in * n_out
+        vb = 3 * p + lay[layer, 0]
+        for i in range(w_start, w_start + n_wl + n_out):
+            # KL_N of every slab and bias, and the indicators' KL
+            s = work.sigma[i]
+            k = vparams[i]
+            s0 = work.slab[i]
+            s02 = s0 * s0
+            value -= math.log(s0 / s) + 0.5 * (s * s + k * k) / s02 - 0.5
+            if with_grad:
+                glam[i] -= k / s02
+                glam[p + i] -= (s / s02 - 1.0 / s) * work.dsigma[i]
+            psi = work.psi[i]
+            if psi < 1.0:
+                a = work.alpha[i]
+                li = vparams[2 * p + i]
+                d_in = -softplus(-li) - math.log(psi)
+                d_out = -softplus(li) - math.log1p(-psi)
+                value -= a * d_in + (1.0 - a) * d_out
+                if with_grad:
+                    glam[2 * p + i] -= (d_in - d_out) * a * (1.0 - a)
+        if rank == 0:
+            continue
+        m = np.eye(rank)
+        for a in range(rank):
+            for t in range(n_wl):
+                va = vparams[vb + a * n_wl + t]
+                s2 = work.slab[w_start + t] ** 2
+                value -= 0.5 * va * va / s2
+                if with_grad:
+                    glam[vb + a * n_wl + t] -= va / s2
+        for a in range(rank):
+            for b in range(a, rank):
+                acc = 0.0
+                for t in range(n_wl):
+                    sg = work.sigma[w_start + t]
+                    acc += vparams[vb + a * n_wl + t] * vparams[vb + b * n_wl + t] / (sg * sg)
+                m[a, b] += acc
+                m[b, a] = m[a, b]
+        chol = np.linalg.cholesky(m)
+        for a in range(rank):
+            value += math.log(chol[a, a])
+        minv = np.linalg.inv(m)
+        mb = lay[layer, 1] + rank
+        for a in range(rank):
+            for b in range(rank):
+                fc[mb + a * rank + b] = minv[a, b]
+        if not with_grad:
+            continue
+        # d/dV = M^-1 U, d/dsigma_t = -sigma_t (U' M^-1 U)_tt, U = V D^-1
+        for t in range(n_wl):
+            sg = work.sigma[w_start + t]
+            diag = 0.0
+            for a in range(rank):
+                mu_a = 0.0
+                for b in range(rank):
+                    mu_a += minv[a, b] * vparams[vb + b * n_wl + t]
+                mu_a /= sg * sg
+                glam[vb + a * n_wl + t] += mu_a
+                diag += vparams[vb + a * n_wl + t] / (sg * sg) * mu_a
+            glam[p + w_start + t] -= sg * diag * work.dsigma[w_start + t]
+    return value
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def lbbnn_lowrank_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act, lik):
+    """One Monte Carlo draw of ``beta loglik + log p(eta)`` for the low-rank family: each
+    layer's ``u ~ N(0, I)`` (one for the minibatch) gives the slab means ``kappa + V'u``;
+    given them the slabs are independent, and the pre-activations are drawn per row by the
+    local reparameterization trick as in the mean-field family. Its gradient in
+    ``vparams`` times ``scale`` added to ``work.glam``."""
+    XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
+    cfg = cfgs[0]
+    n = XT.shape[0] // sizes[0]
+    n_layers = sizes.shape[0] - 1
+    k = sizes[n_layers]
+    n_w = p - cfg.n_noise
+    beta = cfg.beta
+    sw = weight_sum(tgt) if lik == 0 else 0.0
+    rank = vc.rank
+    lay = work.flay
+    fc = work.fcache
+    keff = work.keff
+    for i in range(p):
+        keff[i] = vparams[i]
+    for layer in range(n_layers):
+        n_wl = sizes[layer] * sizes[layer + 1]
+        w_start = offsets[layer]
+        vb = 3 * p + lay[layer, 0]
+        for a in range(rank):
+            u = rng.standard_normal()
+            fc[lay[layer, 1] + a] = u
+            for t in range(n_wl):
+                keff[w_start + t] += vparams[vb + a * n_wl + t] * u
+    lp = _noise_draw(vparams, p, n_w, k, tau, cfg, work, rng)
+    meff = work.meff
+    var = work.gvar
+    for i in range(n_w):
+        a = work.alpha[i]
+        kk = keff[i]
+        s = work.sigma[i]
+        meff[i] = a * kk
+        var[i] = a * (s * s + (1.0 - a) * kk * kk)
+    out_base = lrt_forward(meff, var, XT, sizes, offsets, act, n, ws, rng)
+    _, _, _, vbuf, wn = _bases(sizes, n)
+    ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, vbuf + wn, stats, cfg, 0)
+    if not with_grad:
+        return beta * ll + lp
+    gm = work.w
+    gv = work.eps  # past n_w, eps keeps the noise's normals for _noise_grad
+    for i in range(n_w):
+        gm[i] = 0.0
+        gv[i] = 0.0
+    lrt_backward(meff, var, XT, sizes, offsets, act, n, ws, gm, gv, beta)
+    glam = work.glam
+    gk = work.grad
+    for i in range(n_w):
+        a = work.alpha[i]
+        kk = keff[i]
+        s = work.sigma[i]
+        gk[i] = scale * (gm[i] * a + gv[i] * 2.0 * a * (1.0 - a) * kk)
+        glam[i] += gk[i]
+        glam[p + i] += scale * gv[i] * 2.0 * a * s * work.dsigma[i]
+        glam[2 * p + i] += (scale * (gm[i] * kk + gv[i] * (s * s + (1.0 - 2.0 * a) * kk * kk))
+                            * a * (1.0 - a))  # fmt: skip
+    for layer in range(n_layers):
+        n_wl = sizes[layer] * sizes[layer + 1]
+        w_start = offsets[layer]
+        vb = 3 * p + lay[layer, 0]
+        for a in range(rank):
+            u = fc[lay[layer, 1] + a]
+            for t in range(n_wl):
+                glam[vb + a * n_wl + t] += gk[w_start + t] * u
+    _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale)
+    return beta * ll + lp

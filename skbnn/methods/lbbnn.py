@@ -18,7 +18,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..kernels import flows as kflows
 from ..kernels import vi as kvi
-from ..posterior import FlowSpikeSlabPosterior, SpikeSlabPosterior, spike_slab_draws
+from ..posterior import (
+    FlowSpikeSlabPosterior,
+    LowRankSpikeSlabPosterior,
+    SpikeSlabPosterior,
+    spike_slab_draws,
+)
 from ..priors import PriorKind
 from ..utils import seed_sequence
 from ._base import FitResult
@@ -150,7 +155,7 @@ class LBBNN(VariationalInference):
         before it prunes.
     model : {"average", "median"}, default="average"
         How the posterior predicts (see above).
-    posterior : {"meanfield", "flow"}, default="meanfield"
+    posterior : {"meanfield", "flow", "lowrank"}, default="meanfield"
         The variational family. ``"meanfield"``: independent slabs, as above (LBBNN-GP-MF).
         ``"flow"``: multiplicative normalizing flows (LBBNN-GP-FLOW; Louizos and Welling
         2017, Skaaret-Lund et al. 2024): every input ``i`` of a weight layer has a latent
@@ -161,12 +166,20 @@ class LBBNN(VariationalInference):
         auxiliary ``r(z | W)``: ``r``'s own flow, then a Gaussian with mean ``d0 + d1 nu``
         and log variance ``v0 + d2 nu``, ``nu`` the mean over the layer's outputs of
         ``tanh(sum_i e_i W_ij)`` (the talk's ``d1``, ``d2``, ``e``; the offsets ``d0`` and
-        ``v0``, which the talk fixes at 0, let ``r`` match ``q`` at the start). Needs
+        ``v0``, which the talk fixes at 0, let ``r`` match ``q`` at the start).
+        ``"lowrank"`` (the talk's LBBNN-GP-MVN): per weight layer, the slabs are one
+        Gaussian ``N(kappa, diag(sigma^2) + V'V)`` with ``rank`` rows ``V``, independent
+        of the indicators, so the KL is the indicators' plus the slabs' (each slab pays
+        its KL whether its weight is in or not, where the mean-field family's pays it
+        with probability ``alpha``); training draws ``u ~ N(0, I)`` per layer and step,
+        then the pre-activations given ``kappa + V'u``. Both need
         ``local_reparameterization=True``.
     flow_steps : int, default=2
         Steps of each flow (``posterior="flow"``); 0 leaves ``z`` Gaussian.
     flow_hidden : int, default=8
         Hidden units of each step's masked autoencoder (``posterior="flow"``).
+    rank : int, default=5
+        Rows of each layer's ``V`` (``posterior="lowrank"``).
     n_mc, init_std, elbo_samples
         As in :class:`VariationalInference`.
     <engine parameters>
@@ -198,7 +211,8 @@ class LBBNN(VariationalInference):
         "local_reparameterization": ["boolean"],
         "init_inclusion": [Interval(Real, 0, 1, closed="neither")],
         "model": [StrOptions({"average", "median"})],
-        "posterior": [StrOptions({"meanfield", "flow"})],
+        "posterior": [StrOptions({"meanfield", "flow", "lowrank"})],
+        "rank": [Interval(Integral, 1, None, closed="left")],
         "flow_steps": [Interval(Integral, 0, None, closed="left")],
         "flow_hidden": [Interval(Integral, 1, None, closed="left")],
         "n_mc": [Interval(Integral, 1, None, closed="left")],
@@ -218,6 +232,7 @@ class LBBNN(VariationalInference):
         posterior="meanfield",
         flow_steps=2,
         flow_hidden=8,
+        rank=5,
         n_mc=1,
         init_std=0.01,
         elbo_samples=100,
@@ -269,24 +284,33 @@ class LBBNN(VariationalInference):
                 "LBBNN's slab is Gaussian: use prior='gaussian' or 'hierarchical' (its "
                 "precisions held at their prior mean), and slab_std for its scale"
             )
-        flow = self.posterior == "flow"
         local = bool(self.local_reparameterization)
-        if flow and not local:
+        if self.posterior != "meanfield" and not local:
             raise ValueError(
-                "posterior='flow' draws the pre-activations by the local reparameterization "
-                "trick given z: use local_reparameterization=True"
+                f"posterior={self.posterior!r} draws the pre-activations by the local "
+                "reparameterization trick: use local_reparameterization=True"
             )
         vcfg = np.zeros(1, dtype=kvi.VI_CONFIG)
-        code = kvi.LBBNN_FLOW if flow else kvi.LBBNN_LRT if local else kvi.LBBNN_CONCRETE
-        vcfg[0] = (int(self.n_mc), int(local), 0, 0, 0, code, float(self.temperature),
+        code = {"flow": kvi.LBBNN_FLOW, "lowrank": kvi.LBBNN_LOWRANK}.get(
+            self.posterior, kvi.LBBNN_LRT if local else kvi.LBBNN_CONCRETE
+        )
+        rank = int(self.rank) if self._lowrank() else 0
+        vcfg[0] = (int(self.n_mc), int(local), 0, rank, 0, code, float(self.temperature),
                    int(self.flow_steps), int(self.flow_hidden))  # fmt: skip
         return vcfg
 
     def _flow(self) -> bool:
         return self.posterior == "flow"
 
+    def _lowrank(self) -> bool:
+        return self.posterior == "lowrank"
+
     def _kernels(self, target) -> tuple:
-        more = (kflows.latent_draws, kflows.flow_forward, kvi.spike_slab_kl) if self._flow() else ()
+        more = ()
+        if self._flow():
+            more = (kflows.latent_draws, kflows.flow_forward, kvi.spike_slab_kl)
+        elif self._lowrank():
+            more = (kvi.lowrank_slab_terms,)
         return (*super()._kernels(target), *more)
 
     def _start(self, target, rng, vcfg) -> np.ndarray:
@@ -297,6 +321,12 @@ class LBBNN(VariationalInference):
         vparams[:p] = glorot_init(target, rng)
         vparams[p : 2 * p] = _inverse_softplus(float(self.init_std))
         vparams[2 * p :] = logit(float(self.init_inclusion))
+        if self._lowrank():
+            # the factors as VI's low-rank family starts them
+            sizes = target.layout.sizes
+            n_factors = int(self.rank) * int(np.sum(sizes[:-1] * sizes[1:]))
+            scale = float(self.init_std) / math.sqrt(int(self.rank))
+            return np.concatenate([vparams, scale * rng.standard_normal(n_factors)])
         if not self._flow():
             return vparams
         return np.concatenate([vparams, self._flow_start(target, rng)])
@@ -336,6 +366,9 @@ class LBBNN(VariationalInference):
 
     def _work(self, target, vcfg):
         psi, slab = self._psi(target), self._slab(target)
+        if self._lowrank():
+            return kvi.new_work(target.n_params, 0, psi=psi, slab=slab, sizes=target.layout.sizes,
+                                slab_rank=int(self.rank))  # fmt: skip
         if not self._flow():
             return kvi.new_work(target.n_params, 0, psi=psi, slab=slab)
         return kvi.new_work(target.n_params, 0, psi=psi, slab=slab, sizes=target.layout.sizes,
@@ -365,6 +398,9 @@ class LBBNN(VariationalInference):
             model=self.model,
             noise_precision=target.tau.copy() if target.noise_at_tau else None,
         )  # fmt: skip
+        if self._lowrank():
+            return LowRankSpikeSlabPosterior(vparams[:p], var, alpha, vparams[3 * p :], layout,
+                                             self.rank, **common)  # fmt: skip
         if not self._flow():
             return SpikeSlabPosterior(vparams[:p], var, alpha, **common)
         return FlowSpikeSlabPosterior(vparams[:p], var, alpha, vparams[3 * p :], layout,
@@ -392,6 +428,11 @@ class LBBNN(VariationalInference):
                 kvi.spike_slab_kl(means[s], vparams, p, n_w, work) for s in range(n_draws)
             ])  # fmt: skip
             exact += self._log_r(target, vparams[3 * p :], z, theta) - log_q
+        elif self._lowrank():
+            layout = target.layout
+            exact = kvi.lowrank_slab_terms(vparams, p, n_w, layout.sizes, layout.offsets,
+                                           int(self.rank), work, False)  # fmt: skip
+            theta = self._posterior(target, vparams, var, alpha, 0, None).sample(n_draws, rng)
         else:
             exact = kvi.spike_slab_terms(vparams, p, n_w, work, False)
             theta = spike_slab_draws(vparams[:p], var, alpha, n_draws, rng)

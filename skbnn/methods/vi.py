@@ -50,6 +50,13 @@ STEPS_ROWS = 1000
 VI_BATCH = 200
 
 
+def _variant(vcfg) -> int:
+    """:func:`~skbnn.kernels.vi.run_vi_epoch_for`'s ``lbbnn``: LBBNN's flow or low-rank code,
+    which the epoch kernel is specialized for, else 0."""
+    code = int(vcfg[0]["lbbnn"])
+    return code if code in (kvi.LBBNN_FLOW, kvi.LBBNN_LOWRANK) else 0
+
+
 def _inverse_softplus(s: float) -> float:
     return float(s + np.log(-np.expm1(-s)))
 
@@ -166,15 +173,12 @@ class VariationalInference(_Trainer):
         pre-activations (the local reparameterization)."""
         return bool(self._vcfg(target)[0]["local"]) and self._family == kvi.GAUSSIAN
 
-    def _flow(self) -> bool:
-        """Whether the family is LBBNN's with normalizing flows."""
-        return False
-
     def _kernels(self, target) -> tuple:
         """The variational family's epoch kernel for ``target``'s codes and estimator, the
         network kernel of the ELBO's estimate and :attr:`_more_kernels`."""
         codes = target.kernel_codes
-        epoch = kvi.run_vi_epoch_for(self._family, *codes, self._local(target), self._flow())
+        variant = _variant(self._vcfg(target))
+        epoch = kvi.run_vi_epoch_for(self._family, *codes, self._local(target), variant)
         return (epoch, knet.logp_grad_for(*codes), knet.logp_grad_batch, *self._more_kernels)
 
     def _warm_up(self, tiny, target) -> None:
@@ -308,8 +312,8 @@ class VariationalInference(_Trainer):
         window = int(s.n_iter_no_change)
         best, best_vparams, count = np.inf, None, 0
         local = bool(vcfg[0]["local"]) and self._family == kvi.GAUSSIAN
-        flow = int(vcfg[0]["lbbnn"]) == kvi.LBBNN_FLOW
-        epoch_kernel = kvi.run_vi_epoch_for(self._family, *target.kernel_codes, local, flow)
+        epoch_kernel = kvi.run_vi_epoch_for(self._family, *target.kernel_codes, local,
+                                            _variant(vcfg))  # fmt: skip
         member.converged = False
         lr0, reductions, since = s.learning_rate_init, 0, 0
         for epoch in range(s.max_iter):
