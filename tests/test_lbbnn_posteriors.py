@@ -141,7 +141,7 @@ def test_gradient_of_the_elbo_estimate_is_exact(likelihood, posterior):
     assert np.any(grad[3 * p :] != 0)
 
 
-def _kernel_estimates(target, method, vcfg, lam, n):
+def _kernel_estimates(target, method, vcfg, lam, n, seed=0):
     p = target.n_params
     tgt = target.kernel_target(own=True)
     work = method._work(target, vcfg)
@@ -149,7 +149,7 @@ def _kernel_estimates(target, method, vcfg, lam, n):
     rows = target.n_rows
     ws = np.empty(max(klrt.lrt_workspace_size(sizes, rows), knet.workspace_size(sizes, rows)))
     stats_ = np.empty(2 + int(sizes[-1]))
-    rng = np.random.default_rng(11)
+    rng = np.random.default_rng(11 + seed)
     kvi.set_sigmas(lam, p, work)
     kvi.set_alphas(lam, p, work)
     return np.array(
@@ -157,11 +157,12 @@ def _kernel_estimates(target, method, vcfg, lam, n):
     )
 
 
-def test_training_estimate_and_final_elbo_agree_where_both_are_unbiased():
+@pytest.mark.statistical
+def test_training_estimate_and_final_elbo_agree_where_both_are_unbiased(seed):
     # a linear model with a Gaussian likelihood: the expected log-likelihood depends on the
     # first two moments of the output only, so the local reparameterization is unbiased;
     # with e = 0, r does not depend on W, so its Gaussian summary is exact too
-    rng = np.random.default_rng(3)
+    rng = np.random.default_rng(3 + seed)
     X = rng.standard_normal((30, 3))
     y = X @ [1.0, -0.5, 0.0] + 0.3 * rng.standard_normal(30)
     target = LogPosterior(X, y, (), "tanh", "gaussian", noise="theta")
@@ -174,17 +175,18 @@ def test_training_estimate_and_final_elbo_agree_where_both_are_unbiased():
     lam[3 * p :] += 0.2 * rng.standard_normal(lam.size - 3 * p)
     d = int(target.layout.sizes[0])
     lam[3 * p + 2 * d : 3 * p + 3 * d] = 0.0  # e
-    kernel = _kernel_estimates(target, method, vcfg, lam, 4000)
-    final, _, _ = method._elbo(target, lam, vcfg, np.random.default_rng(12), 4000)
+    kernel = _kernel_estimates(target, method, vcfg, lam, 4000, seed)
+    final, _, _ = method._elbo(target, lam, vcfg, np.random.default_rng(12 + seed), 4000)
     se = np.hypot(kernel.std(ddof=1), final.std(ddof=1)) / np.sqrt(4000)
     assert abs(kernel.mean() - final.mean()) < Z * se
 
 
-def test_elbo_is_below_the_evidence_of_bayesian_linear_regression():
+@pytest.mark.statistical
+def test_elbo_is_below_the_evidence_of_bayesian_linear_regression(seed):
     # psi = 1 (no indicators), a linear network and a fixed noise: Bayesian linear
     # regression, whose evidence is closed form. Every variational bound is below it, and
     # the flow family holds the mean-field one (z = 1, r = q), whose optimum is known
-    rng = np.random.default_rng(4)
+    rng = np.random.default_rng(4 + seed)
     n, d, noise = 60, 3, 0.5
     X = rng.standard_normal((n, d))
     y = X @ [1.0, -0.5, 0.25] + 2.0 + noise * rng.standard_normal(n)
@@ -193,7 +195,7 @@ def test_elbo_is_below_the_evidence_of_bayesian_linear_regression():
                    learning_rate_init=0.01, max_iter=1500, batch_size=n, n_mc=4,
                    elbo_samples=1000)  # fmt: skip
     reg = BayesianMLPRegressor((), activation="identity", noise_std=noise_std, method=method,
-                               random_state=0).fit(X, y)  # fmt: skip
+                               random_state=seed).fit(X, y)  # fmt: skip
     z = (y - y.mean()) / y.std()
     elbo = reg.elbo_ + n * np.log(y.std())  # the standardized target's density
     phi = np.hstack([X, np.ones((n, 1))])
@@ -263,9 +265,10 @@ def test_lowrank_kl_is_its_definition():
     assert value == pytest.approx(expected, rel=1e-10)
 
 
-def test_lowrank_training_estimate_and_final_elbo_agree():
+@pytest.mark.statistical
+def test_lowrank_training_estimate_and_final_elbo_agree(seed):
     # a linear model with a Gaussian likelihood: the local reparameterization is unbiased
-    rng = np.random.default_rng(3)
+    rng = np.random.default_rng(3 + seed)
     X = rng.standard_normal((30, 3))
     y = X @ [1.0, -0.5, 0.0] + 0.3 * rng.standard_normal(30)
     target = LogPosterior(X, y, (), "tanh", "gaussian", noise="theta")
@@ -281,24 +284,24 @@ def test_lowrank_training_estimate_and_final_elbo_agree():
     kvi.set_alphas(lam, p, work)
     exact = kvi.lowrank_slab_terms(lam, p, layout.n_weights, layout.sizes, layout.offsets, 2,
                                    work, False)  # fmt: skip
-    kernel = exact + _kernel_estimates(target, method, vcfg, lam, 4000)
-    final, _, _ = method._elbo(target, lam, vcfg, np.random.default_rng(12), 4000)
+    kernel = exact + _kernel_estimates(target, method, vcfg, lam, 4000, seed)
+    final, _, _ = method._elbo(target, lam, vcfg, np.random.default_rng(12 + seed), 4000)
     se = np.hypot(kernel.std(ddof=1), final.std(ddof=1)) / np.sqrt(4000)
     assert abs(kernel.mean() - final.mean()) < Z * se
 
 
-@pytest.mark.parametrize("posterior", ["lowrank"])
-def test_lowrank_elbo_is_below_the_evidence(posterior):
-    rng = np.random.default_rng(4)
+@pytest.mark.statistical
+def test_lowrank_elbo_is_below_the_evidence(seed):
+    rng = np.random.default_rng(4 + seed)
     n, d, noise = 60, 3, 0.5
     X = rng.standard_normal((n, d))
     y = X @ [1.0, -0.5, 0.25] + 2.0 + noise * rng.standard_normal(n)
     noise_std = noise / y.std()
-    method = LBBNN(inclusion_prior=1.0, posterior=posterior, rank=d, learning_rate="cosine",
+    method = LBBNN(inclusion_prior=1.0, posterior="lowrank", rank=d, learning_rate="cosine",
                    learning_rate_init=0.01, max_iter=1500, batch_size=n, n_mc=4,
                    elbo_samples=1000)  # fmt: skip
     reg = BayesianMLPRegressor((), activation="identity", noise_std=noise_std, method=method,
-                               random_state=0).fit(X, y)  # fmt: skip
+                               random_state=seed).fit(X, y)  # fmt: skip
     z = (y - y.mean()) / y.std()
     elbo = reg.elbo_ + n * np.log(y.std())
     phi = np.hstack([X, np.ones((n, 1))])
