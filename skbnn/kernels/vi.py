@@ -580,44 +580,80 @@ def lbbnn_lrt_term(vparams, p, tgt, work, ws, stats, rng, with_grad, scale, act,
     (sigma_k^2 + (1 - alpha_k) kappa_k^2)`` of the weights' moments; its gradient in
     ``vparams`` times ``scale`` added to ``work.glam``. ``act`` and ``lik`` are the network's
     activation and likelihood codes."""
+    value = _spike_lrt_loglik(vparams, vparams, p, tgt, work, ws, stats, rng, act, lik)
+    if with_grad:
+        _spike_lrt_moment_grads(tgt, work, ws, act)
+        _spike_lrt_chain(vparams, p, p - tgt.cfg[0].n_noise, work, scale, work.glam)
+        _spike_noise_grad(p, tgt, work, stats, lik, scale)
+    return value
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _spike_lrt_loglik(keff, vparams, p, tgt, work, ws, stats, rng, act, lik):
+    # beta loglik + log p(eta) at one draw: the log noise precisions, then every
+    # pre-activation per row by the local reparameterization trick at the slab means keff;
+    # leaves the weights' moments in work.meff and work.gvar
     XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
     cfg = cfgs[0]
     n = XT.shape[0] // sizes[0]
-    n_layers = sizes.shape[0] - 1
-    k = sizes[n_layers]
+    k = sizes[sizes.shape[0] - 1]
     n_w = p - cfg.n_noise
-    beta = cfg.beta
     sw = weight_sum(tgt) if lik == 0 else 0.0
     lp = _noise_draw(vparams, p, n_w, k, tau, cfg, work, rng)
     meff = work.meff
     var = work.gvar
     for i in range(n_w):
         a = work.alpha[i]
-        kk = vparams[i]
+        kk = keff[i]
         s = work.sigma[i]
         meff[i] = a * kk
         var[i] = a * (s * s + (1.0 - a) * kk * kk)
     out_base = lrt_forward(meff, var, XT, sizes, offsets, act, n, ws, rng)
     _, _, _, vbuf, wn = _bases(sizes, n)
     ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, vbuf + wn, stats, cfg, 0)
-    if with_grad:
-        g = work.grad
-        gv = work.w
-        for i in range(p):
-            g[i] = 0.0
-            gv[i] = 0.0
-        lrt_backward(meff, var, XT, sizes, offsets, act, n, ws, g, gv, beta)
-        glam = work.glam
-        for i in range(n_w):
-            a = work.alpha[i]
-            kk = vparams[i]
-            s = work.sigma[i]
-            glam[i] += scale * (g[i] * a + gv[i] * 2.0 * a * (1.0 - a) * kk)
-            glam[p + i] += scale * gv[i] * 2.0 * a * s * work.dsigma[i]
-            glam[2 * p + i] += (scale * (g[i] * kk + gv[i] * (s * s + (1.0 - 2.0 * a) * kk * kk))
-                                * a * (1.0 - a))  # fmt: skip
-        _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale)
-    return beta * ll + lp
+    return cfg.beta * ll + lp
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _spike_lrt_moment_grads(tgt, work, ws, act):
+    # the gradient of _spike_lrt_loglik's beta loglik in the weights' means (into work.w)
+    # and variances (into work.eps; past n_w, eps keeps the noise's normals), unscaled
+    XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
+    cfg = cfgs[0]
+    n = XT.shape[0] // sizes[0]
+    gm = work.w
+    gv = work.eps
+    for i in range(work.sigma.shape[0] - cfg.n_noise):
+        gm[i] = 0.0
+        gv[i] = 0.0
+    lrt_backward(work.meff, work.gvar, XT, sizes, offsets, act, n, ws, gm, gv, cfg.beta)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _spike_lrt_chain(keff, p, n_w, work, scale, gk):
+    # from the moments' gradients (work.w, work.eps) to the slab means keff (times scale,
+    # into gk), rho and lambda (into work.glam)
+    glam = work.glam
+    gm = work.w
+    gv = work.eps
+    for i in range(n_w):
+        a = work.alpha[i]
+        kk = keff[i]
+        s = work.sigma[i]
+        gk[i] += scale * (gm[i] * a + gv[i] * 2.0 * a * (1.0 - a) * kk)
+        glam[p + i] += scale * gv[i] * 2.0 * a * s * work.dsigma[i]
+        glam[2 * p + i] += (scale * (gm[i] * kk + gv[i] * (s * s + (1.0 - 2.0 * a) * kk * kk))
+                            * a * (1.0 - a))  # fmt: skip
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _spike_noise_grad(p, tgt, work, stats, lik, scale):
+    # _noise_grad after _spike_lrt_loglik's draw
+    cfg = tgt.cfg[0]
+    n_w = p - cfg.n_noise
+    sw = weight_sum(tgt) if lik == 0 else 0.0
+    k = tgt.sizes[tgt.sizes.shape[0] - 1]
+    _noise_grad(p, n_w, k, tgt.tau, cfg, stats, sw, cfg.beta, work, scale)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -699,14 +735,10 @@ def lbbnn_flow_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale,
     sum is drawn from the Gaussian of its moments under ``q(W | z)``, as the
     pre-activations are. Every term but the last two is the mean-field family's at the
     scaled means; ``log r - log q`` makes the bound account for ``z``."""
-    XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
-    cfg = cfgs[0]
-    n = XT.shape[0] // sizes[0]
+    sizes = tgt.sizes
+    offsets = tgt.offsets
     n_layers = sizes.shape[0] - 1
-    k = sizes[n_layers]
-    n_w = p - cfg.n_noise
-    beta = cfg.beta
-    sw = weight_sum(tgt) if lik == 0 else 0.0
+    n_w = p - tgt.cfg[0].n_noise
     hid = vc.flow_hidden
     n_steps = vc.flow_steps
     fb = 3 * p
@@ -742,45 +774,21 @@ def lbbnn_flow_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale,
             gk[i] = 0.0
     value += _spike_slab_kl(keff, vparams, p, n_w, work, with_grad, scale, gk)
     # the log-likelihood by the local reparameterization trick at the scaled means
-    lp = _noise_draw(vparams, p, n_w, k, tau, cfg, work, rng)
-    meff = work.meff
-    var = work.gvar
-    for i in range(n_w):
-        a = work.alpha[i]
-        kk = keff[i]
-        s = work.sigma[i]
-        meff[i] = a * kk
-        var[i] = a * (s * s + (1.0 - a) * kk * kk)
-    out_base = lrt_forward(meff, var, XT, sizes, offsets, act, n, ws, rng)
-    _, _, _, vbuf, wn = _bases(sizes, n)
-    ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, vbuf + wn, stats, cfg, 0)
-    value += beta * ll + lp
+    value += _spike_lrt_loglik(keff, vparams, p, tgt, work, ws, stats, rng, act, lik)
     # log r(z | W), keeping what its gradient needs
     for layer in range(n_layers):
-        value += kflows.log_r(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, work,
-                             rng)  # fmt: skip
+        value += kflows.log_r(vparams, p, sizes, offsets, layer, hid, n_steps, work.meff,
+                              work.gvar, work, rng)  # fmt: skip
     if not with_grad:
         return value
     # gradients in the moments (unscaled): the likelihood's, then log r's
-    gm = work.w
-    gv = work.eps  # past n_w, eps keeps the noise's normals for _noise_grad
-    for i in range(n_w):
-        gm[i] = 0.0
-        gv[i] = 0.0
-    lrt_backward(meff, var, XT, sizes, offsets, act, n, ws, gm, gv, beta)
+    _spike_lrt_moment_grads(tgt, work, ws, act)
     glam = work.glam
     for layer in range(n_layers):
-        kflows.log_r_grad(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, gm, gv,
-                         work, scale, shared)  # fmt: skip
-    for i in range(n_w):
-        a = work.alpha[i]
-        kk = keff[i]
-        s = work.sigma[i]
-        gk[i] += scale * (gm[i] * a + gv[i] * 2.0 * a * (1.0 - a) * kk)
-        glam[p + i] += scale * gv[i] * 2.0 * a * s * work.dsigma[i]
-        glam[2 * p + i] += (scale * (gm[i] * kk + gv[i] * (s * s + (1.0 - 2.0 * a) * kk * kk))
-                            * a * (1.0 - a))  # fmt: skip
-    _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale)
+        kflows.log_r_grad(vparams, p, sizes, offsets, layer, hid, n_steps, work.meff, work.gvar,
+                          work.w, work.eps, work, scale, shared)  # fmt: skip
+    _spike_lrt_chain(keff, p, n_w, work, scale, gk)
+    _spike_noise_grad(p, tgt, work, stats, lik, scale)
     # from keff = z kappa to kappa (the biases' keff is kappa) and z, then back through q's
     # flow to its base
     for i in range(n_w):
@@ -922,14 +930,10 @@ def lbbnn_lowrank_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, sca
     given them the slabs are independent, and the pre-activations are drawn per row by the
     local reparameterization trick as in the mean-field family. Its gradient in
     ``vparams`` times ``scale`` added to ``work.glam``."""
-    XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
-    cfg = cfgs[0]
-    n = XT.shape[0] // sizes[0]
+    sizes = tgt.sizes
+    offsets = tgt.offsets
     n_layers = sizes.shape[0] - 1
-    k = sizes[n_layers]
-    n_w = p - cfg.n_noise
-    beta = cfg.beta
-    sw = weight_sum(tgt) if lik == 0 else 0.0
+    n_w = p - tgt.cfg[0].n_noise
     rank = vc.rank
     lay = work.flay
     fc = work.fcache
@@ -945,37 +949,17 @@ def lbbnn_lowrank_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, sca
             fc[lay[layer, 1] + a] = u
             for t in range(n_wl):
                 keff[w_start + t] += vparams[vb + a * n_wl + t] * u
-    lp = _noise_draw(vparams, p, n_w, k, tau, cfg, work, rng)
-    meff = work.meff
-    var = work.gvar
-    for i in range(n_w):
-        a = work.alpha[i]
-        kk = keff[i]
-        s = work.sigma[i]
-        meff[i] = a * kk
-        var[i] = a * (s * s + (1.0 - a) * kk * kk)
-    out_base = lrt_forward(meff, var, XT, sizes, offsets, act, n, ws, rng)
-    _, _, _, vbuf, wn = _bases(sizes, n)
-    ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, vbuf + wn, stats, cfg, 0)
+    value = _spike_lrt_loglik(keff, vparams, p, tgt, work, ws, stats, rng, act, lik)
     if not with_grad:
-        return beta * ll + lp
-    gm = work.w
-    gv = work.eps  # past n_w, eps keeps the noise's normals for _noise_grad
-    for i in range(n_w):
-        gm[i] = 0.0
-        gv[i] = 0.0
-    lrt_backward(meff, var, XT, sizes, offsets, act, n, ws, gm, gv, beta)
+        return value
+    _spike_lrt_moment_grads(tgt, work, ws, act)
     glam = work.glam
     gk = work.grad
     for i in range(n_w):
-        a = work.alpha[i]
-        kk = keff[i]
-        s = work.sigma[i]
-        gk[i] = scale * (gm[i] * a + gv[i] * 2.0 * a * (1.0 - a) * kk)
+        gk[i] = 0.0
+    _spike_lrt_chain(keff, p, n_w, work, scale, gk)
+    for i in range(n_w):
         glam[i] += gk[i]
-        glam[p + i] += scale * gv[i] * 2.0 * a * s * work.dsigma[i]
-        glam[2 * p + i] += (scale * (gm[i] * kk + gv[i] * (s * s + (1.0 - 2.0 * a) * kk * kk))
-                            * a * (1.0 - a))  # fmt: skip
     for layer in range(n_layers):
         n_wl = sizes[layer] * sizes[layer + 1]
         w_start = offsets[layer]
@@ -984,5 +968,5 @@ def lbbnn_lowrank_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, sca
             u = fc[lay[layer, 1] + a]
             for t in range(n_wl):
                 glam[vb + a * n_wl + t] += gk[w_start + t] * u
-    _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale)
-    return beta * ll + lp
+    _spike_noise_grad(p, tgt, work, stats, lik, scale)
+    return value
