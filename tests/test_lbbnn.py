@@ -21,6 +21,7 @@ from sklearn.preprocessing import StandardScaler
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.kernels import density as knet
+from skbnn.kernels import lbbnn as klbbnn
 from skbnn.kernels import lrt as klrt
 from skbnn.kernels import vi as kvi
 from skbnn.log_posterior import LogPosterior
@@ -64,9 +65,9 @@ def test_gradient_of_the_elbo_estimate_is_exact(likelihood, local):
 
     def estimate(lam_, with_grad=False):
         kvi.set_sigmas(lam_, p, work)
-        kvi.set_alphas(lam_, p, work)
+        klbbnn.set_alphas(lam_, p, work)
         work.glam[:] = 0.0
-        value = kvi.spike_slab_terms(lam_, p, target.layout.n_weights, work, with_grad)
+        value = klbbnn.spike_slab_terms(lam_, p, target.layout.n_weights, work, with_grad)
         value += kvi.mc_term(lam_, p, tgt, vcfg, work, ws, stats_, np.random.default_rng(5),
                              with_grad, 1.0)  # fmt: skip
         return value, work.glam.copy()
@@ -87,8 +88,8 @@ def test_closed_form_kl_of_the_spike_and_slab_pair():
     p, n_w = target.n_params, target.layout.n_weights
     work = method._work(target, vcfg)
     kvi.set_sigmas(lam, p, work)
-    kvi.set_alphas(lam, p, work)
-    value = kvi.spike_slab_terms(lam, p, n_w, work, False)
+    klbbnn.set_alphas(lam, p, work)
+    value = klbbnn.spike_slab_terms(lam, p, n_w, work, False)
     k, s, s0 = lam[:n_w], work.sigma[:n_w], work.slab[:n_w]
     a, psi = work.alpha[:n_w], work.psi[:n_w]
     kl_n = np.log(s0 / s) + (s**2 + k**2) / (2 * s0**2) - 0.5

@@ -17,6 +17,7 @@ from scipy import stats
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.kernels import density as knet
 from skbnn.kernels import flows as kflows
+from skbnn.kernels import lbbnn as klbbnn
 from skbnn.kernels import lrt as klrt
 from skbnn.kernels import vi as kvi
 from skbnn.log_posterior import LogPosterior
@@ -119,13 +120,13 @@ def test_gradient_of_the_elbo_estimate_is_exact(likelihood, posterior):
 
     def estimate(lam_, with_grad=False):
         kvi.set_sigmas(lam_, p, work)
-        kvi.set_alphas(lam_, p, work)
+        klbbnn.set_alphas(lam_, p, work)
         work.glam[:] = 0.0
         value = 0.0
         if posterior == "lowrank":
             # the closed-form terms, once per step; the kernel adds their gradient unscaled
             layout = target.layout
-            value = kvi.lowrank_slab_terms(lam_, p, layout.n_weights, layout.sizes,
+            value = klbbnn.lowrank_slab_terms(lam_, p, layout.n_weights, layout.sizes,
                                            layout.offsets, 2, work, with_grad)  # fmt: skip
             work.glam[:] *= 0.5
         value += kvi.mc_term(lam_, p, tgt, vcfg, work, ws, stats_, np.random.default_rng(5),
@@ -151,7 +152,7 @@ def _kernel_estimates(target, method, vcfg, lam, n, seed=0):
     stats_ = np.empty(2 + int(sizes[-1]))
     rng = np.random.default_rng(11 + seed)
     kvi.set_sigmas(lam, p, work)
-    kvi.set_alphas(lam, p, work)
+    klbbnn.set_alphas(lam, p, work)
     return np.array(
         [kvi.mc_term(lam, p, tgt, vcfg, work, ws, stats_, rng, False, 1.0) for _ in range(n)]
     )
@@ -246,8 +247,8 @@ def test_lowrank_kl_is_its_definition():
     p, n_w = target.n_params, layout.n_weights
     work = method._work(target, vcfg)
     kvi.set_sigmas(lam, p, work)
-    kvi.set_alphas(lam, p, work)
-    value = kvi.lowrank_slab_terms(lam, p, n_w, layout.sizes, layout.offsets, 2, work, False)
+    klbbnn.set_alphas(lam, p, work)
+    value = klbbnn.lowrank_slab_terms(lam, p, n_w, layout.sizes, layout.offsets, 2, work, False)
     post = method._posterior(target, lam, work.sigma**2, work.alpha, 0, None)
     expected = np.sum(np.log(work.sigma[n_w:]) + 0.5 * (1 + np.log(2 * np.pi)))
     for layer, (w, v) in enumerate(post.blocks):
@@ -283,8 +284,8 @@ def test_lowrank_training_estimate_and_final_elbo_agree(seed):
     layout = target.layout
     work = method._work(target, vcfg)
     kvi.set_sigmas(lam, p, work)
-    kvi.set_alphas(lam, p, work)
-    exact = kvi.lowrank_slab_terms(lam, p, layout.n_weights, layout.sizes, layout.offsets, 2,
+    klbbnn.set_alphas(lam, p, work)
+    exact = klbbnn.lowrank_slab_terms(lam, p, layout.n_weights, layout.sizes, layout.offsets, 2,
                                    work, False)  # fmt: skip
     kernel = exact + _kernel_estimates(target, method, vcfg, lam, 4000, seed)
     final, _, _ = method._elbo(target, lam, vcfg, np.random.default_rng(12 + seed), 4000)

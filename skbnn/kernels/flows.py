@@ -14,7 +14,7 @@ reversed), so every coordinate can depend on every other after two steps.
 
 The bound needs an auxiliary density ``r(z | W)``: the same flow architecture with its own
 parameters, applied to ``z``, and a Gaussian base whose moments depend on the weights
-(:func:`log_r`). :func:`skbnn.kernels.vi.lbbnn_flow_term` assembles the family's ELBO.
+(:func:`log_r`). :func:`skbnn.kernels.lbbnn.lbbnn_flow_term` assembles the family's ELBO.
 
 Layout of one layer's block of the flow parameters, of ``flow_block_size(d, h, K)``
 entries: ``m0, r0, e, d1, d2, d0, v0`` (``d`` each), then the ``K`` steps of ``q`` and the

@@ -3,7 +3,7 @@
 Hubin and Storvik (2019) put an inclusion indicator on every weight; Skaaret-Lund, Hubin
 and Storvik (2024) train it by the local reparameterization trick. Variational inference
 on the training engine, as :class:`~skbnn.methods.VariationalInference`, with the
-spike-and-slab family of :mod:`skbnn.kernels.vi`.
+spike-and-slab family of :mod:`skbnn.kernels.lbbnn`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from scipy.special import expit, logit
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..kernels import flows as kflows
+from ..kernels import lbbnn as klbbnn
 from ..kernels import vi as kvi
 from ..posterior import (
     FlowSpikeSlabPosterior,
@@ -199,7 +200,7 @@ class LBBNN(VariationalInference):
     """
 
     name = "lbbnn"
-    _more_kernels = (kvi.spike_slab_terms,)
+    _more_kernels = (klbbnn.spike_slab_terms,)
     #: the variational family, :func:`skbnn.kernels.vi.run_vi_epoch_for`'s ``fam``
     _family = kvi.SPIKE_SLAB
 
@@ -291,8 +292,8 @@ class LBBNN(VariationalInference):
                 "reparameterization trick: use local_reparameterization=True"
             )
         vcfg = np.zeros(1, dtype=kvi.VI_CONFIG)
-        code = {"flow": kvi.LBBNN_FLOW, "lowrank": kvi.LBBNN_LOWRANK}.get(
-            self.posterior, kvi.LBBNN_LRT if local else kvi.LBBNN_CONCRETE
+        code = {"flow": klbbnn.LBBNN_FLOW, "lowrank": klbbnn.LBBNN_LOWRANK}.get(
+            self.posterior, klbbnn.LBBNN_LRT if local else klbbnn.LBBNN_CONCRETE
         )
         rank = int(self.rank) if self._lowrank() else 0
         vcfg[0] = (int(self.n_mc), int(local), 0, rank, 0, code, float(self.temperature),
@@ -308,9 +309,9 @@ class LBBNN(VariationalInference):
     def _kernels(self, target) -> tuple:
         more = ()
         if self._flow():
-            more = (kflows.latent_draws, kflows.flow_forward, kvi.spike_slab_kl)
+            more = (kflows.latent_draws, kflows.flow_forward, klbbnn.spike_slab_kl)
         elif self._lowrank():
-            more = (kvi.lowrank_slab_terms,)
+            more = (klbbnn.lowrank_slab_terms,)
         return (*super()._kernels(target), *more)
 
     def _start(self, target, rng, vcfg) -> np.ndarray:
@@ -416,7 +417,7 @@ class LBBNN(VariationalInference):
         n_w = target.layout.n_weights
         work = self._work(target, vcfg)
         kvi.set_sigmas(vparams, p, work)
-        kvi.set_alphas(vparams, p, work)
+        klbbnn.set_alphas(vparams, p, work)
         alpha = work.alpha.copy()
         var = work.sigma**2
         if self._flow():
@@ -425,16 +426,16 @@ class LBBNN(VariationalInference):
             means = flow.scaled_means(z)
             theta = spike_slab_draws(means, var, alpha, n_draws, rng)
             exact = np.array([
-                kvi.spike_slab_kl(means[s], vparams, p, n_w, work) for s in range(n_draws)
+                klbbnn.spike_slab_kl(means[s], vparams, p, n_w, work) for s in range(n_draws)
             ])  # fmt: skip
             exact += self._log_r(target, vparams[3 * p :], z, theta) - log_q
         elif self._lowrank():
             layout = target.layout
-            exact = kvi.lowrank_slab_terms(vparams, p, n_w, layout.sizes, layout.offsets,
+            exact = klbbnn.lowrank_slab_terms(vparams, p, n_w, layout.sizes, layout.offsets,
                                            int(self.rank), work, False)  # fmt: skip
             theta = self._posterior(target, vparams, var, alpha, 0, None).sample(n_draws, rng)
         else:
-            exact = kvi.spike_slab_terms(vparams, p, n_w, work, False)
+            exact = klbbnn.spike_slab_terms(vparams, p, n_w, work, False)
             theta = spike_slab_draws(vparams[:p], var, alpha, n_draws, rng)
         loglik, _ = target.loglik_batch(theta, n_jobs)
         eta = theta[:, n_w:]

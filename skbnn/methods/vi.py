@@ -11,6 +11,7 @@ from sklearn.base import clone
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..kernels import density as knet
+from ..kernels import lbbnn as klbbnn
 from ..kernels import lrt as klrt
 from ..kernels import optim as kopt
 from ..kernels import vi as kvi
@@ -54,7 +55,7 @@ def _variant(vcfg) -> int:
     """:func:`~skbnn.kernels.vi.run_vi_epoch_for`'s ``lbbnn``: LBBNN's flow or low-rank code,
     which the epoch kernel is specialized for, else 0."""
     code = int(vcfg[0]["lbbnn"])
-    return code if code in (kvi.LBBNN_FLOW, kvi.LBBNN_LOWRANK) else 0
+    return code if code in (klbbnn.LBBNN_FLOW, klbbnn.LBBNN_LOWRANK) else 0
 
 
 def _inverse_softplus(s: float) -> float:

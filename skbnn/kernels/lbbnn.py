@@ -1,0 +1,506 @@
+"""Numba kernels of latent binary BNNs (LBBNN; Hubin and Storvik 2019, Skaaret-Lund et al.
+2024): the spike-and-slab variational family's closed-form terms and its Monte Carlo terms,
+for the mean-field family (by the local reparameterization trick or the concrete
+relaxation), the flow family (:mod:`skbnn.kernels.flows`) and the low-rank family.
+:func:`skbnn.kernels.vi.run_vi_epoch_for` trains them on the training engine.
+"""
+
+import math
+
+import numpy as np
+
+from . import flows as kflows
+from ._compile import njit
+from ._libm import _LOG_2PI
+from ._vcommon import _noise_draw, _noise_grad, _sigmoid, softplus
+from .backprop import _backward
+from .density import weight_sum
+from .layers import forward
+from .likelihoods import _loglik_delta
+from .lrt import _bases, lrt_backward, lrt_forward
+
+# --- the spike-and-slab family of latent binary BNNs (LBBNN; Hubin and Storvik 2019,
+# Skaaret-Lund et al. 2024). vparams = [kappa, rho, lambda]: a weight is
+# gamma * beta with gamma ~ Bernoulli(alpha = sigmoid(lambda)) and beta ~ N(kappa,
+# softplus(rho)^2), under the prior gamma ~ Bernoulli(psi), beta ~ N(0, slab^2). Parameters
+# whose psi is 1 (biases, the log noise precisions, or every weight when psi = 1) are
+# always in: alpha = 1 and their lambda is never moved, so the family is mean-field VI's.
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def set_alphas(vparams, p, work):
+    """``alpha = sigmoid(lambda)`` where the prior has an indicator (``psi < 1``), 1
+    elsewhere, into ``work.alpha``."""
+    for i in range(p):
+        work.alpha[i] = _sigmoid(vparams[2 * p + i]) if work.psi[i] < 1.0 else 1.0
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def spike_slab_terms(vparams, p, n_w, work, with_grad):
+    """``-KL(q || prior)`` of the network parameters in closed form, plus the entropy of
+    the log noise precisions (whose Gamma prior is a Monte Carlo term); adds its gradient
+    in ``vparams`` to ``work.glam`` when asked. ``work.sigma`` and ``work.alpha`` must be
+    current.
+
+    Per weight with an indicator, ``KL = alpha (log(alpha / psi) + KL_N) + (1 - alpha)
+    log((1 - alpha) / (1 - psi))`` with ``KL_N = KL(N(kappa, sigma^2) || N(0, slab^2))``;
+    ``KL_N`` alone for the parameters that are always in."""
+    return _spike_slab_kl(vparams, vparams, p, n_w, work, with_grad, 1.0, work.glam)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def spike_slab_kl(kappa, vparams, p, n_w, work):
+    """:func:`spike_slab_terms` at the slab means ``kappa`` (for the flow family, those
+    given a draw of ``z``), without the gradient."""
+    return _spike_slab_kl(kappa, vparams, p, n_w, work, False, 1.0, work.grad)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _spike_slab_kl(kappa, vparams, p, n_w, work, with_grad, scale, gk):
+    # spike_slab_terms with the slab means kappa (for the flow estimator, those scaled by a
+    # draw of z), its gradient times scale: in kappa to gk, in rho and lambda to work.glam
+    glam = work.glam
+    value = 0.0
+    for i in range(p):
+        s = work.sigma[i]
+        ds = work.dsigma[i]
+        if i >= n_w:
+            value += math.log(s) + 0.5 * (1.0 + _LOG_2PI)
+            if with_grad:
+                glam[p + i] += scale * ds / s
+            continue
+        k = kappa[i]
+        s0 = work.slab[i]
+        s02 = s0 * s0
+        kln = math.log(s0 / s) + 0.5 * (s * s + k * k) / s02 - 0.5
+        psi = work.psi[i]
+        if psi >= 1.0:
+            value -= kln
+            if with_grad:
+                gk[i] -= scale * k / s02
+                glam[p + i] -= scale * (s / s02 - 1.0 / s) * ds
+            continue
+        a = work.alpha[i]
+        li = vparams[2 * p + i]
+        # log(alpha) and log(1 - alpha) without cancellation at either end
+        log_a = -softplus(-li)
+        log_1a = -softplus(li)
+        d_in = log_a - math.log(psi) + kln
+        d_out = log_1a - math.log1p(-psi)
+        value -= a * d_in + (1.0 - a) * d_out
+        if with_grad:
+            gk[i] -= scale * a * k / s02
+            glam[p + i] -= scale * a * (s / s02 - 1.0 / s) * ds
+            # d KL / d alpha = d_in - d_out (the derivatives of the logs cancel)
+            glam[2 * p + i] -= scale * (d_in - d_out) * a * (1.0 - a)
+    return value
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def lbbnn_lrt_term(vparams, p, tgt, work, ws, stats, rng, with_grad, scale, act, lik):
+    """One Monte Carlo draw of ``beta loglik + log p(eta)`` by the local reparameterization
+    trick for spike-and-slab weights: each pre-activation drawn per row from the Gaussian
+    with the mean ``sum_k x_k alpha_k kappa_k`` and the variance ``sum_k x_k^2 alpha_k
+    (sigma_k^2 + (1 - alpha_k) kappa_k^2)`` of the weights' moments; its gradient in
+    ``vparams`` times ``scale`` added to ``work.glam``. ``act`` and ``lik`` are the network's
+    activation and likelihood codes."""
+    value = _spike_lrt_loglik(vparams, vparams, p, tgt, work, ws, stats, rng, act, lik)
+    if with_grad:
+        _spike_lrt_moment_grads(tgt, work, ws, act)
+        _spike_lrt_chain(vparams, p, p - tgt.cfg[0].n_noise, work, scale, work.glam)
+        _spike_noise_grad(p, tgt, work, stats, lik, scale)
+    return value
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _spike_lrt_loglik(keff, vparams, p, tgt, work, ws, stats, rng, act, lik):
+    # beta loglik + log p(eta) at one draw: the log noise precisions, then every
+    # pre-activation per row by the local reparameterization trick at the slab means keff;
+    # leaves the weights' moments in work.meff and work.gvar
+    XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
+    cfg = cfgs[0]
+    n = XT.shape[0] // sizes[0]
+    k = sizes[sizes.shape[0] - 1]
+    n_w = p - cfg.n_noise
+    sw = weight_sum(tgt) if lik == 0 else 0.0
+    lp = _noise_draw(vparams, p, n_w, k, tau, cfg, work, rng)
+    meff = work.meff
+    var = work.gvar
+    for i in range(n_w):
+        a = work.alpha[i]
+        kk = keff[i]
+        s = work.sigma[i]
+        meff[i] = a * kk
+        var[i] = a * (s * s + (1.0 - a) * kk * kk)
+    out_base = lrt_forward(meff, var, XT, sizes, offsets, act, n, ws, rng)
+    _, _, _, vbuf, wn = _bases(sizes, n)
+    ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, vbuf + wn, stats, cfg, 0)
+    return cfg.beta * ll + lp
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _spike_lrt_moment_grads(tgt, work, ws, act):
+    # the gradient of _spike_lrt_loglik's beta loglik in the weights' means (into work.w)
+    # and variances (into work.eps; past n_w, eps keeps the noise's normals), unscaled
+    XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
+    cfg = cfgs[0]
+    n = XT.shape[0] // sizes[0]
+    gm = work.w
+    gv = work.eps
+    for i in range(work.sigma.shape[0] - cfg.n_noise):
+        gm[i] = 0.0
+        gv[i] = 0.0
+    lrt_backward(work.meff, work.gvar, XT, sizes, offsets, act, n, ws, gm, gv, cfg.beta)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _spike_lrt_chain(keff, p, n_w, work, scale, gk):
+    # from the moments' gradients (work.w, work.eps) to the slab means keff (times scale,
+    # into gk), rho and lambda (into work.glam)
+    glam = work.glam
+    gm = work.w
+    gv = work.eps
+    for i in range(n_w):
+        a = work.alpha[i]
+        kk = keff[i]
+        s = work.sigma[i]
+        gk[i] += scale * (gm[i] * a + gv[i] * 2.0 * a * (1.0 - a) * kk)
+        glam[p + i] += scale * gv[i] * 2.0 * a * s * work.dsigma[i]
+        glam[2 * p + i] += (scale * (gm[i] * kk + gv[i] * (s * s + (1.0 - 2.0 * a) * kk * kk))
+                            * a * (1.0 - a))  # fmt: skip
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _spike_noise_grad(p, tgt, work, stats, lik, scale):
+    # _noise_grad after _spike_lrt_loglik's draw
+    cfg = tgt.cfg[0]
+    n_w = p - cfg.n_noise
+    sw = weight_sum(tgt) if lik == 0 else 0.0
+    k = tgt.sizes[tgt.sizes.shape[0] - 1]
+    _noise_grad(p, n_w, k, tgt.tau, cfg, stats, sw, cfg.beta, work, scale)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def lbbnn_concrete_term(vparams, p, tgt, temperature, work, ws, stats, rng, with_grad, scale, act,
+                        lik):  # fmt: skip
+    """One Monte Carlo draw of ``beta loglik + log p(eta)`` at a draw of the weights with
+    the indicators relaxed to the concrete (binary Gumbel-softmax) distribution of
+    ``temperature`` (Maddison et al. 2017), ``gamma = sigmoid((lambda + logit(u)) / t)``,
+    and ``beta`` reparameterized; its gradient in ``vparams`` times ``scale`` added to
+    ``work.glam``. ``act`` and ``lik`` are the network's activation and likelihood codes."""
+    XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
+    cfg = cfgs[0]
+    n = XT.shape[0] // sizes[0]
+    n_layers = sizes.shape[0] - 1
+    k = sizes[n_layers]
+    n_w = p - cfg.n_noise
+    beta = cfg.beta
+    sw = weight_sum(tgt) if lik == 0 else 0.0
+    w = work.w
+    gam = work.meff
+    for i in range(p):
+        e = rng.standard_normal()
+        work.eps[i] = e
+        b = vparams[i] + work.sigma[i] * e
+        if work.psi[i] < 1.0:
+            u = rng.random()
+            gg = _sigmoid((vparams[2 * p + i] + math.log(u) - math.log1p(-u)) / temperature)
+            gam[i] = gg
+            w[i] = gg * b
+        else:
+            gam[i] = 1.0
+            w[i] = b
+    lp = 0.0
+    a0 = cfg.noise_shape
+    b0 = cfg.noise_rate
+    for o in range(p - n_w):
+        tau[o] = math.exp(w[n_w + o])
+        lp += a0 * w[n_w + o] - b0 * tau[o] + a0 * math.log(b0) - math.lgamma(a0)
+    out_base = forward(w, XT, sizes, offsets, act, n, ws)
+    ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, out_base + k * n, stats, cfg,
+                       0)  # fmt: skip
+    if with_grad:
+        g = work.grad
+        for i in range(n_w):
+            g[i] = 0.0
+        _backward(w, XT, sizes, offsets, act, n, ws, g, beta)
+        for o in range(p - n_w):
+            g[n_w + o] = beta * (0.5 * sw - 0.5 * tau[o] * stats[2 + o]) + a0 - b0 * tau[o]
+        glam = work.glam
+        for i in range(p):
+            gi = scale * g[i]
+            gg = gam[i]
+            glam[i] += gi * gg
+            glam[p + i] += gi * gg * work.eps[i] * work.dsigma[i]
+            if work.psi[i] < 1.0:
+                b = vparams[i] + work.sigma[i] * work.eps[i]
+                glam[2 * p + i] += gi * b * gg * (1.0 - gg) / temperature
+    return beta * ll + lp
+
+
+#: VI_CONFIG's ``lbbnn`` codes: the estimators of the spike-and-slab family's expected
+#: log-likelihood.
+LBBNN_LRT, LBBNN_CONCRETE, LBBNN_FLOW, LBBNN_LOWRANK = 1, 2, 3, 4
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def lbbnn_flow_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act, lik):
+    """One Monte Carlo draw of the spike-and-slab family with multiplicative normalizing
+    flows (Louizos and Welling 2017; Skaaret-Lund et al. 2024): ``beta loglik + log p(eta)
+    - KL(q(W | z) || p(W)) + log r(z | W) - log q(z)``, its gradient in ``vparams`` times
+    ``scale`` added to ``work.glam``.
+
+    Each weight layer draws its latent ``z`` (one per input, :mod:`skbnn.kernels.flows`);
+    given ``z``, the slab of weight ``(i, j)`` is ``N(z_i kappa_ij, sigma_ij^2)``, so the
+    KL is the mean-field one at the means ``z_i kappa_ij``, and the log-likelihood is drawn
+    by the local reparameterization trick at those means. The auxiliary ``r(z | W)`` is
+    Gaussian after ``r``'s own flow, with mean ``d0 + d1 nu`` and log variance ``v0 + d2
+    nu``, ``nu`` the mean over the layer's outputs ``j`` of ``tanh(sum_i e_i W_ij)``; the
+    sum is drawn from the Gaussian of its moments under ``q(W | z)``, as the
+    pre-activations are. Every term but the last two is the mean-field family's at the
+    scaled means; ``log r - log q`` makes the bound account for ``z``."""
+    sizes = tgt.sizes
+    offsets = tgt.offsets
+    n_layers = sizes.shape[0] - 1
+    n_w = p - tgt.cfg[0].n_noise
+    hid = vc.flow_hidden
+    n_steps = vc.flow_steps
+    fb = 3 * p
+    lay = work.flay
+    fc = work.fcache
+    shared = fc[: lay[0, 1]]  # the backward passes' scratch
+    keff = work.keff
+    value = 0.0
+    # z of every layer, -log q(z), and the scaled slab means
+    for i in range(p):
+        keff[i] = vparams[i]
+    for layer in range(n_layers):
+        d = sizes[layer]
+        n_out = sizes[layer + 1]
+        pb = fb + lay[layer, 0]
+        cb = lay[layer, 1]
+        zk = fc[cb + d : cb + 2 * d]
+        for i in range(d):
+            e = rng.standard_normal()
+            fc[cb + i] = e
+            sd = softplus(vparams[pb + d + i])
+            zk[i] = vparams[pb + i] + sd * e
+            value += 0.5 * e * e + math.log(sd) + 0.5 * _LOG_2PI
+        value += kflows.flow_forward(vparams, pb + kflows.BASE_VECTORS * d, d, hid, n_steps, zk,
+                                     fc, cb + 2 * d)  # fmt: skip
+        w_start = offsets[layer]
+        for i in range(d):
+            for j in range(n_out):
+                keff[w_start + i * n_out + j] *= zk[i]
+    gk = work.grad  # the gradient in keff, scaled
+    if with_grad:
+        for i in range(p):
+            gk[i] = 0.0
+    value += _spike_slab_kl(keff, vparams, p, n_w, work, with_grad, scale, gk)
+    # the log-likelihood by the local reparameterization trick at the scaled means
+    value += _spike_lrt_loglik(keff, vparams, p, tgt, work, ws, stats, rng, act, lik)
+    # log r(z | W), keeping what its gradient needs
+    for layer in range(n_layers):
+        value += kflows.log_r(vparams, p, sizes, offsets, layer, hid, n_steps, work.meff,
+                              work.gvar, work, rng)  # fmt: skip
+    if not with_grad:
+        return value
+    # gradients in the moments (unscaled): the likelihood's, then log r's
+    _spike_lrt_moment_grads(tgt, work, ws, act)
+    glam = work.glam
+    for layer in range(n_layers):
+        kflows.log_r_grad(vparams, p, sizes, offsets, layer, hid, n_steps, work.meff, work.gvar,
+                          work.w, work.eps, work, scale, shared)  # fmt: skip
+    _spike_lrt_chain(keff, p, n_w, work, scale, gk)
+    _spike_noise_grad(p, tgt, work, stats, lik, scale)
+    # from keff = z kappa to kappa (the biases' keff is kappa) and z, then back through q's
+    # flow to its base
+    for i in range(n_w):
+        glam[i] += gk[i]
+    for layer in range(n_layers):
+        d = sizes[layer]
+        n_out = sizes[layer + 1]
+        pb = fb + lay[layer, 0]
+        cb = lay[layer, 1]
+        zk = fc[cb + d : cb + 2 * d]
+        gz = fc[lay[layer + 1, 1] - 2 * d : lay[layer + 1, 1] - d]
+        w_start = offsets[layer]
+        for i in range(d):
+            acc = 0.0
+            for j in range(n_out):
+                t = w_start + i * n_out + j
+                acc += vparams[t] * gk[t]
+                glam[t] += (zk[i] - 1.0) * gk[t]
+            gz[i] += acc
+        kflows.flow_backward(vparams, pb + kflows.BASE_VECTORS * d, d, hid, n_steps, gz, scale,
+                             fc, cb + 2 * d, glam, shared)  # fmt: skip
+        for i in range(d):
+            sd = softplus(vparams[pb + d + i])
+            glam[pb + i] += gz[i]
+            glam[pb + d + i] += (gz[i] * fc[cb + i] + scale / sd) * _sigmoid(vparams[pb + d + i])
+    return value
+
+
+# --- LBBNN's low-rank slab (the talk's LBBNN-GP-MVN): per weight layer, the slabs are one
+# Gaussian N(kappa, diag(sigma^2) + V' V) with rank rows V, independent of the indicators
+# (so the KL is the indicators' plus the slabs'); biases keep their own Gaussian factors.
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def lowrank_layout(sizes, rank):
+    """Per weight layer, the start of its factors ``V`` (``rank x n_in n_out``, row-major,
+    columns in the layer's weight order) after ``vparams[3 p]``, and of its scratch (the
+    draw ``u``, ``rank``, and ``M^-1``, ``rank x rank``); the last row holds the totals."""
+    n_layers = sizes.shape[0] - 1
+    out = np.zeros((n_layers + 1, 2), np.int64)
+    for layer in range(n_layers):
+        out[layer + 1, 0] = out[layer, 0] + rank * sizes[layer] * sizes[layer + 1]
+        out[layer + 1, 1] = out[layer, 1] + rank + rank * rank
+    return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def lowrank_slab_terms(vparams, p, n_w, sizes, offsets, rank, work, with_grad):
+    """``-KL(q || prior)`` of the low-rank family in closed form, plus the entropy of the log
+    noise precisions; adds its gradient in ``vparams`` to ``work.glam`` when asked.
+    ``work.sigma`` and ``work.alpha`` must be current; leaves each layer's ``M^-1`` in its
+    scratch.
+
+    Per layer, ``KL(N(kappa, D + V'V) || N(0, S))`` with ``D = diag(sigma^2)`` and ``S`` the
+    slab's variances: ``sum KL_N(kappa, sigma) + sum V^2 / (2 s^2) - log det(M) / 2``, ``M
+    = I + V D^-1 V'`` (the determinant lemma); per weight with an indicator,
+    ``KL(Bernoulli(alpha) || Bernoulli(psi))``; the biases' ``KL_N``."""
+    glam = work.glam
+    fc = work.fcache
+    lay = work.flay
+    value = 0.0
+    for i in range(n_w, p):
+        s = work.sigma[i]
+        value += math.log(s) + 0.5 * (1.0 + _LOG_2PI)
+        if with_grad:
+            glam[p + i] += work.dsigma[i] / s
+    for layer in range(sizes.shape[0] - 1):
+        n_in = sizes[layer]
+        n_out = sizes[layer + 1]
+        w_start = offsets[layer]
+        n_wl = n_in * n_out
+        vb = 3 * p + lay[layer, 0]
+        for i in range(w_start, w_start + n_wl + n_out):
+            # KL_N of every slab and bias, and the indicators' KL
+            s = work.sigma[i]
+            k = vparams[i]
+            s0 = work.slab[i]
+            s02 = s0 * s0
+            value -= math.log(s0 / s) + 0.5 * (s * s + k * k) / s02 - 0.5
+            if with_grad:
+                glam[i] -= k / s02
+                glam[p + i] -= (s / s02 - 1.0 / s) * work.dsigma[i]
+            psi = work.psi[i]
+            if psi < 1.0:
+                a = work.alpha[i]
+                li = vparams[2 * p + i]
+                d_in = -softplus(-li) - math.log(psi)
+                d_out = -softplus(li) - math.log1p(-psi)
+                value -= a * d_in + (1.0 - a) * d_out
+                if with_grad:
+                    glam[2 * p + i] -= (d_in - d_out) * a * (1.0 - a)
+        if rank == 0:
+            continue
+        m = np.eye(rank)
+        for a in range(rank):
+            for t in range(n_wl):
+                va = vparams[vb + a * n_wl + t]
+                s2 = work.slab[w_start + t] ** 2
+                value -= 0.5 * va * va / s2
+                if with_grad:
+                    glam[vb + a * n_wl + t] -= va / s2
+        for a in range(rank):
+            for b in range(a, rank):
+                acc = 0.0
+                for t in range(n_wl):
+                    sg = work.sigma[w_start + t]
+                    acc += vparams[vb + a * n_wl + t] * vparams[vb + b * n_wl + t] / (sg * sg)
+                m[a, b] += acc
+                m[b, a] = m[a, b]
+        chol = np.linalg.cholesky(m)
+        for a in range(rank):
+            value += math.log(chol[a, a])
+        minv = np.linalg.inv(m)
+        mb = lay[layer, 1] + rank
+        for a in range(rank):
+            for b in range(rank):
+                fc[mb + a * rank + b] = minv[a, b]
+        if not with_grad:
+            continue
+        # d/dV = M^-1 U, d/dsigma_t = -sigma_t (U' M^-1 U)_tt, U = V D^-1
+        for t in range(n_wl):
+            sg = work.sigma[w_start + t]
+            diag = 0.0
+            for a in range(rank):
+                mu_a = 0.0
+                for b in range(rank):
+                    mu_a += minv[a, b] * vparams[vb + b * n_wl + t]
+                mu_a /= sg * sg
+                glam[vb + a * n_wl + t] += mu_a
+                diag += vparams[vb + a * n_wl + t] / (sg * sg) * mu_a
+            glam[p + w_start + t] -= sg * diag * work.dsigma[w_start + t]
+    return value
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def lbbnn_lowrank_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act, lik):
+    """One Monte Carlo draw of ``beta loglik + log p(eta)`` for the low-rank family: each
+    layer's ``u ~ N(0, I)`` (one for the minibatch) gives the slab means ``kappa + V'u``;
+    given them the slabs are independent, and the pre-activations are drawn per row by the
+    local reparameterization trick as in the mean-field family. Its gradient in
+    ``vparams`` times ``scale`` added to ``work.glam``."""
+    sizes = tgt.sizes
+    offsets = tgt.offsets
+    n_layers = sizes.shape[0] - 1
+    n_w = p - tgt.cfg[0].n_noise
+    rank = vc.rank
+    lay = work.flay
+    fc = work.fcache
+    keff = work.keff
+    for i in range(p):
+        keff[i] = vparams[i]
+    for layer in range(n_layers):
+        n_wl = sizes[layer] * sizes[layer + 1]
+        w_start = offsets[layer]
+        vb = 3 * p + lay[layer, 0]
+        for a in range(rank):
+            u = rng.standard_normal()
+            fc[lay[layer, 1] + a] = u
+            for t in range(n_wl):
+                keff[w_start + t] += vparams[vb + a * n_wl + t] * u
+    value = _spike_lrt_loglik(keff, vparams, p, tgt, work, ws, stats, rng, act, lik)
+    if not with_grad:
+        return value
+    _spike_lrt_moment_grads(tgt, work, ws, act)
+    glam = work.glam
+    gk = work.grad
+    for i in range(n_w):
+        gk[i] = 0.0
+    _spike_lrt_chain(keff, p, n_w, work, scale, gk)
+    for i in range(n_w):
+        glam[i] += gk[i]
+    for layer in range(n_layers):
+        n_wl = sizes[layer] * sizes[layer + 1]
+        w_start = offsets[layer]
+        vb = 3 * p + lay[layer, 0]
+        for a in range(rank):
+            u = fc[lay[layer, 1] + a]
+            for t in range(n_wl):
+                glam[vb + a * n_wl + t] += gk[w_start + t] * u
+    _spike_noise_grad(p, tgt, work, stats, lik, scale)
+    return value
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _spike_slab_mc_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act, lik):
+    # mc_term for the spike-and-slab family, by the estimator vc.lbbnn says; act and lik
+    # are the network's codes, constants in a specialized epoch kernel
+    if vc.lbbnn == 1:
+        return lbbnn_lrt_term(vparams, p, tgt, work, ws, stats, rng, with_grad, scale, act, lik)
+    return lbbnn_concrete_term(vparams, p, tgt, vc.temperature, work, ws, stats, rng, with_grad,
+                               scale, act, lik)  # fmt: skip
