@@ -19,6 +19,10 @@ Two suites (``--suite``):
 * (``--only cold_start``, not run by default) the quickstart and the default estimator on
   15,000 rows, each a new process on an empty numba cache, then on the filled one.
 
+A method named ``lbbnn_flow`` or ``lbbnn_lowrank`` is ``LBBNN(posterior="flow")`` or
+``LBBNN(posterior="lowrank")`` with its other defaults; ``--synthetic friedman15000``
+keeps one synthetic problem.
+
 Per fit it records the test log-likelihood (nats per row, in the target's units) or log
 loss, RMSE, the coverage of 90 % predictive intervals, the fit's wall and compile time, the
 ``ConvergenceWarning`` texts, and the method ``"auto"`` chose. ``--report FILE`` turns the
@@ -37,6 +41,8 @@ Usage::
     python benchmarks/defaults.py --suite methods --out benchmarks/results/defaults_methods.jsonl
     python benchmarks/defaults.py --suite methods --only uci --methods ensemble --splits 0-4
     python benchmarks/defaults.py --report benchmarks/results/defaults_methods.jsonl
+    python benchmarks/defaults.py --suite methods --only synthetic --synthetic friedman15000 \
+        --methods lbbnn lbbnn_flow lbbnn_lowrank --out results.jsonl
     python benchmarks/defaults.py --suite priors --datasets iris wine --out results.jsonl
 
 The timings are wall times on a machine whose cores may be shared: compare them within one
@@ -388,6 +394,11 @@ def _regressor(name: str, seed: int, protocol: bool):
         return BayesianMLPRegressor(**kw)
     if protocol:
         kw.update(hidden_layer_sizes=(50,), activation="relu")
+    if name.startswith("lbbnn_"):
+        # LBBNN's other variational families, as a user asks for them
+        from skbnn.methods import LBBNN
+
+        return BayesianMLPRegressor(method=LBBNN(posterior=name[len("lbbnn_") :]), **kw)
     return BayesianMLPRegressor(method=name, **kw)
 
 
@@ -429,6 +440,7 @@ def _regression_fit(name, seed, data, protocol) -> dict:
         "test_ll": log_predictive_scorer(est, X_test, y_test),
         "rmse": float(np.sqrt(np.mean((est.predict(X_test) - y_test) ** 2))),
         "coverage_90": float(np.mean((y_test >= low) & (y_test <= high))),
+        **({"density": float(est.density_)} if hasattr(est, "density_") else {}),
     }
 
 
@@ -496,6 +508,8 @@ def methods_suite(args, common, out) -> None:
                            "method": name, **record}, out)  # fmt: skip
     if "synthetic" in args.only:
         for problem, n, seeds in SYNTHETIC:
+            if args.synthetic and f"{problem}{n}" not in args.synthetic:
+                continue
             for seed in range(seeds):
                 data = synthetic(problem, n, seed)
                 for name in names:
@@ -643,7 +657,7 @@ def report(path: str) -> str:
               "the first):", "", head, rule]  # fmt: skip
     lines += cells(lambda m, d, fits: f"{np.mean([r['fit_time'] for r in fits]):.1f}")
     lines += ["", "**Synthetic problems and diabetes** (test log-likelihood, 90 % coverage, "
-              "fit time; mean over seeds or splits):", ""]  # fmt: skip
+              "fit time, and LBBNN's density; mean over seeds or splits):", ""]  # fmt: skip
     sets = list(dict.fromkeys(r["dataset"] for r in rows if r["part"] in ("synthetic", "diabetes")))
     lines.append("| data | " + " | ".join(methods) + " |")
     lines.append("|---" * (len(methods) + 1) + "|")
@@ -660,6 +674,8 @@ def report(path: str) -> str:
             t = np.mean([r["fit_time"] for r in fits])
             chose = {r["method_"] for r in fits} if m == "default" else set()
             note = f" ({'/'.join(sorted(chose))})" if chose else ""
+            if all("density" in r for r in fits):
+                note += f", density {np.mean([r['density'] for r in fits]):.3f}"
             cells.append(f"{ll:.2f}, {cov:.2f}, {t:.1f} s{note}")
         lines.append(f"| {dataset} | " + " | ".join(cells) + " |")
 
@@ -742,6 +758,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--only", nargs="+", default=["uci", "synthetic", "diabetes",
                         "classification"], help="methods suite: these parts")  # fmt: skip
+    parser.add_argument("--synthetic", nargs="+", default=None,
+                        choices=[f"{p}{n}" for p, n, _ in SYNTHETIC],
+                        help="methods suite: these synthetic problems only")  # fmt: skip
     parser.add_argument("--splits", default="all", help='UCI splits: "all", "0-4" or "0,3"')
     parser.add_argument("--data-dir", default=None, help="default: ../shared/data/uci")
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
