@@ -11,6 +11,7 @@ import joblib
 import numpy as np
 from joblib import effective_n_jobs
 from numpy.typing import ArrayLike
+from scipy.special import entr
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
@@ -280,6 +281,17 @@ def _check_predictive_args(kind="total", coverage=0.5, n_samples=1) -> None:
         raise ValueError(f"coverage must be a float in (0, 1), got {coverage!r}")
     if not (isinstance(n_samples, Integral) and n_samples >= 1):
         raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
+
+
+def _entropy_parts(proba: np.ndarray, aleatoric: np.ndarray, kind: str) -> np.ndarray:
+    """The ``kind`` part of the predictive entropy, from the averaged class probabilities
+    and the average of the draws' entropies."""
+    total = entr(proba).sum(axis=1)
+    if kind == "total":
+        return total
+    # the difference is the mutual information, >= 0 up to rounding
+    aleatoric = np.minimum(aleatoric, total)
+    return aleatoric if kind == "aleatoric" else total - aleatoric
 
 
 def _finite_prediction(a: np.ndarray) -> np.ndarray:
@@ -850,6 +862,48 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         ndarray of shape (n_samples, n_classes)
         """
         return self._class_probabilities(X)[1]
+
+    def _entropies(self, X):
+        """The class probabilities (n, n_classes) and the posterior average of each draw's
+        entropy (n,)."""
+        X = self._validate_X(X)
+        mean = np.empty((X.shape[0], len(self.classes_)))
+        expected = np.empty(X.shape[0])
+        binary = len(self.classes_) == 2
+        for rows, m, h in self.posterior_.class_entropies(self._network(), X, binary):
+            mean[rows] = m
+            expected[rows] = h
+        return np.clip(mean, 0.0, 1.0, out=mean), expected
+
+    def predict_entropy(self, X: ArrayLike, kind: str = "total") -> np.ndarray:
+        """Entropy of the predictive class distribution, in nats, and its two parts.
+
+        The total is the entropy of :meth:`predict_proba`. It splits into the posterior
+        average of each network's own entropy (``"aleatoric"``: classes that overlap where
+        the data do) and the rest, the mutual information between the label and the
+        weights (``"epistemic"``: networks that disagree, as they do away from the training
+        data; the BALD score of active learning).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        kind : {"total", "epistemic", "aleatoric"}, default="total"
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Between 0 and ``log(n_classes)``.
+
+        Notes
+        -----
+        Laplace's linearized predictive averages its entropies over draws of the Gaussian
+        logits; the total is still the entropy of :meth:`predict_proba`, so with its probit
+        link the epistemic part is the difference of two approximations, set to 0 where
+        it falls below.
+        """
+        _check_predictive_args(kind=kind)
+        mean, aleatoric = self._entropies(X)
+        return _entropy_parts(mean, aleatoric, kind)
 
     def _log_predictive_density(self, X, y):
         """Per-row log posterior predictive probability of the labels ``y``."""

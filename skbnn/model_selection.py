@@ -18,7 +18,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _num_samples, check_array, check_is_fitted
 
-from .estimators import _check_predictive_args, _finite_prediction
+from .estimators import _check_predictive_args, _entropy_parts, _finite_prediction
 from .exceptions import ConvergenceWarning
 from .kernels.predict import mixture_quantiles
 from .methods import METHODS
@@ -630,6 +630,28 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         total = {"epistemic": epistemic, "aleatoric": aleatoric,
                  "total": epistemic + aleatoric}[kind]  # fmt: skip
         return self._squeeze(np.sqrt(total))
+
+    @available_if(_is_classifier)
+    def predict_entropy(self, X: ArrayLike, kind: str = "total") -> np.ndarray:
+        """Entropy of the model-averaged class distribution, in nats, and its two parts.
+
+        As :meth:`~skbnn.BayesianMLPClassifier.predict_entropy`, over every candidate's
+        posterior draws weighted by the candidates' probabilities: the epistemic part
+        includes the candidates' disagreement.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        kind : {"total", "epistemic", "aleatoric"}, default="total"
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+        """
+        _check_predictive_args(kind=kind)
+        parts = self._per_candidate(X, lambda final, Xc: final._entropies(Xc))
+        proba = sum(w * m for w, (m, _) in parts)
+        return _entropy_parts(proba, sum(w * h for w, (_, h) in parts), kind)
 
     @available_if(_is_regressor)
     def predict_mixture(self, X: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

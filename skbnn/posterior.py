@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import expit, softmax
+from scipy.special import entr, expit, softmax
 
 from ._kron import KronPrecision, output_derivatives
 from .kernels import backprop as kbackprop
@@ -192,6 +192,11 @@ def class_probabilities(f, binary: bool) -> np.ndarray:
     return softmax(np.transpose(f, (0, 2, 1)), axis=-1)
 
 
+def _entropy(p: np.ndarray) -> np.ndarray:
+    """Shannon entropy in nats over the last axis, with ``0 log 0 = 0``."""
+    return entr(p).sum(axis=-1)
+
+
 def _weighted_mean_sd(w, p):
     """Weighted mean and sd over the first axis (two passes: ``E[p^2] - m^2`` cancels
     catastrophically for p near 0 or 1)."""
@@ -321,6 +326,18 @@ class WeightedDraws:
         w = self.normalized_weights()
         for rows, f in net.outputs(X, self.thetas):
             yield (rows, *_weighted_mean_sd(w, class_probabilities(f, binary)))
+
+    def class_entropies(self, net: ForwardPass, X, binary: bool):
+        """Posterior-averaged class probabilities and the posterior average of each draw's
+        entropy, the aleatoric part of the predictive entropy.
+
+        Yields ``(rows, mean, expected_entropy)`` per chunk, of shapes
+        ``(n_chunk, n_classes)`` and ``(n_chunk,)``.
+        """
+        w = self.normalized_weights()
+        for rows, f in net.outputs(X, self.thetas):
+            p = class_probabilities(f, binary)
+            yield rows, np.einsum("s,s...->...", w, p), w @ _entropy(p)
 
     def __repr__(self) -> str:
         kind = "weighted" if self.weights is not None else "equally weighted"
@@ -642,6 +659,20 @@ class LaplacePosterior(GaussianPosterior):
         if self.predictive_kind != "glm":
             yield from super().class_probabilities(net, X, binary)
             return
+        yield from self._map_linearized(net, X, self._glm_classes(binary, entropy=False))
+
+    def class_entropies(self, net: ForwardPass, X, binary: bool):
+        """See :meth:`WeightedDraws.class_entropies`. Under the GLM predictive the mean is
+        :meth:`class_probabilities`' and the expected entropy is over the draws of the
+        Gaussian logits."""
+        if self.predictive_kind != "glm":
+            yield from super().class_entropies(net, X, binary)
+            return
+        yield from self._map_linearized(net, X, self._glm_classes(binary, entropy=True))
+
+    def _glm_classes(self, binary: bool, entropy: bool):
+        """The chunk function of the GLM predictive's class probabilities: ``(rows, mean,
+        sd)``, or ``(rows, mean, expected entropy)`` with ``entropy``."""
         delta = self.deviations(self._n_link, np.random.default_rng(self._link_seed))
         w = np.full(self._n_link, 1.0 / self._n_link)
 
@@ -651,9 +682,9 @@ class LaplacePosterior(GaussianPosterior):
             if self.link_approx == "probit":
                 kappa = 1.0 / np.sqrt(1.0 + (math.pi / 8.0) * lin.variances())
                 mean = class_probabilities((kappa * f)[None], binary)[0]
-            return rows, mean, sd
+            return rows, mean, (w @ _entropy(draws) if entropy else sd)
 
-        yield from self._map_linearized(net, X, part)
+        return part
 
     def covariance(self, component: int = 0) -> np.ndarray:
         """The full covariance matrix (``n_params`` squared: small models)."""

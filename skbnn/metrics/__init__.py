@@ -13,11 +13,16 @@ A Bayesian network predicts a distribution, not a number, and these functions ju
 * :func:`log_predictive_density`: the mean log density of ``y_true`` under the mixture,
   computed exactly (higher is better; ``log_predictive_scorer`` is its scorer);
 * :func:`expected_calibration_error` for classifiers' ``predict_proba``;
+* out-of-distribution detection: :func:`uncertainty_score` (a posterior's per-row
+  uncertainty: the epistemic sd, the predictive entropy or the mutual information), and
+  how well it tells shifted inputs from familiar ones, :func:`ood_auroc` and
+  :func:`ood_fpr_at_tpr`;
 * plots, as scikit-learn's ``Display`` objects (``from_estimator``, ``from_predictions``,
   ``.plot(ax=...)``; matplotlib, the ``plot`` extra, is imported only when they draw):
   :class:`PredictiveBandDisplay` (a 1-D input's predictive mean, intervals and posterior
-  draws) and :class:`PITDisplay` (observed against nominal coverage, or the PIT
-  histogram). For classifiers, :class:`sklearn.calibration.CalibrationDisplay` draws the
+  draws), :class:`PITDisplay` (observed against nominal coverage, or the PIT histogram)
+  and :class:`OutOfDistributionDisplay` (an uncertainty score on familiar and on shifted
+  inputs). For classifiers, :class:`sklearn.calibration.CalibrationDisplay` draws the
   reliability diagram.
 
 The functions that take a predictive distribution name its family by suffix, as the
@@ -43,8 +48,10 @@ from ._scores import (
     pit_ensemble,
     pit_mixture,
 )
+from ._shift import OutOfDistributionDisplay, ood_auroc, ood_fpr_at_tpr, uncertainty_score
 
 __all__ = [
+    "OutOfDistributionDisplay",
     "PITDisplay",
     "PredictiveBandDisplay",
     "crps_ensemble",
@@ -54,6 +61,9 @@ __all__ = [
     "interval_coverage",
     "log_predictive_density",
     "mean_interval_width",
+    "ood_auroc",
+    "ood_fpr_at_tpr",
     "pit_ensemble",
     "pit_mixture",
+    "uncertainty_score",
 ]
