@@ -19,7 +19,6 @@ distributions on a held-out quarter with :mod:`skbnn.metrics`:
 import matplotlib.pyplot as plt
 from sklearn.datasets import load_diabetes
 from sklearn.model_selection import train_test_split
-from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skbnn import BayesianMLPRegressor
@@ -31,6 +30,7 @@ from skbnn.metrics import (
     log_predictive_density,
     mean_interval_width,
 )
+from skbnn.pipeline import make_pipeline
 
 X, y = load_diabetes(return_X_y=True)
 X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, random_state=0)
@@ -47,9 +47,9 @@ for i, (name, method) in enumerate(methods.items()):
     model = make_pipeline(
         StandardScaler(), BayesianMLPRegressor(method=method, random_state=0, n_jobs=2)
     ).fit(X_train, y_train)
-    reg, Xt = model[-1], model[:-1].transform(X_test)
-    lower, upper = reg.predict_interval(Xt, coverage=0.9)
-    means, stds, weights = reg.predict_mixture(Xt)
+    # skbnn's make_pipeline: the predictive methods reach the last step
+    lower, upper = model.predict_interval(X_test, coverage=0.9)
+    means, stds, weights = model.predict_mixture(X_test)
     print(
         f"{name:15s} {interval_coverage(y_test, lower, upper):13.2f} "
         f"{mean_interval_width(lower, upper):7.1f} "
