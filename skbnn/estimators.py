@@ -11,7 +11,6 @@ import joblib
 import numpy as np
 from joblib import effective_n_jobs
 from numpy.typing import ArrayLike
-from scipy.special import entr
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
@@ -27,6 +26,7 @@ from ._data import (
     warn_unscaled,
     weighted_rows,
 )
+from ._predictive import check_predictive_args, entropy_parts, finite_prediction
 from .exceptions import InconsistentVersionWarning, warn
 from .kernels.predict import mixture_quantiles
 from .layout import ACTIVATIONS, NetworkLayout
@@ -273,40 +273,6 @@ class _BaseBayesianMLP(BaseEstimator):
         return validate_data(self, X, reset=False, dtype=np.float64)
 
 
-def _check_predictive_args(kind="total", coverage=0.5, n_samples=1) -> None:
-    """``ValueError`` naming a predictive method's argument that is out of its range."""
-    if kind not in ("total", "epistemic", "aleatoric"):
-        raise ValueError(f"kind must be one of 'total', 'epistemic', 'aleatoric'; got {kind!r}")
-    if not (isinstance(coverage, Real) and 0 < coverage < 1):
-        raise ValueError(f"coverage must be a float in (0, 1), got {coverage!r}")
-    if not (isinstance(n_samples, Integral) and n_samples >= 1):
-        raise ValueError(f"n_samples must be a positive int, got {n_samples!r}")
-
-
-def _entropy_parts(proba: np.ndarray, aleatoric: np.ndarray, kind: str) -> np.ndarray:
-    """The ``kind`` part of the predictive entropy, from the averaged class probabilities
-    and the average of the draws' entropies."""
-    total = entr(proba).sum(axis=1)
-    if kind == "total":
-        return total
-    # the difference is the mutual information, >= 0 up to rounding
-    aleatoric = np.minimum(aleatoric, total)
-    return aleatoric if kind == "aleatoric" else total - aleatoric
-
-
-def _finite_prediction(a: np.ndarray) -> np.ndarray:
-    """``a``, or a ValueError when a prediction overflowed float64: inputs far beyond the
-    training data's scale (or a y near 1e300) can take the network's outputs, their spread
-    or their units beyond its range, which must not come back as inf or NaN."""
-    if not np.all(np.isfinite(a)):
-        raise ValueError(
-            "the prediction overflows float64 at these inputs (the network's outputs, or "
-            "their spread in the units of y, are beyond its range): check X for extreme "
-            "values (standardize X) and y's scale"
-        )
-    return a
-
-
 def _unchanged_on_failure(fit):
     """``fit`` that leaves the estimator as it was when it raises, also on Ctrl-C
     (``KeyboardInterrupt``): unfitted, or with its previous fit intact, so that it can be
@@ -545,10 +511,10 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         y_std : ndarray, same shape, only with ``return_std``
         """
         mean, var, alea = self._moments(X)
-        y_mean = self._squeeze(_finite_prediction(mean * self._y_std + self._y_mean))
+        y_mean = self._squeeze(finite_prediction(mean * self._y_std + self._y_mean))
         if not return_std:
             return y_mean
-        return y_mean, self._squeeze(_finite_prediction(np.sqrt(var + alea) * self._y_std))
+        return y_mean, self._squeeze(finite_prediction(np.sqrt(var + alea) * self._y_std))
 
     def predict_std(self, X: ArrayLike, kind: str = "total") -> np.ndarray:
         """Standard deviation of the prediction.
@@ -565,10 +531,10 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         -------
         ndarray of shape (n_samples,) or (n_samples, n_outputs)
         """
-        _check_predictive_args(kind=kind)
+        check_predictive_args(kind=kind)
         _, var, alea = self._moments(X)
         total = {"epistemic": var, "aleatoric": alea, "total": var + alea}[kind]
-        return self._squeeze(_finite_prediction(np.sqrt(total) * self._y_std))
+        return self._squeeze(finite_prediction(np.sqrt(total) * self._y_std))
 
     def predict_interval(
         self, X: ArrayLike, coverage: float = 0.9
@@ -588,7 +554,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         -------
         lower, upper : ndarrays of shape (n_samples,) or (n_samples, n_outputs)
         """
-        _check_predictive_args(coverage=coverage)
+        check_predictive_args(coverage=coverage)
         X = self._validate_X(X)
         probs = np.array([(1 - coverage) / 2, (1 + coverage) / 2])
         bounds = np.empty((2, X.shape[0], self.n_outputs_))
@@ -611,7 +577,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
 
                 thread_map(part, parts, n_threads)
                 bounds[:, rows, o] = dest.T
-        bounds = _finite_prediction(bounds * self._y_std + self._y_mean)
+        bounds = finite_prediction(bounds * self._y_std + self._y_mean)
         return self._squeeze(bounds[0]), self._squeeze(bounds[1])
 
     def sample_y(self, X: ArrayLike, n_samples: int = 1, random_state=None) -> np.ndarray:
@@ -631,7 +597,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         ndarray of shape (n_samples_X, n_samples) or (n_samples_X, n_outputs, n_samples)
             As ``GaussianProcessRegressor.sample_y``.
         """
-        _check_predictive_args(n_samples=n_samples)
+        check_predictive_args(n_samples=n_samples)
         X = self._validate_X(X)
         rng = np.random.default_rng(seed_sequence(random_state))
         out = np.empty((X.shape[0], self.n_outputs_, n_samples))
@@ -639,7 +605,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         for rows, f, sd in draws:
             noise = rng.standard_normal(f.shape) * sd
             out[rows] = np.transpose(f + noise, (2, 1, 0))
-        out = _finite_prediction(out * self._y_std[None, :, None] + self._y_mean[None, :, None])
+        out = finite_prediction(out * self._y_std[None, :, None] + self._y_mean[None, :, None])
         return out[:, 0, :] if self.n_outputs_ == 1 else out
 
     def predict_mixture(self, X: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -676,8 +642,8 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
                 stds = np.empty_like(means)
                 weights = w
             means[rows], stds[rows] = mu, sd
-        means = _finite_prediction(means * self._y_std[:, None] + self._y_mean[:, None])
-        stds = _finite_prediction(stds * self._y_std[:, None])
+        means = finite_prediction(means * self._y_std[:, None] + self._y_mean[:, None])
+        stds = finite_prediction(stds * self._y_std[:, None])
         if self.n_outputs_ == 1:
             means, stds = means[:, 0], stds[:, 0]
         return means, stds, np.array(weights)
@@ -901,9 +867,9 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         link the epistemic part is the difference of two approximations, set to 0 where
         it falls below.
         """
-        _check_predictive_args(kind=kind)
+        check_predictive_args(kind=kind)
         mean, aleatoric = self._entropies(X)
-        return _entropy_parts(mean, aleatoric, kind)
+        return entropy_parts(mean, aleatoric, kind)
 
     def _log_predictive_density(self, X, y):
         """Per-row log posterior predictive probability of the labels ``y``."""

@@ -18,7 +18,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import _num_samples, check_array, check_is_fitted
 
-from .estimators import _check_predictive_args, _entropy_parts, _finite_prediction
+from ._predictive import check_predictive_args, entropy_parts, finite_prediction
 from .exceptions import ConvergenceWarning
 from .kernels.predict import mixture_quantiles
 from .methods import METHODS
@@ -531,7 +531,7 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
             scale = final._y_std**2
             mean, var, alea = mean * final._y_std + final._y_mean, var * scale, alea * scale
             # as the estimators' own predictions: an overflow is an error, not an inf
-            return _finite_prediction(mean), _finite_prediction(var), _finite_prediction(alea)
+            return finite_prediction(mean), finite_prediction(var), finite_prediction(alea)
 
         parts = self._per_candidate(X, moments)
         mean = sum(w * m for w, (m, _, _) in parts)
@@ -618,7 +618,7 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         ndarray of shape (n_samples,) or (n_samples, n_outputs); classifier
         (n_samples, n_classes)
         """
-        _check_predictive_args(kind=kind)
+        check_predictive_args(kind=kind)
         if self._is_classifier():
             if kind != "total":
                 raise ValueError(f"a classifier's predict_std has kind='total' only; got {kind!r}")
@@ -648,10 +648,10 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples,)
         """
-        _check_predictive_args(kind=kind)
+        check_predictive_args(kind=kind)
         parts = self._per_candidate(X, lambda final, Xc: final._entropies(Xc))
         proba = sum(w * m for w, (m, _) in parts)
-        return _entropy_parts(proba, sum(w * h for w, (_, h) in parts), kind)
+        return entropy_parts(proba, sum(w * h for w, (_, h) in parts), kind)
 
     @available_if(_is_regressor)
     def predict_mixture(self, X: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -696,7 +696,7 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         -------
         lower, upper : ndarrays of shape (n_samples,) or (n_samples, n_outputs)
         """
-        _check_predictive_args(coverage=coverage)
+        check_predictive_args(coverage=coverage)
         probs = np.array([(1 - coverage) / 2, (1 + coverage) / 2])
         lower, upper = [], []
         n = _num_samples(X)
@@ -735,7 +735,7 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples_X, n_samples) or (n_samples_X, n_outputs, n_samples)
         """
-        _check_predictive_args(n_samples=n_samples)
+        check_predictive_args(n_samples=n_samples)
         estimators, p = self._weighted()
         seeds = seed_sequence(random_state).spawn(len(estimators) + 1)
         rng = np.random.default_rng(seeds[-1])
