@@ -106,6 +106,40 @@ def test_uci_harness_rejects_a_missing_split(uci_dir, monkeypatch):
               monkeypatch)  # fmt: skip
 
 
+def test_conformal_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, capsys):
+    # benchmarks/conformal.py: the calibration rows cut from the split's training rows, one
+    # line per fit with each interval's coverage and width, and the report's rows built
+    # from those lines
+    pytest.importorskip("mapie")
+    out = tmp_path / "conformal.jsonl"
+    argv = ["--datasets", "tiny", "--data-dir", str(uci_dir), "--splits", "1",
+            "--methods", "point", "ensemble", "--cal-fraction", "0.4", "--n-jobs", "1",
+            "--out", str(out)]  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _main("conformal.py", argv, monkeypatch)
+    point, fit = [json.loads(s) for s in out.read_text().splitlines()]
+    assert (point["method"], fit["method"], fit["split"]) == ("point", "ensemble", 1)
+    for r in (point, fit):
+        assert (r["n_fit"], r["n_cal"], r["n_test"]) == (18, 12, 10)
+    kinds = {"raw", "std", "abs"}
+    assert {k[len("width_") :] for k in fit if k.startswith("width_")} == kinds
+    assert {k for k in point if k.startswith(("width_", "coverage_"))} == {
+        "width_abs", "coverage_abs"
+    }  # fmt: skip
+    for kind in kinds:
+        # a share of the 10 test rows, and a width in the target's units (sd about 14)
+        assert fit[f"coverage_{kind}"] * 10 == pytest.approx(round(fit[f"coverage_{kind}"] * 10))
+        assert 0 < fit[f"width_{kind}"] < 1000
+    capsys.readouterr()
+    _main("conformal.py", ["--report", str(out)], monkeypatch)
+    table = capsys.readouterr().out.splitlines()
+    cells = " | ".join(f"{fit[f'coverage_{k}']:.3f} | {fit[f'width_{k}']:.2f}"
+                       for k in ("raw", "std", "abs"))  # fmt: skip
+    assert f"| tiny | ensemble | 1 | {cells} |" in table
+    assert any(row.startswith("| tiny | MLPRegressor (point) | 1 |") for row in table)
+
+
 @pytest.mark.statistical
 def test_smc_boston_runs_on_a_tiny_stand_in(uci_dir, monkeypatch, capsys, seed):
     import shutil

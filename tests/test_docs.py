@@ -12,6 +12,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 import skbnn
+import skbnn.pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "doc"
@@ -62,6 +63,27 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
     )
 
 
+def test_conformal_table_matches_the_benchmark_results(monkeypatch):
+    # doc/conformal.md's table is benchmarks/conformal.py's report of its results file
+    # (reading the file needs no MAPIE)
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(
+        "conformal_benchmark", ROOT / "benchmarks" / "conformal.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = (DOC / "conformal.md").read_text()
+    match = re.search(
+        r"<!-- conformal-table:start -->\n(.*?)<!-- conformal-table:end -->", text, re.S
+    )
+    assert match, "doc/conformal.md lost its conformal-table markers"
+    assert match[1] == module.report(ROOT / "benchmarks" / "results" / "conformal.jsonl"), (
+        "doc/conformal.md's table differs from benchmarks/results/conformal.jsonl; paste "
+        "`python benchmarks/conformal.py --report benchmarks/results/conformal.jsonl` "
+        "between the markers"
+    )
+
+
 def test_methods_table_in_index_matches_the_code():
     # no fit, well under a second
     table = _methods_table()
@@ -100,6 +122,14 @@ def test_documented_pipeline_pattern_reaches_std_and_interval():
     assert np.all(lower < mean) and np.all(mean < upper)
     # float32 in, float64 out, as doc/user_guide.md explains
     assert mean.dtype == std.dtype == lower.dtype == np.float64
+
+    # the documented drop-in: the same calls on the pipeline itself
+    pipe = skbnn.pipeline.make_pipeline(StandardScaler(), model).fit(X, y)
+    Xt = pipe[:-1].transform(X)
+    np.testing.assert_array_equal(pipe.predict_interval(X, coverage=0.9)[0],
+                                  pipe[-1].predict_interval(Xt, coverage=0.9)[0])  # fmt: skip
+    np.testing.assert_array_equal(pipe.predict_std(X, kind="epistemic"),
+                                  pipe[-1].predict_std(Xt, kind="epistemic"))  # fmt: skip
 
 
 def _paragraphs(text):
