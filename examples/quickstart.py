@@ -15,10 +15,10 @@ import numpy as np
 from sklearn.datasets import load_diabetes
 from sklearn.linear_model import BayesianRidge
 from sklearn.model_selection import train_test_split
-from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from skbnn import BayesianMLPRegressor
+from skbnn.pipeline import make_pipeline
 
 X, y = load_diabetes(return_X_y=True)
 X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, random_state=0)
@@ -30,7 +30,7 @@ fit_time = time.perf_counter() - start
 
 mean, std = model.predict(X_test, return_std=True)
 bnn = model[-1]
-lower, upper = bnn.predict_interval(model[:-1].transform(X_test), coverage=0.9)
+lower, upper = model.predict_interval(X_test, coverage=0.9)
 ridge = make_pipeline(StandardScaler(), BayesianRidge()).fit(X_train, y_train)
 
 rmse = np.sqrt(np.mean((mean - y_test) ** 2))
