@@ -87,6 +87,28 @@ def machine() -> dict:
     }
 
 
+def provenance(script: str, argv: list[str] | None) -> dict:
+    """What every results line records of its run: the commit, the versions of skbnn and
+    scikit-learn, the command that reproduces it (``python benchmarks/<script> ...``) and
+    :func:`machine`."""
+    import shlex
+    import subprocess
+    import sys
+
+    import sklearn
+
+    from skbnn import __version__
+
+    commit = subprocess.run(
+        ["git", "-C", str(Path(__file__).resolve().parents[1]), "rev-parse", "--short", "HEAD"],
+        capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    argv = sys.argv[1:] if argv is None else list(argv)
+    return {"commit": commit, "skbnn": __version__, "sklearn": sklearn.__version__,
+            "command": "python " + shlex.join([f"benchmarks/{script}", *argv]),
+            **machine()}  # fmt: skip
+
+
 def fresh_numba_cache(prefix: str = "skbnn-compare-") -> None:
     """Point numba's cache at a new empty folder, so the first fit compiles as on a new
     install (set before skbnn is imported)."""

@@ -36,8 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
-import subprocess
 import sys
 import time
 import warnings
@@ -46,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _uci import emitter, load_split, machine, split_ids  # noqa: E402
+from _uci import emitter, load_split, provenance, split_ids  # noqa: E402
 from defaults import _regressor  # noqa: E402
 from uci import parse_splits  # noqa: E402
 
@@ -231,20 +229,10 @@ def main(argv: list[str] | None = None) -> None:
         return
 
     import mapie
-    import sklearn
 
-    from skbnn import __version__
-
-    commit = subprocess.run(
-        ["git", "-C", str(Path(__file__).resolve().parents[1]), "rev-parse", "--short", "HEAD"],
-        capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
-    argv = sys.argv[1:] if argv is None else list(argv)
-    common = {"benchmark": "conformal", "commit": commit, "skbnn": __version__,
-              "mapie": mapie.__version__, "sklearn": sklearn.__version__,
-              "coverage": COVERAGE, "cal_fraction": args.cal_fraction,
-              "command": "python " + shlex.join(["benchmarks/conformal.py", *argv]),
-              **machine()}  # fmt: skip
+    common = {"benchmark": "conformal", **provenance("conformal.py", argv),
+              "mapie": mapie.__version__, "coverage": COVERAGE,
+              "cal_fraction": args.cal_fraction}  # fmt: skip
     run(args, common)
 
 

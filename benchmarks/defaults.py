@@ -54,7 +54,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -65,7 +64,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _uci import machine  # noqa: E402
+from _uci import provenance  # noqa: E402
 
 CLASSIFICATION = ("iris", "wine", "breast_cancer", "digits")
 REGRESSION = ("diabetes", "friedman1")
@@ -314,18 +313,8 @@ def summarize(dataset: str, kind: str, records: dict, per: dict) -> dict:
 
 
 def run(args) -> None:
-    import sklearn
-
-    from skbnn import __version__
-
-    common = {
-        "benchmark": "defaults",
-        "folds": args.folds,
-        "skbnn": __version__,
-        "sklearn": sklearn.__version__,
-        "command": "python " + shlex.join(["benchmarks/defaults.py", *args.argv]),
-        **machine(),
-    }
+    common = {"benchmark": "defaults", "folds": args.folds,
+              **provenance("defaults.py", args.argv)}  # fmt: skip
     out = open(args.out, "a") if args.out else None  # noqa: SIM115
     warmed: set[str] = set()
     try:
@@ -774,18 +763,7 @@ def main(argv: list[str] | None = None) -> None:
         print(report(args.report), end="")
         return
     if args.suite == "methods":
-        import sklearn
-
-        from skbnn import __version__
-
-        commit = subprocess.run(
-            ["git", "-C", str(Path(__file__).resolve().parents[1]), "rev-parse", "--short",
-             "HEAD"], capture_output=True, text=True,
-        ).stdout.strip()  # fmt: skip
-        common = {"benchmark": "defaults_methods", "commit": commit, "skbnn": __version__,
-                  "sklearn": sklearn.__version__,
-                  "command": "python " + shlex.join(["benchmarks/defaults.py", *args.argv]),
-                  **machine()}  # fmt: skip
+        common = {"benchmark": "defaults_methods", **provenance("defaults.py", argv)}
         out = open(args.out, "a") if args.out else None  # noqa: SIM115
         try:
             methods_suite(args, common, out)

@@ -33,8 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
-import subprocess
 import sys
 import time
 import warnings
@@ -43,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _uci import load_split, machine, split_ids  # noqa: E402
+from _uci import emitter, load_split, provenance, split_ids  # noqa: E402
 from uci import parse_splits  # noqa: E402
 
 METHODS = ("ensemble", "rms", "swag", "laplace", "vi", "lbbnn", "nuts")
@@ -171,9 +169,12 @@ def report(path) -> str:
     uci = [r for r in rows if r["part"] == "uci"]
     if uci:
         methods = list(dict.fromkeys(r["method"] for r in uci))
-        sets = [d for d in UCI_SETS if any(r["dataset"] == d for r in uci)]
+        seen = list(dict.fromkeys(r["dataset"] for r in uci))
+        sets = [d for d in UCI_SETS if d in seen] + [d for d in seen if d not in UCI_SETS]
         short = {"bostonHousing": "Boston", "wine-quality-red": "wine"}
-        lines += ["", "**UCI, the top quarter of the first principal component left out**: "
+        if lines:
+            lines.append("")
+        lines += ["**UCI, the top quarter of the first principal component left out**: "
                   "AUROC of the epistemic sd (in brackets of the predictive sd), mean over "
                   "the splits; the last column the mean fit time.", "",
                   "| method | " + " | ".join(short.get(d, d) for d in sets) + " | fit |",
@@ -191,7 +192,7 @@ def report(path) -> str:
             t = np.mean([r["fit_time"] for r in uci if r["method"] == m])
             lines.append(f"| {m} | " + " | ".join(cells) + f" | {t:.1f} s |")
         splits = sorted({r["split"] for r in uci})
-        lines += ["", f"Splits {splits[0]}-{splits[-1]} of each set."]
+        lines += ["", f"Splits {', '.join(map(str, splits))} of each set."]
     return "\n".join(lines) + "\n"
 
 
@@ -208,36 +209,17 @@ def main(argv: list[str] | None = None) -> None:
     if args.report:
         print(report(args.report), end="")
         return
-    import sklearn
-
-    from skbnn import __version__
-
-    commit = subprocess.run(
-        ["git", "-C", str(Path(__file__).resolve().parents[1]), "rev-parse", "--short", "HEAD"],
-        capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
-    argv = sys.argv[1:] if argv is None else list(argv)
-    common = {"benchmark": "shift", "commit": commit, "skbnn": __version__,
-              "sklearn": sklearn.__version__,
-              "command": "python " + shlex.join(["benchmarks/shift.py", *argv]),
-              **machine()}  # fmt: skip
-    out = open(args.out, "a") if args.out else None  # noqa: SIM115
+    common = {"benchmark": "shift", **provenance("shift.py", argv)}
+    write = emitter(args.out)
 
     def emit(record):
-        line = json.dumps({**common, **record, "loadavg_1min": os.getloadavg()[0]})
-        print(line, flush=True)
-        if out:
-            out.write(line + "\n")
-            out.flush()
+        # the cores may be shared: the load says how far the times are from a quiet machine's
+        write({**common, **record, "loadavg_1min": os.getloadavg()[0]})
 
-    try:
-        if "digits" in args.part:
-            digits_runs(args.methods, parse_splits(args.splits, list(range(5))), emit)
-        if "uci" in args.part:
-            uci_runs(args.methods, args.data, args.splits, args.data_dir, emit)
-    finally:
-        if out:
-            out.close()
+    if "digits" in args.part:
+        digits_runs(args.methods, parse_splits(args.splits, list(range(5))), emit)
+    if "uci" in args.part:
+        uci_runs(args.methods, args.data, args.splits, args.data_dir, emit)
 
 
 if __name__ == "__main__":

@@ -140,6 +140,27 @@ def test_conformal_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, cap
     assert any(row.startswith("| tiny | MLPRegressor (point) | 1 |") for row in table)
 
 
+def test_shift_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, capsys):
+    # benchmarks/shift.py: the top quarter of the first principal component left out of
+    # training and scored as shifted, one line per fit, and the report's row from it
+    out = tmp_path / "shift.jsonl"
+    argv = ["--part", "uci", "--data", "tiny", "--data-dir", str(uci_dir), "--splits", "1",
+            "--methods", "laplace", "--out", str(out)]  # fmt: skip
+    _main("shift.py", argv, monkeypatch)
+    (r,) = [json.loads(s) for s in out.read_text().splitlines()]
+    assert (r["dataset"], r["split"], r["method"]) == ("tiny", 1, "laplace")
+    # of the 30 training rows the 8 above the 0.75 quantile are left out; each of the 10
+    # test rows is familiar or shifted
+    assert r["n_in"] + r["n_out"] == 10 + 8 and r["n_out"] >= 8
+    for score in ("epistemic_std", "total_std"):
+        assert 0.0 <= r["scores"][score]["auroc"] <= 1.0
+        assert 0.0 <= r["scores"][score]["fpr95"] <= 1.0
+    capsys.readouterr()
+    _main("shift.py", ["--report", str(out)], monkeypatch)
+    auroc = r["scores"]["epistemic_std"]["auroc"]
+    assert f"| laplace | {auroc:.3f} (" in capsys.readouterr().out
+
+
 @pytest.mark.statistical
 def test_smc_boston_runs_on_a_tiny_stand_in(uci_dir, monkeypatch, capsys, seed):
     import shutil
