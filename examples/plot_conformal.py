@@ -1,6 +1,6 @@
 """
 Intervals with a guarantee: conformalizing the Bayesian predictive with MAPIE
-============================================================================
+=============================================================================
 
 A Bayesian 90 % interval covers 90 % of new targets when the model and its prior are
 right, and no one knows how far they are from right. Conformal prediction trades that
