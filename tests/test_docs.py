@@ -63,24 +63,23 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
     )
 
 
-def test_conformal_table_matches_the_benchmark_results(monkeypatch):
-    # doc/conformal.md's table is benchmarks/conformal.py's report of its results file
-    # (reading the file needs no MAPIE)
+@pytest.mark.parametrize("name", ["conformal", "shift"])
+def test_benchmark_table_matches_the_benchmark_results(monkeypatch, name):
+    # doc/<name>.md's table is benchmarks/<name>.py's report of its results file (reading
+    # the file needs neither MAPIE nor a fit)
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location(
-        "conformal_benchmark", ROOT / "benchmarks" / "conformal.py"
+        f"{name}_benchmark", ROOT / "benchmarks" / f"{name}.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    text = (DOC / "conformal.md").read_text()
-    match = re.search(
-        r"<!-- conformal-table:start -->\n(.*?)<!-- conformal-table:end -->", text, re.S
-    )
-    assert match, "doc/conformal.md lost its conformal-table markers"
-    assert match[1] == module.report(ROOT / "benchmarks" / "results" / "conformal.jsonl"), (
-        "doc/conformal.md's table differs from benchmarks/results/conformal.jsonl; paste "
-        "`python benchmarks/conformal.py --report benchmarks/results/conformal.jsonl` "
-        "between the markers"
+    text = (DOC / f"{name}.md").read_text()
+    match = re.search(rf"<!-- {name}-table:start -->\n(.*?)<!-- {name}-table:end -->", text, re.S)
+    assert match, f"doc/{name}.md lost its {name}-table markers"
+    results = ROOT / "benchmarks" / "results" / f"{name}.jsonl"
+    assert match[1] == module.report(results), (
+        f"doc/{name}.md's table differs from {results.name}; paste `python "
+        f"benchmarks/{name}.py --report benchmarks/results/{name}.jsonl` between the markers"
     )
 
 
