@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .posterior import WeightedDraws
+from .posterior import WeightedDraws, stored_draws
 
 
 class SpikeSlabPosterior(WeightedDraws):
@@ -48,19 +48,12 @@ class SpikeSlabPosterior(WeightedDraws):
 
     def __init__(self, mean, var, alpha, n_draws: int = 100, random_state=None,
                  n_noise: int = 0, noise_precision=None, model: str = "average"):  # fmt: skip
-        from .utils import seed_sequence
-
         self.mean = np.asarray(mean, dtype=np.float64)
         self.var = np.asarray(var, dtype=np.float64)
         self.alpha = np.asarray(alpha, dtype=np.float64)
         self.model = model
         self.n_noise = int(n_noise)
-        rng = np.random.default_rng(seed_sequence(random_state))
-        thetas = self.sample(n_draws, rng)
-        if self.n_noise:
-            # a wide Gaussian over the log precision (an unsettled SWAG phase, which warns)
-            # can draw values whose exp is 0 or inf: infinite or zero noise sds
-            noise_precision = np.exp(np.clip(thetas[:, -self.n_noise :], -700.0, 700.0))
+        thetas, noise_precision = stored_draws(self, n_draws, random_state, noise_precision)
         super().__init__(thetas, noise_precision=noise_precision)
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:

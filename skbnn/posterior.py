@@ -344,6 +344,22 @@ class WeightedDraws:
         return f"WeightedDraws({self.n_draws} {kind} draws of {self.thetas.shape[1]} parameters)"
 
 
+def stored_draws(posterior, n_draws: int, random_state, noise_precision):
+    """``(thetas, noise_precision)``: ``n_draws`` draws from a posterior that samples on
+    demand (its ``sample`` and ``n_noise``), seeded by ``random_state``, and the noise
+    precision of each draw when the noise is among the parameters (its last ``n_noise``,
+    a log precision), else ``noise_precision`` as given."""
+    from .utils import seed_sequence
+
+    rng = np.random.default_rng(seed_sequence(random_state))
+    thetas = posterior.sample(n_draws, rng)
+    if posterior.n_noise:
+        # a wide Gaussian over the log precision (an unsettled SWAG phase, which warns)
+        # can draw values whose exp is 0 or inf: infinite or zero noise sds
+        noise_precision = np.exp(np.clip(thetas[:, -posterior.n_noise :], -700.0, 700.0))
+    return thetas, noise_precision
+
+
 class GaussianPosterior(WeightedDraws):
     """A Gaussian (or an equal mixture of Gaussians) over ``theta`` that draws on demand.
 
@@ -379,18 +395,11 @@ class GaussianPosterior(WeightedDraws):
         n_noise: int = 0,
         noise_precision=None,
     ):
-        from .utils import seed_sequence
-
         self.mean = np.atleast_2d(np.asarray(mean, dtype=np.float64))
         self.var = np.atleast_2d(np.asarray(var, dtype=np.float64))
         self.factor = None if factor is None else np.asarray(factor, dtype=np.float64)
         self.n_noise = int(n_noise)
-        rng = np.random.default_rng(seed_sequence(random_state))
-        thetas = self.sample(n_draws, rng)
-        if self.n_noise:
-            # a wide Gaussian over the log precision (an unsettled SWAG phase, which warns)
-            # can draw values whose exp is 0 or inf: infinite or zero noise sds
-            noise_precision = np.exp(np.clip(thetas[:, -self.n_noise :], -700.0, 700.0))
+        thetas, noise_precision = stored_draws(self, n_draws, random_state, noise_precision)
         super().__init__(thetas, noise_precision=noise_precision)
 
     @property
