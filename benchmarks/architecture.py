@@ -31,6 +31,14 @@ rank correlation over candidates between each rule's score and the test log-like
 * ``smc``: the candidate of highest SMC evidence, with its SMC posterior's predictive;
 * ``smc_bma``: ``BayesianModelAverage`` over those SMC fits.
 
+With ``--screen`` too, ``BayesianModelAverage``'s screen ranks those candidates first by
+Laplace's evidence under SMC's own prior (``optimize_prior=False``), and SMC fits only the
+ones within ``--screen-margin`` nats of the best, for two rules of the cost of one or two
+SMC fits:
+
+* ``smc_screen``: the most probable of the candidates SMC refitted;
+* ``smc_screen_bma``: their average.
+
 ``--nuts`` ranks the candidates of at most ``--nuts-max-params`` parameters by Laplace's
 evidence under NUTS's own prior (``"nuts"`` lines) and samples by NUTS (``--nuts-samples``
 draws after ``--nuts-warmup`` warmup steps per chain):
@@ -49,6 +57,8 @@ Run::
     python benchmarks/architecture.py --splits 0 --held-out \\
         --out benchmarks/results/architecture.jsonl
     python benchmarks/architecture.py --splits 0-2 --smc \\
+        --out benchmarks/results/architecture.jsonl
+    python benchmarks/architecture.py --splits 0-2 --smc --screen \\
         --out benchmarks/results/architecture.jsonl
     python benchmarks/architecture.py --splits 0-2 --nuts \\
         --out benchmarks/results/architecture.jsonl
@@ -79,8 +89,8 @@ DATASETS = ["bostonHousing", "concrete", "energy", "wine-quality-red", "yacht"]
 PUBLISHED = {"bostonHousing": -2.35, "concrete": -2.83, "energy": -0.53,
              "wine-quality-red": -0.89, "yacht": -0.16}  # fmt: skip
 FIXED = {"hidden_layer_sizes": (50,), "activation": "relu"}
-RULES = ["fixed", "evidence", "bma", "clml", "holdout", "cv", "smc", "smc_bma", "nuts_fixed",
-         "nuts", "oracle"]  # fmt: skip
+RULES = ["fixed", "evidence", "bma", "clml", "holdout", "cv", "smc", "smc_bma", "smc_screen",
+         "smc_screen_bma", "nuts_fixed", "nuts", "oracle"]  # fmt: skip
 
 
 def _revision() -> str:
@@ -245,7 +255,7 @@ def run_smc(args, dataset: str, split: int, emit, common: dict) -> None:
     from sklearn.exceptions import ConvergenceWarning
 
     from skbnn import BayesianMLPRegressor
-    from skbnn.methods import SMC
+    from skbnn.methods import SMC, Laplace
     from skbnn.model_selection import BayesianModelAverage
 
     X, y, X_test, y_test = load_split(dataset, split, args.data_dir)
@@ -259,25 +269,37 @@ def run_smc(args, dataset: str, split: int, emit, common: dict) -> None:
     )
     common = {**common, "method": "smc", "particles": args.particles, "moves": args.moves,
               "target_ess": args.target_ess}  # fmt: skip
+    screen, rule, kind = None, "smc", "smc"
+    if args.screen:
+        # Laplace under SMC's own prior, as BayesianModelAverage's docstring suggests
+        laplace = Laplace(hessian=args.hessian, n_init=args.n_init, optimize_prior=False)
+        screen, rule, kind = {"method": laplace}, "smc_screen", "smc_screen"
+        common = {**common, "screen": "laplace", "screen_margin": args.screen_margin}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         start = time.perf_counter()
-        bma = BayesianModelAverage(template, candidates).fit(X, y)
+        bma = BayesianModelAverage(
+            template, candidates, screen=screen, screen_margin=args.screen_margin
+        ).fit(X, y)
         smc_time = time.perf_counter() - start
-    rows = _candidate_rows(bma, X_test, y_test, {**common, "kind": "smc", "dataset": dataset,
+    rows = _candidate_rows(bma, X_test, y_test, {**common, "kind": kind, "dataset": dataset,
                                                  "split": split})  # fmt: skip
-    for row, est in zip(rows, bma.estimators_, strict=True):
-        row["n_stages"] = int(est.diagnostics_["n_stages"])
+    for i, (row, est) in enumerate(zip(rows, bma.estimators_, strict=True)):
+        row["n_stages"] = int(est.diagnostics_.get("n_stages", 0))
+        if screen is not None:
+            row["refitted"] = bool(bma.refitted_[i])
+            row["screen_log_evidence"] = float(bma.screen_log_evidences_[i])
         emit(row)
     best = rows[int(bma.best_index_)]
     bma_rmse, bma_ll = _scores(bma, X_test, y_test)
     emit({
         **common, "kind": "split", "dataset": dataset, "split": split,
-        "smc_candidates": len(rows), "smc_time": smc_time,
-        "spearman_smc": _spearman(bma.log_evidences_, [r["test_ll"] for r in rows]),
-        "smc": {"hidden": best["hidden"], "activation": best["activation"],
-                "test_ll": best["test_ll"], "rmse": best["rmse"], "time": smc_time},
-        "smc_bma": {"test_ll": bma_ll, "rmse": bma_rmse, "time": smc_time},
+        f"{rule}_candidates": len(rows), f"{rule}_time": smc_time,
+        f"{rule}_refitted": int(np.sum(bma.refitted_)),
+        f"spearman_{rule}": _spearman(bma.log_evidences_, [r["test_ll"] for r in rows]),
+        rule: {"hidden": best["hidden"], "activation": best["activation"],
+               "test_ll": best["test_ll"], "rmse": best["rmse"], "time": smc_time},
+        f"{rule}_bma": {"test_ll": bma_ll, "rmse": bma_rmse, "time": smc_time},
     })  # fmt: skip
 
 
@@ -533,6 +555,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--particles", type=int, default=500, help="SMC's particles")
     parser.add_argument("--moves", type=int, default=5, help="SMC's moves per stage")
     parser.add_argument("--target-ess", type=float, default=0.5, help="SMC's target ESS")
+    parser.add_argument(
+        "--screen", action="store_true",
+        help="with --smc: Laplace under SMC's prior screens, SMC refits the likeliest",
+    )  # fmt: skip
+    parser.add_argument("--screen-margin", type=float, default=10.0,
+                        help="BayesianModelAverage's screen_margin, nats")  # fmt: skip
     parser.add_argument(
         "--nuts",
         action="store_true",
