@@ -496,10 +496,10 @@ def report(path: str, smc_setting: tuple | None = None) -> str:
           "choices, and the evidence's own error (nats).\n")  # fmt: skip
     out.append(
         "| dataset | Spearman with the test LL: evidence, CLML, holdout, CV, SMC | SMC with "
-        "Laplace | evidence's choices | CV's choices | SMC's choices | NUTS's choices | "
-        "top-two gap | Newton change of the top | settled |"
+        "Laplace | evidence's choices | CV's choices | SMC's choices | screened SMC's choices "
+        "(refits) | NUTS's choices | top-two gap | Newton change of the top | settled |"
     )
-    out.append("|---|---|---|---|---|---|---|---|---|---|")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for d in datasets:
         rows = [r for r in splits if r["dataset"] == d]
 
@@ -513,6 +513,10 @@ def report(path: str, smc_setting: tuple | None = None) -> str:
             order = np.argsort(-counts, kind="stable")
             return ", ".join(f"{values[i]} ({counts[i]})" for i in order[:3]) or "-"
 
+        def refits(rows):
+            n = [r["smc_screen_refitted"] for r in rows if "smc_screen_refitted" in r]
+            return f" ({np.mean(n):.1f})" if n else ""
+
         gaps, changes, settled = [], [], []
         for r in rows:
             cands = [c for k, c in candidates.items() if k[:2] == (d, r["split"])]
@@ -524,9 +528,61 @@ def report(path: str, smc_setting: tuple | None = None) -> str:
             settled.append(gap > sum(moves))
         corr = ", ".join(med("spearman_" + k) for k in ("evidence", "clml", "holdout", "cv", "smc"))
         out.append(f"| {d} | {corr} | {med('spearman_smc_laplace')} | "
-              f"{picks('evidence')} | {picks('cv')} | {picks('smc')} | {picks('nuts')} | "
+              f"{picks('evidence')} | {picks('cv')} | {picks('smc')} | "
+              f"{picks('smc_screen')}{refits(rows)} | {picks('nuts')} | "
               f"{np.median(gaps):.1f} | "
               f"{np.median(changes):.1f} | {sum(settled)}/{len(settled)} |")  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+def report_seeds(path: str) -> str:
+    """How much Laplace's evidence of one candidate moves with the seed of its training
+    (``--seed``), the doc/choosing.md table: per dataset, split and number of
+    initializations (``--n-init``), over the seeds, the median (over candidates) and
+    largest standard deviation of a candidate's log evidence, the median gap between the
+    two most probable candidates, how many seeds the most frequent choice won, and the
+    spread of the chosen and of the fixed network's test log-likelihood."""
+    lines = [json.loads(line) for line in open(path) if line.strip()]
+    runs: dict = {}
+    for r in lines:
+        if r.get("kind") == "candidate":
+            key = (r["dataset"], r["split"], r["n_init"])
+            runs.setdefault(key, {}).setdefault(r["seed"], []).append(r)
+    out = [
+        "| dataset | split | n_init | seeds | sd of a candidate's log evidence: median, largest | "
+        "top-two gap (median) | seeds choosing the most frequent choice | chosen test LL "
+        "(range) | fixed test LL (range) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    order = {d: i for i, d in enumerate(DATASETS)}
+    for (d, split, n_init), seeds in sorted(
+        runs.items(), key=lambda kv: (order.get(kv[0][0], 99), *kv[0][1:])
+    ):
+        if len(seeds) < 2:
+            continue
+        by_cand: dict = {}
+        gaps, chosen, chosen_ll, fixed_ll = [], [], [], []
+        for cands in seeds.values():
+            for c in cands:
+                by_cand.setdefault((tuple(c["hidden"]), c["activation"]), []).append(
+                    c["log_evidence"]
+                )
+            top = sorted(cands, key=lambda c: -c["log_evidence"])
+            gaps.append(top[0]["log_evidence"] - top[1]["log_evidence"])
+            chosen.append(_name(top[0]))
+            chosen_ll.append(top[0]["test_ll"])
+            fixed = (FIXED["hidden_layer_sizes"], FIXED["activation"])
+            fixed_ll += [c["test_ll"] for c in cands
+                         if (tuple(c["hidden"]), c["activation"]) == fixed]  # fmt: skip
+        sds = [np.std(v, ddof=1) for v in by_cand.values() if len(v) > 1]
+        names, counts = np.unique(chosen, return_counts=True)
+        out.append(
+            f"| {d} | {split} | {n_init} | {len(seeds)} | "
+            f"{np.median(sds):.1f}, {np.max(sds):.1f} | "
+            f"{np.median(gaps):.1f} | {counts.max()} ({names[np.argmax(counts)]}) | "
+            f"{min(chosen_ll):.3f} to {max(chosen_ll):.3f} | "
+            f"{min(fixed_ll):.3f} to {max(fixed_ll):.3f} |"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -574,6 +630,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
     parser.add_argument("--report", default=None, help="print the table of this results file")
     parser.add_argument(
+        "--report-seeds", default=None,
+        help="print the table of the evidence's spread over --seed runs of this file",
+    )  # fmt: skip
+    parser.add_argument(
         "--smc-setting", type=float, nargs=3, default=None,
         metavar=("PARTICLES", "MOVES", "TARGET_ESS"),
         help="with --report: the SMC rules of the runs at this setting only",
@@ -581,6 +641,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.report:
         print(report(args.report, args.smc_setting), end="")
+        return
+    if args.report_seeds:
+        print(report_seeds(args.report_seeds), end="")
         return
     if (50,) not in [(w,) * d for d in args.depths for w in args.widths] or (
         "relu" not in args.activations

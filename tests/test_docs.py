@@ -61,6 +61,15 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
         "architecture.jsonl; paste `python benchmarks/architecture.py --report "
         "benchmarks/results/architecture.jsonl --smc-setting 500 5 0.5` between the markers"
     )
+    # and the evidence's spread over training seeds is its report of the seeds' file
+    match = re.search(r"<!-- seeds-table:start -->\n(.*?)<!-- seeds-table:end -->", text, re.S)
+    assert match, "doc/choosing.md lost its seeds-table markers"
+    seeds = ROOT / "benchmarks" / "results" / "architecture_seeds.jsonl"
+    assert match[1] == module.report_seeds(seeds), (
+        "doc/choosing.md's seeds table differs from benchmarks/results/architecture_seeds."
+        "jsonl; paste `python benchmarks/architecture.py --report-seeds "
+        "benchmarks/results/architecture_seeds.jsonl` between the markers"
+    )
 
 
 @pytest.mark.parametrize("name", ["conformal", "shift"])
