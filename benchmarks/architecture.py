@@ -63,6 +63,10 @@ Run::
     python benchmarks/architecture.py --splits 0-2 --nuts \\
         --out benchmarks/results/architecture.jsonl
     python benchmarks/architecture.py --report benchmarks/results/architecture.jsonl
+
+``--report-seeds FILE`` prints the spread of each candidate's evidence over ``--seed``
+runs of one split (Laplace's or SMC's), and ``--report-margins FILE`` replays the screen
+at several margins on the splits where SMC fitted every candidate and the screen ran.
 """
 
 from __future__ import annotations
@@ -535,27 +539,38 @@ def report(path: str, smc_setting: tuple | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
+def _fit_label(line: dict) -> str:
+    """How a candidate line was fitted, for the seeds table: Laplace's initializations or
+    SMC's setting."""
+    if line.get("kind") == "smc":
+        particles, moves, ess = _smc_setting(line)
+        return f"SMC, {particles} particles, {moves} moves, ESS {ess}"
+    return f"Laplace, n_init={line['n_init']}"
+
+
 def report_seeds(path: str) -> str:
-    """How much Laplace's evidence of one candidate moves with the seed of its training
-    (``--seed``), the doc/choosing.md table: per dataset, split and number of
-    initializations (``--n-init``), over the seeds, the median (over candidates) and
-    largest standard deviation of a candidate's log evidence, the median gap between the
-    two most probable candidates, how many seeds the most frequent choice won, and the
-    spread of the chosen and of the fixed network's test log-likelihood."""
+    """How much one candidate's evidence moves with the seed (``--seed``), the
+    doc/choosing.md table: per dataset, split and fit (Laplace's training with
+    ``--n-init`` initializations, or SMC at one setting), over the seeds, the median (over
+    candidates) and largest standard deviation of a candidate's log evidence, the median
+    gap between the two most probable candidates, how many seeds the most frequent choice
+    won, and the spread of the chosen and of the fixed network's test log-likelihood (SMC's
+    grid has no fixed network)."""
     lines = [json.loads(line) for line in open(path) if line.strip()]
     runs: dict = {}
     for r in lines:
-        if r.get("kind") == "candidate":
-            key = (r["dataset"], r["split"], r["n_init"])
+        if r.get("kind") in ("candidate", "smc"):
+            key = (r["dataset"], r["split"], r["kind"] == "smc", _fit_label(r))
             runs.setdefault(key, {}).setdefault(r["seed"], []).append(r)
     out = [
-        "| dataset | split | n_init | seeds | sd of a candidate's log evidence: median, largest | "
+        "| dataset | split | fit | seeds | sd of a candidate's log evidence: median, largest | "
         "top-two gap (median) | seeds choosing the most frequent choice | chosen test LL "
         "(range) | fixed test LL (range) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     order = {d: i for i, d in enumerate(DATASETS)}
-    for (d, split, n_init), seeds in sorted(
+    fixed = (FIXED["hidden_layer_sizes"], FIXED["activation"])
+    for (d, split, _, label), seeds in sorted(
         runs.items(), key=lambda kv: (order.get(kv[0][0], 99), *kv[0][1:])
     ):
         if len(seeds) < 2:
@@ -571,18 +586,64 @@ def report_seeds(path: str) -> str:
             gaps.append(top[0]["log_evidence"] - top[1]["log_evidence"])
             chosen.append(_name(top[0]))
             chosen_ll.append(top[0]["test_ll"])
-            fixed = (FIXED["hidden_layer_sizes"], FIXED["activation"])
             fixed_ll += [c["test_ll"] for c in cands
                          if (tuple(c["hidden"]), c["activation"]) == fixed]  # fmt: skip
         sds = [np.std(v, ddof=1) for v in by_cand.values() if len(v) > 1]
         names, counts = np.unique(chosen, return_counts=True)
+        fixed_range = f"{min(fixed_ll):.3f} to {max(fixed_ll):.3f}" if fixed_ll else "-"
         out.append(
-            f"| {d} | {split} | {n_init} | {len(seeds)} | "
+            f"| {d} | {split} | {label} | {len(seeds)} | "
             f"{np.median(sds):.1f}, {np.max(sds):.1f} | "
             f"{np.median(gaps):.1f} | {counts.max()} ({names[np.argmax(counts)]}) | "
-            f"{min(chosen_ll):.3f} to {max(chosen_ll):.3f} | "
-            f"{min(fixed_ll):.3f} to {max(fixed_ll):.3f} |"
+            f"{min(chosen_ll):.3f} to {max(chosen_ll):.3f} | {fixed_range} |"
         )
+    return "\n".join(out) + "\n"
+
+
+def report_margins(path: str, margins: list[float]) -> str:
+    """How wide the Laplace screen in front of SMC must be, the doc/choosing.md table,
+    replayed from the lines of ``path`` on the splits where SMC at its defaults fitted
+    every small candidate and the screen ran too: for each ``screen_margin``, the
+    candidates SMC would fit (those whose screened evidence is within the margin of the
+    best), SMC's time for them (their recorded fit times, summed), how often the most
+    probable of them is SMC's own choice among all, and its test log-likelihood's paired
+    difference from the fixed protocol."""
+    lines = [json.loads(line) for line in open(path) if line.strip()]
+    smc: dict = {}
+    screened: dict = {}
+    fixed: dict = {}
+    for r in lines:
+        key = (r["dataset"], r["split"])
+        if r.get("kind") == "smc" and _smc_setting(r) == (500, 5, 0.5):
+            smc.setdefault(key, {})[(tuple(r["hidden"]), r["activation"])] = r
+        elif r.get("kind") == "smc_screen":
+            screened.setdefault(key, {})[(tuple(r["hidden"]), r["activation"])] = r
+        elif r.get("kind") == "split" and "fixed" in r:
+            fixed[key] = r["fixed"]["test_ll"]
+    out = [
+        "| dataset | screen margin (nats) | splits | candidates SMC fits (of 6) | their SMC "
+        "time (s) | SMC's own choice | paired difference from the fixed network |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    keys = sorted(k for k in smc if k in screened and k in fixed
+                  and smc[k].keys() == screened[k].keys())  # fmt: skip
+    for d in [d for d in DATASETS if any(k[0] == d for k in keys)]:
+        for margin in margins:
+            kept, cost, same, diff = [], [], 0, []
+            for key in (k for k in keys if k[0] == d):
+                full, screen = smc[key], screened[key]
+                best = max(c["screen_log_evidence"] for c in screen.values())
+                keep = [c for c, r in screen.items() if r["screen_log_evidence"] >= best - margin]
+                pick = max(keep, key=lambda c: full[c]["log_evidence"])
+                same += pick == max(full, key=lambda c: full[c]["log_evidence"])
+                kept.append(len(keep))
+                cost.append(sum(full[c]["fit_time"] for c in keep))
+                diff.append(full[pick]["test_ll"] - fixed[key])
+            se = np.std(diff, ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else float("nan")
+            out.append(
+                f"| {d} | {margin:g} | {len(diff)} | {np.mean(kept):.1f} | {np.mean(cost):.0f} "
+                f"| {same}/{len(diff)} | {np.mean(diff):+.3f} +- {se:.3f} |"
+            )
     return "\n".join(out) + "\n"
 
 
@@ -634,6 +695,12 @@ def main(argv: list[str] | None = None) -> None:
         help="print the table of the evidence's spread over --seed runs of this file",
     )  # fmt: skip
     parser.add_argument(
+        "--report-margins", default=None,
+        help="print the table of the screen's margins replayed on the SMC runs of this file",
+    )  # fmt: skip
+    parser.add_argument("--margins", type=float, nargs="+", default=[0, 10, 20, 50, 100],
+                        help="with --report-margins: the screen margins, nats")  # fmt: skip
+    parser.add_argument(
         "--smc-setting", type=float, nargs=3, default=None,
         metavar=("PARTICLES", "MOVES", "TARGET_ESS"),
         help="with --report: the SMC rules of the runs at this setting only",
@@ -644,6 +711,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.report_seeds:
         print(report_seeds(args.report_seeds), end="")
+        return
+    if args.report_margins:
+        print(report_margins(args.report_margins, args.margins), end="")
         return
     if (50,) not in [(w,) * d for d in args.depths for w in args.widths] or (
         "relu" not in args.activations

@@ -70,6 +70,14 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
         "jsonl; paste `python benchmarks/architecture.py --report-seeds "
         "benchmarks/results/architecture_seeds.jsonl` between the markers"
     )
+    # and the screen's margins replayed on the SMC runs are its report of the results file
+    match = re.search(r"<!-- margins-table:start -->\n(.*?)<!-- margins-table:end -->", text, re.S)
+    assert match, "doc/choosing.md lost its margins-table markers"
+    assert match[1] == module.report_margins(results, [0, 10, 20, 50, 100]), (
+        "doc/choosing.md's margins table differs from benchmarks/results/architecture.jsonl; "
+        "paste `python benchmarks/architecture.py --report-margins "
+        "benchmarks/results/architecture.jsonl` between the markers"
+    )
 
 
 @pytest.mark.parametrize("name", ["conformal", "shift"])
