@@ -302,13 +302,19 @@ class Laplace(_Trainer):
                 p = expit(f[0])
                 M = J * np.sqrt(w * p * (1.0 - p))
             else:
-                # diag(p) - p p^T = A A^T with A[o, j] = (delta_oj - p_o) sqrt(p_j)
+                # diag(p) - p p^T = A A^T with A[o, j] = (delta_oj - p_o) sqrt(p_j), so
+                # A^T J's row j is sqrt(p_j) (J_j - sum_o p_o J_o): k passes over J, not k^2.
+                # Written output-inside-row so that the outputs' blocks, which do not
+                # separate, form one matrix without a copy.
                 p = softmax(f, axis=0)
-                A = (np.eye(len(p))[:, :, None] - p[:, None, :]) * np.sqrt(p * w)[None]
-                M = np.einsum("ojm,oqm->jqm", A, J)
-            if lik != "gaussian":
-                # one matrix: the outputs' blocks do not separate
-                M = M.transpose(1, 0, 2).reshape(1, M.shape[1], -1)
+                scale = np.sqrt(p * w)
+                mean = p[0] * J[0]
+                for o in range(1, len(p)):
+                    mean += p[o] * J[o]
+                M = np.empty((J.shape[1], len(p), J.shape[2]))
+                for o in range(len(p)):
+                    np.multiply(J[o] - mean, scale[o], out=M[:, o, :])
+                M = M.reshape(1, J.shape[1], -1)
             if diag:
                 return np.einsum("kqm,kqm->kq", M, M)
             return np.matmul(M, M.transpose(0, 2, 1))
