@@ -47,6 +47,12 @@ draws after ``--nuts-warmup`` warmup steps per chain):
 * ``nuts_fixed``: the fixed protocol's network, sampled by NUTS alike (the report's
   reference for ``nuts``: whether the evidence's choice helps the sampler).
 
+``--smc-nuts FILE`` takes the network SMC's evidence chose in ``FILE``'s ``--smc`` runs (at
+``--particles``, ``--moves``, ``--target-ess``) and samples it by NUTS alike:
+
+* ``smc_nuts``: SMC's evidence chooses, under the prior NUTS samples, and NUTS's
+  predictive serves; its time is SMC's and NUTS's.
+
 A split whose SMC rules ran at several settings reports its last run, or, with
 ``--smc-setting PARTICLES MOVES TARGET_ESS``, its run at that setting.
 SMC's evidence is an unbiased estimate of the exact one, so where it ranks better than
@@ -61,6 +67,9 @@ Run::
     python benchmarks/architecture.py --splits 0-2 --smc --screen \\
         --out benchmarks/results/architecture.jsonl
     python benchmarks/architecture.py --splits 0-2 --nuts \\
+        --out benchmarks/results/architecture.jsonl
+    python benchmarks/architecture.py --splits 0-2 \\
+        --smc-nuts benchmarks/results/architecture.jsonl \\
         --out benchmarks/results/architecture.jsonl
     python benchmarks/architecture.py --report benchmarks/results/architecture.jsonl
 
@@ -94,7 +103,7 @@ PUBLISHED = {"bostonHousing": -2.35, "concrete": -2.83, "energy": -0.53,
              "wine-quality-red": -0.89, "yacht": -0.16}  # fmt: skip
 FIXED = {"hidden_layer_sizes": (50,), "activation": "relu"}
 RULES = ["fixed", "evidence", "bma", "clml", "holdout", "cv", "smc", "smc_bma", "smc_screen",
-         "smc_screen_bma", "nuts_fixed", "nuts", "oracle"]  # fmt: skip
+         "smc_screen_bma", "nuts_fixed", "nuts", "smc_nuts", "oracle"]  # fmt: skip
 
 
 def _revision() -> str:
@@ -316,7 +325,7 @@ def run_nuts(args, dataset: str, split: int, emit, common: dict) -> None:
     from sklearn.exceptions import ConvergenceWarning
 
     from skbnn import BayesianMLPRegressor
-    from skbnn.methods import NUTS, Laplace
+    from skbnn.methods import Laplace
     from skbnn.model_selection import BayesianModelAverage
 
     X, y, X_test, y_test = load_split(dataset, split, args.data_dir)
@@ -344,30 +353,67 @@ def run_nuts(args, dataset: str, split: int, emit, common: dict) -> None:
     best = bma.best_params_
     fits = {"nuts": best} if best == FIXED else {"nuts_fixed": FIXED, "nuts": best}
     for rule, params in fits.items():
-        est = BayesianMLPRegressor(
-            method=NUTS(n_warmup=args.nuts_warmup),
-            n_samples=args.nuts_samples,
-            random_state=args.seed,
-            n_jobs=args.n_jobs,
-            **params,
-        )
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ConvergenceWarning)
-            est.fit(X, y)
-        rmse, test_ll = _scores(est, X_test, y_test)
-        d = est.diagnostics_
-        fit_time = d["wall_time"] - d.get("compile_time", 0.0)
-        record[rule] = {
-            "hidden": list(params["hidden_layer_sizes"]), "activation": params["activation"],
-            "test_ll": test_ll, "rmse": rmse,
-            "time": fit_time + (select_time if rule == "nuts" else 0.0),
-            "rhat_loglik": float(d["rhat_loglik"]), "ess_bulk_loglik": float(d["ess_bulk_loglik"]),
-            "convergence_warning": any(issubclass(w.category, ConvergenceWarning)
-                                       for w in caught),
-        }  # fmt: skip
+        record[rule] = _nuts_fit(args, X, y, X_test, y_test, params,
+                                 select_time if rule == "nuts" else 0.0)  # fmt: skip
     if "nuts_fixed" not in record:
         record["nuts_fixed"] = {**record["nuts"], "time": record["nuts"]["time"] - select_time}
     emit(record)
+
+
+def _nuts_fit(args, X, y, X_test, y_test, params: dict, select_time: float) -> dict:
+    """NUTS on the network ``params``, scored on the test rows; its time is the fit's plus
+    ``select_time``, the choosing's."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    from skbnn import BayesianMLPRegressor
+    from skbnn.methods import NUTS
+
+    est = BayesianMLPRegressor(
+        method=NUTS(n_warmup=args.nuts_warmup), n_samples=args.nuts_samples,
+        random_state=args.seed, n_jobs=args.n_jobs, **params,
+    )  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        est.fit(X, y)
+    rmse, test_ll = _scores(est, X_test, y_test)
+    d = est.diagnostics_
+    return {
+        "hidden": list(params["hidden_layer_sizes"]), "activation": params["activation"],
+        "test_ll": test_ll, "rmse": rmse,
+        "time": d["wall_time"] - d.get("compile_time", 0.0) + select_time,
+        "rhat_loglik": float(d["rhat_loglik"]), "ess_bulk_loglik": float(d["ess_bulk_loglik"]),
+        "convergence_warning": any(issubclass(w.category, ConvergenceWarning) for w in caught),
+    }  # fmt: skip
+
+
+def smc_choices(path: str, setting: tuple) -> dict:
+    """``(dataset, split) -> the smc rule's choice`` (with its time) in the SMC runs of
+    ``path`` at ``setting`` (particles, moves, target ESS); a split run twice, its last."""
+    choices = {}
+    for line in open(path):
+        r = json.loads(line) if line.strip() else {}
+        if r.get("kind") == "split" and "smc" in r and _smc_setting(r) == tuple(setting):
+            choices[(r["dataset"], r["split"])] = r["smc"]
+    return choices
+
+
+def run_smc_nuts(args, dataset: str, split: int, emit, common: dict) -> None:
+    """The ``smc_nuts`` rule: NUTS samples the network that SMC's evidence chose among the
+    small candidates (``args.choices``, from an ``--smc`` run of the split); its time is
+    SMC's and NUTS's. A ``"split"`` line, merged with the others by the report; nothing
+    for a split without an SMC run."""
+    choice = args.choices.get((dataset, split))
+    if choice is None:
+        return
+    X, y, X_test, y_test = load_split(dataset, split, args.data_dir)
+    X, X_test = standardize(X, X_test)
+    params = {"hidden_layer_sizes": tuple(choice["hidden"]), "activation": choice["activation"]}
+    fit = _nuts_fit(args, X, y, X_test, y_test, params, choice["time"])
+    emit({
+        **common, "method": "nuts", "nuts_samples": args.nuts_samples,
+        "nuts_warmup": args.nuts_warmup, "kind": "split", "dataset": dataset, "split": split,
+        "smc_nuts_setting": [args.particles, args.moves, args.target_ess], "smc_nuts": fit,
+    })  # fmt: skip
 
 
 def _held_out_rules(record: dict, candidates: dict, held: dict) -> None:
@@ -479,7 +525,7 @@ def report(path: str, smc_setting: tuple | None = None) -> str:
         cell = f"{m:.3f} +- {se:.3f}"
         if rule != "fixed":
             # NUTS's choice against NUTS on the fixed network, the others against Laplace's
-            ref = "nuts_fixed" if rule == "nuts" else "fixed"
+            ref = "nuts_fixed" if rule in ("nuts", "smc_nuts") else "fixed"
             dm, dse = mean_se(ll - np.array([r[ref]["test_ll"] for r in rows]))
             cell += f" ({dm:+.3f} +- {dse:.3f})"
         return cell + f" [{len(rows)}]"
@@ -490,8 +536,8 @@ def report(path: str, smc_setting: tuple | None = None) -> str:
         return f"{rmse:.3f}" + (f", {np.mean(times):.0f} s" if times else "")
 
     out.append("Test log-likelihood per row, mean +- standard error over splits [their number]; "
-          "for each rule, its paired difference from the fixed protocol (for `nuts`, from "
-          "`nuts_fixed`).\n")  # fmt: skip
+          "for each rule, its paired difference from the fixed protocol (for `nuts` and "
+          "`smc_nuts`, from `nuts_fixed`).\n")  # fmt: skip
     table(ll_cell, last="published")
     out.append("\nTest RMSE (original units) and wall time per split, means over the splits.\n")
     table(rmse_cell)
@@ -683,6 +729,11 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="the NUTS rules: Laplace's evidence chooses, NUTS samples (and the fixed network)",
     )
+    parser.add_argument(
+        "--smc-nuts", default=None, metavar="FILE",
+        help="the smc_nuts rule: NUTS samples the network SMC's evidence chose in FILE's "
+        "--smc runs (at --particles, --moves, --target-ess)",
+    )  # fmt: skip
     parser.add_argument("--nuts-max-params", type=int, default=1000)
     parser.add_argument("--nuts-samples", type=int, default=1000, help="NUTS's draws kept")
     parser.add_argument("--nuts-warmup", type=int, default=500, help="NUTS's warmup per chain")
@@ -729,13 +780,16 @@ def main(argv: list[str] | None = None) -> None:
         "command": "python " + shlex.join(["benchmarks/architecture.py", *argv]), **machine(),
     }  # fmt: skip
     emit = emitter(args.out)
+    if args.smc_nuts:
+        args.choices = smc_choices(args.smc_nuts, (args.particles, args.moves, args.target_ess))
     chosen = {d: parse_splits(args.splits, split_ids(d, args.data_dir)) for d in args.data}
     # split by split across the datasets, so that a run cut short covers each alike
     for k in range(max(map(len, chosen.values()))):
         for dataset in args.data:
             if k < len(chosen[dataset]):
                 run = (run_held_out if args.held_out else run_smc if args.smc
-                       else run_nuts if args.nuts else run_split)  # fmt: skip
+                       else run_nuts if args.nuts else run_smc_nuts if args.smc_nuts
+                       else run_split)  # fmt: skip
                 run(args, dataset, chosen[dataset][k], emit, common)
 
 

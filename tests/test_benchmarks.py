@@ -404,6 +404,24 @@ def test_architecture_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, 
     paired = nuts_split["nuts"]["test_ll"] - nuts_split["nuts_fixed"]["test_ll"]
     assert f"{nuts_split['nuts']['test_ll']:.3f} +- nan ({paired:+.3f} +- nan) [1]" in nuts_row
 
+    # smc_nuts: NUTS samples the network SMC's evidence chose in the run at the setting
+    # asked for (the second, 2 moves), at SMC's time plus its own
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _main("architecture.py", [*common, "--smc-nuts", str(out), "--particles", "20",
+                                  "--moves", "2", "--nuts-samples", "20", "--nuts-warmup", "20"],
+              monkeypatch)  # fmt: skip
+    smc_nuts = json.loads(out.read_text().splitlines()[-1])["smc_nuts"]
+    chosen = again["smc"]
+    assert [smc_nuts["hidden"], smc_nuts["activation"]] == [chosen["hidden"], chosen["activation"]]
+    assert smc_nuts["time"] > again["smc"]["time"]
+    capsys.readouterr()
+    _main("architecture.py", ["--report", str(out)], monkeypatch)
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if line.startswith("| tiny | -"))
+    paired = smc_nuts["test_ll"] - nuts_split["nuts_fixed"]["test_ll"]
+    assert f"{smc_nuts['test_ll']:.3f} +- nan ({paired:+.3f} +- nan) [1]" in row
+
 
 def test_wide_gradient_times_each_network(monkeypatch, capsys):
     _main("wide_gradient.py", ["--rows", "40", "--features", "17", "--hidden", "16x16", "3",
