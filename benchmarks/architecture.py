@@ -451,7 +451,13 @@ def _name(choice: dict) -> str:
     return f"{'x'.join(map(str, choice['hidden']))} {choice['activation']}"
 
 
-def _smc_setting(line: dict) -> tuple:
+def _smc_setting(line: dict) -> tuple | None:
+    """The SMC setting of an SMC line, or of the SMC run an smc_nuts line took its choice
+    from; None for the other lines."""
+    if "smc_nuts_setting" in line:
+        return tuple(line["smc_nuts_setting"])
+    if line.get("method") != "smc":
+        return None
     # lines from before --moves and --target-ess ran SMC's defaults
     return (line.get("particles"), line.get("moves", 5), line.get("target_ess", 0.5))
 
@@ -472,7 +478,7 @@ def report(path: str, smc_setting: tuple | None = None) -> str:
     lines = [json.loads(line) for line in open(path) if line.strip()]
     if smc_setting is not None:
         lines = [r for r in lines
-                 if r.get("method") != "smc" or _smc_setting(r) == tuple(smc_setting)]  # fmt: skip
+                 if _smc_setting(r) in (None, tuple(smc_setting))]  # fmt: skip
     merged: dict = {}
     for r in lines:
         if r.get("kind") == "split":

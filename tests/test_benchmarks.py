@@ -421,6 +421,11 @@ def test_architecture_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, 
     row = next(line for line in text.splitlines() if line.startswith("| tiny | -"))
     paired = smc_nuts["test_ll"] - nuts_split["nuts_fixed"]["test_ll"]
     assert f"{smc_nuts['test_ll']:.3f} +- nan ({paired:+.3f} +- nan) [1]" in row
+    # and it is a rule of that setting: the report at the other one leaves it out
+    _main("architecture.py", ["--report", str(out), "--smc-setting", "20", "1", "0.9"], monkeypatch)
+    text = capsys.readouterr().out
+    header = next(line for line in text.splitlines() if line.startswith("| dataset | fixed"))
+    assert "| nuts |" in header and "smc_nuts" not in header
 
 
 def test_wide_gradient_times_each_network(monkeypatch, capsys):
