@@ -302,19 +302,14 @@ class Laplace(_Trainer):
                 p = expit(f[0])
                 M = J * np.sqrt(w * p * (1.0 - p))
             else:
-                # diag(p) - p p^T = A A^T with A[o, j] = (delta_oj - p_o) sqrt(p_j), so
-                # A^T J's row j is sqrt(p_j) (J_j - sum_o p_o J_o): k passes over J, not k^2.
-                # Written output-inside-row so that the outputs' blocks, which do not
-                # separate, form one matrix without a copy.
-                p = softmax(f, axis=0)
-                scale = np.sqrt(p * w)
-                mean = p[0] * J[0]
-                for o in range(1, len(p)):
-                    mean += p[o] * J[o]
-                M = np.empty((J.shape[1], len(p), J.shape[2]))
-                for o in range(len(p)):
-                    np.multiply(J[o] - mean, scale[o], out=M[:, o, :])
-                M = M.reshape(1, J.shape[1], -1)
+                # diag(p) - p p^T = A A^T, A[o, j] = (delta_oj - p_o) sqrt(p_j): row j of A^T J
+                # is sqrt(p_j) (J_j - sum_o p_o J_o), k passes over J; laid out output-inside-row,
+                # the outputs' blocks (which do not separate) are one matrix without a copy
+                p, (k, q, m) = softmax(f, axis=0), J.shape
+                mean, M = sum(p[o] * J[o] for o in range(k)), np.empty((q, k, m))
+                for o in range(k):
+                    np.multiply(J[o] - mean, np.sqrt(p[o] * w), out=M[:, o, :])
+                M = M.reshape(1, q, k * m)
             if diag:
                 return np.einsum("kqm,kqm->kq", M, M)
             return np.matmul(M, M.transpose(0, 2, 1))
