@@ -74,8 +74,10 @@ Run::
     python benchmarks/architecture.py --report benchmarks/results/architecture.jsonl
 
 ``--report-seeds FILE`` prints the spread of each candidate's evidence over ``--seed``
-runs of one split (Laplace's or SMC's), and ``--report-margins FILE`` replays the screen
-at several margins on the splits where SMC fitted every candidate and the screen ran.
+runs of one split (Laplace's or SMC's), ``--report-margins FILE`` replays the screen at
+several margins on the splits where SMC fitted every candidate and the screen ran, and
+``--report-goals FILE`` sets ``smc_nuts`` at each SMC setting against the fixed protocol,
+the published figures and five minutes a split.
 """
 
 from __future__ import annotations
@@ -462,6 +464,72 @@ def _smc_setting(line: dict) -> tuple | None:
     return (line.get("particles"), line.get("moves", 5), line.get("target_ess", 0.5))
 
 
+def _mean_se(a) -> tuple[float, float]:
+    """The mean and its standard error (NaN for one value)."""
+    a = np.asarray(a, float)
+    se = a.std(ddof=1) / np.sqrt(a.size) if a.size > 1 else float("nan")
+    return a.mean(), se
+
+
+def _lines(path: str, smc_setting: tuple | None = None) -> list[dict]:
+    """The lines of ``path``; with ``smc_setting``, those of other SMC settings left out."""
+    lines = [json.loads(line) for line in open(path) if line.strip()]
+    if smc_setting is None:
+        return lines
+    return [r for r in lines if _smc_setting(r) in (None, tuple(smc_setting))]
+
+
+def _merged_splits(lines: list[dict]) -> list[dict]:
+    """One record per dataset and split, its runs' rules merged (the last run's win)."""
+    merged: dict = {}
+    for r in lines:
+        if r.get("kind") == "split":
+            merged.setdefault((r["dataset"], r["split"]), {}).update(r)
+    return list(merged.values())
+
+
+def _datasets(splits: list[dict]) -> list[str]:
+    """The datasets of ``splits``: the shared ones in their order, then any others."""
+    seen = {r["dataset"] for r in splits}
+    return [d for d in DATASETS if d in seen] + sorted(seen - set(DATASETS))
+
+
+def report_goals(path: str, budget: float = 300.0) -> str:
+    """The issue's goals as one doc/choosing.md table: for each SMC setting of the
+    ``smc_nuts`` runs in ``path``, per dataset, the rule's test log-likelihood, its paired
+    differences from the fixed protocol (Laplace's 50 ReLU units) and from NUTS on that
+    network, its difference from the strongest published figure, and its wall time per
+    split against ``budget`` seconds."""
+    lines = [json.loads(line) for line in open(path) if line.strip()]
+    settings = sorted({tuple(r["smc_nuts_setting"]) for r in lines if "smc_nuts_setting" in r},
+                      key=lambda s: (-s[0], -s[1]))  # fmt: skip
+    out = [
+        "| dataset | SMC: particles, moves, ESS | splits | smc_nuts | vs fixed Laplace | vs "
+        f"NUTS fixed | vs published | time per split: median, largest | within {budget:.0f} s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for setting in settings:
+        splits = _merged_splits(_lines(path, setting))
+        for d in _datasets(splits):
+            rows = [r for r in splits if r["dataset"] == d
+                    and all(k in r for k in ("smc_nuts", "fixed", "nuts_fixed"))]  # fmt: skip
+            if not rows:
+                continue
+            ll = np.array([r["smc_nuts"]["test_ll"] for r in rows])
+            times = np.array([r["smc_nuts"]["time"] for r in rows])
+            fixed, nuts = ([r[k]["test_ll"] for r in rows] for k in ("fixed", "nuts_fixed"))
+            m, se = _mean_se(ll)
+            cells = [d, ", ".join(map("{:g}".format, setting)), str(len(rows))]
+            cells.append(f"{m:.3f} +- {se:.3f}")
+            for a in (ll - fixed, ll - nuts, ll - PUBLISHED.get(d, np.nan)):
+                dm, dse = _mean_se(a)
+                cells.append(f"{dm:+.3f} +- {dse:.3f}" if np.isfinite(dm) else "-")
+            cells += [f"{np.median(times):.0f} s, {times.max():.0f} s",
+                      f"{(times <= budget).sum()}/{len(rows)}"]  # fmt: skip
+            out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def report(path: str, smc_setting: tuple | None = None) -> str:
     """The doc/choosing.md tables from the lines of ``path``; with ``smc_setting``
     (particles, moves, target ESS), the SMC rules of the runs at that setting only.
@@ -475,15 +543,8 @@ def report(path: str, smc_setting: tuple | None = None) -> str:
     probable one's, and the share of splits whose gap exceeds the two candidates' changes.
     """
     out: list[str] = []
-    lines = [json.loads(line) for line in open(path) if line.strip()]
-    if smc_setting is not None:
-        lines = [r for r in lines
-                 if _smc_setting(r) in (None, tuple(smc_setting))]  # fmt: skip
-    merged: dict = {}
-    for r in lines:
-        if r.get("kind") == "split":
-            merged.setdefault((r["dataset"], r["split"]), {}).update(r)
-    splits = list(merged.values())
+    lines = _lines(path, smc_setting)
+    splits = _merged_splits(lines)
     candidates: dict = {}
     for r in lines:
         if r.get("kind") == "candidate":
@@ -503,13 +564,7 @@ def report(path: str, smc_setting: tuple | None = None) -> str:
                 if k[:2] == (r["dataset"], r["split"]) and k in candidates]  # fmt: skip
         if len(both) > 2:
             r["spearman_smc_laplace"] = _spearman(*zip(*both, strict=True))
-    seen = {r["dataset"] for r in splits}
-    datasets = [d for d in DATASETS if d in seen] + sorted(seen - set(DATASETS))
-
-    def mean_se(a):
-        a = np.asarray(a, float)
-        se = a.std(ddof=1) / np.sqrt(a.size) if a.size > 1 else float("nan")
-        return a.mean(), se
+    datasets = _datasets(splits)
 
     def ran(d, rule):
         return sorted((r for r in splits if r["dataset"] == d and rule in r),
@@ -527,12 +582,12 @@ def report(path: str, smc_setting: tuple | None = None) -> str:
 
     def ll_cell(rows, rule) -> str:
         ll = np.array([r[rule]["test_ll"] for r in rows])
-        m, se = mean_se(ll)
+        m, se = _mean_se(ll)
         cell = f"{m:.3f} +- {se:.3f}"
         if rule != "fixed":
             # NUTS's choice against NUTS on the fixed network, the others against Laplace's
             ref = "nuts_fixed" if rule in ("nuts", "smc_nuts") else "fixed"
-            dm, dse = mean_se(ll - np.array([r[ref]["test_ll"] for r in rows]))
+            dm, dse = _mean_se(ll - np.array([r[ref]["test_ll"] for r in rows]))
             cell += f" ({dm:+.3f} +- {dse:.3f})"
         return cell + f" [{len(rows)}]"
 
@@ -755,6 +810,10 @@ def main(argv: list[str] | None = None) -> None:
         "--report-margins", default=None,
         help="print the table of the screen's margins replayed on the SMC runs of this file",
     )  # fmt: skip
+    parser.add_argument(
+        "--report-goals", default=None,
+        help="print the table of smc_nuts against the fixed protocol and the published figures",
+    )  # fmt: skip
     parser.add_argument("--margins", type=float, nargs="+", default=[0, 10, 20, 50, 100],
                         help="with --report-margins: the screen margins, nats")  # fmt: skip
     parser.add_argument(
@@ -763,6 +822,9 @@ def main(argv: list[str] | None = None) -> None:
         help="with --report: the SMC rules of the runs at this setting only",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.report_goals:
+        print(report_goals(args.report_goals), end="")
+        return
     if args.report:
         print(report(args.report, args.smc_setting), end="")
         return

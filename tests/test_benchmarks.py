@@ -426,6 +426,18 @@ def test_architecture_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, 
     text = capsys.readouterr().out
     header = next(line for line in text.splitlines() if line.startswith("| dataset | fixed"))
     assert "| nuts |" in header and "smc_nuts" not in header
+    # the goals table: the rule at its setting, against the fixed protocol, NUTS on it and
+    # the published figure (none for this set), and its time against the budget
+    capsys.readouterr()
+    _main("architecture.py", ["--report-goals", str(out)], monkeypatch)
+    goals = capsys.readouterr().out.splitlines()
+    assert len(goals) == 3 and goals[0].startswith("| dataset | SMC: particles, moves, ESS")
+    ll, fixed = smc_nuts["test_ll"], split["fixed"]["test_ll"]
+    assert goals[2] == (
+        f"| tiny | 20, 2, 0.5 | 1 | {ll:.3f} +- nan | {ll - fixed:+.3f} +- nan | "
+        f"{paired:+.3f} +- nan | - | {smc_nuts['time']:.0f} s, "
+        f"{smc_nuts['time']:.0f} s | {int(smc_nuts['time'] <= 300)}/1 |"
+    )
 
 
 def test_wide_gradient_times_each_network(monkeypatch, capsys):

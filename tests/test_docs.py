@@ -50,34 +50,29 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     text = (DOC / "choosing.md").read_text()
-    match = re.search(
-        r"<!-- architecture-table:start -->\n(.*?)<!-- architecture-table:end -->", text, re.S
-    )
-    assert match, "doc/choosing.md lost its architecture-table markers"
-    # SMC's rules at its defaults, 500 particles (the cheaper setting is a bullet below it)
     results = ROOT / "benchmarks" / "results" / "architecture.jsonl"
-    assert match[1] == module.report(results, (500, 5, 0.5)), (
-        "doc/choosing.md's architecture tables differ from benchmarks/results/"
-        "architecture.jsonl; paste `python benchmarks/architecture.py --report "
-        "benchmarks/results/architecture.jsonl --smc-setting 500 5 0.5` between the markers"
-    )
-    # and the evidence's spread over training seeds is its report of the seeds' file
-    match = re.search(r"<!-- seeds-table:start -->\n(.*?)<!-- seeds-table:end -->", text, re.S)
-    assert match, "doc/choosing.md lost its seeds-table markers"
     seeds = ROOT / "benchmarks" / "results" / "architecture_seeds.jsonl"
-    assert match[1] == module.report_seeds(seeds), (
-        "doc/choosing.md's seeds table differs from benchmarks/results/architecture_seeds."
-        "jsonl; paste `python benchmarks/architecture.py --report-seeds "
-        "benchmarks/results/architecture_seeds.jsonl` between the markers"
-    )
-    # and the screen's margins replayed on the SMC runs are its report of the results file
-    match = re.search(r"<!-- margins-table:start -->\n(.*?)<!-- margins-table:end -->", text, re.S)
-    assert match, "doc/choosing.md lost its margins-table markers"
-    assert match[1] == module.report_margins(results, [0, 10, 20, 50, 100]), (
-        "doc/choosing.md's margins table differs from benchmarks/results/architecture.jsonl; "
-        "paste `python benchmarks/architecture.py --report-margins "
-        "benchmarks/results/architecture.jsonl` between the markers"
-    )
+    tables = [
+        # SMC's rules at its defaults, 500 particles (the cheaper setting is a bullet below)
+        ("architecture", module.report(results, (500, 5, 0.5)),
+         "--report benchmarks/results/architecture.jsonl --smc-setting 500 5 0.5"),
+        # the evidence's spread over training seeds
+        ("seeds", module.report_seeds(seeds),
+         "--report-seeds benchmarks/results/architecture_seeds.jsonl"),
+        # the screen's margins replayed on the SMC runs
+        ("margins", module.report_margins(results, [0, 10, 20, 50, 100]),
+         "--report-margins benchmarks/results/architecture.jsonl"),
+        # SMC's choice sampled by NUTS against the issue's goals
+        ("goals", module.report_goals(results),
+         "--report-goals benchmarks/results/architecture.jsonl"),
+    ]  # fmt: skip
+    for tag, table, command in tables:
+        match = re.search(f"<!-- {tag}-table:start -->\n(.*?)<!-- {tag}-table:end -->", text, re.S)
+        assert match, f"doc/choosing.md lost its {tag}-table markers"
+        assert match[1] == table, (
+            f"doc/choosing.md's {tag} table differs from its results file; paste "
+            f"`python benchmarks/architecture.py {command}` between the markers"
+        )
 
 
 @pytest.mark.parametrize("name", ["conformal", "shift"])
