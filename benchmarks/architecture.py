@@ -494,19 +494,27 @@ def _datasets(splits: list[dict]) -> list[str]:
     return [d for d in DATASETS if d in seen] + sorted(seen - set(DATASETS))
 
 
-def report_goals(path: str, budget: float = 300.0) -> str:
-    """The issue's goals as one doc/choosing.md table: for each SMC setting of the
-    ``smc_nuts`` runs in ``path``, per dataset, the rule's test log-likelihood, its paired
-    differences from the fixed protocol (Laplace's 50 ReLU units) and from NUTS on that
-    network, its difference from the strongest published figure, and its wall time per
-    split against ``budget`` seconds."""
+def report_goals(path: str, ensemble: str | None = None, budget: float = 300.0) -> str:
+    """``smc_nuts`` against the fixed protocol and the published figures, the doc/choosing.md
+    table: for each SMC setting of the ``smc_nuts`` runs in ``path``, per dataset, the
+    rule's test log-likelihood; its paired differences from the fixed network's Laplace
+    (this benchmark's fixed rule), NUTS (``nuts_fixed``) and, with ``ensemble`` (a
+    benchmarks/uci.py results file), that file's runs on the same splits; its difference
+    from the strongest published figure; and its wall time per split against ``budget``
+    seconds."""
     lines = [json.loads(line) for line in open(path) if line.strip()]
     settings = sorted({tuple(r["smc_nuts_setting"]) for r in lines if "smc_nuts_setting" in r},
                       key=lambda s: (-s[0], -s[1]))  # fmt: skip
+    fixed_runs: dict = {}
+    for r in (json.loads(line) for line in open(ensemble) if line.strip()) if ensemble else ():
+        if "split" in r and "test_ll" in r and r.get("hidden") == list(FIXED["hidden_layer_sizes"]):
+            fixed_runs[r["dataset"], r["split"]] = r["test_ll"]
+    refs = ["fixed Laplace", "NUTS fixed"] + ["ensemble fixed"] * bool(ensemble)
     out = [
-        "| dataset | SMC: particles, moves, ESS | splits | smc_nuts | vs fixed Laplace | vs "
-        f"NUTS fixed | vs published | time per split: median, largest | within {budget:.0f} s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| dataset | SMC: particles, moves, ESS | splits | smc_nuts | "
+        + " | ".join(f"vs {ref}" for ref in refs)
+        + f" | vs published | time per split: median, largest | within {budget:.0f} s |",
+        "|---|---|---|---|" + "---|" * (len(refs) + 3),
     ]
     for setting in settings:
         splits = _merged_splits(_lines(path, setting))
@@ -517,13 +525,17 @@ def report_goals(path: str, budget: float = 300.0) -> str:
                 continue
             ll = np.array([r["smc_nuts"]["test_ll"] for r in rows])
             times = np.array([r["smc_nuts"]["time"] for r in rows])
-            fixed, nuts = ([r[k]["test_ll"] for r in rows] for k in ("fixed", "nuts_fixed"))
             m, se = _mean_se(ll)
             cells = [d, ", ".join(map("{:g}".format, setting)), str(len(rows))]
             cells.append(f"{m:.3f} +- {se:.3f}")
-            for a in (ll - fixed, ll - nuts, ll - PUBLISHED.get(d, np.nan)):
-                dm, dse = _mean_se(a)
-                cells.append(f"{dm:+.3f} +- {dse:.3f}" if np.isfinite(dm) else "-")
+            diffs = [ll - [r[k]["test_ll"] for r in rows] for k in ("fixed", "nuts_fixed")]
+            if ensemble:
+                diffs.append(ll - [fixed_runs.get((d, r["split"]), np.nan) for r in rows])
+            for a in [*diffs, ll - PUBLISHED.get(d, np.nan)]:
+                a = a[np.isfinite(a)]
+                dm, dse = _mean_se(a) if a.size else (np.nan, np.nan)
+                n = f" [{a.size}]" if 0 < a.size < len(rows) else ""
+                cells.append(f"{dm:+.3f} +- {dse:.3f}{n}" if a.size else "-")
             cells += [f"{np.median(times):.0f} s, {times.max():.0f} s",
                       f"{(times <= budget).sum()}/{len(rows)}"]  # fmt: skip
             out.append("| " + " | ".join(cells) + " |")
@@ -814,6 +826,10 @@ def main(argv: list[str] | None = None) -> None:
         "--report-goals", default=None,
         help="print the table of smc_nuts against the fixed protocol and the published figures",
     )  # fmt: skip
+    parser.add_argument(
+        "--ensemble", default=None, metavar="FILE",
+        help="with --report-goals: benchmarks/uci.py's runs on the fixed network, paired too",
+    )  # fmt: skip
     parser.add_argument("--margins", type=float, nargs="+", default=[0, 10, 20, 50, 100],
                         help="with --report-margins: the screen margins, nats")  # fmt: skip
     parser.add_argument(
@@ -823,7 +839,7 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     args = parser.parse_args(argv)
     if args.report_goals:
-        print(report_goals(args.report_goals), end="")
+        print(report_goals(args.report_goals, args.ensemble), end="")
         return
     if args.report:
         print(report(args.report, args.smc_setting), end="")

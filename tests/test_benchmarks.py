@@ -427,15 +427,20 @@ def test_architecture_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, 
     header = next(line for line in text.splitlines() if line.startswith("| dataset | fixed"))
     assert "| nuts |" in header and "smc_nuts" not in header
     # the goals table: the rule at its setting, against the fixed protocol, NUTS on it and
-    # the published figure (none for this set), and its time against the budget
+    # the published figure (none for this set), and its time against the budget; with a
+    # uci.py file, against its run of the fixed network on the same split too
+    uci = tmp_path / "uci.jsonl"
+    uci.write_text("".join(json.dumps({"dataset": "tiny", "split": 0, "hidden": h,
+                                       "test_ll": v}) + "\n"
+                           for h, v in (([10], 9.0), ([50], -1.5))))  # fmt: skip
     capsys.readouterr()
-    _main("architecture.py", ["--report-goals", str(out)], monkeypatch)
+    _main("architecture.py", ["--report-goals", str(out), "--ensemble", str(uci)], monkeypatch)
     goals = capsys.readouterr().out.splitlines()
     assert len(goals) == 3 and goals[0].startswith("| dataset | SMC: particles, moves, ESS")
     ll, fixed = smc_nuts["test_ll"], split["fixed"]["test_ll"]
     assert goals[2] == (
         f"| tiny | 20, 2, 0.5 | 1 | {ll:.3f} +- nan | {ll - fixed:+.3f} +- nan | "
-        f"{paired:+.3f} +- nan | - | {smc_nuts['time']:.0f} s, "
+        f"{paired:+.3f} +- nan | {ll + 1.5:+.3f} +- nan | - | {smc_nuts['time']:.0f} s, "
         f"{smc_nuts['time']:.0f} s | {int(smc_nuts['time'] <= 300)}/1 |"
     )
 
