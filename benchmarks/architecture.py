@@ -502,13 +502,14 @@ def report_goals(path: str, ensemble: str | None = None, budget: float = 300.0) 
     benchmarks/uci.py results file), that file's runs on the same splits; its difference
     from the strongest published figure; and its wall time per split against ``budget``
     seconds."""
-    lines = [json.loads(line) for line in open(path) if line.strip()]
+    lines = _lines(path)
     settings = sorted({tuple(r["smc_nuts_setting"]) for r in lines if "smc_nuts_setting" in r},
                       key=lambda s: (-s[0], -s[1]))  # fmt: skip
-    fixed_runs: dict = {}
-    for r in (json.loads(line) for line in open(ensemble) if line.strip()) if ensemble else ():
-        if "split" in r and "test_ll" in r and r.get("hidden") == list(FIXED["hidden_layer_sizes"]):
-            fixed_runs[r["dataset"], r["split"]] = r["test_ll"]
+    fixed = (list(FIXED["hidden_layer_sizes"]), FIXED["activation"])
+    fixed_runs = {(r["dataset"], r["split"]): r["test_ll"]
+                  for r in (_lines(ensemble) if ensemble else [])
+                  if "split" in r and "test_ll" in r
+                  and (r.get("hidden"), r.get("activation", "relu")) == fixed}  # fmt: skip
     refs = ["fixed Laplace", "NUTS fixed"] + ["ensemble fixed"] * bool(ensemble)
     out = [
         "| dataset | SMC: particles, moves, ESS | splits | smc_nuts | "
