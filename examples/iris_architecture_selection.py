@@ -10,7 +10,7 @@ training data alone, and the posterior model probabilities weigh the candidates'
 predictions into one model average.
 
 Beside SMC, the Laplace approximation estimates the same evidence from a MAP fit and the
-curvature there (``method=Laplace``), at a small fraction of the cost. Its evidence counts
+curvature there (``method=Laplace``), in less time than SMC. Its evidence counts
 the symmetric copies of the mode (hidden units relabelled), as SMC's integral does, and
 each Laplace fit keeps the best of ``--n-init`` initializations (5): a network's log
 posterior has many modes, and single initializations' evidences differ by up to 6 nats
