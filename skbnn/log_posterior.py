@@ -510,6 +510,58 @@ class LogPosterior:
         thread_map(part, list(zip(cuts[:-1], cuts[1:], strict=True)), int(n_jobs))
         return logp, grads
 
+    def pointwise_loglik(self, thetas, noise_precision=None, n_jobs: int = 1) -> np.ndarray:
+        """Each training row's log-likelihood under each row of ``thetas``, unweighted.
+
+        What leave-one-out cross-validation by PSIS and the stacking of chains read: a row's
+        ``sample_weight`` multiplies its term in the posterior, not here.
+
+        Parameters
+        ----------
+        thetas : ndarray of shape (n_thetas, n_params)
+        noise_precision : ndarray of shape (n_thetas, n_outputs), default=None
+            Each draw's Gaussian noise precision; ``None``: the target's own, or the
+            trailing log precisions of ``theta`` under ``noise="theta"``.
+        n_jobs : int, default=1
+            Threads of the forward pass; the result does not depend on it.
+
+        Returns
+        -------
+        ndarray of shape (n_thetas, n_rows)
+        """
+        from .posterior import ForwardPass
+
+        thetas = np.ascontiguousarray(thetas, dtype=np.float64)
+        X = self.XT.reshape(self.n_features, self.n_rows).T
+        Y = self.YT.reshape(self.n_outputs, self.n_rows)
+        out = np.empty((thetas.shape[0], self.n_rows))
+        if self.likelihood == "gaussian":
+            if noise_precision is not None:
+                tau = np.asarray(noise_precision, dtype=np.float64)
+            elif self.layout.n_noise:
+                tau = np.exp(thetas[:, self.layout.n_weights :])
+            else:
+                tau = np.broadcast_to(self.tau, (thetas.shape[0], self.n_outputs))
+            tau = tau[:, :, None]
+        net = ForwardPass(self.layout, self.activation_code, n_jobs)
+        for rows, f in net.outputs(X, thetas):
+            y = Y[:, rows]
+            if self.likelihood == "gaussian":
+                ll = 0.5 * (np.log(tau) - np.log(2 * np.pi) - tau * (y - f) ** 2)
+                out[:, rows] = ll.sum(axis=1)
+            elif self.likelihood == "heteroscedastic":
+                k = self.n_outputs
+                var = np.logaddexp(0.0, f[:, k:]) + 1e-6
+                ll = -0.5 * (np.log(2 * np.pi * var) + (y - f[:, :k]) ** 2 / var)
+                out[:, rows] = ll.sum(axis=1)
+            elif self.likelihood == "bernoulli":
+                # log sigmoid(+-f) without overflow
+                out[:, rows] = -np.logaddexp(0.0, np.where(y[0] > 0.5, -f[:, 0], f[:, 0]))
+            else:
+                lse = np.logaddexp.reduce(f, axis=1)
+                out[:, rows] = np.einsum("skn,kn->sn", f, y) - lse
+        return out
+
     def sample_prior(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """Draws of ``theta`` from the prior, shape ``(size, n_params)``."""
         if self.prior_kind == PriorKind.LOGISTIC:

@@ -81,6 +81,7 @@ class StopRule(NamedTuple):
 def _worst(diag: dict) -> tuple[float, float]:
     """The highest R-hat and the lowest bulk ESS of the monitored quantities (an infinite
     R-hat when the log-likelihood's cannot be computed yet)."""
+    diag = judged(diag)
     worst_rhat = float(np.nanmax(np.append(diag["rhat_outputs"], diag["rhat_loglik"])))
     least_ess = float(np.nanmin(np.append(diag["ess_bulk_outputs"], diag["ess_bulk_loglik"])))
     if np.isnan(diag["rhat_loglik"]):
@@ -236,12 +237,67 @@ def chain_diagnostics(method, target, chains, n_keep) -> dict:
         [[ess_bulk(monitored[:, :, o, j]) for o in range(monitored.shape[2])]
          for j in range(rows.size)]
     )  # fmt: skip
+    if method._n_modes > 1:
+        out.update(_mode_diagnostics(method, out, monitored))
     return out
 
 
+def _mode_diagnostics(method, out: dict, monitored: np.ndarray) -> dict:
+    """The figures of each mode's chains alone: R-hat and ESS within a mode, where
+    chains started at one optimum can agree, while chains in separate modes never do
+    in a run's time (their R-hat across modes stays in ``rhat_loglik``)."""
+    mode_of_chain = method._mode_of_chain()
+    loglik = out["loglik"]
+    modes = []
+    for m in range(method._n_modes):
+        c = np.flatnonzero(mode_of_chain == m)
+        mon = monitored[c]
+        n_out, n_rows = mon.shape[2], mon.shape[3]
+        rhat_outputs = np.array(
+            [[rhat(mon[:, :, o, j]) for o in range(n_out)] for j in range(n_rows)]
+        )
+        ess_outputs = np.array(
+            [[ess_bulk(mon[:, :, o, j]) for o in range(n_out)] for j in range(n_rows)]
+        )
+        modes.append(
+            {
+                "chains": c,
+                "rhat_loglik": rhat(loglik[c]),
+                "rhat_outputs": rhat_outputs,
+                "ess_bulk_loglik": ess_bulk(loglik[c]),
+                "ess_bulk_outputs": ess_outputs,
+                "divergences": int(out["divergences_per_chain"][c].sum()),
+                "mean_loglik": float(np.mean(loglik[c])),
+            }
+        )
+    return {
+        "n_modes": method._n_modes,
+        "mode_of_chain": mode_of_chain,
+        "modes": modes,
+        "rhat_loglik_within_modes": max(m["rhat_loglik"] for m in modes),
+    }
+
+
+def judged(diag: dict) -> dict:
+    """The figures that convergence is judged by: with several modes, each mode's own
+    (the worst R-hat and the least ESS within any mode); else all chains together."""
+    if "modes" not in diag:
+        return diag
+    modes = diag["modes"]
+    return {
+        **diag,
+        "rhat_loglik": max(m["rhat_loglik"] for m in modes),
+        "rhat_outputs": np.fmax.reduce([m["rhat_outputs"] for m in modes]),
+        "ess_bulk_loglik": min(m["ess_bulk_loglik"] for m in modes),
+        "ess_bulk_outputs": np.fmin.reduce([m["ess_bulk_outputs"] for m in modes]),
+    }
+
+
 def _figures(method, diag: dict) -> list[str]:
-    """The figures a ConvergenceWarning opens with."""
-    figures = [f"R-hat of the log-likelihood {diag['rhat_loglik']:.3f}"]
+    """The figures a ConvergenceWarning opens with (with several modes, within them)."""
+    within = " within modes" if "modes" in diag else ""
+    diag = judged(diag)
+    figures = [f"R-hat of the log-likelihood{within} {diag['rhat_loglik']:.3f}"]
     if np.isfinite(np.nanmax(diag["rhat_outputs"], initial=-np.inf)):
         figures.append(f"max R-hat of training predictions {np.nanmax(diag['rhat_outputs']):.3f}")
     figures.append(f"bulk ESS of the log-likelihood {diag['ess_bulk_loglik']:.0f}")
@@ -264,7 +320,12 @@ def _figures(method, diag: dict) -> list[str]:
 def convergence_message(method, diag: dict) -> str | None:
     """The ConvergenceWarning's text for a run's diagnostics, or None when nothing is
     wrong: the figures, then what went wrong and the knob that addresses it, by its
-    full path (``method=NUTS(...)``: the method's knobs live on the method object)."""
+    full path (``method=NUTS(...)``: the method's knobs live on the method object).
+    With several modes, R-hat is judged within each mode: chains in separate modes are
+    expected to disagree, and their mixture is the predictive."""
+    modes = "modes" in diag
+    figures = _figures(method, diag)
+    diag = judged(diag)
     rhats = np.append(diag["rhat_outputs"], diag["rhat_loglik"])
     too_short = bool(np.isnan(rhats).any())
     worst = float(np.nanmax(rhats)) if not np.all(np.isnan(rhats)) else float("nan")
@@ -278,7 +339,6 @@ def convergence_message(method, diag: dict) -> str | None:
     if not (too_short or divergent or disagree):
         return None
     cls = type(method).__name__
-    figures = _figures(method, diag)
     stopped = diag.get("stopped_because")
     out_of_time = stopped == "max_time"
     advice = []
@@ -308,11 +368,17 @@ def convergence_message(method, diag: dict) -> str | None:
             "divergent transitions: the step size is too large for parts of the "
             f"posterior; raise the acceptance target: {method._fix(target_accept=accept)}"
         )
-    if disagree:
+    if disagree and modes:
+        text = (
+            f"the chains of a mode disagree (R-hat within a mode up to {worst:.3f}, warn "
+            f"above {RHAT_WARN}): they have not mixed around their optimum"
+        )
+    elif disagree:
         text = (
             f"the chains disagree (R-hat up to {worst:.3f}, warn above {RHAT_WARN}): "
             "they sit in different regions of the posterior"
         )
+    if disagree:
         if out_of_time:
             text += (
                 f". If they were still approaching, give them more time: "
@@ -324,7 +390,7 @@ def convergence_message(method, diag: dict) -> str | None:
                 f"the run instead: {method._fix(max_time=600)}"
             )
         else:
-            text += method._disagreement_advice(n_kept)
+            text += method._disagreement_advice(n_kept, within_modes=modes)
         advice.append(text)
     name = method._title()
     sentences = " ".join(a[0].upper() + a[1:] + "." for a in advice)

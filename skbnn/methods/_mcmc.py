@@ -37,6 +37,7 @@ from ._convergence import (
     convergence_message,
     extend_until_converged,
 )
+from ._modes import weigh_modes
 from ._progress import SLOW_FIT, ProgressBar, duration
 from ._starts import finite_start, map_starts
 from ._tempering import ReplicaExchange
@@ -126,6 +127,8 @@ class _HMCFamily(BaseMethod):
         # at them depends on where the trajectory started, which breaks reversibility
         "max_delta_energy": [Interval(Real, 100, None, closed="left")],
         "init": [StrOptions({"prior", "map"})],
+        "n_modes": [Interval(Integral, 1, None, closed="left")],
+        "mode_weights": [StrOptions({"equal", "stacking"})],
         "target_rhat": [Interval(Real, 1, None, closed="neither"), None],
         "target_ess": [Interval(Real, 1, None, closed="left"), None],
         "max_time": [Interval(Real, 0, None, closed="neither"), None],
@@ -179,8 +182,32 @@ class _HMCFamily(BaseMethod):
         """The most gradient passes one iteration of a chain makes."""
         return 1
 
-    def _disagreement_advice(self, n_kept: int) -> str:
-        """What the warning advises when the chains disagree (appended to that sentence)."""
+    @property
+    def _n_modes(self) -> int:
+        """The optima the chains start from (1: dispersed starts, no modes)."""
+        return getattr(self, "n_modes", 1)
+
+    def _mode_of_chain(self) -> np.ndarray:
+        """The mode each chain samples: chain ``c`` starts at optimum ``c % n_modes``."""
+        return np.arange(self.n_chains) % self._n_modes
+
+    def _check_modes(self) -> None:
+        if self._n_modes > self.n_chains:
+            raise ValueError(
+                f"n_modes={self.n_modes} needs at least one chain per mode, and there are "
+                f"n_chains={self.n_chains}: use "
+                f"{self._fix(n_chains=self.n_modes)}"
+            )
+
+    def _disagreement_advice(self, n_kept: int, within_modes: bool = False) -> str:
+        """What the warning advises when the chains disagree (appended to that sentence);
+        ``within_modes``: the chains of one mode do."""
+        if within_modes:
+            return (
+                f". Run them longer ({self._fix(n_warmup=2 * self.n_warmup)} and "
+                f"n_samples={2 * n_kept}), or until they agree: "
+                f"{self._fix(target_rhat=1.01, target_ess=400, max_time=600)}"
+            )
         return (
             f". If the chains are still approaching, run longer "
             f"({self._fix(n_warmup=2 * self.n_warmup)} and n_samples={2 * n_kept}), "
@@ -252,6 +279,7 @@ class _HMCFamily(BaseMethod):
         continues those chains instead, to ``n_samples`` draws.
         """
         self._validate_params()
+        self._check_modes()
         t_start = time.perf_counter()
         if resume is not None:
             # a private copy: a continuation that fails leaves the stored state as it was
@@ -376,6 +404,13 @@ class _HMCFamily(BaseMethod):
         starts = None
         if resume is not None:
             init_grad_evals, init_time = resume["init_grad_evals"], resume["init_time"]
+        elif self._n_modes > 1:
+            # one optimum per mode, each from its own initialization; a mode's chains
+            # share its start (seeds spawned after the chains', as for init="map")
+            t0 = time.perf_counter()
+            optima, init_grad_evals = map_starts(target, root.spawn(self._n_modes), n_jobs)
+            starts = [optima[m] for m in self._mode_of_chain()]
+            init_time = time.perf_counter() - t0
         elif self.init == "map":
             # seeds of their own, spawned after the chains', so init="prior" is unchanged
             t0 = time.perf_counter()
@@ -504,14 +539,19 @@ class _HMCFamily(BaseMethod):
         n_hyper = target.layout.n_layers if target.hierarchical else 0
         draws = np.concatenate([c.arrays.draws for c in chains])[: plan.n_samples]
         taus = np.concatenate([c.arrays.taus for c in chains])[: plan.n_samples]
+        noise = taus[:, :k] if target.likelihood == "gaussian" else None
+        diagnostics = self._diagnostics(target, chains, n_keep)
+        weights = None
+        if self._n_modes > 1:
+            mode_of_draw = np.repeat(self._mode_of_chain(), n_keep)[: plan.n_samples]
+            weights = weigh_modes(
+                target, draws, noise, mode_of_draw, self.mode_weights, diagnostics
+            )
         posterior = WeightedDraws(
-            draws,
-            noise_precision=taus[:, :k] if target.likelihood == "gaussian" else None,
-            chain_shape=(self.n_chains, n_keep),
+            draws, weights=weights, noise_precision=noise, chain_shape=(self.n_chains, n_keep)
         )
         if n_hyper:
             posterior.prior_precision = taus[:, k:].copy()
-        diagnostics = self._diagnostics(target, chains, n_keep)
         if fleet.exchange is not None:
             # the hot replicas' work is part of the cost of every kept draw
             ladders = fleet.ladders

@@ -59,6 +59,10 @@ class HMC(_HMCFamily):
         Temperature of the hottest replica, as for :class:`NUTS`.
     init : {"prior", "map"}, default="prior"
         Where each chain starts, as for :class:`NUTS`.
+    n_modes : int, default=1
+        Optima the chains sample around, one or more chains each, as for :class:`NUTS`.
+    mode_weights : {"stacking", "equal"}, default="stacking"
+        How the modes are weighted in the predictive, as for :class:`NUTS`.
     target_rhat, target_ess, max_time : float or None, default=None
         Sample until converged, as for :class:`NUTS`.
 
@@ -95,6 +99,8 @@ class HMC(_HMCFamily):
         n_temperatures: int = 1,
         max_temperature: float = 10.0,
         init: str = "prior",
+        n_modes: int = 1,
+        mode_weights: str = "stacking",
         target_rhat: float | None = None,
         target_ess: float | None = None,
         max_time: float | None = None,
@@ -113,6 +119,8 @@ class HMC(_HMCFamily):
         self.n_temperatures = n_temperatures
         self.max_temperature = max_temperature
         self.init = init
+        self.n_modes = n_modes
+        self.mode_weights = mode_weights
         self.target_rhat = target_rhat
         self.target_ess = target_ess
         self.max_time = max_time

@@ -58,6 +58,10 @@ class MALA(_HMCFamily):
         second (doc/samplers.md).
     init : {"prior", "map"}, default="prior"
         Where each chain starts, as for :class:`NUTS`.
+    n_modes : int, default=1
+        Optima the chains sample around, one or more chains each, as for :class:`NUTS`.
+    mode_weights : {"stacking", "equal"}, default="stacking"
+        How the modes are weighted in the predictive, as for :class:`NUTS`.
     target_rhat, target_ess, max_time : float or None, default=None
         Sample until converged, as for :class:`NUTS`.
 
@@ -87,6 +91,8 @@ class MALA(_HMCFamily):
         max_delta_energy: float = 1000.0,
         thin: int = 200,
         init: str = "prior",
+        n_modes: int = 1,
+        mode_weights: str = "stacking",
         target_rhat: float | None = None,
         target_ess: float | None = None,
         max_time: float | None = None,
@@ -101,6 +107,8 @@ class MALA(_HMCFamily):
         self.thin = thin
         self.max_delta_energy = max_delta_energy
         self.init = init
+        self.n_modes = n_modes
+        self.mode_weights = mode_weights
         self.target_rhat = target_rhat
         self.target_ess = target_ess
         self.max_time = max_time
@@ -111,7 +119,7 @@ class MALA(_HMCFamily):
     def _stop_rule(self) -> StopRule:
         return StopRule(self.target_rhat, self.target_ess, self.max_time)
 
-    def _disagreement_advice(self, n_kept: int) -> str:
+    def _disagreement_advice(self, n_kept: int, within_modes: bool = False) -> str:
         return (
             "; MALA's draws are strongly autocorrelated: run longer chains, "
             f"{self._fix(n_warmup=2 * self.n_warmup, thin=2 * self.thin)}, or use "

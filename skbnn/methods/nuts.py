@@ -118,6 +118,27 @@ class NUTS(_HMCFamily):
         warm-up's long approach from the prior's scale. Each chain's MAP is of a different
         initialization, so chains in different modes still show in R-hat. The gradient
         evaluations it took are ``diagnostics_["init_grad_evals"]``.
+    n_modes : int, default=1
+        Optima the chains sample around. A network's posterior has many separated modes
+        (symmetries and distinct fits), and no chain crosses between them in a run's time,
+        so chains started apart disagree however long they run. With ``n_modes > 1`` the
+        run first trains ``n_modes`` MAP estimates, each from its own scikit-learn
+        initialization (as ``init="map"``, whatever ``init`` says), and starts chain ``c``
+        at optimum ``c % n_modes``; ``n_chains`` must be at least ``n_modes``. The
+        predictive is the mixture over the modes, weighted by ``mode_weights``, and
+        convergence is judged within each mode (split R-hat and ESS of its own chains;
+        one chain per mode is split in halves), so a ConvergenceWarning means that a
+        mode's chains have not mixed around their optimum, not that the modes differ.
+        ``diagnostics_["modes"]`` gives, per mode, its chains, weight, R-hat, ESS,
+        divergences and leave-one-out fit. 1 keeps the dispersed starts of ``init``.
+    mode_weights : {"stacking", "equal"}, default="stacking"
+        How the modes are weighted in the predictive (with ``n_modes > 1``).
+        ``"stacking"``: the weights that maximize the leave-one-out log predictive
+        density of the modes' mixture, each mode's density at a left-out row estimated by
+        Pareto-smoothed importance sampling from its own draws (Yao, Vehtari & Gelman
+        2022, stacking for non-mixing Bayesian computations): a mode that predicts worse
+        than the others where they differ loses weight. ``"equal"``: every mode the same,
+        as an ensemble (and MILE) does.
     target_rhat, target_ess, max_time : float or None, default=None
         Sample until converged: with any of them set, after the first ``n_samples`` draws
         the chains are extended in blocks, keeping their adapted step size and metric,
@@ -169,6 +190,8 @@ class NUTS(_HMCFamily):
         n_temperatures: int = 1,
         max_temperature: float = 10.0,
         init: str = "prior",
+        n_modes: int = 1,
+        mode_weights: str = "stacking",
         target_rhat: float | None = None,
         target_ess: float | None = None,
         max_time: float | None = None,
@@ -185,6 +208,8 @@ class NUTS(_HMCFamily):
         self.n_temperatures = n_temperatures
         self.max_temperature = max_temperature
         self.init = init
+        self.n_modes = n_modes
+        self.mode_weights = mode_weights
         self.target_rhat = target_rhat
         self.target_ess = target_ess
         self.max_time = max_time

@@ -1,0 +1,176 @@
+"""Chains from several optima (``n_modes``): where they start, how the modes are weighed,
+and convergence judged within each mode."""
+
+import numpy as np
+import pytest
+
+from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
+from skbnn.log_posterior import LogPosterior
+from skbnn.methods import HMC, NUTS
+from skbnn.methods._modes import loo_pointwise, stacking_objective, weigh_modes
+
+
+def _data(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, (n, 2))
+    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.standard_normal(n)
+    return X, y
+
+
+def _fit(method, n_samples=80, random_state=0, n_jobs=1, **kw):
+    X, y = _data()
+    return BayesianMLPRegressor(
+        hidden_layer_sizes=(4,), method=method, n_samples=n_samples,
+        random_state=random_state, n_jobs=n_jobs, **kw,
+    ).fit(X, y)  # fmt: skip
+
+
+def _mode_diag(within=1.0, across=1.6, chains=4, n_modes=2, draws=250):
+    """Diagnostics of a run whose modes disagree by ``across`` and whose chains agree
+    within each mode up to ``within``."""
+    mode = {
+        "rhat_loglik": within,
+        "rhat_outputs": np.full((5, 1), within),
+        "ess_bulk_loglik": 300.0,
+        "ess_bulk_outputs": np.full((5, 1), 300.0),
+    }
+    return {
+        "n_chains": chains,
+        "n_draws_per_chain": draws,
+        "rhat_loglik": across,
+        "rhat_outputs": np.full((5, 1), across),
+        "ess_bulk_loglik": 20.0,
+        "divergences": 0,
+        "mean_tree_depth": np.full(chains, 3.0),
+        "max_tree_depth_hits": np.zeros(chains),
+        "modes": [dict(mode) for _ in range(n_modes)],
+    }
+
+
+def test_modes_that_differ_do_not_warn():
+    # the modes' disagreement is what a network posterior is, not a failure
+    assert NUTS(n_modes=2)._convergence_message(_mode_diag(within=1.01, across=1.6)) is None
+
+
+def test_a_mode_whose_chains_disagree_warns_with_a_fix_that_runs():
+    msg = NUTS(n_modes=2)._convergence_message(_mode_diag(within=1.2, across=1.6))
+    assert "R-hat of the log-likelihood within modes 1.200" in msg
+    assert "The chains of a mode disagree" in msg
+    assert "method=NUTS(n_modes=2, n_warmup=1000)" in msg
+    # tempering joins modes: advice for chains in separate modes, not for one mode
+    assert "n_temperatures" not in msg
+    # without modes the same figures are chains in separate regions, with that advice
+    plain = _mode_diag(within=1.2, across=1.6)
+    del plain["modes"]
+    msg = NUTS()._convergence_message(plain)
+    assert "R-hat of the log-likelihood 1.600" in msg and "n_temperatures=4" in msg
+
+
+def test_more_modes_than_chains_is_an_error_whose_fix_runs():
+    with pytest.raises(
+        ValueError, match=r"method=NUTS\(n_chains=6, n_modes=6, n_warmup=20\)"
+    ) as info:
+        _fit(NUTS(n_modes=6, n_warmup=20))
+    assert "one chain per mode" in str(info.value)
+    fix = NUTS(n_modes=6, n_warmup=20, n_chains=6)
+    assert len(_fit(fix, n_samples=60).diagnostics_["modes"]) == 6
+
+
+@pytest.mark.parametrize("how", ["equal", "stacking"])
+def test_diagnostics_list_the_modes_and_their_weights(how):
+    reg = _fit(NUTS(n_modes=2, n_chains=4, n_warmup=60, mode_weights=how))
+    diag = reg.diagnostics_
+    assert diag["n_modes"] == 2 and diag["mode_weighting"] == how
+    np.testing.assert_array_equal(diag["mode_of_chain"], [0, 1, 0, 1])
+    modes = diag["modes"]
+    assert [list(m["chains"]) for m in modes] == [[0, 2], [1, 3]]
+    for key in ("weight", "rhat_loglik", "ess_bulk_loglik", "divergences", "elpd_loo",
+                "khat_max"):  # fmt: skip
+        assert all(key in m for m in modes), key
+    w = diag["mode_weights"]
+    assert w.shape == (2,) and np.isclose(w.sum(), 1.0) and np.all(w >= 0)
+    if how == "equal":
+        np.testing.assert_allclose(w, 0.5)
+    # each mode's weight spread evenly over its draws, in chain order
+    pw = reg.posterior_.normalized_weights().reshape(4, -1)
+    for c, m in enumerate(diag["mode_of_chain"]):
+        np.testing.assert_allclose(pw[c], w[m] / pw[c].size / 2)
+    # the warning reads the modes: the judged R-hat is the worst within any mode
+    assert diag["rhat_loglik_within_modes"] == max(m["rhat_loglik"] for m in modes)
+
+
+def test_chains_of_a_mode_start_at_its_optimum():
+    # HMC too: the whole family shares the driver
+    reg = _fit(HMC(n_modes=2, n_chains=4, n_warmup=0), n_samples=4)
+    first = reg.posterior_.thetas.reshape(4, 1, -1)[:, 0]
+    # one iteration from the same start stays near it; the two modes' starts differ
+    assert np.linalg.norm(first[0] - first[2]) < np.linalg.norm(first[0] - first[1])
+    assert reg.diagnostics_["init_grad_evals"] > 0
+
+
+def test_modes_do_not_depend_on_n_jobs():
+    method = NUTS(n_modes=2, n_chains=2, n_warmup=40)
+    a = _fit(method, n_samples=40, n_jobs=1)
+    b = _fit(method, n_samples=40, n_jobs=2)
+    np.testing.assert_array_equal(a.posterior_.thetas, b.posterior_.thetas)
+    np.testing.assert_array_equal(a.posterior_.weights, b.posterior_.weights)
+
+
+def test_classifier_modes():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((60, 2))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    clf = BayesianMLPClassifier(
+        hidden_layer_sizes=(3,), method=NUTS(n_modes=2, n_warmup=40), n_samples=40,
+        random_state=0,
+    ).fit(X, y)  # fmt: skip
+    assert np.isclose(clf.diagnostics_["mode_weights"].sum(), 1.0)
+    p = clf.predict_proba(X)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+
+
+def test_stacking_drops_a_mode_that_predicts_badly():
+    # Two sets of draws of a linear model: one around the least-squares fit, one around
+    # a fit with the wrong signs. Nearly every row is predicted far better by the first,
+    # so stacking gives the second a small weight (the few rows it predicts better keep
+    # it off the vertex), the maximizer of the leave-one-out score; equal weights keep
+    # half on it.
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((80, 2))
+    y = X @ np.array([1.0, -1.0]) + 0.3 * rng.standard_normal(80)
+    target = LogPosterior(X, y, (), "identity", "gaussian", noise_precision=1 / 0.09)
+    good = np.linalg.lstsq(np.c_[X, np.ones(80)], y, rcond=None)[0]
+    bad = good * np.array([-1.0, -1.0, 1.0])
+    draws = np.vstack([good + 0.01 * rng.standard_normal((50, 3)),
+                       bad + 0.01 * rng.standard_normal((50, 3))])  # fmt: skip
+    mode_of_draw = np.repeat([0, 1], 50)
+    modes = [{} for _ in range(2)]
+    diag = {"modes": modes}
+    w = weigh_modes(target, draws, None, mode_of_draw, "equal", diag)
+    np.testing.assert_allclose(diag["mode_weights"], [0.5, 0.5])
+    np.testing.assert_allclose(w.sum(), 1.0)
+    w = weigh_modes(target, draws, None, mode_of_draw, "stacking", diag)
+    np.testing.assert_allclose(w.sum(), 1.0)
+    stacked = diag["mode_weights"]
+    assert stacked[1] < 0.1
+    lpd = np.column_stack([loo_pointwise(target.pointwise_loglik(draws[mode_of_draw == m]))[0]
+                           for m in range(2)])  # fmt: skip
+    grid = np.linspace(0, 1, 2001)
+    best = max(stacking_objective(lpd, [1 - g, g]) for g in grid)
+    assert stacking_objective(lpd, stacked) >= best - 1e-6
+    assert modes[0]["elpd_loo"] > modes[1]["elpd_loo"]
+
+
+def test_pointwise_loglik_sums_to_the_kernels():
+    # what PSIS and stacking read is the likelihood the samplers explore, row by row
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 3))
+    for likelihood, Y in (
+        ("gaussian", rng.standard_normal(30)),
+        ("bernoulli", rng.integers(0, 2, 30).astype(float)),
+        ("categorical", np.eye(3)[rng.integers(0, 3, 30)]),
+    ):
+        target = LogPosterior(X, Y, (4,), "tanh", likelihood, noise_precision=2.0)
+        thetas = target.sample_prior(rng, 5)
+        loglik, _ = target.loglik_batch(thetas)
+        np.testing.assert_allclose(target.pointwise_loglik(thetas).sum(axis=1), loglik)
