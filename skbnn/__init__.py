@@ -2,11 +2,43 @@
 
 ``BayesianMLPRegressor`` and ``BayesianMLPClassifier`` compute a posterior over a
 multilayer perceptron's weights with the method named by ``method=`` and predict with its
-uncertainty.
+uncertainty. The method classes of :mod:`skbnn.methods` are importable from here too, so
+the fix a warning names (``method=NUTS(max_tree_depth=12)``) runs after
+``from skbnn import NUTS``.
 """
 
 from .estimators import BayesianMLPClassifier, BayesianMLPRegressor
+from .methods import (
+    HMC,
+    LBBNN,
+    MALA,
+    NUTS,
+    SGHMC,
+    SMC,
+    SWAG,
+    AdaptiveMetropolis,
+    DeepEnsemble,
+    Laplace,
+    RandomizedMAP,
+    VariationalInference,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["BayesianMLPClassifier", "BayesianMLPRegressor", "__version__"]
+__all__ = [
+    "AdaptiveMetropolis",
+    "BayesianMLPClassifier",
+    "BayesianMLPRegressor",
+    "DeepEnsemble",
+    "HMC",
+    "LBBNN",
+    "Laplace",
+    "MALA",
+    "NUTS",
+    "RandomizedMAP",
+    "SGHMC",
+    "SMC",
+    "SWAG",
+    "VariationalInference",
+    "__version__",
+]

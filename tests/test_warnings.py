@@ -62,8 +62,9 @@ _LAB = re.compile(r"\b(UCI|Boston|boston|concrete|yacht|energy|diabetes|iris|iss
 
 
 def _fixes(w) -> list:
-    """The method objects that the ``method=...`` fixes of ``w`` build when run as written."""
-    namespace = {name: getattr(skbnn.methods, name) for name in skbnn.methods.__all__}
+    """The method objects that the ``method=...`` fixes of ``w`` build when run as written
+    after ``from skbnn import *``."""
+    namespace = {name: getattr(skbnn, name) for name in skbnn.__all__}
     fixes = [eval(code, namespace) for code in _FIX.findall(str(w.message))]
     for fix in fixes:
         assert isinstance(fix, BaseMethod), fix
@@ -84,6 +85,13 @@ def _assert_well_formed(w, expected_fix: BaseMethod | None = None):
     fixes = _fixes(w)
     if expected_fix is not None:
         assert any(_same_method(fix, expected_fix) for fix in fixes), (expected_fix, message)
+
+
+def test_every_method_class_imports_from_skbnn():
+    # the fixes name the classes bare, as a user who imported them from skbnn writes them
+    for cls in skbnn.methods.METHODS.values():
+        assert getattr(skbnn, cls.__name__) is cls
+        assert cls.__name__ in skbnn.__all__
 
 
 # --------------------------------------------------------------------------------------
