@@ -66,6 +66,17 @@ def test_a_mode_whose_chains_disagree_warns_with_a_fix_that_runs():
     assert "R-hat of the log-likelihood 1.600" in msg and "n_temperatures=4" in msg
 
 
+def test_a_mode_without_weight_is_not_judged():
+    # a chain that stacking all but drops cannot move the predictive: its R-hat is no
+    # reason to warn, while the same figures in a mode that carries weight are
+    diag = _mode_diag(within=1.01)
+    diag["modes"][1].update(rhat_loglik=1.3, weight=0.01)
+    diag["modes"][0]["weight"] = 0.99
+    assert NUTS(n_modes=2)._convergence_message(diag) is None
+    diag["modes"][1]["weight"], diag["modes"][0]["weight"] = 0.2, 0.8
+    assert "within a mode up to 1.300" in NUTS(n_modes=2)._convergence_message(diag)
+
+
 def test_more_modes_than_chains_is_an_error_whose_fix_runs():
     with pytest.raises(
         ValueError, match=r"method=NUTS\(n_chains=6, n_modes=6, n_warmup=20\)"

@@ -30,6 +30,10 @@ OUT_OF_REACH = (
     "the modes the chains found, an ensemble of modes rather than the posterior: read "
     "their intervals as an ensemble's, or use fewer hidden units"
 )
+#: With several modes, a mode whose weight in the predictive is below this is not judged:
+#: whatever its draws, it moves a predictive probability by less than this, and stacking
+#: gives a chain stuck where it fits badly such a weight (Yao, Vehtari & Gelman 2022).
+MIN_JUDGED_WEIGHT = 0.05
 #: R-hat above this raises a ConvergenceWarning (Vehtari et al. 2021 recommend 1.01 for
 #: final inference; 1.05 flags clear failures without crying wolf on short runs).
 RHAT_WARN = 1.05
@@ -280,10 +284,11 @@ def _mode_diagnostics(method, out: dict, monitored: np.ndarray) -> dict:
 
 def judged(diag: dict) -> dict:
     """The figures that convergence is judged by: with several modes, each mode's own
-    (the worst R-hat and the least ESS within any mode); else all chains together."""
+    (the worst R-hat and the least ESS within any mode that carries at least
+    ``MIN_JUDGED_WEIGHT`` of the predictive); else all chains together."""
     if "modes" not in diag:
         return diag
-    modes = diag["modes"]
+    modes = [m for m in diag["modes"] if m.get("weight", 1.0) >= MIN_JUDGED_WEIGHT]
     return {
         **diag,
         "rhat_loglik": max(m["rhat_loglik"] for m in modes),

@@ -128,7 +128,9 @@ class NUTS(_HMCFamily):
         predictive is the mixture over the modes, weighted by ``mode_weights``, and
         convergence is judged within each mode (split R-hat and ESS of its own chains;
         one chain per mode is split in halves), so a ConvergenceWarning means that a
-        mode's chains have not mixed around their optimum, not that the modes differ.
+        mode's chains have not mixed around their optimum, not that the modes differ; a
+        mode with under 5 % of the weight is not judged, since it cannot move the
+        predictive materially.
         ``diagnostics_["modes"]`` gives, per mode, its chains, weight, R-hat, ESS,
         divergences and leave-one-out fit. 1 keeps the dispersed starts of ``init``.
     mode_weights : {"stacking", "equal"}, default="stacking"
