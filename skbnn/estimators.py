@@ -47,18 +47,17 @@ _SHARED_PARAMS_DOC = """
         Hidden-layer activation. ``tanh`` is the default because its smooth posterior suits
         gradient-based samplers: the kinks of ``relu`` cost energy errors and smaller steps.
     method : str or method object, default="auto"
-        How the posterior is computed: a name (``"nuts"``, ``"hmc"``, ``"mala"``,
-        ``"amcmc"``, ``"smc"``; ``"ensemble"``, ``"rms"``, ``"swag"``, ``"laplace"``,
-        ``"vi"``, ``"lbbnn"`` for the optimization methods, which scale to many rows) or an
-        object from :mod:`skbnn.methods` carrying its own knobs (``NUTS(target_accept=0.9)``),
-        which ``GridSearchCV`` can tune as ``method__<knob>``. ``"auto"`` chooses from the
-        problem's size alone, so that a default fit answers in about a minute at most:
-        NUTS (exact, no path length to tune) for regression where rows x network
-        parameters is at most 250,000 (the diabetes data and a 10-unit network: 442 x 121),
-        and the deep ensemble beyond; for a classifier, the deep ensemble on fewer than
-        10,000 rows (whose held-out log loss it gave at or below
-        ``LogisticRegression``'s) and cyclical SGHMC from there; ``method_`` says which
-        ran (see :mod:`skbnn.methods._auto`).
+        How the posterior is computed: a name (``"nuts"``, ``"hmc"``, ``"mala"``, ``"amcmc"``,
+        ``"mclmc"``, ``"mams"``, ``"smc"``; ``"ensemble"``, ``"rms"``, ``"swag"``,
+        ``"laplace"``, ``"vi"``, ``"lbbnn"`` for the optimization methods, which scale to many
+        rows) or an object from :mod:`skbnn.methods` carrying its own knobs
+        (``NUTS(target_accept=0.9)``), which ``GridSearchCV`` can tune as ``method__<knob>``.
+        ``"auto"`` chooses from the problem's size alone, so that a default fit answers in about
+        a minute at most: NUTS (exact, no path length to tune) for regression where rows x
+        network parameters is at most 250,000 (the diabetes data and a 10-unit network: 442 x
+        121), and the deep ensemble beyond; for a classifier, the deep ensemble on fewer than
+        10,000 rows (whose held-out log loss it gave at or below ``LogisticRegression``'s) and
+        cyclical SGHMC from there; ``method_`` says which ran (see :mod:`skbnn.methods._auto`).
     prior : {"gaussian", "logistic", "hierarchical", "scale_mixture"} or prior object, \
 default="gaussian"
         Prior over weights and biases; ``"gaussian"`` is ``GaussianPrior()``, N(0, 1) with

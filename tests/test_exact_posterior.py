@@ -16,7 +16,7 @@ tests that make more say so. Over 30 offsets the 9750 z-scores of 12 cases had s
 
 The MCSE from an estimated ESS is trustworthy only when the ESS is not tiny, so every ESS
 must exceed ``MIN_ESS = 400``: a floor, not a performance claim. The runs reach 1100-3300
-(NUTS and HMC with 4000 draws, MALA with 10000, adaptive Metropolis with 30000), so only a
+(NUTS, HMC and MAMS with 4000 draws, MALA with 10000, adaptive Metropolis with 30000), so only a
 broken sampler goes below it. R-hat has no bar here (it had 1.01): at these ESS split R-hat
 fluctuates by a few thousandths with chi-square tails, so a fixed bar is a chance outcome;
 chains that disagree lower the multi-chain ESS, which borrows the between-chain variance,
@@ -33,7 +33,7 @@ from scipy.special import logsumexp, ndtr
 from skbnn import BayesianMLPRegressor
 from skbnn.diagnostics import ess_mean
 from skbnn.kernels.predict import mixture_quantiles
-from skbnn.methods import HMC, MALA, NUTS, SMC, AdaptiveMetropolis
+from skbnn.methods import HMC, MALA, MAMS, NUTS, SMC, AdaptiveMetropolis
 
 N_ROWS, N_FEATURES, NOISE = 60, 3, 0.4
 #: z-score bound: two-sided normal tail 6.8e-6 per comparison
@@ -288,6 +288,9 @@ def test_weighted_rows_give_weighted_linear_regression(method, seed):
         HMC(n_chains=4, n_warmup=400, init="map"),
         MALA(n_warmup=1000, thin=1, init="map"),
         AdaptiveMetropolis(init="map"),
+        MAMS(n_chains=4, n_warmup=400),
+        MAMS(n_chains=4, n_warmup=400, integrator="leapfrog", metric="diagonal_grad"),
+        MAMS(n_chains=4, n_warmup=400, init="map"),
     ],
     ids=[
         "nuts",
@@ -310,6 +313,9 @@ def test_weighted_rows_give_weighted_linear_regression(method, seed):
         "hmc-map",
         "mala-map",
         "amcmc-map",
+        "mams",
+        "mams-leapfrog-diagonal-grad",
+        "mams-map",
     ],  # fmt: skip
 )
 def test_linear_regression_posterior_predictive(method, seed):
@@ -486,6 +492,8 @@ def _check_noise(reg, y, sigma_mean, sigma_sd, output=0):
         NUTS(n_chains=4, n_warmup=300, init="map"),
         NUTS(n_chains=4, n_warmup=300, noise_update="gibbs", init="map"),
         MALA(n_warmup=1000, thin=1, init="map"),
+        MAMS(n_chains=4, n_warmup=300),
+        MAMS(n_chains=4, n_warmup=300, noise_update="gibbs"),
     ],
     ids=[
         "nuts",
@@ -503,6 +511,8 @@ def _check_noise(reg, y, sigma_mean, sigma_sd, output=0):
         "nuts-map",
         "nuts-gibbs-noise-map",
         "mala-map",
+        "mams",
+        "mams-gibbs-noise",
     ],  # fmt: skip
 )
 def test_inferred_noise_matches_quadrature(method, seed):

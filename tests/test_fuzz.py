@@ -58,6 +58,8 @@ TINY = {
     "hmc": {"n_chains": 1, "n_warmup": 5, "max_steps": 8},
     "mala": {"n_chains": 1, "n_warmup": 5, "thin": 1},
     "amcmc": {"n_chains": 1, "n_warmup": 5, "t0": 2},
+    "mclmc": {"n_chains": 1, "n_warmup": 5, "thin": 1},
+    "mams": {"n_chains": 1, "n_warmup": 5, "max_steps": 8},
     "smc": {"n_mcmc_steps": 1, "max_leapfrog": 8, "max_stages": 5},
     "ensemble": {"max_iter": 5},
     "rms": {"max_iter": 5},
@@ -70,7 +72,7 @@ TINY = {
 assert TINY.keys() == METHODS.keys(), "a new method needs its tiny settings here"
 
 #: Methods whose chains can be several (the data cases draw one or two)
-CHAINS = {"nuts", "hmc", "mala", "amcmc"}
+CHAINS = {"nuts", "hmc", "mala", "amcmc", "mclmc", "mams"}
 
 #: A hang is a failure, not a stuck CI job: a watchdog thread kills the process, printing
 #: every thread's stack, when one example runs this long. It is generous because the first

@@ -6,7 +6,7 @@ import pytest
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.log_posterior import LogPosterior
-from skbnn.methods import HMC, NUTS
+from skbnn.methods import HMC, MALA, MAMS, MCLMC, NUTS
 from skbnn.methods._modes import loo_pointwise, stacking_objective, weigh_modes
 
 
@@ -117,6 +117,18 @@ def test_chains_of_a_mode_start_at_its_optimum():
     # one iteration from the same start stays near it; the two modes' starts differ
     assert np.linalg.norm(first[0] - first[2]) < np.linalg.norm(first[0] - first[1])
     assert reg.diagnostics_["init_grad_evals"] > 0
+
+
+@pytest.mark.parametrize(
+    "method",
+    [MALA(n_modes=2, n_warmup=40, thin=1), MCLMC(n_modes=2, n_warmup=100, thin=1),
+     MAMS(n_modes=2, n_warmup=40)],
+    ids=["mala", "mclmc", "mams"],
+)  # fmt: skip
+def test_every_sampler_of_the_family_samples_modes(method):
+    diag = _fit(method, n_samples=40).diagnostics_
+    assert len(diag["modes"]) == 2 and np.isclose(diag["mode_weights"].sum(), 1.0)
+    assert diag["init_grad_evals"] > 0
 
 
 def test_modes_do_not_depend_on_n_jobs():

@@ -1,6 +1,6 @@
 """Chain kernels: a block of iterations of one chain (transition, Gibbs moves, warm-up
-adaptation, recording of the kept draws), for NUTS, static HMC, MALA and adaptive
-Metropolis.
+adaptation, recording of the kept draws), for NUTS, static HMC, MALA, adaptive
+Metropolis, MCLMC and MAMS.
 
 A chain's whole state lives in arrays so the Python driver can run it in blocks (for a
 progress bar, and to update the metric at the ends of Stan's windows) and threads can run
@@ -29,15 +29,19 @@ tuple:
 :data:`CHAIN_STATE` fields: ``logp`` (log density at ``q``), ``step_size``, the dual
 averaging's ``log_step_size_bar``, ``accept_gap_bar``, ``mu`` and ``n_adapt`` (see
 :func:`skbnn.kernels.adaptation.dual_averaging`), ``welford_count``, ``n_grad_evals``
-(log-density evaluations for adaptive Metropolis) and ``warmup_divergences``.
+(log-density evaluations for adaptive Metropolis) and ``warmup_divergences``; for MCLMC
+and MAMS also ``path_length`` (the trajectory length or decoherence length ``L``, 0 until
+set) and MCLMC's step-size tuning by the energy error: ``energy_weight``,
+``energy_average`` and ``step_size_max`` (see :func:`run_mclmc_block`).
 
 The sampler's configuration, shared by all chains, is a one-element record of dtype
 :data:`SETTINGS`:
 
 ======================  =================================================================
-``kind``                :data:`NUTS`, :data:`HMC`, :data:`MALA` or :data:`RANDOM_WALK`
+``kind``                :data:`NUTS`, :data:`HMC`, :data:`MALA`, :data:`RANDOM_WALK`,
+                        :data:`MCLMC` or :data:`MAMS`
 ``max_tree_depth``      NUTS: at most ``2**max_tree_depth - 1`` leapfrog steps
-``max_steps``           static HMC: cap on the leapfrog steps of a transition
+``max_steps``           static HMC and MAMS: cap on the steps of a transition
 ``noise_update``        :data:`NOISE_FIXED`, :data:`NOISE_GIBBS` or :data:`NOISE_MARGINAL`
 ``metric``              the metric's kind (:data:`~skbnn.kernels.linalg.DIAGONAL`,
                         ``DENSE``, ``LOW_RANK``); with ``LOW_RANK`` warm-up keeps each
@@ -49,13 +53,19 @@ The sampler's configuration, shared by all chains, is a one-element record of dt
 ``t_adapt``             adaptive Metropolis: iterations between proposal refreshes
 ``target_accept``       dual averaging's target acceptance statistic
 ``max_delta_energy``    energy error (MALA: minus log acceptance ratio) marking divergence
-``path_length``         static HMC: integration time
+``path_length``         static HMC: integration time; MAMS: ``L / sqrt(d)``
 ``step_jitter``         static HMC: relative half-width of the step-size jitter
 ``gamma``               adaptive Metropolis: multiplier of the optimal scaling 2.4^2 / d
+``integrator``          MCLMC and MAMS: :data:`~skbnn.kernels.microcanonical.LEAPFROG` or
+                        ``MCLACHLAN``
+``n_tune_l``            MCLMC: the last warm-up iterations, whose draws set ``L``
+``energy_var``          MCLMC: target energy error variance per parameter
+``l_factor``            MCLMC: ``L`` over the distance travelled per effective draw
 ======================  =================================================================
 
 MALA and adaptive Metropolis resample no momentum, so they have no Hamiltonian and record
-NaN as the energy.
+NaN as the energy; MCLMC and MAMS record the energy error of the step or trajectory, and
+MCLMC its square per parameter as the acceptance statistic (it accepts every step).
 """
 
 import math
@@ -83,7 +93,8 @@ from .gibbs import (
     rescale_units,
 )
 from .integrators import logp_and_grad
-from .linalg import DENSE, LOW_RANK, Metric, copy
+from .linalg import DENSE, LOW_RANK, Metric, copy, dot
+from .microcanonical import mams, mclmc, mean_autocorrelation_time, random_direction
 from .transitions import TransitionInfo, hmc, mala, nuts, random_walk, workspace
 
 TRACE_FIELDS = (
@@ -97,7 +108,7 @@ TRACE_FIELDS = (
 )
 
 # kinds of transition
-NUTS, HMC, MALA, RANDOM_WALK = 0, 1, 2, 3
+NUTS, HMC, MALA, RANDOM_WALK, MCLMC, MAMS = 0, 1, 2, 3, 4, 5
 # how an unknown Gaussian noise precision is sampled (fixed: none, or part of q)
 NOISE_FIXED, NOISE_GIBBS, NOISE_MARGINAL = 0, 1, 2
 
@@ -117,6 +128,10 @@ CHAIN_STATE = record(
         ("welford_count", np.int64),
         ("n_grad_evals", np.int64),
         ("warmup_divergences", np.int64),
+        ("path_length", np.float64),
+        ("energy_weight", np.float64),
+        ("energy_average", np.float64),
+        ("step_size_max", np.float64),
     ],
     align=True,
 )
@@ -140,6 +155,10 @@ SETTINGS = record(
         ("path_length", np.float64),
         ("step_jitter", np.float64),
         ("gamma", np.float64),
+        ("integrator", np.int64),
+        ("n_tune_l", np.int64),
+        ("energy_var", np.float64),
+        ("l_factor", np.float64),
     ],
     align=True,
 )
@@ -447,4 +466,157 @@ def run_am_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves, aft
         done = it + 1
         if done >= t0 and (done - t0) % t_adapt == 0 and s.welford_count > 1:
             am_refresh(chain.metric, dense, chain.w_m2, s.welford_count, scale, 1e-8)
+    return it_stop
+
+
+#: MCLMC's step-size tuning (BlackJAX's ``make_L_step_size_adaptation``): the running
+#: averages forget with the weight of about this many draws, and an energy error whose
+#: squared size is far from the target counts less (``trust_in_estimate``)
+MCLMC_N_EFFECTIVE, MCLMC_TRUST = 150.0, 1.5
+#: the largest step size after a divergence, relative to the step that diverged
+MCLMC_DIVERGENCE_SHRINK = 0.8
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _preconditioner(metric, d):
+    # the diagonal metric's square root: the scale of each coordinate
+    scale = np.empty(d)
+    for i in range(d):
+        scale[i] = math.sqrt(metric.inv_m[i])
+    return scale
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _isokinetic_start(s, d):
+    # The driver's step size is Stan's heuristic for HMC, whose momentum has norm about
+    # sqrt(d): an isokinetic step of sqrt(d) times it covers the same distance. Called at
+    # each (re)start of the step size (the chain's start and each metric update, where the
+    # driver resets n_adapt) and once without warm-up.
+    root = math.sqrt(d)
+    s.step_size *= root
+    s.mu += math.log(root)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _mclmc_step_size(s, energy_error, eps, d, energy_var, divergent):
+    # BlackJAX's predictor: Var[E] grows as eps^6, so each step's squared energy error per
+    # parameter over the target, xi, predicts the step size eps xi^(-1/6); the prediction
+    # is a weighted running average of xi / eps^6, which trusts xi near 1 most. A
+    # divergent step caps the step size at 0.8 of the one that diverged.
+    if energy_var <= 0.0:
+        return
+    if divergent:
+        s.step_size_max = MCLMC_DIVERGENCE_SHRINK * eps
+        energy_error = 0.0
+    decay = (MCLMC_N_EFFECTIVE - 1.0) / (MCLMC_N_EFFECTIVE + 1.0)
+    xi = energy_error * energy_error / (d * energy_var) + 1e-8
+    weight = math.exp(-0.5 * (math.log(xi) / (6.0 * MCLMC_TRUST)) ** 2)
+    s.energy_average = decay * s.energy_average + weight * xi / eps**6
+    s.energy_weight = decay * s.energy_weight + weight
+    s.step_size = min((s.energy_average / s.energy_weight) ** (-1.0 / 6.0), s.step_size_max)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def run_mclmc_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves, after):
+    """Run MCLMC iterations ``[it_start, it_stop)`` of one chain (see run_nuts_block): one
+    isokinetic step with partial velocity refresh each
+    (:func:`~skbnn.kernels.microcanonical.mclmc`).
+
+    The unit velocity persists across iterations and blocks in ``chain.metric.sigma[0]``
+    (a diagonal metric's otherwise unused ``(1, d)`` row; the driver gives MCLMC's chains
+    one). Warm-up, BlackJAX's ``mclmc_find_L_and_step_size`` on the driver's schedule:
+    until the last ``settings.n_tune_l`` iterations the step size is tuned to an energy
+    error variance per parameter of ``settings.energy_var`` (restarted with ``L =
+    sqrt(d)`` at each metric update, which the driver makes at the schedule's window ends
+    from the Welford moments of the ``sched[:, 0]`` iterations); the last ``n_tune_l``
+    iterations run at fixed step size and are kept in ``chain.w_m2[3:]``, and at the end
+    of warm-up ``L`` becomes ``l_factor * eps`` times their mean integrated
+    autocorrelation time (the distance travelled per effective draw).
+    """
+    conf = settings[0]
+    d = chain.q.shape[0]
+    work = workspace(tgt, d, 0)
+    s = chain.state[0]
+    n_warmup = sched.shape[0]
+    scale = _preconditioner(chain.metric, d)
+    sigma = chain.metric.sigma
+    # the compile run's chain has the (1, 1) placeholder: a velocity of its own
+    u = sigma[0] if sigma.shape[1] == d else np.zeros(d)
+    w_m2 = chain.w_m2
+    tuned = w_m2[3:]
+    n_buf = w_m2.shape[0] - 3 if w_m2.shape[1] == d else 0
+    first_l = n_warmup - conf.n_tune_l
+    for it in range(it_start, it_stop):
+        if settings[0].interrupt != 0:
+            return it
+        warm = it < n_warmup
+        if (warm and s.n_adapt == 0) or s.path_length <= 0.0:
+            _isokinetic_start(s, d)
+            s.path_length = math.sqrt(d)
+            s.energy_average = s.energy_weight = 0.0
+            s.step_size_max = np.inf
+            s.n_adapt = 1
+        if dot(u, u) == 0.0:
+            random_direction(rng, u)
+        eps = s.step_size
+        info = mclmc(rng, chain, tgt, settings, work, u, scale, s.path_length)
+        _begin_moves(chain, info)
+        if moves is None:  # pruned before typing when moves is None (see gibbs_moves)
+            draw_marginal_noise(rng, chain, tgt, settings)
+        else:
+            gibbs_moves(rng, chain, tgt, settings, work.net)
+        if not warm:
+            after(it, sched, chain, tgt.target, settings, info, eps)
+            continue
+        if info.divergent:
+            s.warmup_divergences += 1
+        if it < first_l:
+            _mclmc_step_size(s, info.energy, eps, d, conf.energy_var, info.divergent)
+        if sched[it, 0]:
+            s.welford_count = welford(
+                chain.q, chain.grad, chain.w_mean, w_m2, s.welford_count, False
+            )
+        elif it >= first_l and it - first_l < n_buf:
+            copy(tuned[it - first_l], chain.q)
+        if it == n_warmup - 1 and conf.n_tune_l > 0:
+            n = min(conf.n_tune_l, n_buf)
+            tau = mean_autocorrelation_time(tuned, n) if n >= 4 else np.nan
+            if math.isfinite(tau):
+                s.path_length = conf.l_factor * eps * tau
+    return it_stop
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def run_mams_block(rng, chain, tgt, settings, sched, it_start, it_stop, moves, after):
+    """Run MAMS iterations ``[it_start, it_stop)`` of one chain (see run_nuts_block): one
+    Metropolis-adjusted isokinetic trajectory each
+    (:func:`~skbnn.kernels.microcanonical.mams`). Warm-up is the driver's: dual averaging
+    of the step size to ``target_accept`` and the diagonal metric over Stan's windows;
+    ``chain.state[0].path_length`` records ``L``."""
+    conf = settings[0]
+    d = chain.q.shape[0]
+    work = workspace(tgt, d, 0)
+    s = chain.state[0]
+    n_warmup = sched.shape[0]
+    scale = _preconditioner(chain.metric, d)
+    for it in range(it_start, it_stop):
+        if settings[0].interrupt != 0:
+            return it
+        if (it < n_warmup and s.n_adapt == 0) or s.path_length <= 0.0:
+            _isokinetic_start(s, d)
+            s.path_length = conf.path_length * math.sqrt(d)
+        # the step mams() integrates with (at most L / 1.1)
+        eps = min(s.step_size, s.path_length / 1.1)
+        info = mams(rng, chain, tgt, settings, work, scale)
+        _begin_moves(chain, info)
+        if moves is None:  # pruned before typing when moves is None (see gibbs_moves)
+            draw_marginal_noise(rng, chain, tgt, settings)
+        else:
+            gibbs_moves(rng, chain, tgt, settings, work.net)
+        after(it, sched, chain, tgt.target, settings, info, eps)
+        if s.step_size > s.path_length / 1.1:
+            # dual averaging's iterate, and its average at the end of warm-up, held to the
+            # step mams() takes (it would grow without bound where even one step of L is
+            # accepted, as on small Gaussian targets)
+            s.step_size = s.path_length / 1.1
     return it_stop

@@ -11,6 +11,7 @@ from .hmc import HMC
 from .laplace import Laplace
 from .lbbnn import LBBNN
 from .mala import MALA
+from .mclmc import MAMS, MCLMC
 from .nuts import NUTS
 from .rms import RandomizedMAP
 from .sghmc import SGHMC
@@ -25,6 +26,8 @@ METHODS = {
         HMC,
         MALA,
         AdaptiveMetropolis,
+        MCLMC,
+        MAMS,
         SMC,
         SGHMC,
         DeepEnsemble,
@@ -45,6 +48,8 @@ __all__ = [
     "Laplace",
     "LBBNN",
     "MALA",
+    "MAMS",
+    "MCLMC",
     "NUTS",
     "RandomizedMAP",
     "SGHMC",

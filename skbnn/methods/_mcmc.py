@@ -53,6 +53,8 @@ _BLOCK_KERNELS = {
     kchain.HMC: kchain.run_hmc_block,
     kchain.MALA: kchain.run_mala_block,
     kchain.RANDOM_WALK: kchain.run_am_block,
+    kchain.MCLMC: kchain.run_mclmc_block,
+    kchain.MAMS: kchain.run_mams_block,
 }
 
 

@@ -1,0 +1,143 @@
+"""Effective draws per gradient of NUTS, MCLMC and MAMS within one mode, on the UCI splits.
+
+Every chain of every sampler starts at the same MAP (that of the split's seed: the first
+of ``init="map"``'s optimizations, given to all chains), so the three samplers explore
+the same mode and the comparison is of how fast they mix there, not of which modes they
+find. The figures are bulk ESS over the gradient evaluations after warm-up: of the
+log-likelihood, and of the network's outputs at the five training rows the diagnostics
+monitor (their minimum and median). One JSON line per fit::
+
+    python benchmarks/mclmc_ess.py --data bostonHousing concrete energy --splits 0-2 \\
+        --hidden 16 16 --activation relu --out benchmarks/results/mclmc_ess.jsonl
+
+A quick check that it runs: ``--data bostonHousing --splits 0 --n-samples 100 --quick``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _uci import emitter, load_split, provenance, split_ids, standardize  # noqa: E402
+
+UCI_SETS = ("bostonHousing", "concrete", "energy")
+SAMPLERS = ("nuts", "mclmc", "mams")
+
+
+def parse_splits(text: str, available: list[int]) -> list[int]:
+    """``"all"``, ``"0-4"`` or ``"0,3"`` as split numbers among ``available``."""
+    if text == "all":
+        return available
+    out = []
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        out += list(range(int(a), int(b or a) + 1))
+    return [s for s in out if s in available]
+
+
+def one_map_for_all_chains() -> None:
+    """Make ``init="map"`` start every chain at the first chain's MAP (this script only)."""
+    from skbnn.methods import _mcmc
+
+    if not hasattr(_mcmc, "map_starts"):
+        raise RuntimeError("the chain driver no longer calls map_starts: update this script")
+    original = _mcmc.map_starts
+
+    def one_map(target, seeds, n_jobs):
+        starts, n_grad_evals = original(target, seeds[:1], n_jobs)
+        return [starts[0]] * len(seeds), n_grad_evals
+
+    _mcmc.map_starts = one_map
+
+
+def sampler(name: str, quick: bool):
+    """The method object of ``name`` at its defaults, started at the MAP (shorter warm-ups
+    with ``quick``, for a smoke run)."""
+    from skbnn.methods import MAMS, MCLMC, NUTS
+
+    warmup = {"nuts": 100, "mclmc": 300, "mams": 100} if quick else {}
+    cls = {"nuts": NUTS, "mclmc": MCLMC, "mams": MAMS}[name]
+    kw = {"init": "map"}
+    if name in warmup:
+        kw["n_warmup"] = warmup[name]
+    return cls(**kw)
+
+
+def run_fit(dataset: str, split: int, name: str, args) -> dict:
+    from skbnn import BayesianMLPRegressor
+    from skbnn.exceptions import ConvergenceWarning
+    from skbnn.model_selection import log_predictive_scorer
+
+    X_train, y_train, X_test, y_test = load_split(dataset, split, args.data_dir)
+    X_train, X_test = standardize(X_train, X_test)
+    est = BayesianMLPRegressor(
+        hidden_layer_sizes=tuple(args.hidden), activation=args.activation,
+        method=sampler(name, args.quick), n_samples=args.n_samples, random_state=split,
+        n_jobs=args.n_jobs,
+    )  # fmt: skip
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        est.fit(X_train, y_train)
+    seconds = time.perf_counter() - t0
+    d = est.diagnostics_
+    sampling = int(d["n_grad_evals"] - d["warmup_grad_evals"])
+    outputs = np.ravel(d["ess_bulk_outputs"])
+    record = {
+        "dataset": dataset, "split": split, "sampler": name,
+        "hidden": list(args.hidden), "activation": args.activation,
+        "n_samples": args.n_samples, "n_warmup": est.method.n_warmup,
+        "grad_evals_sampling": sampling, "grad_evals_warmup": int(d["warmup_grad_evals"]),
+        "grad_evals_init": int(d["init_grad_evals"]),
+        "ess_bulk_loglik": float(d["ess_bulk_loglik"]),
+        "ess_bulk_outputs_min": float(np.nanmin(outputs)),
+        "ess_bulk_outputs_median": float(np.nanmedian(outputs)),
+        "ess_per_grad_loglik": float(d["ess_bulk_loglik"]) / sampling,
+        "ess_per_grad_outputs_min": float(np.nanmin(outputs)) / sampling,
+        "ess_per_grad_outputs_median": float(np.nanmedian(outputs)) / sampling,
+        "rhat_loglik": float(d["rhat_loglik"]),
+        "step_size": np.asarray(d["step_size"]).tolist(),
+        "accept_rate": np.asarray(d["accept_rate"]).tolist(),
+        "divergences": int(d["divergences"]),
+        "test_ll": float(log_predictive_scorer(est, X_test, y_test)),
+        "rmse": float(np.sqrt(np.mean((est.predict(X_test) - y_test) ** 2))),
+        "convergence_warning": any(issubclass(w.category, ConvergenceWarning) for w in caught),
+        "fit_seconds": seconds, "compile_seconds": float(d["compile_time"]),
+    }  # fmt: skip
+    if "energy_var_per_dim" in d:
+        record["energy_var_per_dim"] = np.asarray(d["energy_var_per_dim"]).tolist()
+    if "path_length" in d:
+        record["path_length"] = np.asarray(d["path_length"]).tolist()
+    return record
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", nargs="+", default=list(UCI_SETS))
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--splits", default="0")
+    parser.add_argument("--samplers", nargs="+", default=list(SAMPLERS), choices=SAMPLERS)
+    parser.add_argument("--hidden", nargs="+", type=int, default=[16, 16])
+    parser.add_argument("--activation", default="relu")
+    parser.add_argument("--n-samples", type=int, default=1000)
+    parser.add_argument("--n-jobs", type=int, default=-1)
+    parser.add_argument("--quick", action="store_true", help="short warm-ups: a smoke run")
+    parser.add_argument("--out", default=None, help="append the JSON lines to this file")
+    args = parser.parse_args(argv)
+    emit = emitter(args.out)
+    info = provenance("mclmc_ess.py", argv)
+    one_map_for_all_chains()
+    for dataset in args.data:
+        for split in parse_splits(args.splits, split_ids(dataset, args.data_dir)):
+            for name in args.samplers:
+                emit({**info, **run_fit(dataset, split, name, args)})
+
+
+if __name__ == "__main__":
+    main()
