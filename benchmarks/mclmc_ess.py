@@ -25,20 +25,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _uci import emitter, load_split, provenance, split_ids, standardize  # noqa: E402
+from uci import parse_splits  # noqa: E402
 
 UCI_SETS = ("bostonHousing", "concrete", "energy")
 SAMPLERS = ("nuts", "mclmc", "mams")
-
-
-def parse_splits(text: str, available: list[int]) -> list[int]:
-    """``"all"``, ``"0-4"`` or ``"0,3"`` as split numbers among ``available``."""
-    if text == "all":
-        return available
-    out = []
-    for part in text.split(","):
-        a, _, b = part.partition("-")
-        out += list(range(int(a), int(b or a) + 1))
-    return [s for s in out if s in available]
 
 
 def one_map_for_all_chains() -> None:
