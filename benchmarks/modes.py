@@ -9,7 +9,8 @@ within a fit. One JSON line per fit::
         --splits 0-19 --routes default modes4 --out benchmarks/results/modes.jsonl
 
 Routes: ``default`` (``BayesianMLPRegressor()``, what ``method="auto"`` runs there),
-``modesK`` (the default network, ``NUTS(n_modes=K, n_chains=K)``), ``modesK_c2``
+``modesK`` (the default network, ``NUTS(n_modes=K, n_chains=K)``, fitted stacked and
+scored both ways), ``modesK_c2``
 (two chains per mode), and with ``--hidden 16 16 --activation relu`` any of them on that
 network.
 """
@@ -42,7 +43,8 @@ def method_for(route: str):
     if m is None:
         raise ValueError(f"unknown route {route!r}")
     k, per = int(m[1]), int(m[2] or 1)
-    return NUTS(n_modes=k, n_chains=k * per)
+    # stacked, so that a fit gives both weightings (the equal ones from its draws)
+    return NUTS(n_modes=k, n_chains=k * per, mode_weights="stacking")
 
 
 def _scores(est, X_test, y_test) -> dict:
@@ -110,13 +112,18 @@ def run_fit(dataset, split, route, args) -> dict:
     return record
 
 
-def _judged_warning(record: dict) -> bool:
+def _judged_warning(record: dict, equal: bool = False) -> bool:
     """Whether the fit warns under today's rule: a multi-mode fit's R-hat judged within the
-    modes that carry at least 5 % of the predictive (the lines keep every mode's figures,
-    so fits made before that rule are judged by it too); otherwise as recorded."""
+    modes that carry at least 5 % of the predictive, under its stacked weights or, with
+    ``equal``, equal ones (the lines keep every mode's figures, so fits made before that
+    rule are judged by it too); otherwise as recorded."""
     if "mode_weights" not in record:
         return record["warned"]
     from skbnn.methods._convergence import MIN_JUDGED_WEIGHT, RHAT_WARN
+
+    if equal:
+        k = len(record["mode_weights"])
+        record = {**record, "mode_weights": [1.0 / k] * k}
 
     worst = max(
         (max(a, b) for a, b, w in zip(record["rhat_within_modes"],
@@ -159,7 +166,7 @@ def report(path: str) -> None:
                 diff = ll - base
                 dse = diff.std(ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 else np.nan
                 paired = "" if route == "default" else f"{diff.mean():+.3f} +- {dse:.3f}"
-                warned = sum(_judged_warning(f) for f in fits)
+                warned = sum(_judged_warning(f, label == " equal") for f in fits)
                 times = np.median([f["fit_time"] for f in fits])
                 print(
                     f"| {dataset} | {len(done)} | {route}{label} | {ll.mean():.3f} +- "

@@ -61,7 +61,7 @@ class HMC(_HMCFamily):
         Where each chain starts, as for :class:`NUTS`.
     n_modes : int, default=1
         Optima the chains sample around, one or more chains each, as for :class:`NUTS`.
-    mode_weights : {"stacking", "equal"}, default="stacking"
+    mode_weights : {"equal", "stacking"}, default="equal"
         How the modes are weighted in the predictive, as for :class:`NUTS`.
     target_rhat, target_ess, max_time : float or None, default=None
         Sample until converged, as for :class:`NUTS`.
@@ -100,7 +100,7 @@ class HMC(_HMCFamily):
         max_temperature: float = 10.0,
         init: str = "prior",
         n_modes: int = 1,
-        mode_weights: str = "stacking",
+        mode_weights: str = "equal",
         target_rhat: float | None = None,
         target_ess: float | None = None,
         max_time: float | None = None,

@@ -60,7 +60,7 @@ class MALA(_HMCFamily):
         Where each chain starts, as for :class:`NUTS`.
     n_modes : int, default=1
         Optima the chains sample around, one or more chains each, as for :class:`NUTS`.
-    mode_weights : {"stacking", "equal"}, default="stacking"
+    mode_weights : {"equal", "stacking"}, default="equal"
         How the modes are weighted in the predictive, as for :class:`NUTS`.
     target_rhat, target_ess, max_time : float or None, default=None
         Sample until converged, as for :class:`NUTS`.
@@ -92,7 +92,7 @@ class MALA(_HMCFamily):
         thin: int = 200,
         init: str = "prior",
         n_modes: int = 1,
-        mode_weights: str = "stacking",
+        mode_weights: str = "equal",
         target_rhat: float | None = None,
         target_ess: float | None = None,
         max_time: float | None = None,

@@ -173,7 +173,7 @@ class MCLMC(_Microcanonical):
     n_modes : int, default=1
         Optima the chains sample around, one or more chains each, as for :class:`NUTS`
         (MILE's route: an ensemble's members, then a microcanonical chain from each).
-    mode_weights : {"stacking", "equal"}, default="stacking"
+    mode_weights : {"equal", "stacking"}, default="equal"
         How the modes are weighted in the predictive, as for :class:`NUTS`.
     target_rhat, target_ess, max_time : float or None, default=None
         Sample until converged, as for :class:`NUTS`.
@@ -209,7 +209,7 @@ class MCLMC(_Microcanonical):
         max_delta_energy: float = 1000.0,
         init: str = "prior",
         n_modes: int = 1,
-        mode_weights: str = "stacking",
+        mode_weights: str = "equal",
         target_rhat: float | None = None,
         target_ess: float | None = None,
         max_time: float | None = None,
@@ -364,7 +364,7 @@ class MAMS(_Microcanonical):
     n_modes : int, default=1
         Optima the chains sample around, one or more chains each, as for :class:`NUTS`
         (MILE's route: an ensemble's members, then a microcanonical chain from each).
-    mode_weights : {"stacking", "equal"}, default="stacking"
+    mode_weights : {"equal", "stacking"}, default="equal"
         How the modes are weighted in the predictive, as for :class:`NUTS`.
     target_rhat, target_ess, max_time : float or None, default=None
         Sample until converged, as for :class:`NUTS`.
@@ -399,7 +399,7 @@ class MAMS(_Microcanonical):
         max_delta_energy: float = 1000.0,
         init: str = "prior",
         n_modes: int = 1,
-        mode_weights: str = "stacking",
+        mode_weights: str = "equal",
         target_rhat: float | None = None,
         target_ess: float | None = None,
         max_time: float | None = None,
