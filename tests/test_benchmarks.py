@@ -471,3 +471,113 @@ def test_smc_knobs_summarizes_its_own_seeds(monkeypatch, capsys):
     assert second["mean_shift_from_first"] == pytest.approx(shift, abs=2e-3)
     assert "mean_shift_from_first" not in first
     assert all(r["n_grad_evals"] > 0 for r in runs)
+
+
+def test_bde_scores_every_mixture_alike(monkeypatch):
+    # benchmarks/bde.py scores every method's mixture with the same helpers: on one
+    # Gaussian they must give its quantiles and its probability of [y - 0.5, y + 0.5], and
+    # on integer targets the two discrete views of the log-likelihood
+    import importlib.util
+
+    from scipy.stats import norm
+
+    from skbnn.metrics import log_predictive_density
+
+    # loaded under another name: "bde" is the peer's package
+    monkeypatch.syspath_prepend(str(BENCH))
+    spec = importlib.util.spec_from_file_location("bde_driver", BENCH / "bde.py")
+    driver = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(driver)
+
+    y = np.array([3.0, 5.0, 6.0, 40.0])
+    means, stds = np.array([[3.2], [4.0], [6.0], [0.0]]), np.array([[0.5], [2.0], [0.1], [1.0]])
+    w = np.ones(1)
+    q = driver.mixture_quantiles(means, stds, w, [0.05, 0.95])
+    np.testing.assert_allclose(q, norm.ppf([[0.05], [0.95]], means[:, 0], stds[:, 0]),
+                               rtol=1e-9)  # fmt: skip
+    p = np.exp(driver.row_log_interval_prob(y[:3], means[:3], stds[:3], w))
+    expected = (norm.cdf(y[:3] + 0.5, means[:3, 0], stds[:3, 0])
+                - norm.cdf(y[:3] - 0.5, means[:3, 0], stds[:3, 0]))  # fmt: skip
+    np.testing.assert_allclose(p, expected, rtol=1e-12)
+    # 40 sd above the mean: the log probability is finite and near the log density
+    far = driver.row_log_interval_prob(y[3:], means[3:], stds[3:], w)[0]
+    assert np.isfinite(far) and abs(far - norm.logpdf(40.0)) < 50
+    r = driver.score(y[:3], means[:3], stds[:3], w, np.random.default_rng(0), 5)
+    assert r["test_ll"] == log_predictive_density(y[:3], means[:3], stds[:3])
+    assert r["ll_discrete"] == pytest.approx(np.mean(np.log(expected)), rel=1e-12)
+    assert r["integer_targets"] and r["ll_jitter"] < r["test_ll"]  # the sd-0.1 row loses
+    assert r["share_components_sd_below_0.05"] == 0 and r["share_narrow_on_integer"] is None
+    # a spike on the target: far above its interval probability's log, which is at most 0
+    spike = driver.score(y[:1], means[:1] * 0 + 3.0, stds[:1] * 0 + 1e-3, w,
+                         np.random.default_rng(0), 5)  # fmt: skip
+    assert spike["test_ll"] > 5 and spike["ll_discrete"] == pytest.approx(0.0, abs=1e-12)
+    assert spike["share_narrow_on_integer"] == 1.0 and spike["ll_jitter"] < -1000
+
+
+def test_bde_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, capsys):
+    # benchmarks/bde.py: the peer (bde's pipeline at its smoke-test size) and an skbnn
+    # method on the same split, one line each, scored alike; needs sklearn-contrib-bde
+    pytest.importorskip("jax")
+    pytest.importorskip("bde.loss")
+    from skbnn import BayesianMLPRegressor
+    from skbnn.model_selection import log_predictive_scorer
+
+    out = tmp_path / "bde.jsonl"
+    argv = ["--data", "tiny", "--data-dir", str(uci_dir), "--splits", "1", "--hidden", "4",
+            "--peer-settings", "quick", "--skbnn-method", "laplace", "--conditions", "test",
+            "--out", str(out)]  # fmt: skip
+    _main("bde.py", argv, monkeypatch)
+    lines = [json.loads(s) for s in out.read_text().splitlines()]
+    assert [json.loads(s) for s in capsys.readouterr().out.splitlines()] == lines
+    peer, ours = lines
+    assert (peer["label"], ours["label"]) == ("bde:quick", "skbnn:laplace")
+    for r in (peer, ours):
+        assert (r["split"], r["n_train"], r["n_test"], r["conditions"]) == (1, 30, 10, "test")
+        assert r["cores_used"] >= 1 and r["command"].startswith("python benchmarks/bde.py")
+        assert np.isfinite(r["test_ll"]) and 0 <= r["coverage_90"] <= 1 and r["width_90"] > 0
+        assert "ll_discrete" not in r  # the targets are not integers
+    assert peer["n_components"] == 2 * 20 // 2 and peer["bde_params"]["n_members"] == 2
+    assert np.isfinite(peer["de_stage"]["test_ll"])  # the 2 trained members alone
+    # the skbnn line is the estimator's own score on the same standardized split
+    folder = uci_dir / "tiny" / "data"
+    data = np.loadtxt(folder / "data.txt")
+    train, test = (np.loadtxt(folder / f"index_{k}_1.txt", dtype=int) for k in ("train", "test"))
+    X, y = data[:, :3], data[:, 3]
+    mean, sd = X[train].mean(axis=0), X[train].std(axis=0)
+    sd[2] = 1.0
+    reg = BayesianMLPRegressor((4,), activation="relu", method="laplace", random_state=0,
+                               n_jobs=ours["n_jobs"])  # fmt: skip
+    reg.fit((X[train] - mean) / sd, y[train])
+    X_test = (X[test] - mean) / sd
+    assert ours["test_ll"] == pytest.approx(log_predictive_scorer(reg, X_test, y[test]),
+                                            rel=1e-9)  # fmt: skip
+    low, high = reg.predict_interval(X_test, coverage=0.9)
+    assert ours["width_90"] == pytest.approx(np.mean(high - low), rel=1e-6)
+    _main("bde.py", ["--report", str(out)], monkeypatch)
+    table = capsys.readouterr().out
+    assert "| bde:quick − skbnn:laplace (paired) | 1 |" in table
+    _main("bde.py", ["--report", str(out), "--compact"], monkeypatch)
+    table = capsys.readouterr().out.splitlines()
+    ll = f"{peer['test_ll']:.3f} ± nan | {ours['test_ll']:.3f} ± nan"
+    assert any(row.startswith(f"| tiny | 1 | {ll} |") for row in table)
+
+
+def test_modes_pairs_the_weightings_of_one_fit(uci_dir, tmp_path, monkeypatch, capsys):
+    # benchmarks/modes.py: a multi-mode fit scored stacked and with equal weights (the
+    # same draws), beside the default estimator on the same split, and its report
+    out = tmp_path / "modes.jsonl"
+    argv = ["--data", "tiny", "--data-dir", str(uci_dir), "--splits", "0-1", "--hidden", "3",
+            "--routes", "default", "modes2", "--out", str(out)]  # fmt: skip
+    _main("modes.py", argv, monkeypatch)
+    lines = [json.loads(s) for s in out.read_text().splitlines()]
+    assert [(r["split"], r["route"]) for r in lines] == [
+        (0, "default"), (0, "modes2"), (1, "default"), (1, "modes2")
+    ]  # fmt: skip
+    for r in lines[1::2]:
+        assert len(r["mode_weights"]) == 2 and np.isclose(sum(r["mode_weights"]), 1.0)
+        assert np.isfinite(r["equal"]["test_ll"]) and np.isfinite(r["test_ll"])
+        assert r["method_"] == "NUTS(mode_weights='stacking', n_chains=2, n_modes=2)"
+    capsys.readouterr()
+    _main("modes.py", ["--report", str(out)], monkeypatch)
+    table = capsys.readouterr().out
+    assert "| tiny | 2 | modes2 stacked |" in table and "| tiny | 2 | modes2 equal |" in table

@@ -1,0 +1,416 @@
+"""Same-run comparison with the peer sklearn-contrib-bde (MILE) on the UCI splits.
+
+For every (dataset, split), in one process: the peer ``bde.BdeRegressor`` (README
+settings by default, see ``benchmarks/peers/bde_mile.py``) and one or more skbnn
+``BayesianMLPRegressor`` methods, all with the same hidden layers (ReLU) on the same
+inputs, standardized with the training split's mean and sd. skbnn standardizes y itself;
+for bde it is standardized in the peer module. Both predictives are Gaussian mixtures in
+y's original units, scored by the same code: the test log-likelihood
+(``skbnn.metrics.log_predictive_density``, the exact log of the mean of the components'
+densities), the RMSE of the mixture mean, the equal-tailed 90 % interval of the mixture
+(its coverage and mean width), and the sds of the components. When all targets are
+integers (wine), two more log-likelihoods judge the predictive as one of integers:
+``ll_discrete``, the log predictive probability of ``[y - 0.5, y + 0.5]``, and
+``ll_jitter``, the log density at ``y + u`` with ``u ~ U(-0.5, 0.5)`` (mean over
+``--jitter-draws`` draws, the same for every method of a split).
+
+Fits run in blocks of ``--block`` splits across all datasets (splits 0-4 of every set
+first, then 5-9, ...), one JSON line per fit, written as each fit ends. Every line holds
+the run's provenance record (as ``_uci.provenance``), the cores the process may use and
+``--conditions`` (free text, e.g. "1 core beside other work"). Usage, in a venv with both
+``sklearn-contrib-bde`` and skbnn::
+
+    XLA_FLAGS=--xla_force_host_platform_device_count=1 python benchmarks/bde.py \\
+        --data yacht --splits 0-4 --out benchmarks/results/bde.jsonl
+    python benchmarks/bde.py --data yacht --splits 0-4 --peer-settings none \\
+        --skbnn-method nuts '{"n_chains": 4}' --out benchmarks/results/bde.jsonl
+    python benchmarks/bde.py --report benchmarks/results/bde.jsonl
+
+``--skbnn-method NAME [JSON]`` may be repeated (default: ``auto`` and ``laplace``);
+``none`` runs the peer alone; ``--skbnn-params`` passes estimator parameters (JSON);
+``--resume`` skips the fits ``--out`` already holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from scipy.special import log_ndtr, logsumexp, ndtr
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+from _uci import emitter, load_split, provenance, split_ids, standardize  # noqa: E402
+from uci import parse_splits, summarize_diagnostics  # noqa: E402
+
+DATASETS = ["bostonHousing", "concrete", "energy", "wine-quality-red", "yacht"]
+
+
+# --- the predictive's scores, the same code for every method ----------------------------
+
+
+def mixture_quantiles(means, stds, weights, probs, iters: int = 60) -> np.ndarray:
+    """Quantiles ``(len(probs), rows)`` of each row's Gaussian mixture, by bisection."""
+    lo = np.min(means - 10 * stds, axis=1)
+    hi = np.max(means + 10 * stds, axis=1)
+    out = []
+    for p in probs:
+        a, b = lo.copy(), hi.copy()
+        for _ in range(iters):
+            mid = 0.5 * (a + b)
+            below = ndtr((mid[:, None] - means) / stds) @ weights < p
+            a, b = np.where(below, mid, a), np.where(below, b, mid)
+        out.append(0.5 * (a + b))
+    return np.array(out)
+
+
+def row_log_density(y, means, stds, weights) -> np.ndarray:
+    """Per-row log density of ``y`` under its mixture (the terms of the test LL)."""
+    r = (y[:, None] - means) / stds
+    logp = -0.5 * r**2 - np.log(stds) - 0.5 * np.log(2 * np.pi)
+    return logsumexp(logp + np.log(weights), axis=1)
+
+
+def _log_diff_ndtr(a, b):
+    """``log(Phi(b) - Phi(a))`` for ``a < b``, accurate in both tails."""
+    flip = a > 0  # upper tail: Phi(b) - Phi(a) = Phi(-a) - Phi(-b)
+    a, b = np.where(flip, -b, a), np.where(flip, -a, b)
+    la, lb = log_ndtr(a), log_ndtr(b)
+    with np.errstate(divide="ignore"):
+        return lb + np.log1p(-np.exp(la - lb))
+
+
+def row_log_interval_prob(y, means, stds, weights, half: float = 0.5) -> np.ndarray:
+    """Per-row log predictive probability of ``[y - half, y + half]``."""
+    a = (y[:, None] - half - means) / stds
+    b = (y[:, None] + half - means) / stds
+    return logsumexp(_log_diff_ndtr(a, b) + np.log(weights), axis=1)
+
+
+def score(y, means, stds, weights, jitter_rng=None, jitter_draws: int = 20) -> dict:
+    """The scores of one fit's test predictive (mixture in y's units)."""
+    from skbnn.metrics import interval_coverage, log_predictive_density, mean_interval_width
+
+    weights = np.asarray(weights, dtype=np.float64) / np.sum(weights)
+    mean = means @ weights
+    total_sd = np.sqrt(np.maximum((means**2 + stds**2) @ weights - mean**2, 0.0))
+    low, high = mixture_quantiles(means, stds, weights, [0.05, 0.95])
+    rows = row_log_density(y, means, stds, weights)
+    out = {
+        "test_ll": log_predictive_density(y, means, stds, weights),
+        "rmse": float(np.sqrt(np.mean((mean - y) ** 2))),
+        "coverage_90": interval_coverage(y, low, high),
+        "width_90": mean_interval_width(low, high),
+        "n_components": int(means.shape[1]),
+        "noise_sd_median": float(np.median(stds)),
+        "noise_sd_q05": float(np.quantile(stds, 0.05)),
+        "predictive_sd_median": float(np.median(total_sd)),
+        "share_rows_ll_above_0": float(np.mean(rows > 0)),
+        # the rows' log densities: min, 5 %, median, 95 %, max (a few rows can rule the mean)
+        "row_ll_quantiles": np.quantile(rows, [0, 0.05, 0.5, 0.95, 1]).tolist(),
+    }
+    if np.all(y == np.round(y)):
+        jitter = jitter_rng.uniform(-0.5, 0.5, size=(jitter_draws, y.size))
+        out["integer_targets"] = True
+        discrete = row_log_interval_prob(y, means, stds, weights)
+        out["ll_discrete"] = float(np.mean(discrete))
+        out["row_ll_discrete_quantiles"] = np.quantile(discrete, [0, 0.05, 0.5, 0.95, 1]).tolist()
+        out["ll_jitter"] = float(np.mean([log_predictive_density(y + u, means, stds, weights)
+                                          for u in jitter]))  # fmt: skip
+        # how much of each row's predictive mass sits within 0.1 of an integer; a
+        # continuous predictive that is smooth on the scale of 1 puts about 0.2 there
+        grid = np.round(mean)[:, None] + np.arange(-3, 4)[None, :]
+        near = sum(np.exp(row_log_interval_prob(grid[:, k], means, stds, weights, 0.1))
+                   for k in range(grid.shape[1]))  # fmt: skip
+        out["mass_near_integers"] = float(np.mean(near))
+        # spikes: components narrower than a twentieth of the spacing of the targets, and
+        # the share of those centred within 0.01 of an integer
+        narrow = stds < 0.05
+        out["share_components_sd_below_0.05"] = float(np.mean(narrow))
+        on_integer = np.abs(means[narrow] - np.round(means[narrow])) < 0.01
+        out["share_narrow_on_integer"] = float(np.mean(on_integer)) if narrow.any() else None
+    return out
+
+
+# --- the fits ------------------------------------------------------------------------------
+
+
+def parse_methods(groups: list[list[str]] | None) -> list[tuple[str, dict]]:
+    """``--skbnn-method`` groups -> ``[(name, params), ...]``."""
+    if groups is None:
+        return [("auto", {}), ("laplace", {})]
+    methods = []
+    for group in groups:
+        if len(group) > 2:
+            raise SystemExit(f"--skbnn-method takes a name and optional JSON, not {group}")
+        if group[0] == "none":
+            continue
+        methods.append((group[0], json.loads(group[1]) if len(group) == 2 else {}))
+    return methods
+
+
+def skbnn_label(name: str, params: dict, estimator_params: dict | None = None) -> str:
+    def inner(d):
+        return ",".join(f"{k}={v}" for k, v in sorted(d.items()))
+
+    label = f"skbnn:{name}" + (f"({inner(params)})" if params else "")
+    return label + (f"[{inner(estimator_params)}]" if estimator_params else "")
+
+
+def fit_skbnn(name, params, hidden, X_train, y_train, X_test, y_test, args, rng) -> dict:
+    from sklearn.exceptions import ConvergenceWarning
+
+    from skbnn import BayesianMLPRegressor
+    from skbnn.methods import METHODS
+
+    method = METHODS[name](**params) if params else name
+    reg = BayesianMLPRegressor(
+        hidden_layer_sizes=tuple(hidden), activation="relu", method=method,
+        random_state=args.seed, n_jobs=args.n_jobs, **args.estimator_params,
+    )  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        start = time.perf_counter()
+        reg.fit(X_train, y_train)
+        fit_time = time.perf_counter() - start
+    start = time.perf_counter()
+    record = score(y_test, *reg.predict_mixture(X_test), rng, args.jitter_draws)
+    return {
+        "library": "skbnn",
+        "method": name,
+        "method_params": params,
+        "estimator_params": args.estimator_params,
+        "method_ran": repr(reg.method_),
+        "fit_time": fit_time,
+        "score_time": time.perf_counter() - start,
+        **record,
+        "noise_std": float(np.ravel(reg.noise_std_)[0]),
+        "convergence_warning": any(issubclass(w.category, ConvergenceWarning) for w in caught),
+        "diagnostics": summarize_diagnostics(reg.diagnostics_),
+    }
+
+
+def fit_bde(settings, X_train, y_train, X_test, y_test, args, rng) -> dict:
+    import bde_mile
+
+    fitted = bde_mile.fit(X_train, y_train, settings, seed=args.seed)
+    same_rng = copy.deepcopy(rng)  # the same jitter for the ensemble stage below
+    start = time.perf_counter()
+    record = score(y_test, *fitted.predict_mixture(X_test), rng, args.jitter_draws)
+    history = fitted.model.history()
+    # the deep ensemble MCLMC started from, scored alike: what the sampling added
+    members = fitted.predict_mixture_members(X_test)
+    de = {} if members is None else score(y_test, *members, same_rng, args.jitter_draws)
+    return {
+        "library": "bde",
+        "method": "bde",
+        "bde_params": settings,
+        "fit_time": fitted.fit_time,
+        "score_time": time.perf_counter() - start,
+        **record,
+        # per member, the epoch early stopping chose (-1: ran all epochs)
+        "stop_epochs": [int(h["stop_epoch"]) for h in history.values()],
+        "de_stage": {k: v for k, v in de.items() if k != "n_components"},
+    }
+
+
+def fit_plan(datasets: list[str], splits: list[int], block: int) -> list[tuple[str, int]]:
+    """Splits in blocks of ``block`` across all datasets: 0-4 of each, then 5-9, ..."""
+    return [(d, s) for b in range(0, len(splits), block) for d in datasets
+            for s in splits[b : b + block]]  # fmt: skip
+
+
+def run(args) -> None:
+    emit = emitter(args.out)
+    hidden = list(args.hidden)
+    methods = parse_methods(args.skbnn_method)
+    from skbnn.methods import METHODS
+
+    unknown = [name for name, _ in methods if name not in {"auto", *METHODS}]
+    if unknown:
+        raise SystemExit(f"unknown skbnn methods {unknown}; choose from {sorted(METHODS)}")
+    settings = label = None
+    if args.peer_settings != "none":
+        import bde_mile
+
+        settings = {**bde_mile.SETTINGS[args.peer_settings], "hidden_layers": hidden}
+        settings.update(json.loads(args.peer_params) if args.peer_params else {})
+        same_net = hidden == bde_mile.SETTINGS[args.peer_settings]["hidden_layers"]
+        label = args.peer_settings if same_net else f"net{'x'.join(map(str, hidden))}"
+        if args.peer_params:
+            label += "+" + ",".join(f"{k}={v}" for k, v in json.loads(args.peer_params).items())
+    done = set()
+    if args.resume and args.out and Path(args.out).is_file():
+        for line in Path(args.out).read_text().splitlines():
+            r = json.loads(line)
+            done.add((r.get("dataset"), r.get("split"), r.get("label")))
+
+    import skbnn
+
+    common = {
+        "benchmark": "bde",
+        "hidden": hidden,
+        "activation": "relu",
+        "seed": args.seed,
+        "n_jobs": args.n_jobs,
+        "cores_used": len(os.sched_getaffinity(0)),
+        "conditions": args.conditions,
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "skbnn_path": str(Path(skbnn.__file__).resolve().parent),
+        **provenance("bde.py", args.argv),
+    }
+    if settings is not None:
+        from importlib.metadata import version
+
+        common.update({"bde": version("sklearn-contrib-bde"), "jax": version("jax")})
+    datasets = args.data
+    splits = {d: parse_splits(args.splits, split_ids(d, args.data_dir)) for d in datasets}
+    plan = fit_plan(datasets, splits[datasets[0]], args.block)
+    for dataset, split in plan:
+        if split not in splits[dataset]:
+            continue
+        X_train, y_train, X_test, y_test = load_split(dataset, split, args.data_dir)
+        X_train, X_test = standardize(X_train, X_test)
+        base = {**common, "dataset": dataset, "split": split, "n_train": len(y_train),
+                "n_test": len(y_test)}  # fmt: skip
+        data = X_train, y_train, X_test, y_test
+        jobs = [] if settings is None else [(f"bde:{label}", None, None)]
+        jobs += [(skbnn_label(name, params, args.estimator_params), name, params)
+                 for name, params in methods]  # fmt: skip
+        for job_label, name, params in jobs:
+            if (dataset, split, job_label) in done:
+                continue
+            rng = np.random.default_rng([args.seed, split, 74])  # the same jitter for all
+            started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            load = os.getloadavg()[0]
+            if name is None:
+                record = {**fit_bde(settings, *data, args, rng), "settings": label}
+            else:
+                record = fit_skbnn(name, params, hidden, *data, args, rng)
+            emit({**base, "label": job_label, "started": started, "loadavg_1min": load,
+                  **record})  # fmt: skip
+
+
+# --- the report --------------------------------------------------------------------------
+
+
+def _mean_se(a) -> str:
+    a = np.asarray(a, dtype=float)
+    se = a.std(ddof=1) / np.sqrt(a.size) if a.size > 1 else float("nan")
+    return f"{a.mean():.3f} ± {se:.3f}"
+
+
+def report(path: str, peer: str | None = None) -> str:
+    """Markdown tables: per dataset and metric, each label's mean ± standard error over
+    its splits, and the paired difference (bde minus skbnn) over the splits both hold."""
+    rows = [json.loads(s) for s in Path(path).read_text().splitlines() if s.strip()]
+    by = {}
+    for r in rows:
+        r.update({f"de_stage.{k}": v for k, v in r.get("de_stage", {}).items()})
+        by.setdefault(r["dataset"], {}).setdefault(r["label"], {})[r["split"]] = r
+    lines = []
+    metrics = ["test_ll", "rmse", "coverage_90", "width_90", "fit_time"]
+    extra = ["ll_discrete", "ll_jitter", "share_components_sd_below_0.05", "de_stage.test_ll",
+             "de_stage.ll_discrete"]  # fmt: skip
+    for dataset in [d for d in DATASETS if d in by] + sorted(set(by) - set(DATASETS)):
+        labels = by[dataset]
+        peers = [p for p in labels if p.startswith("bde:")] if peer is None else [peer]
+        shown = metrics + [m for m in extra if any(m in r for v in labels.values()
+                                                   for r in v.values())]  # fmt: skip
+        lines += [f"\n**{dataset}**\n", "| method | splits | " + " | ".join(shown) + " |",
+                  "|---|---|" + "---|" * len(shown)]  # fmt: skip
+        for lab, runs in sorted(labels.items()):
+            cells = [_mean_se([r[m] for r in runs.values()]) if all(m in r for r in runs.values())
+                     else "" for m in shown]  # fmt: skip
+            lines.append(f"| {lab} | {len(runs)} | " + " | ".join(cells) + " |")
+        for p in peers:
+            for lab, runs in sorted(labels.items()):
+                if lab.startswith("bde:") or p not in labels:
+                    continue
+                common = sorted(set(runs) & set(labels[p]))
+                if not common:
+                    continue
+                cells = [_mean_se([labels[p][s][m] - runs[s][m] for s in common])
+                         if all(m in labels[p][s] and m in runs[s] for s in common) else ""
+                         for m in shown]  # fmt: skip
+                lines.append(f"| {p} − {lab} (paired) | {len(common)} | "
+                             + " | ".join(cells) + " |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def compact_report(path: str, metrics=("test_ll", "rmse", "coverage_90", "width_90",
+                                       "fit_time", "ll_discrete", "ll_jitter")) -> str:  # fmt: skip
+    """One markdown table per metric, one row per dataset: each label's mean ± standard
+    error and bde minus each skbnn label (paired), all over the splits every label holds."""
+    rows = [json.loads(s) for s in Path(path).read_text().splitlines() if s.strip()]
+    by = {}
+    for r in rows:
+        by.setdefault(r["dataset"], {}).setdefault(r["label"], {})[r["split"]] = r
+    labels = sorted({r["label"] for r in rows}, key=lambda lab: (not lab.startswith("bde:"), lab))
+    peer = next((lab for lab in labels if lab.startswith("bde:")), None)
+    ours = [lab for lab in labels if lab != peer]
+    lines = []
+    for metric in metrics:
+        head = labels + ([f"{peer} − {lab}" for lab in ours] if peer else [])
+        lines += [f"\n{metric}\n", "| dataset | splits | " + " | ".join(head) + " |",
+                  "|---|---|" + "---|" * len(head)]  # fmt: skip
+        for dataset in [d for d in DATASETS if d in by] + sorted(set(by) - set(DATASETS)):
+            runs = by[dataset]
+            common = sorted(set.intersection(*(set(runs.get(lab, {})) for lab in labels)))
+            if not common or any(metric not in runs[lab][s] for lab in labels for s in common):
+                continue
+            cells = [_mean_se([runs[lab][s][metric] for s in common]) for lab in labels]
+            if peer:
+                cells += [_mean_se([runs[peer][s][metric] - runs[lab][s][metric]
+                                    for s in common]) for lab in ours]  # fmt: skip
+            lines.append(f"| {dataset} | {len(common)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", nargs="+", default=DATASETS, help="dataset folder names")
+    parser.add_argument("--data-dir", default=None, help="default: ../shared/data/uci")
+    parser.add_argument("--splits", default="all", help='"all", "0-19" or "0,3"')
+    parser.add_argument("--block", type=int, default=5, help="splits per dataset per round")
+    parser.add_argument("--peer-settings", default="readme",
+                        choices=["readme", "quick", "none"])  # fmt: skip
+    parser.add_argument("--peer-params", default=None, help="JSON overriding bde settings")
+    parser.add_argument("--hidden", type=int, nargs="+", default=[16, 16])
+    parser.add_argument("--skbnn-method", nargs="+", action="append", metavar="NAME [JSON]",
+                        help="repeatable; default: auto and laplace; none: bde alone")  # fmt: skip
+    parser.add_argument("--skbnn-params", default=None,
+                        help='BayesianMLPRegressor parameters, JSON: {"n_samples": 8}')  # fmt: skip
+    parser.add_argument("--seed", type=int, default=0, help="every fit's seed")
+    parser.add_argument("--n-jobs", type=int, default=None,
+                        help="skbnn's n_jobs; default: the cores this process may use")  # fmt: skip
+    parser.add_argument("--jitter-draws", type=int, default=20)
+    parser.add_argument("--conditions", default=None, help='e.g. "1 core beside other work"')
+    parser.add_argument("--resume", action="store_true", help="skip fits --out holds")
+    parser.add_argument("--out", default=None, help="append the JSON lines to this file")
+    parser.add_argument("--report", default=None, help="print the tables of this file")
+    parser.add_argument("--compact", action="store_true", help="with --report: per metric")
+    args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else list(argv)
+    args.estimator_params = json.loads(args.skbnn_params) if args.skbnn_params else {}
+    if args.report:
+        print(compact_report(args.report) if args.compact else report(args.report))
+        return
+    if args.n_jobs is None:
+        args.n_jobs = len(os.sched_getaffinity(0))
+    if args.peer_settings != "none" and "xla_force_host_platform_device_count" not in \
+            os.environ.get("XLA_FLAGS", ""):  # fmt: skip
+        flag = f" --xla_force_host_platform_device_count={args.n_jobs}"
+        os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + flag
+    run(args)
+
+
+if __name__ == "__main__":
+    main()
