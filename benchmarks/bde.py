@@ -205,6 +205,9 @@ def fit_bde(settings, X_train, y_train, X_test, y_test, args, rng) -> dict:
     start = time.perf_counter()
     record = score(y_test, *fitted.predict_mixture(X_test), rng, args.jitter_draws)
     history = fitted.model.history()
+    import jax
+
+    jax.clear_caches()  # each fit compiles anew; a long run would otherwise keep every one
     # the deep ensemble MCLMC started from, scored alike: what the sampling added
     members = fitted.predict_mixture_members(X_test)
     de = {} if members is None else score(y_test, *members, same_rng, args.jitter_draws)
