@@ -754,21 +754,22 @@ class _KronChunk:
         return self.kron.function_shifts(self.inputs, self.deltas, delta)
 
 
-# last: they subclass WeightedDraws, and this module is always imported first
-from ._spike_slab import (  # noqa: E402
-    FlowSpikeSlabPosterior,
-    LowRankSpikeSlabPosterior,
-    SpikeSlabPosterior,
-    spike_slab_draws,
-)
-
-__all__ = [
+#: The LBBNN posteriors, which subclass WeightedDraws in ``skbnn._spike_slab``: served from
+#: here on first use (PEP 562), so neither module imports the other at import time.
+_SPIKE_SLAB = (
     "FlowSpikeSlabPosterior",
-    "ForwardPass",
-    "GaussianPosterior",
-    "LaplacePosterior",
     "LowRankSpikeSlabPosterior",
     "SpikeSlabPosterior",
-    "WeightedDraws",
     "spike_slab_draws",
-]
+)
+
+
+def __getattr__(name: str):
+    if name in _SPIKE_SLAB:
+        from . import _spike_slab
+
+        return getattr(_spike_slab, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["ForwardPass", "GaussianPosterior", "LaplacePosterior", "WeightedDraws", *_SPIKE_SLAB]
