@@ -233,17 +233,20 @@ def chain_diagnostics(method, target, chains, n_keep) -> dict:
     )  # fmt: skip
     monitored = monitored_predictions(outputs, target.likelihood)
     monitored = monitored.reshape(len(chains), n_keep, *monitored.shape[1:])
-    out["rhat_outputs"] = np.array(
-        [[rhat(monitored[:, :, o, j]) for o in range(monitored.shape[2])]
-         for j in range(rows.size)]
-    )  # fmt: skip
-    out["ess_bulk_outputs"] = np.array(
-        [[ess_bulk(monitored[:, :, o, j]) for o in range(monitored.shape[2])]
-         for j in range(rows.size)]
-    )  # fmt: skip
+    out["rhat_outputs"] = _per_output(rhat, monitored)
+    out["ess_bulk_outputs"] = _per_output(ess_bulk, monitored)
     if method._n_modes > 1:
         out.update(_mode_diagnostics(method, out, monitored))
     return out
+
+
+def _per_output(statistic, monitored: np.ndarray) -> np.ndarray:
+    """``statistic`` (R-hat or an ESS) of each monitored output at each monitored row, from
+    ``monitored`` of shape (chains, draws, outputs, rows); shape (rows, outputs)."""
+    n_out, n_rows = monitored.shape[2], monitored.shape[3]
+    return np.array(
+        [[statistic(monitored[:, :, o, j]) for o in range(n_out)] for j in range(n_rows)]
+    )
 
 
 def _mode_diagnostics(method, out: dict, monitored: np.ndarray) -> dict:
@@ -255,21 +258,13 @@ def _mode_diagnostics(method, out: dict, monitored: np.ndarray) -> dict:
     modes = []
     for m in range(method._n_modes):
         c = np.flatnonzero(mode_of_chain == m)
-        mon = monitored[c]
-        n_out, n_rows = mon.shape[2], mon.shape[3]
-        rhat_outputs = np.array(
-            [[rhat(mon[:, :, o, j]) for o in range(n_out)] for j in range(n_rows)]
-        )
-        ess_outputs = np.array(
-            [[ess_bulk(mon[:, :, o, j]) for o in range(n_out)] for j in range(n_rows)]
-        )
         modes.append(
             {
                 "chains": c,
                 "rhat_loglik": rhat(loglik[c]),
-                "rhat_outputs": rhat_outputs,
+                "rhat_outputs": _per_output(rhat, monitored[c]),
                 "ess_bulk_loglik": ess_bulk(loglik[c]),
-                "ess_bulk_outputs": ess_outputs,
+                "ess_bulk_outputs": _per_output(ess_bulk, monitored[c]),
                 "divergences": int(out["divergences_per_chain"][c].sum()),
                 "mean_loglik": float(np.mean(loglik[c])),
             }
