@@ -77,6 +77,18 @@ def test_a_mode_without_weight_is_not_judged():
     assert "within a mode up to 1.300" in NUTS(n_modes=2)._convergence_message(diag)
 
 
+def test_many_light_modes_are_all_judged():
+    # 25 equal modes each carry 4 %: none is dropped for its weight, so one that has not
+    # mixed still warns
+    diag = _mode_diag(within=1.01, n_modes=25, chains=25)
+    for mode in diag["modes"]:
+        mode["weight"] = 0.04
+    assert NUTS(n_modes=25, n_chains=25)._convergence_message(diag) is None
+    diag["modes"][3]["rhat_loglik"] = 1.3
+    msg = NUTS(n_modes=25, n_chains=25)._convergence_message(diag)
+    assert "within a mode up to 1.300" in msg
+
+
 def test_more_modes_than_chains_is_an_error_whose_fix_runs():
     with pytest.raises(
         ValueError, match=r"method=NUTS\(n_chains=6, n_modes=6, n_warmup=20\)"

@@ -283,7 +283,9 @@ def judged(diag: dict) -> dict:
     ``MIN_JUDGED_WEIGHT`` of the predictive); else all chains together."""
     if "modes" not in diag:
         return diag
+    # with more than 20 equally weighted modes none reaches the bar: then judge them all
     modes = [m for m in diag["modes"] if m.get("weight", 1.0) >= MIN_JUDGED_WEIGHT]
+    modes = modes or diag["modes"]
     return {
         **diag,
         "rhat_loglik": max(m["rhat_loglik"] for m in modes),
