@@ -209,3 +209,18 @@ def test_pointwise_loglik_sums_to_the_kernels():
         thetas = target.sample_prior(rng, 5)
         loglik, _ = target.loglik_batch(thetas)
         np.testing.assert_allclose(target.pointwise_loglik(thetas).sum(axis=1), loglik)
+
+
+def test_modes_start_at_optima_not_on_their_slopes():
+    # a mode's start is trained as an ensemble member is, to its stopping rule: from the
+    # same initialization it reaches a log density at least the short init="map" start's
+    from skbnn.methods._starts import map_starts
+
+    X, y = _data()
+    target = LogPosterior(X, y, (8,), "tanh", "gaussian", noise_precision=100.0)
+    seeds = np.random.SeedSequence(0).spawn(3)
+    short, n_short = map_starts(target, seeds, 1)
+    optima, n_optima = map_starts(target, seeds, 1, converged=True)
+    assert n_optima > n_short
+    for a, b in zip(short, optima, strict=True):
+        assert target.logp(b) >= target.logp(a) - 1e-6 * abs(target.logp(a))

@@ -45,7 +45,9 @@ def monitored_predictions(outputs: np.ndarray, likelihood: str) -> np.ndarray:
     ``outputs`` are the network outputs, shape (draws, outputs, rows). Regression watches
     every output; a classifier its class probabilities, which are identified where softmax
     logits are not (adding a constant to every logit changes nothing). A binary classifier
-    watches p(class 1) alone: p(class 0) = 1 - p(class 1) has the same R-hat and ESS.
+    watches p(class 1) alone: p(class 0) = 1 - p(class 1) has the same R-hat and ESS. A
+    heteroscedastic network watches its means and its noise variances (the raw outputs of
+    the variance head, monotone in the variance, so with the same ranks).
     """
     if likelihood == "bernoulli":
         return expit(outputs)
@@ -225,7 +227,7 @@ def chain_diagnostics(method, target, chains, n_keep) -> dict:
     rows = np.unique(np.linspace(0, target.n_rows - 1, min(5, target.n_rows)).astype(int))
     xt = target.XT.reshape(target.n_features, target.n_rows)[:, rows]
     thetas = np.concatenate([c.arrays.draws for c in chains])
-    outputs = np.empty((thetas.shape[0], target.n_outputs, rows.size))
+    outputs = np.empty((thetas.shape[0], target.layout.sizes[-1], rows.size))
     predict = knet.forward_batch_for(target.activation_code)
     predict(
         thetas, np.ascontiguousarray(xt).ravel(), target.layout.sizes,

@@ -38,6 +38,7 @@ from ._convergence import (
     extend_until_converged,
 )
 from ._modes import weigh_modes
+from ._optim import _NoiseHead
 from ._progress import SLOW_FIT, ProgressBar, duration
 from ._starts import finite_start, map_starts
 from ._tempering import ReplicaExchange
@@ -131,10 +132,18 @@ class _HMCFamily(BaseMethod):
         "init": [StrOptions({"prior", "map"})],
         "n_modes": [Interval(Integral, 1, None, closed="left")],
         "mode_weights": [StrOptions({"equal", "stacking"})],
+        "heteroscedastic": ["boolean", StrOptions({"auto"})],
         "target_rhat": [Interval(Real, 1, None, closed="neither"), None],
         "target_ess": [Interval(Real, 1, None, closed="left"), None],
         "max_time": [Interval(Real, 0, None, closed="neither"), None],
     }
+
+    def likelihood(self, likelihood: str, infer_noise: bool = True) -> str:
+        """The heteroscedastic Gaussian in place of the Gaussian with ``heteroscedastic``
+        (see :class:`~skbnn.methods._optim._NoiseHead`)."""
+        if getattr(self, "heteroscedastic", False) is False:
+            return likelihood
+        return _NoiseHead.likelihood(self, likelihood, infer_noise)
 
     @property
     def noise_handling(self) -> str:
@@ -407,10 +416,14 @@ class _HMCFamily(BaseMethod):
         if resume is not None:
             init_grad_evals, init_time = resume["init_grad_evals"], resume["init_time"]
         elif self._n_modes > 1:
-            # one optimum per mode, each from its own initialization; a mode's chains
-            # share its start (seeds spawned after the chains', as for init="map")
+            # one optimum per mode, each trained from its own initialization as an
+            # ensemble member is: a start short of the optimum sits on the slope, and
+            # its chains then sample a worse fit than the mode's; a mode's chains share
+            # its start (seeds spawned after the chains', as for init="map")
             t0 = time.perf_counter()
-            optima, init_grad_evals = map_starts(target, root.spawn(self._n_modes), n_jobs)
+            optima, init_grad_evals = map_starts(
+                target, root.spawn(self._n_modes), n_jobs, converged=True
+            )
             starts = [optima[m] for m in self._mode_of_chain()]
             init_time = time.perf_counter() - t0
         elif self.init == "map":
@@ -550,7 +563,11 @@ class _HMCFamily(BaseMethod):
                 target, draws, noise, mode_of_draw, self.mode_weights, diagnostics
             )
         posterior = WeightedDraws(
-            draws, weights=weights, noise_precision=noise, chain_shape=(self.n_chains, n_keep)
+            draws,
+            weights=weights,
+            noise_precision=noise,
+            chain_shape=(self.n_chains, n_keep),
+            heteroscedastic=target.likelihood == "heteroscedastic",
         )
         if n_hyper:
             posterior.prior_precision = taus[:, k:].copy()

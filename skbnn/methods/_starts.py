@@ -16,22 +16,27 @@ MAP_INIT_LBFGS_ITER = 200
 MAP_INIT_EPOCHS = 20
 
 
-def map_starts(target, seeds, n_jobs) -> tuple[list, int]:
+def map_starts(target, seeds, n_jobs, converged: bool = False) -> tuple[list, int]:
     """One MAP estimate per seed, each from its own scikit-learn initialization, trained by
-    the optimization methods' engine on the shared pool (``init="map"``).
+    the optimization methods' engine on the shared pool: a short fit (``init="map"``), or
+    with ``converged`` one trained as a :class:`DeepEnsemble` member is, to its stopping
+    rule (the optima of ``n_modes``).
 
     Returns the starts and the gradient evaluations they took. A start whose every attempt
     diverged (or that is not finite) falls back to a prior draw from the same seed.
     """
     lbfgs = target.n_rows <= LBFGS_MAX_ROWS
-    trainer = DeepEnsemble(
-        solver="lbfgs" if lbfgs else "adam",
-        learning_rate_init=0.01,
-        max_iter=MAP_INIT_LBFGS_ITER if lbfgs else MAP_INIT_EPOCHS,
-        learning_rate="constant",
-        early_stopping=False,
-        heteroscedastic=False,
-    )
+    if converged:
+        trainer = DeepEnsemble(heteroscedastic=False)
+    else:
+        trainer = DeepEnsemble(
+            solver="lbfgs" if lbfgs else "adam",
+            learning_rate_init=0.01,
+            max_iter=MAP_INIT_LBFGS_ITER if lbfgs else MAP_INIT_EPOCHS,
+            learning_rate="constant",
+            early_stopping=False,
+            heteroscedastic=False,
+        )
 
     def start(target, rng):
         return glorot_init(target, rng), None, None

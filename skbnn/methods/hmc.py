@@ -63,6 +63,8 @@ class HMC(_HMCFamily):
         Optima the chains sample around, one or more chains each, as for :class:`NUTS`.
     mode_weights : {"equal", "stacking"}, default="equal"
         How the modes are weighted in the predictive, as for :class:`NUTS`.
+    heteroscedastic : bool or "auto", default=False
+        Whether the network also predicts the noise of every row, as for :class:`NUTS`.
     target_rhat, target_ess, max_time : float or None, default=None
         Sample until converged, as for :class:`NUTS`.
 
@@ -101,6 +103,7 @@ class HMC(_HMCFamily):
         init: str = "prior",
         n_modes: int = 1,
         mode_weights: str = "equal",
+        heteroscedastic: bool | str = False,
         target_rhat: float | None = None,
         target_ess: float | None = None,
         max_time: float | None = None,
@@ -121,6 +124,7 @@ class HMC(_HMCFamily):
         self.init = init
         self.n_modes = n_modes
         self.mode_weights = mode_weights
+        self.heteroscedastic = heteroscedastic
         self.target_rhat = target_rhat
         self.target_ess = target_ess
         self.max_time = max_time

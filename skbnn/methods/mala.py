@@ -62,6 +62,8 @@ class MALA(_HMCFamily):
         Optima the chains sample around, one or more chains each, as for :class:`NUTS`.
     mode_weights : {"equal", "stacking"}, default="equal"
         How the modes are weighted in the predictive, as for :class:`NUTS`.
+    heteroscedastic : bool or "auto", default=False
+        Whether the network also predicts the noise of every row, as for :class:`NUTS`.
     target_rhat, target_ess, max_time : float or None, default=None
         Sample until converged, as for :class:`NUTS`.
 
@@ -93,6 +95,7 @@ class MALA(_HMCFamily):
         init: str = "prior",
         n_modes: int = 1,
         mode_weights: str = "equal",
+        heteroscedastic: bool | str = False,
         target_rhat: float | None = None,
         target_ess: float | None = None,
         max_time: float | None = None,
@@ -109,6 +112,7 @@ class MALA(_HMCFamily):
         self.init = init
         self.n_modes = n_modes
         self.mode_weights = mode_weights
+        self.heteroscedastic = heteroscedastic
         self.target_rhat = target_rhat
         self.target_ess = target_ess
         self.max_time = max_time

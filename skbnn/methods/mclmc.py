@@ -175,6 +175,8 @@ class MCLMC(_Microcanonical):
         (MILE's route: an ensemble's members, then a microcanonical chain from each).
     mode_weights : {"equal", "stacking"}, default="equal"
         How the modes are weighted in the predictive, as for :class:`NUTS`.
+    heteroscedastic : bool or "auto", default=False
+        Whether the network also predicts the noise of every row, as for :class:`NUTS`.
     target_rhat, target_ess, max_time : float or None, default=None
         Sample until converged, as for :class:`NUTS`.
 
@@ -210,6 +212,7 @@ class MCLMC(_Microcanonical):
         init: str = "prior",
         n_modes: int = 1,
         mode_weights: str = "equal",
+        heteroscedastic: bool | str = False,
         target_rhat: float | None = None,
         target_ess: float | None = None,
         max_time: float | None = None,
@@ -228,6 +231,7 @@ class MCLMC(_Microcanonical):
         self.init = init
         self.n_modes = n_modes
         self.mode_weights = mode_weights
+        self.heteroscedastic = heteroscedastic
         self.target_rhat = target_rhat
         self.target_ess = target_ess
         self.max_time = max_time
@@ -366,6 +370,8 @@ class MAMS(_Microcanonical):
         (MILE's route: an ensemble's members, then a microcanonical chain from each).
     mode_weights : {"equal", "stacking"}, default="equal"
         How the modes are weighted in the predictive, as for :class:`NUTS`.
+    heteroscedastic : bool or "auto", default=False
+        Whether the network also predicts the noise of every row, as for :class:`NUTS`.
     target_rhat, target_ess, max_time : float or None, default=None
         Sample until converged, as for :class:`NUTS`.
 
@@ -400,6 +406,7 @@ class MAMS(_Microcanonical):
         init: str = "prior",
         n_modes: int = 1,
         mode_weights: str = "equal",
+        heteroscedastic: bool | str = False,
         target_rhat: float | None = None,
         target_ess: float | None = None,
         max_time: float | None = None,
@@ -418,6 +425,7 @@ class MAMS(_Microcanonical):
         self.init = init
         self.n_modes = n_modes
         self.mode_weights = mode_weights
+        self.heteroscedastic = heteroscedastic
         self.target_rhat = target_rhat
         self.target_ess = target_ess
         self.max_time = max_time

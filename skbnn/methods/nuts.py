@@ -144,6 +144,12 @@ class NUTS(_HMCFamily):
         2022, stacking for non-mixing Bayesian computations): a mode that predicts worse
         than the others where they differ loses weight, and a chain stuck where it fits
         badly drops out.
+    heteroscedastic : bool or "auto", default=False
+        Whether the network also predicts the noise of every row (a variance head per
+        target, as the members of :class:`DeepEnsemble`), sampled with the weights,
+        instead of one noise for all rows; ``"auto"``: where the noise is inferred.
+        Regression only. It lets the predictive widen where the data are noisier, which
+        one noise precision cannot.
     target_rhat, target_ess, max_time : float or None, default=None
         Sample until converged: with any of them set, after the first ``n_samples`` draws
         the chains are extended in blocks, keeping their adapted step size and metric,
@@ -197,6 +203,7 @@ class NUTS(_HMCFamily):
         init: str = "prior",
         n_modes: int = 1,
         mode_weights: str = "equal",
+        heteroscedastic: bool | str = False,
         target_rhat: float | None = None,
         target_ess: float | None = None,
         max_time: float | None = None,
@@ -215,6 +222,7 @@ class NUTS(_HMCFamily):
         self.init = init
         self.n_modes = n_modes
         self.mode_weights = mode_weights
+        self.heteroscedastic = heteroscedastic
         self.target_rhat = target_rhat
         self.target_ess = target_ess
         self.max_time = max_time
