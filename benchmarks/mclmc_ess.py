@@ -5,7 +5,12 @@ of ``init="map"``'s optimizations, given to all chains), so the three samplers e
 the same mode and the comparison is of how fast they mix there, not of which modes they
 find. The figures are bulk ESS over the gradient evaluations after warm-up: of the
 log-likelihood, and of the network's outputs at the five training rows the diagnostics
-monitor (their minimum and median). One JSON line per fit::
+monitor (their minimum and median). ``blackjax`` is the peer: BlackJAX's MCLMC, with its
+own tuning, on the very log density skbnn's samplers of the split explored (the same
+``LogPosterior``, through ``benchmarks/peers/blackjax_mclmc.py``), from the same MAP,
+with as many sampling steps as skbnn's MCLMC makes by default and the same thinning; it
+runs after a skbnn sampler of the same split, whose target and start it takes. One JSON
+line per fit::
 
     python benchmarks/mclmc_ess.py --data bostonHousing concrete energy --splits 0-2 \\
         --hidden 16 16 --activation relu --out benchmarks/results/mclmc_ess.jsonl
@@ -24,11 +29,14 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 from _uci import emitter, load_split, provenance, split_ids, standardize  # noqa: E402
 from uci import parse_splits  # noqa: E402
 
 UCI_SETS = ("bostonHousing", "concrete", "energy")
-SAMPLERS = ("nuts", "mclmc", "mams")
+SAMPLERS = ("nuts", "mclmc", "mams", "blackjax")
+#: The target and the MAP of the last skbnn fit, for the BlackJAX peer.
+_LAST: dict = {}
 
 
 def one_map_for_all_chains() -> None:
@@ -39,8 +47,9 @@ def one_map_for_all_chains() -> None:
         raise RuntimeError("the chain driver no longer calls map_starts: update this script")
     original = _mcmc.map_starts
 
-    def one_map(target, seeds, n_jobs):
-        starts, n_grad_evals = original(target, seeds[:1], n_jobs)
+    def one_map(target, seeds, n_jobs, **kw):
+        starts, n_grad_evals = original(target, seeds[:1], n_jobs, **kw)
+        _LAST.update(target=target, start=starts[0], n_grad_evals=n_grad_evals)
         return [starts[0]] * len(seeds), n_grad_evals
 
     _mcmc.map_starts = one_map
@@ -57,6 +66,56 @@ def sampler(name: str, quick: bool):
     if name in warmup:
         kw["n_warmup"] = warmup[name]
     return cls(**kw)
+
+
+def run_blackjax(dataset: str, split: int, args) -> dict:
+    """BlackJAX's MCLMC on the last skbnn fit's target, from its MAP."""
+    import blackjax_mclmc
+
+    from skbnn.diagnostics import ess_bulk, rhat
+    from skbnn.kernels import density as knet
+    from skbnn.methods import MCLMC
+    from skbnn.methods._convergence import _per_output, monitored_predictions
+
+    if "target" not in _LAST:
+        raise SystemExit("blackjax runs after a skbnn sampler of the same split")
+    target, ours = _LAST["target"], MCLMC()
+    n_chains = ours.n_chains
+    n_keep = args.n_samples // n_chains
+    out = blackjax_mclmc.sample(
+        target, _LAST["start"], n_chains, n_keep * ours.thin, ours.thin, split
+    )
+    draws = out["draws"]
+    loglik = target.loglik_batch(draws.reshape(-1, draws.shape[-1]))[0].reshape(n_chains, -1)
+    # the five training rows the skbnn diagnostics monitor
+    rows = np.unique(np.linspace(0, target.n_rows - 1, min(5, target.n_rows)).astype(int))
+    xt = target.XT.reshape(target.n_features, target.n_rows)[:, rows]
+    flat = draws.reshape(-1, draws.shape[-1])
+    outputs = np.empty((flat.shape[0], target.layout.sizes[-1], rows.size))
+    knet.forward_batch_for(target.activation_code)(
+        flat, np.ascontiguousarray(xt).ravel(), target.layout.sizes, target.layout.offsets,
+        rows.size, outputs,
+    )  # fmt: skip
+    monitored = monitored_predictions(outputs, target.likelihood)
+    monitored = monitored.reshape(n_chains, -1, *monitored.shape[1:])
+    ess_out = np.ravel(_per_output(ess_bulk, monitored))
+    sampling, ess_ll = out["grad_evals_sampling"], float(ess_bulk(loglik))
+    return {
+        "dataset": dataset, "split": split, "sampler": "blackjax",
+        "hidden": list(args.hidden), "activation": args.activation,
+        "n_samples": int(loglik.size), "n_chains": n_chains,
+        "grad_evals_sampling": sampling, "grad_evals_warmup": out["grad_evals_warmup"],
+        "grad_evals_init": int(_LAST["n_grad_evals"]),
+        "ess_bulk_loglik": ess_ll,
+        "ess_bulk_outputs_min": float(np.nanmin(ess_out)),
+        "ess_bulk_outputs_median": float(np.nanmedian(ess_out)),
+        "ess_per_grad_loglik": ess_ll / sampling,
+        "ess_per_grad_outputs_min": float(np.nanmin(ess_out)) / sampling,
+        "ess_per_grad_outputs_median": float(np.nanmedian(ess_out)) / sampling,
+        "rhat_loglik": float(rhat(loglik)),
+        "step_size": out["step_size"], "path_length": out["L"],
+        "fit_seconds": out["seconds"],
+    }  # fmt: skip
 
 
 def run_fit(dataset: str, split: int, name: str, args) -> dict:
@@ -125,8 +184,12 @@ def main(argv: list[str] | None = None) -> None:
     one_map_for_all_chains()
     for dataset in args.data:
         for split in parse_splits(args.splits, split_ids(dataset, args.data_dir)):
+            _LAST.clear()
             for name in args.samplers:
-                emit({**info, **run_fit(dataset, split, name, args)})
+                if name == "blackjax":
+                    emit({**info, **run_blackjax(dataset, split, args)})
+                else:
+                    emit({**info, **run_fit(dataset, split, name, args)})
 
 
 if __name__ == "__main__":

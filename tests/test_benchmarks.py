@@ -581,3 +581,33 @@ def test_modes_pairs_the_weightings_of_one_fit(uci_dir, tmp_path, monkeypatch, c
     _main("modes.py", ["--report", str(out)], monkeypatch)
     table = capsys.readouterr().out
     assert "| tiny | 2 | modes2 stacked |" in table and "| tiny | 2 | modes2 equal |" in table
+
+
+def test_blackjax_mclmc_samples_skbnns_own_density(monkeypatch):
+    # benchmarks/peers/blackjax_mclmc.py: BlackJAX's MCLMC on a skbnn LogPosterior, through
+    # a callback whose value and gradient are the target's, with every evaluation counted
+    pytest.importorskip("blackjax")
+    import jax
+
+    from skbnn.log_posterior import LogPosterior
+
+    monkeypatch.syspath_prepend(str(BENCH / "peers"))
+    import blackjax_mclmc
+
+    jax.config.update("jax_enable_x64", True)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((20, 2))
+    target = LogPosterior(X, X[:, 0] - X[:, 1], (3,), "tanh", "gaussian", noise_precision=4.0)
+    theta = target.sample_prior(rng, 1)[0]
+    counted = blackjax_mclmc._Counted(target)
+    logdensity = blackjax_mclmc._logdensity(counted, target.n_params)
+    value, grad = jax.value_and_grad(logdensity)(theta)
+    logp, expected = target.logp_and_grad(theta)
+    np.testing.assert_allclose(float(value), logp, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(grad), expected, rtol=1e-12)
+    out = blackjax_mclmc.sample(target, theta, n_chains=2, n_steps=40, thin=4, seed=0)
+    assert out["draws"].shape == (2, 10, target.n_params)
+    assert np.all(np.isfinite(out["draws"]))
+    # McLachlan's integrator: two gradients a step
+    assert out["grad_evals_sampling"] == 2 * 2 * 40
+    assert out["grad_evals_warmup"] > 0
