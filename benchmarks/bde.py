@@ -25,6 +25,7 @@ the run's provenance record (as ``_uci.provenance``), the cores the process may 
     python benchmarks/bde.py --data yacht --splits 0-4 --peer-settings none \\
         --skbnn-method nuts '{"n_chains": 4}' --out benchmarks/results/bde.jsonl
     python benchmarks/bde.py --report benchmarks/results/bde.jsonl
+    python benchmarks/bde.py --report benchmarks/results/bde*.jsonl --paired test_ll
 
 ``--skbnn-method NAME [JSON]`` may be repeated (default: ``auto`` and ``laplace``);
 ``none`` runs the peer alone; ``--skbnn-params`` passes estimator parameters (JSON);
@@ -310,10 +311,16 @@ def _mean_se(a) -> str:
     return f"{a.mean():.3f} ± {se:.3f}"
 
 
-def report(path: str, peer: str | None = None) -> str:
+def _read(paths) -> list[dict]:
+    """The JSON lines of one results file or several."""
+    paths = [paths] if isinstance(paths, str | Path) else paths
+    return [json.loads(s) for p in paths for s in Path(p).read_text().splitlines() if s.strip()]
+
+
+def report(path, peer: str | None = None) -> str:
     """Markdown tables: per dataset and metric, each label's mean ± standard error over
     its splits, and the paired difference (bde minus skbnn) over the splits both hold."""
-    rows = [json.loads(s) for s in Path(path).read_text().splitlines() if s.strip()]
+    rows = _read(path)
     by = {}
     for r in rows:
         r.update({f"de_stage.{k}": v for k, v in r.get("de_stage", {}).items()})
@@ -352,7 +359,7 @@ def compact_report(path: str, metrics=("test_ll", "rmse", "coverage_90", "width_
                                        "fit_time", "ll_discrete", "ll_jitter")) -> str:  # fmt: skip
     """One markdown table per metric, one row per dataset: each label's mean ± standard
     error and bde minus each skbnn label (paired), all over the splits every label holds."""
-    rows = [json.loads(s) for s in Path(path).read_text().splitlines() if s.strip()]
+    rows = _read(path)
     by = {}
     for r in rows:
         by.setdefault(r["dataset"], {}).setdefault(r["label"], {})[r["split"]] = r
@@ -377,6 +384,39 @@ def compact_report(path: str, metrics=("test_ll", "rmse", "coverage_90", "width_
     return "\n".join(lines) + "\n"
 
 
+def paired_report(paths, metric: str = "test_ll") -> str:
+    """One markdown table: each skbnn label against the peer on each dataset, over the
+    splits both hold (not only those every label holds): the label's mean, its paired
+    difference from the peer (mean ± standard error, and the median, which one split's
+    density spike cannot rule), the splits it wins, the share of its fits that warned,
+    and both mean fit times."""
+    rows = [r for r in _read(paths) if metric in r]
+    by = {}
+    for r in rows:
+        by.setdefault(r["label"], {})[(r["dataset"], r["split"])] = r
+    peer = next(lab for lab in by if lab.startswith("bde:"))
+    lines = [
+        f"| method | dataset | splits | {metric} | − {peer}, mean | median | wins | "
+        f"warned | fit s | {peer} fit s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for lab in sorted(lab for lab in by if lab != peer):
+        for dataset in DATASETS:
+            keys = sorted(k for k in by[lab] if k[0] == dataset and k in by[peer])
+            if not keys:
+                continue
+            ours = np.array([by[lab][k][metric] for k in keys])
+            diff = ours - np.array([by[peer][k][metric] for k in keys])
+            warned = np.mean([bool(by[lab][k].get("convergence_warning")) for k in keys])
+            times = [np.mean([by[x][k]["fit_time"] for k in keys]) for x in (lab, peer)]
+            lines.append(
+                f"| {lab} | {dataset} | {len(keys)} | {ours.mean():.3f} | {_mean_se(diff)} | "
+                f"{np.median(diff):+.3f} | {int((diff > 0).sum())}/{len(keys)} | "
+                f"{warned:.0%} | {times[0]:.1f} | {times[1]:.1f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", nargs="+", default=DATASETS, help="dataset folder names")
@@ -398,13 +438,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--conditions", default=None, help='e.g. "1 core beside other work"')
     parser.add_argument("--resume", action="store_true", help="skip fits --out holds")
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
-    parser.add_argument("--report", default=None, help="print the tables of this file")
+    parser.add_argument("--report", nargs="+", default=None,
+                        help="print the tables of these files")  # fmt: skip
     parser.add_argument("--compact", action="store_true", help="with --report: per metric")
+    parser.add_argument("--paired", default=None, metavar="METRIC",
+                        help="with --report: each method against the peer on METRIC")  # fmt: skip
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else list(argv)
     args.estimator_params = json.loads(args.skbnn_params) if args.skbnn_params else {}
     if args.report:
-        print(compact_report(args.report) if args.compact else report(args.report))
+        if args.paired:
+            print(paired_report(args.report, args.paired))
+        else:
+            print(compact_report(args.report) if args.compact else report(args.report))
         return
     if args.n_jobs is None:
         args.n_jobs = len(os.sched_getaffinity(0))

@@ -611,3 +611,27 @@ def test_blackjax_mclmc_samples_skbnns_own_density(monkeypatch):
     # McLachlan's integrator: two gradients a step
     assert out["grad_evals_sampling"] == 2 * 2 * 40
     assert out["grad_evals_warmup"] > 0
+
+
+def test_bde_paired_report_pairs_each_method_on_its_own_splits(tmp_path, monkeypatch):
+    # a method that ran on fewer splits is paired with the peer on those, not dropped
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    spec = importlib.util.spec_from_file_location("bde_driver", BENCH / "bde.py")
+    driver = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(driver)
+
+    def line(label, split, ll, warned=False):
+        return json.dumps({"label": label, "dataset": "concrete", "split": split,
+                           "test_ll": ll, "fit_time": 1.0,
+                           "convergence_warning": warned})  # fmt: skip
+
+    peer = [line("bde:readme", s, -2.5 - 0.1 * s) for s in range(3)]
+    (tmp_path / "a.jsonl").write_text("\n".join(peer) + "\n")
+    ours = [line("skbnn:a", s, -2.4 - 0.1 * s, warned=s == 0) for s in range(3)]
+    ours += [line("skbnn:b", 1, -2.8)]
+    (tmp_path / "b.jsonl").write_text("\n".join(ours) + "\n")
+    table = driver.paired_report([tmp_path / "a.jsonl", tmp_path / "b.jsonl"])
+    assert "| skbnn:a | concrete | 3 | -2.500 | 0.100 ± 0.000 | +0.100 | 3/3 | 33% |" in table
+    assert "| skbnn:b | concrete | 1 | -2.800 | -0.200 ± nan | -0.200 | 0/1 | 0% |" in table
