@@ -157,7 +157,8 @@ ENGINE_DOCS: dict = {
         """Epochs of Adam and SGD, iterations of L-BFGS. ``None`` is a cap rather than a
     length: epochs for 300,000 steps and at least 200 (the stopping rule ends most
     runs far sooner), but no more than 2 x 10^7 row visits (20 epochs of 10^6 rows) and
-    at least 10; or 1000 L-BFGS iterations.""",
+    at least 10; or 1000 L-BFGS iterations. L-BFGS also stops after 15,000 loss
+    evaluations, or ``2 * max_iter`` when that is more.""",
     ),
     "tol": (
         "float",
@@ -475,6 +476,13 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
     return member
 
 
+def lbfgs_max_evaluations(max_iter: int) -> int:
+    """L-BFGS's cap on loss evaluations: scikit-learn's 15,000, raised with ``max_iter`` so
+    that a longer run asked for is one (a line search takes one evaluation or a few; at a
+    fixed cap, raising ``max_iter`` past it would change nothing)."""
+    return max(15000, 2 * int(max_iter))
+
+
 def _lbfgs(target, theta, train, s, prior_mean, YT, member):
     """Full-batch L-BFGS on the rows ``train`` (scipy, analytic gradient), as scikit-learn's
     MLP: ``maxiter=max_iter``, ``gtol=tol``."""
@@ -496,7 +504,8 @@ def _lbfgs(target, theta, train, s, prior_mean, YT, member):
 
     res = minimize(
         fun, theta, jac=True, method="L-BFGS-B", callback=record,
-        options={"maxiter": int(s.max_iter), "maxfun": 15000, "gtol": float(s.tol)},
+        options={"maxiter": int(s.max_iter), "maxfun": lbfgs_max_evaluations(s.max_iter),
+                 "gtol": float(s.tol)},
     )  # fmt: skip
     member.n_grad_evals += int(res.nfev)
     member.n_iter += int(res.nit)
@@ -611,7 +620,11 @@ class _Trainer(BaseMethod):
     def _not_converged(self, settings, slow: int, kept: list) -> str:
         """The warning for ``slow`` of the ``kept`` members that did not converge."""
         if settings.solver == "lbfgs":
-            what = "L-BFGS stopped at its iteration limit before the gradient fell below tol"
+            what = (
+                "L-BFGS stopped at its limit of iterations (max_iter) or of loss evaluations "
+                f"({lbfgs_max_evaluations(settings.max_iter)}, which max_iter raises) before "
+                "the gradient fell below tol"
+            )
         else:
             what = (
                 "the optimizer ran all its epochs while the "
