@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -328,10 +329,23 @@ def test_auto_has_no_knobs_and_says_which_to_name(cls):
     est = cls()
     assert est.get_params()["method"] == "auto"
     assert not any(key.startswith("method__") for key in est.get_params())
-    with pytest.raises(ValueError, match=r"method='auto' has no knobs.*method='ensemble'"):
-        est.set_params(method__max_iter=10)
-    est.set_params(method="ensemble", method__max_iter=10)
-    assert est.method.max_iter == 10
+    # every call the message writes runs as printed, for a knob of any method; it names
+    # every method "auto" may run; a knob no method has gets the close names instead
+    import skbnn
+
+    for knob, value in [("max_iter", 10), ("n_chains", 2), ("n_init", 3), ("thin", 4)]:
+        with pytest.raises(ValueError, match="method='auto' has no knobs") as info:
+            cls().set_params(**{f"method__{knob}": value})
+        message = str(info.value)
+        assert all(name in message for name in ("NUTS", "DeepEnsemble", "SGHMC"))
+        call, obj = re.findall(r"(set_params\(.*?\)), or method=(\w+\(.*?\))", message)[0]
+        est = cls()
+        eval("est." + call, {"est": est})
+        assert est.get_params()[f"method__{knob}"] == value
+        method = eval(obj, vars(skbnn))
+        assert method.get_params()[knob] == value
+    with pytest.raises(ValueError, match="No method has a knob named 'n_member'.*n_members"):
+        cls().set_params(method__n_member=3)
 
 
 def test_grid_search_tunes_the_knob_of_a_named_method():

@@ -30,6 +30,9 @@ from ._base import BaseMethod
 #: every trajectory reaches the depth cap (doc/choosing.md).
 NUTS_MAX_WORK = 250_000
 
+#: The methods ``"auto"`` may run, by registry name.
+AUTO_CANDIDATES = ("nuts", "ensemble", "sghmc")
+
 #: Training rows from which ``"auto"`` classifies with cyclical SGHMC rather than the deep
 #: ensemble: the smallest size at which it was measured at or above the ensemble on real
 #: data, with the default network and wider ones (doc/choosing.md).
