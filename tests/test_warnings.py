@@ -117,6 +117,39 @@ def test_engine_warns_when_members_stop_at_max_iter(diabetes, method, fix):
     _assert_well_formed(w, fix)
 
 
+@pytest.mark.statistical
+def test_unscaled_inputs_lead_the_samplers_advice_and_scaling_mends_them(seed):
+    # ~10 s. Inputs far from standardized narrow the first layer's posterior a
+    # hundredfold, so NUTS's trajectories lengthen; raising the tree depth (the advice
+    # the warning led with) made such a fit slower and no better. The warning now leads
+    # with the scaler, and the pipeline it writes, built literally, shortens the
+    # trajectories: over 10 seeds the mean tree depth fell by 3.59 levels (sd 0.22,
+    # min 3.26). Asking for more than 2 (4x fewer leapfrog steps a draw) is 7 sd below
+    # the mean: a false alarm below 1e-11 for a normal tail, < 1e-6 for a heavier one.
+    X, y = load_diabetes(return_X_y=True)
+    X = X * 100 + 50
+
+    def est():
+        return BayesianMLPRegressor(
+            hidden_layer_sizes=(3,), method=NUTS(n_warmup=100), n_samples=200,
+            random_state=seed,
+        )  # fmt: skip
+
+    unscaled = est().fit(X, y)
+    diag = unscaled.diagnostics_
+    assert diag["x_rms_max"] > 10
+    # whatever else the run shows, a warning on these inputs leads with the scaler
+    message = unscaled.method_._convergence_message({**diag, "rhat_loglik": 2.0})
+    first = message.split(". ", 1)[1]
+    pipeline = re.search(r"make_pipeline\(StandardScaler\(\), (\w+)\(\.\.\.\)\)", first)
+    assert first.startswith("The inputs are far from standardized") and pipeline
+    assert pipeline.group(1) == "BayesianMLPRegressor"
+    scaled = make_pipeline(StandardScaler(), est()).fit(X, y)[-1]
+    assert scaled.diagnostics_["x_rms_max"] < 10
+    depth = [d.diagnostics_["mean_tree_depth"].mean() for d in (unscaled, scaled)]
+    assert depth[0] - depth[1] > 2
+
+
 def test_lbfgs_stops_at_max_iter_not_at_a_hidden_evaluation_cap():
     # Unscaled wine: one member needs ~14,600 L-BFGS iterations (on this machine; a
     # different CPU moves it by rounding, not 4-fold). At scipy's fixed 15,000-evaluation

@@ -10,6 +10,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit, softmax
 
+from .._data import _MAX_FEATURE_RMS
 from ..diagnostics import ess_bulk, ess_tail, rhat
 from ..kernels import chain as kchain
 from ..kernels import density as knet
@@ -224,8 +225,12 @@ def chain_diagnostics(method, target, chains, n_keep) -> dict:
     if method._uses_step_size:
         out["step_size"] = np.array([s["step_size"] for s in states])
     out.update(method._kernel_diagnostics(trace, field))
+    X = target.XT.reshape(target.n_features, target.n_rows)
+    # the largest feature root mean square: unscaled inputs narrow the posterior
+    out["x_rms_max"] = float(np.sqrt(np.mean(X**2, axis=1)).max()) if X.size else 0.0
+    out["likelihood"] = target.likelihood
     rows = np.unique(np.linspace(0, target.n_rows - 1, min(5, target.n_rows)).astype(int))
-    xt = target.XT.reshape(target.n_features, target.n_rows)[:, rows]
+    xt = X[:, rows]
     thetas = np.concatenate([c.arrays.draws for c in chains])
     outputs = np.empty((thetas.shape[0], target.layout.sizes[-1], rows.size))
     predict = knet.forward_batch_for(target.activation_code)
@@ -396,6 +401,19 @@ def convergence_message(method, diag: dict) -> str | None:
         else:
             text += method._disagreement_advice(n_kept, within_modes=modes)
         advice.append(text)
+    rms = diag.get("x_rms_max", 0.0)
+    if rms > _MAX_FEATURE_RMS:
+        regression = diag.get("likelihood") in ("gaussian", "heteroscedastic")
+        estimator = "BayesianMLPRegressor" if regression else "BayesianMLPClassifier"
+        # the cause the other advice cannot mend: followed first, it often ends the rest
+        advice.insert(
+            0,
+            f"the inputs are far from standardized (a feature's root mean square is "
+            f"{rms:.3g}), which narrows the posterior in some directions and makes every "
+            "trajectory long; longer paths or runs treat the symptom. Scale them first: "
+            f"make_pipeline(StandardScaler(), {estimator}(...)); if it still "
+            "warns once scaled, the advice below applies",
+        )
     name = method._title()
     sentences = " ".join(a[0].upper() + a[1:] + "." for a in advice)
     return f"{name} may not have converged: {', '.join(figures)}. {sentences}"
