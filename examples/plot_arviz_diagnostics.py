@@ -24,12 +24,13 @@ reg = BayesianMLPRegressor(random_state=0, n_jobs=2).fit(X, y)  # NUTS, 4 chains
 d = reg.diagnostics_
 print(f"R-hat of the log-likelihood {d['rhat_loglik']:.3f}, bulk ESS {d['ess_bulk_loglik']:.0f}")
 
-idata = to_inference_data(reg)
+idata = to_inference_data(reg, X, y)
 print(idata)
 
 # %%
-# The draws of the weights are the posterior group (``theta``); the log-likelihood of
-# each draw is a sample statistic (``loglik``). A network's weights are not identified
+# The draws of the weights are the posterior group, layer by layer (``W0`` with
+# dimensions ``input`` and ``hidden1``, ``b0``, ..., and the noise ``noise_std``); the
+# log-likelihood of each draw is a sample statistic (``loglik``). A network's weights are not identified
 # (relabel the hidden units, flip a tanh unit's signs: the function is the same), so
 # chains that agree on every function can disagree on the weights. Judge convergence on
 # the log-likelihood and on predictions, as skbnn's own R-hat does. A trace that wanders
@@ -47,3 +48,11 @@ plt.show()
 # %%
 # ArviZ's diagnostics of the same quantity agree with ``diagnostics_``:
 print(az.summary(idata.sample_stats, var_names=["loglik"], kind="diagnostics"))
+
+# %%
+# Given the training rows, the export also holds each draw's log-likelihood of every row
+# (the ``log_likelihood`` group), so ArviZ's PSIS-LOO and model comparison work on a fit,
+# and on two fits with different networks:
+wider = BayesianMLPRegressor(hidden_layer_sizes=(20,), random_state=0, n_jobs=2).fit(X, y)
+print(az.loo(idata))
+print(az.compare({"10 units": idata, "20 units": to_inference_data(wider, X, y)}))

@@ -476,12 +476,14 @@ def _chain_draws(posterior: Any) -> tuple[NDArray[np.float64], tuple[int, int] |
     )
 
 
-def to_inference_data(estimator: Any) -> Any:
+def to_inference_data(
+    estimator: Any, X: ArrayLike | None = None, y: ArrayLike | None = None
+) -> Any:
     """Export the per-chain posterior draws of a fitted estimator to ArviZ.
 
     Parameters
     ----------
-    estimator : fitted skbnn estimator
+    estimator : fitted skbnn estimator, or a fitted Pipeline ending in one
         Its ``posterior_`` must hold Markov chains: either ``chain_draws`` of shape
         ``(n_chains, n_draws, n_params)``, or ``thetas`` of shape
         ``(n_total, n_params)`` with ``chain_shape = (n_chains, n_draws_per_chain)``
@@ -490,13 +492,28 @@ def to_inference_data(estimator: Any) -> Any:
         is cut to the length of the shortest. Entries of ``estimator.diagnostics_``
         (if it is a mapping) that are 2-D arrays of shape
         ``(n_chains, n_draws_per_chain)``, such as the per-draw ``"loglik"``, become
-        sample statistics, cut the same way.
+        sample statistics, cut the same way. A Pipeline's earlier steps transform ``X``.
+    X : array-like of shape (n_samples, n_features), default=None
+        Rows to add the pointwise log-likelihood and the posterior predictive at,
+        usually the training rows (as the Pipeline receives them): with ``y``, the
+        ``log_likelihood`` group that :func:`arviz.loo` and :func:`arviz.compare` read.
+    y : array-like of shape (n_samples,) or (n_samples, n_outputs), default=None
+        The targets of ``X``: the ``observed_data`` group.
 
     Returns
     -------
     arviz.InferenceData
-        With the draws in the posterior group as variable ``"theta"`` (dimensions
-        chain, draw, parameter index).
+        The posterior group holds the network layer by layer: ``W0`` (dimensions chain,
+        draw, ``input``, ``hidden1``), ``b0``, ..., the last layer's ending in
+        ``output``, and a regressor's ``noise_std`` per target where each draw has one
+        (in y's units); an estimator whose layout is unknown gives ``theta`` (chain,
+        draw, parameter index). A single weight is not identified (units can be
+        permuted, and ReLU units rescaled), so its R-hat says little: judge convergence
+        by the log-likelihood and the predictions. With ``X`` and ``y``: the
+        ``log_likelihood`` group (``y``, per draw and row, in y's units, summed over a
+        multi-output regressor's targets), ``observed_data`` and ``posterior_predictive``
+        (one draw of ``y`` per posterior draw). A posterior whose modes are weighted
+        unequally (``mode_weights="stacking"``) is exported with its draws unweighted.
 
     Raises
     ------
@@ -504,7 +521,7 @@ def to_inference_data(estimator: Any) -> Any:
         If ArviZ is not installed (``pip install "skbnn[diagnostics]"``).
     ValueError
         If the estimator is not fitted or its posterior has no chains (e.g. a
-        variational or SMC fit).
+        variational or SMC fit), or only one of ``X`` and ``y`` is given.
     """
     try:
         import arviz
@@ -512,7 +529,20 @@ def to_inference_data(estimator: Any) -> Any:
         raise ImportError(
             'to_inference_data requires arviz; install it with pip install "skbnn[diagnostics]"'
         ) from exc
+    from sklearn.pipeline import Pipeline
 
+    if (X is None) != (y is None):
+        raise ValueError("give both X and y (the rows of the log_likelihood group), or neither")
+    features = None
+    if isinstance(estimator, Pipeline):
+        if X is not None:
+            X = estimator[:-1].transform(X)
+        try:
+            # the network's inputs are the earlier steps' outputs
+            features = estimator[:-1].get_feature_names_out()
+        except (AttributeError, ValueError):
+            features = None
+        estimator = estimator[-1]
     posterior = getattr(estimator, "posterior_", None)
     if posterior is None:
         raise ValueError("the estimator has no posterior_; fit it first")
@@ -537,7 +567,107 @@ def to_inference_data(estimator: Any) -> Any:
             if value.shape == (n_chains, n_draws):
                 sample_stats[str(key)] = value
 
+    layout = getattr(estimator, "_layout", None)
+    if layout is None:
+        return arviz.from_dict(
+            posterior={"theta": chain_draws},
+            sample_stats=sample_stats or None,
+        )
+    index = _draw_index(posterior, chain_draws.shape[:2], declared_shape)
+    variables, dims, coords = _layers(estimator, layout, chain_draws, index, features)
+    groups: dict[str, Any] = {}
+    if X is not None:
+        groups = _pointwise(estimator, chain_draws, index, X, y)
+        dims.update({"y": ["row"] + (["target"] if np.ndim(y) == 2 else [])})
     return arviz.from_dict(
-        posterior={"theta": chain_draws},
+        posterior=variables,
         sample_stats=sample_stats or None,
+        dims=dims,
+        coords=coords,
+        **groups,
     )
+
+
+def _draw_index(posterior, shape, declared_shape) -> NDArray[np.int64] | None:
+    """Which of ``posterior.thetas`` each exported draw is, shape (chains, draws)."""
+    if declared_shape is None:
+        return None
+    starts = np.arange(shape[0]) * declared_shape[1]
+    return starts[:, None] + np.arange(shape[1])[None, :]
+
+
+def _layers(estimator, layout, chain_draws, index, features=None) -> tuple[dict, dict, dict]:
+    """The posterior's variables layer by layer, with named dimensions."""
+    sizes = [int(v) for v in layout.sizes]
+    names = ["input", *(f"hidden{i}" for i in range(1, len(sizes) - 1)), "output"]
+    variables, dims = {}, {}
+    for layer, start in enumerate(int(v) for v in layout.offsets):
+        n_in, n_out = sizes[layer], sizes[layer + 1]
+        w_end = start + n_in * n_out
+        variables[f"W{layer}"] = chain_draws[..., start:w_end].reshape(
+            *chain_draws.shape[:2], n_in, n_out
+        )
+        variables[f"b{layer}"] = chain_draws[..., w_end : w_end + n_out]
+        dims[f"W{layer}"] = [names[layer], names[layer + 1]]
+        dims[f"b{layer}"] = [names[layer + 1]]
+    coords = {}
+    if features is None:
+        features = getattr(estimator, "feature_names_in_", None)
+    if features is not None and len(features) == sizes[0]:
+        coords["input"] = [str(f) for f in features]
+    tau = getattr(estimator.posterior_, "noise_precision", None)
+    scale = getattr(estimator, "_y_std", None)
+    if tau is not None and index is not None and scale is not None and np.ndim(tau) == 2:
+        variables["noise_std"] = np.asarray(scale) / np.sqrt(np.asarray(tau)[index])
+        dims["noise_std"] = ["target"]
+    return variables, dims, coords
+
+
+def _pointwise(estimator, chain_draws, index, X, y) -> dict:
+    """The log_likelihood, observed_data and posterior_predictive groups at ``X``."""
+    X = estimator._validate_X(X)
+    thetas = chain_draws.reshape(-1, chain_draws.shape[-1])
+    shape = chain_draws.shape[:2]
+    rng = np.random.default_rng(0)
+    net = estimator._network()
+    classes = getattr(estimator, "classes_", None)
+    loglik = np.empty((thetas.shape[0], X.shape[0]))
+    if classes is not None:
+        from .posterior import class_probabilities
+
+        y = np.asarray(y)
+        code = np.searchsorted(classes, y)
+        if np.any(code >= len(classes)) or np.any(classes[np.minimum(code, len(classes) - 1)] != y):
+            raise ValueError("y holds labels the classifier was not fitted on")
+        predicted = np.empty((thetas.shape[0], X.shape[0]), dtype=classes.dtype)
+        for rows, f in net.outputs(X, thetas):
+            p = class_probabilities(f, len(classes) == 2)
+            with np.errstate(divide="ignore"):
+                loglik[:, rows] = np.log(
+                    np.take_along_axis(p, code[rows][None, :, None], 2)[..., 0]
+                )
+            u = rng.random(p.shape[:2])[..., None]
+            predicted[:, rows] = classes[
+                np.minimum((np.cumsum(p, -1) < u).sum(-1), len(classes) - 1)
+            ]
+        observed = y
+    else:
+        Y = np.asarray(y, dtype=np.float64).reshape(X.shape[0], -1)
+        k = Y.shape[1]
+        predicted = np.empty((thetas.shape[0], X.shape[0], k))
+        flat = None if index is None else index.ravel()
+        for rows, f in net.outputs(X, thetas):
+            mean, sd = estimator.posterior_.predictive(f, k, flat)
+            mean = mean * estimator._y_std[None, :, None] + estimator._y_mean[None, :, None]
+            sd = np.broadcast_to(sd * estimator._y_std[None, :, None], mean.shape)
+            loglik[:, rows] = scipy.stats.norm.logpdf(Y[rows].T[None], mean, sd).sum(axis=1)
+            draw = mean + sd * rng.standard_normal(mean.shape)
+            predicted[:, rows] = np.transpose(draw, (0, 2, 1))
+        if np.ndim(y) == 1:
+            predicted = predicted[..., 0]
+        observed = np.asarray(y, dtype=np.float64)
+    return {
+        "log_likelihood": {"y": loglik.reshape(*shape, -1)},
+        "observed_data": {"y": observed},
+        "posterior_predictive": {"y": predicted.reshape(*shape, *predicted.shape[1:])},
+    }

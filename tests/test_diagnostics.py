@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import types
+import warnings
 
 import arviz as az
 import numpy as np
@@ -550,3 +551,74 @@ def test_nested_rhat_against_its_definition_and_its_limits():
         nested_rhat(x, 5)
     with pytest.raises(ValueError, match="at least 2"):
         nested_rhat(x, 1)
+
+
+def test_inference_data_of_a_pipeline_feeds_loo_and_compare():
+    # a fitted Pipeline exports with the layers named, and with X and y the pointwise
+    # log-likelihood, which is the predictive mixture's own component densities, so that
+    # az.loo and az.compare work on two fitted models
+    az = pytest.importorskip("arviz")
+    from scipy.stats import norm
+    from sklearn.datasets import load_diabetes
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from skbnn import BayesianMLPRegressor
+    from skbnn.methods import NUTS
+
+    X, y = load_diabetes(return_X_y=True, as_frame=True)
+    X, y = X.iloc[:120], y.iloc[:120]
+    models = {}
+    for hidden in [(2,), (4,)]:
+        pipe = make_pipeline(
+            StandardScaler(),
+            BayesianMLPRegressor(hidden_layer_sizes=hidden, method=NUTS(n_chains=2, n_warmup=40),
+                                 n_samples=60, random_state=0),
+        )  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pipe.fit(X, y)
+        models[str(hidden)] = idata = diag.to_inference_data(pipe, X, y)
+        n_features = X.shape[1]
+        assert idata.posterior["W0"].shape == (2, 30, n_features, hidden[0])
+        assert idata.posterior["W1"].dims[2:] == ("hidden1", "output")
+        assert list(idata.posterior["input"].values) == list(X.columns)
+        assert idata.posterior["noise_std"].shape == (2, 30, 1)
+        means, stds, _ = pipe[-1].predict_mixture(pipe[:-1].transform(X))
+        expected = norm.logpdf(y.to_numpy()[:, None], means, stds).T.reshape(2, 30, -1)
+        np.testing.assert_allclose(idata.log_likelihood["y"].values, expected, rtol=1e-10)
+        assert idata.posterior_predictive["y"].shape == (2, 30, 120)
+        np.testing.assert_array_equal(idata.observed_data["y"].values, y.to_numpy())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loo = az.loo(models["(2,)"])
+        table = az.compare(models)
+    assert np.isfinite(loo.elpd_loo) and set(table.index) == set(models)
+    with pytest.raises(ValueError, match="give both X and y"):
+        diag.to_inference_data(pipe, X)
+
+
+def test_inference_data_of_a_classifier_scores_its_labels():
+    pytest.importorskip("arviz")
+    from sklearn.datasets import load_iris
+
+    from skbnn import BayesianMLPClassifier
+    from skbnn.methods import NUTS
+
+    X, y = load_iris(return_X_y=True)
+    names = np.array(["setosa", "versicolor", "virginica"])[y]
+    clf = BayesianMLPClassifier(hidden_layer_sizes=(3,), method=NUTS(n_chains=2, n_warmup=40),
+                                n_samples=40, random_state=0)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf.fit(X, names)
+    idata = diag.to_inference_data(clf, X, names)
+    loglik = idata.log_likelihood["y"].values
+    assert loglik.shape == (2, 20, 150) and np.all(loglik <= 0)
+    # the mean over draws of each row's probability is predict_proba's at its label
+    p = np.exp(loglik).reshape(40, 150).mean(axis=0)
+    proba = clf.predict_proba(X)[np.arange(150), np.searchsorted(clf.classes_, names)]
+    np.testing.assert_allclose(p, proba, rtol=1e-10)
+    assert set(np.unique(idata.posterior_predictive["y"].values)) <= set(names)
+    with pytest.raises(ValueError, match="labels the classifier was not fitted on"):
+        diag.to_inference_data(clf, X, np.where(names == "setosa", "rose", names))
