@@ -30,8 +30,9 @@ print(idata)
 # %%
 # The draws of the weights are the posterior group, layer by layer (``W0`` with
 # dimensions ``input`` and ``hidden1``, ``b0``, ..., and the noise ``noise_std``); the
-# log-likelihood of each draw is a sample statistic (``loglik``). A network's weights are not identified
-# (relabel the hidden units, flip a tanh unit's signs: the function is the same), so
+# log-likelihood of each draw is a sample statistic (``loglik``). A network's weights are
+# not identified (relabel the hidden units, flip a tanh unit's signs: the function is the
+# same), so
 # chains that agree on every function can disagree on the weights. Judge convergence on
 # the log-likelihood and on predictions, as skbnn's own R-hat does. A trace that wanders
 # apart from the others, or a rank histogram far from flat, is a chain that has not
