@@ -55,9 +55,9 @@ def one_map_for_all_chains() -> None:
     _mcmc.map_starts = one_map
 
 
-def sampler(name: str, quick: bool):
+def sampler(name: str, quick: bool, mclmc_thin: int | None = None):
     """The method object of ``name`` at its defaults, started at the MAP (shorter warm-ups
-    with ``quick``, for a smoke run)."""
+    with ``quick``, for a smoke run; MCLMC keeping every ``mclmc_thin``-th step)."""
     from skbnn.methods import MAMS, MCLMC, NUTS
 
     warmup = {"nuts": 100, "mclmc": 300, "mams": 100} if quick else {}
@@ -65,6 +65,8 @@ def sampler(name: str, quick: bool):
     kw = {"init": "map"}
     if name in warmup:
         kw["n_warmup"] = warmup[name]
+    if name == "mclmc" and mclmc_thin is not None:
+        kw["thin"] = mclmc_thin
     return cls(**kw)
 
 
@@ -79,7 +81,8 @@ def run_blackjax(dataset: str, split: int, args) -> dict:
 
     if "target" not in _LAST:
         raise SystemExit("blackjax runs after a skbnn sampler of the same split")
-    target, ours = _LAST["target"], MCLMC()
+    target = _LAST["target"]
+    ours = MCLMC() if args.mclmc_thin is None else MCLMC(thin=args.mclmc_thin)
     n_chains = ours.n_chains
     n_keep = args.n_samples // n_chains
     out = blackjax_mclmc.sample(
@@ -127,8 +130,8 @@ def run_fit(dataset: str, split: int, name: str, args) -> dict:
     X_train, X_test = standardize(X_train, X_test)
     est = BayesianMLPRegressor(
         hidden_layer_sizes=tuple(args.hidden), activation=args.activation,
-        method=sampler(name, args.quick), n_samples=args.n_samples, random_state=split,
-        n_jobs=args.n_jobs,
+        method=sampler(name, args.quick, args.mclmc_thin), n_samples=args.n_samples,
+        random_state=split, n_jobs=args.n_jobs,
     )  # fmt: skip
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
@@ -177,6 +180,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-samples", type=int, default=1000)
     parser.add_argument("--n-jobs", type=int, default=-1)
     parser.add_argument("--quick", action="store_true", help="short warm-ups: a smoke run")
+    parser.add_argument("--mclmc-thin", type=int, default=None,
+                        help="MCLMC's (and BlackJAX's) thinning: a larger budget")  # fmt: skip
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
     args = parser.parse_args(argv)
     emit = emitter(args.out)
