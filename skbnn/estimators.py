@@ -698,7 +698,12 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
 
     Binary problems use one logit with a Bernoulli likelihood, multiclass problems a softmax
     over one output per class. ``predict_proba`` averages the class probabilities over the
-    posterior draws (Bayesian model averaging).
+    posterior draws (Bayesian model averaging). What the spread across draws
+    (``predict_std``, ``predict_entropy(kind="epistemic")``) holds depends on the method:
+    the default on fewer than 10,000 rows is a deep ensemble of 5 MAP networks, whose
+    spread is the disagreement between its members only, so where they agree it reports
+    none (even where one network's weights are poorly determined); a sampler (``"nuts"``)
+    or ``"rms"`` also spreads its draws within each mode.
 
     Parameters
     ----------"""
@@ -839,7 +844,8 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
 
     def predict_std(self, X: ArrayLike) -> np.ndarray:
-        """Across-draw standard deviation of each class probability.
+        """Across-draw standard deviation of each class probability (for the default
+        ensemble, between its members only: see the class docstring).
 
         Parameters
         ----------
