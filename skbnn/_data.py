@@ -12,7 +12,7 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import _check_sample_weight
 
-from .exceptions import DataScaleWarning, warn
+from .exceptions import DataScaleWarning, RepeatedRowsWarning, warn
 
 # A feature whose root mean square exceeds this is far from standardized: the priors assume
 # inputs of unit scale (StandardScaler gives 1; a 0/1 or one-hot feature stays below 1).
@@ -66,6 +66,30 @@ def weighted_rows(X, Y, sample_weight) -> TrainingRows:
     keep = weights > 0
     Z = Z[first[keep]]
     return TrainingRows(Z[:, : X.shape[1]], Z[:, X.shape[1] :], weights[keep])
+
+
+#: The share of the rows that may repeat another before :class:`RepeatedRowsWarning`.
+MAX_REPEATED_SHARE = 0.1
+
+
+def warn_repeated(n_rows: int, data: TrainingRows, sample_weight) -> None:
+    """A RepeatedRowsWarning when at least ``MAX_REPEATED_SHARE`` of the ``n_rows`` rows
+    (of positive weight) were merged into another by :func:`weighted_rows`."""
+    if sample_weight is not None:
+        n_rows = int(np.count_nonzero(np.asarray(sample_weight) > 0))
+    repeated = n_rows - data.X.shape[0]
+    if n_rows and repeated >= MAX_REPEATED_SHARE * n_rows:
+        warn(
+            f"{repeated} of the {n_rows} training rows repeat another row exactly (in X and "
+            "y). Each copy counts as a separate observation, as a frequency weight does "
+            "(sample_weight=3 is three copies), so the posterior is as sure as that many "
+            "observations would make it and follows the repeated rows closely. If the "
+            "copies are not separate observations (oversampling, augmentation, a join "
+            "that repeated rows), keep one of each: _, keep = "
+            "np.unique(np.column_stack([X, y]), axis=0, return_index=True); "
+            "X, y = X[keep], y[keep].",
+            RepeatedRowsWarning,
+        )
 
 
 def warn_unscaled(X, estimator) -> None:

@@ -23,6 +23,7 @@ from ._data import (
     check_hidden_layer_sizes,
     encode_labels,
     standardize,
+    warn_repeated,
     warn_unscaled,
     weighted_rows,
 )
@@ -447,6 +448,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         self.n_outputs_ = 1 if y.ndim == 1 else y.shape[1]
         warn_unscaled(X, self)
         data = weighted_rows(X, y.reshape(len(y), -1), sample_weight)
+        warn_repeated(X.shape[0], data, sample_weight)
         rows, W = data.X, data.W
         Y, self._y_mean, self._y_std = standardize(data.Y, W)
         if self.noise_std is None:
@@ -793,7 +795,9 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
         self.classes_, Y, likelihood = encode_labels(y, self)
         warn_unscaled(X, self)
-        self._run(*weighted_rows(X, Y, sample_weight), likelihood)
+        data = weighted_rows(X, Y, sample_weight)
+        warn_repeated(X.shape[0], data, sample_weight)
+        self._run(*data, likelihood)
         if hasattr(self, "log_evidence_") or hasattr(self, "elbo_"):
             # the evidence is of these rows only: evidence_scorer refuses any others
             self._evidence_data = data_fingerprint(X, y)

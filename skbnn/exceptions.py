@@ -60,6 +60,19 @@ class DataScaleWarning(UserWarning):
     """
 
 
+class RepeatedRowsWarning(UserWarning):
+    """Many training rows repeat another exactly, and every copy counts as an observation.
+
+    skbnn's row weights are frequency weights: a row given twice, or with
+    ``sample_weight=2``, is two observations, and the posterior is as sure as that many
+    would make it. Copies that are not separate observations (oversampling, augmentation,
+    a join that repeated rows) make it too sure, and a fit that follows them closely
+    predicts new rows worse. Raised when at least a tenth of the rows repeat another
+    (in ``X`` and ``y``); the message shows how to keep one of each. Filter it with
+    ``warnings.filterwarnings("ignore", category=RepeatedRowsWarning)``.
+    """
+
+
 class InconsistentVersionWarning(_SklearnInconsistentVersionWarning):
     """An estimator was unpickled under another skbnn version than the one that pickled it.
 

@@ -407,3 +407,38 @@ def test_auto_and_a_time_bound_never_announce_a_long_run(diabetes, monkeypatch):
             est.fit(*diabetes)
         assert isinstance(est.method_, NUTS)
         assert not [w for w in caught if issubclass(w.category, SlowFitWarning)]
+
+
+def test_repeated_rows_warn_and_the_fix_keeps_one_of_each():
+    # deterministic: every row given three times is two repeats per row; the fix the
+    # message writes, run as printed, leaves the original rows (in another order), whose
+    # fit is the fit of the original data exactly (rows are put in a canonical order)
+    from skbnn.exceptions import RepeatedRowsWarning
+
+    X, y = load_diabetes(return_X_y=True)
+    X, y = X[:120], y[:120]
+    Xr, yr = np.repeat(X, 3, axis=0), np.repeat(y, 3)
+
+    def fit(X, y, **kw):
+        est = BayesianMLPRegressor(method=DeepEnsemble(max_iter=20), n_samples=2, random_state=0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            est.fit(X, y, **kw)
+        return est, [w for w in caught if issubclass(w.category, RepeatedRowsWarning)]
+
+    _, (w,) = fit(Xr, yr)
+    assert w.filename == __file__
+    assert "240 of the 360 training rows repeat another" in str(w.message)
+    code = re.search(r"keep one of each: (.*)\.$", str(w.message)).group(1)
+    namespace = {"np": np, "X": Xr, "y": yr}
+    exec(code, namespace)
+    fixed, caught = fit(namespace["X"], namespace["y"])
+    original, silent = fit(X, y)
+    assert not caught and not silent
+    np.testing.assert_array_equal(fixed.posterior_.thetas, original.posterior_.thetas)
+    # weights the user gives are frequency weights they chose: no warning
+    assert not fit(X, y, sample_weight=np.full(len(y), 3.0))[1]
+    # a classifier's repeated rows too
+    clf = BayesianMLPClassifier(method=DeepEnsemble(max_iter=5), n_samples=2, random_state=0)
+    with pytest.warns(RepeatedRowsWarning, match="240 of the 360"):
+        clf.fit(Xr, yr > np.median(yr))
