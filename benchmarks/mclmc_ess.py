@@ -16,11 +16,13 @@ line per fit::
         --hidden 16 16 --activation relu --out benchmarks/results/mclmc_ess.jsonl
 
 A quick check that it runs: ``--data bostonHousing --splits 0 --n-samples 100 --quick``.
+The table: ``python benchmarks/mclmc_ess.py --report benchmarks/results/<file>.jsonl``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import warnings
@@ -169,6 +171,45 @@ def run_fit(dataset: str, split: int, name: str, args) -> dict:
     return record
 
 
+def _label(r: dict) -> str:
+    """A sampler's row label: its name and, for MCLMC's kind, the sampling gradients."""
+    if r["sampler"] in ("mclmc", "blackjax"):
+        return f"{r['sampler']} ({r['grad_evals_sampling'] // 1000}k)"
+    return r["sampler"]
+
+
+def report(path: str) -> str:
+    """A markdown table per dataset and split: each sampler's bulk ESS (log-likelihood,
+    and the least of the monitored outputs) per 10^4 sampling gradients, R-hat of the
+    log-likelihood, and the ESS per gradient over NUTS's of the same split."""
+    from pathlib import Path
+
+    rows = [json.loads(s) for s in Path(path).read_text().splitlines() if s.strip()]
+    nuts = {(r["dataset"], r["split"]): r for r in rows if r["sampler"] == "nuts"}
+    lines = [
+        "| dataset | split | sampler | sampling gradients | ESS log-lik | ESS / 10^4 grad, "
+        "log-lik | outputs (least) | x NUTS, log-lik | outputs | R-hat log-lik |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ref = nuts.get((r["dataset"], r["split"]))
+        ll, out = r["ess_per_grad_loglik"], r["ess_per_grad_outputs_min"]
+        ratio = (
+            [
+                f"{ll / ref['ess_per_grad_loglik']:.1f}",
+                f"{out / ref['ess_per_grad_outputs_min']:.1f}",
+            ]
+            if ref
+            else ["", ""]
+        )
+        lines.append(
+            f"| {r['dataset']} | {r['split']} | {_label(r)} | {r['grad_evals_sampling']:,} | "
+            f"{r['ess_bulk_loglik']:.0f} | {1e4 * ll:.2f} | {1e4 * out:.2f} | "
+            f"{ratio[0]} | {ratio[1]} | {r['rhat_loglik']:.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", nargs="+", default=list(UCI_SETS))
@@ -183,7 +224,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mclmc-thin", type=int, default=None,
                         help="MCLMC's (and BlackJAX's) thinning: a larger budget")  # fmt: skip
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
+    parser.add_argument("--report", default=None, help="print the table of this file")
     args = parser.parse_args(argv)
+    if args.report:
+        print(report(args.report))
+        return
     emit = emitter(args.out)
     info = provenance("mclmc_ess.py", argv)
     one_map_for_all_chains()
