@@ -28,7 +28,8 @@ the run's provenance record (as ``_uci.provenance``), the cores the process may 
     python benchmarks/bde.py --report benchmarks/results/bde*.jsonl --paired test_ll
 
 ``--skbnn-method NAME [JSON]`` may be repeated (default: ``auto`` and ``laplace``);
-``none`` runs the peer alone; ``--skbnn-params`` passes estimator parameters (JSON);
+``none`` runs the peer alone; ``--skbnn-params`` sets estimator parameters (JSON, nested
+ones too: ``{"prior__fan_in_scaling": false}`` is bde's N(0, 1) on every weight);
 ``--resume`` skips the fits ``--out`` already holds.
 """
 
@@ -173,9 +174,12 @@ def fit_skbnn(name, params, hidden, X_train, y_train, X_test, y_test, args, rng)
 
     method = METHODS[name](**params) if params else name
     reg = BayesianMLPRegressor(
-        hidden_layer_sizes=tuple(hidden), activation="relu", method=method,
-        random_state=args.seed, n_jobs=args.n_jobs, **args.estimator_params,
-    )  # fmt: skip
+        hidden_layer_sizes=tuple(hidden),
+        activation="relu",
+        method=method,
+        random_state=args.seed,
+        n_jobs=args.n_jobs,
+    ).set_params(**args.estimator_params)  # nested ones too: {"prior__fan_in_scaling": false}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         start = time.perf_counter()
