@@ -399,6 +399,8 @@ def paired_report(paths, metric: str = "test_ll") -> str:
     for r in rows:
         by.setdefault(r["label"], {})[(r["dataset"], r["split"])] = r
     peer = next(lab for lab in by if lab.startswith("bde:"))
+    # a win is a higher log-likelihood, or a lower RMSE, interval width or time
+    sign = -1.0 if metric in ("rmse", "width_90", "fit_time") else 1.0
     lines = [
         f"| method | dataset | splits | {metric} | − {peer}, mean | median | wins | "
         f"warned | fit s | {peer} fit s |",
@@ -415,7 +417,7 @@ def paired_report(paths, metric: str = "test_ll") -> str:
             times = [np.mean([by[x][k]["fit_time"] for k in keys]) for x in (lab, peer)]
             lines.append(
                 f"| {lab} | {dataset} | {len(keys)} | {ours.mean():.3f} | {_mean_se(diff)} | "
-                f"{np.median(diff):+.3f} | {int((diff > 0).sum())}/{len(keys)} | "
+                f"{np.median(diff):+.3f} | {int((sign * diff > 0).sum())}/{len(keys)} | "
                 f"{warned:.0%} | {times[0]:.1f} | {times[1]:.1f} |"
             )
     return "\n".join(lines) + "\n"
