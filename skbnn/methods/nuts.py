@@ -149,7 +149,9 @@ class NUTS(_HMCFamily):
         target, as the members of :class:`DeepEnsemble`), sampled with the weights,
         instead of one noise for all rows; ``"auto"``: where the noise is inferred.
         Regression only. It lets the predictive widen where the data are noisier, which
-        one noise precision cannot.
+        one noise precision cannot. On integer targets (counts, ratings) a draw's
+        variance can collapse onto the integers it predicts exactly, a density spike the
+        Gaussian likelihood rewards without bound: keep one noise there.
     target_rhat, target_ess, max_time : float or None, default=None
         Sample until converged: with any of them set, after the first ``n_samples`` draws
         the chains are extended in blocks, keeping their adapted step size and metric,
