@@ -33,6 +33,7 @@ from .kernels.predict import mixture_quantiles
 from .layout import ACTIVATIONS, NetworkLayout
 from .log_posterior import LogPosterior, noise_mode
 from .methods import METHODS, BaseMethod
+from .methods._auto import auto_knob_message
 from .methods._auto import resolve as resolve_auto
 from .metrics._scores import _mixture_log_density
 from .posterior import ForwardPass
@@ -99,34 +100,6 @@ default="gaussian"
 """
 
 
-def _auto_knob_message(knob: str, value) -> str:
-    """Why ``method__<knob>`` cannot be set on ``method="auto"``, with a call that can: on
-    a method that has the knob (one of those "auto" runs first), or, when none has it,
-    the knobs of that name that exist."""
-    import difflib
-
-    from .methods._auto import AUTO_CANDIDATES
-
-    key = knob[len("method__") :].split("__")[0]
-    order = [*AUTO_CANDIDATES, *(n for n in METHODS if n not in AUTO_CANDIDATES)]
-    owners = [n for n in order if key in METHODS[n]().get_params()]
-    head = (
-        f"method='auto' has no knobs of its own, so {knob} cannot be set: it runs "
-        f"{', '.join(METHODS[n].__name__ for n in AUTO_CANDIDATES[:-1])} or "
-        f"{METHODS[AUTO_CANDIDATES[-1]].__name__} by the problem's size. "
-    )
-    if owners:
-        cls = METHODS[owners[0]].__name__
-        return head + (
-            f"Name the method whose knob you set: set_params(method={owners[0]!r}, "
-            f"{knob}={value!r}), or method={cls}({knob[len('method__') :]}={value!r})."
-        )
-    knobs = sorted({k for n in METHODS for k in METHODS[n]().get_params()})
-    close = difflib.get_close_matches(key, knobs, n=3)
-    hint = f" Did you mean {' or '.join(close)}?" if close else ""
-    return head + f"No method has a knob named {key!r}.{hint}"
-
-
 class _BaseBayesianMLP(BaseEstimator):
     """Shared fitting and prediction machinery of the two estimators."""
 
@@ -181,7 +154,7 @@ class _BaseBayesianMLP(BaseEstimator):
             value = params.get(name, getattr(self, name, None))
             if nested and name == "method" and value == "auto":
                 knob = next(key for key in params if key.startswith("method__"))
-                raise ValueError(_auto_knob_message(knob, params[knob]))
+                raise ValueError(auto_knob_message(knob, params[knob]))
             if nested and isinstance(value, str) and value in registry:
                 params[name] = registry[value]()
         return super().set_params(**params)

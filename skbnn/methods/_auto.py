@@ -66,3 +66,31 @@ def resolve(n_rows: int, n_weights: int, n_outputs: int, task: str) -> BaseMetho
     if task == "regression":
         return NUTS() if n_rows * n_weights <= NUTS_MAX_WORK else DeepEnsemble()
     return SGHMC() if n_rows >= SGHMC_MIN_ROWS else DeepEnsemble()
+
+
+def auto_knob_message(knob: str, value) -> str:
+    """Why ``method__<knob>`` cannot be set on ``method="auto"``, with a call that can: on
+    a method that has the knob (one of those "auto" runs first), or, when none has it,
+    the knobs of that name that exist."""
+    import difflib
+
+    from . import METHODS
+
+    key = knob[len("method__") :].split("__")[0]
+    order = [*AUTO_CANDIDATES, *(n for n in METHODS if n not in AUTO_CANDIDATES)]
+    owners = [n for n in order if key in METHODS[n]().get_params()]
+    head = (
+        f"method='auto' has no knobs of its own, so {knob} cannot be set: it runs "
+        f"{', '.join(METHODS[n].__name__ for n in AUTO_CANDIDATES[:-1])} or "
+        f"{METHODS[AUTO_CANDIDATES[-1]].__name__} by the problem's size. "
+    )
+    if owners:
+        cls = METHODS[owners[0]].__name__
+        return head + (
+            f"Name the method whose knob you set: set_params(method={owners[0]!r}, "
+            f"{knob}={value!r}), or method={cls}({knob[len('method__') :]}={value!r})."
+        )
+    knobs = sorted({k for n in METHODS for k in METHODS[n]().get_params()})
+    close = difflib.get_close_matches(key, knobs, n=3)
+    hint = f" Did you mean {' or '.join(close)}?" if close else ""
+    return head + f"No method has a knob named {key!r}.{hint}"
