@@ -35,6 +35,18 @@ def uci_dir(tmp_path, seed):
     return tmp_path
 
 
+def _tiny_split(uci_dir):
+    """The tiny set's split 1 as the harnesses scale it: X, y, the train and test rows,
+    and the training mean and sd of X (the constant column only centred)."""
+    folder = uci_dir / "tiny" / "data"
+    data = np.loadtxt(folder / "data.txt")
+    train, test = (np.loadtxt(folder / f"index_{k}_1.txt", dtype=int) for k in ("train", "test"))
+    X, y = data[:, :3], data[:, 3]
+    mean, sd = X[train].mean(axis=0), X[train].std(axis=0)
+    sd[2] = 1.0
+    return X, y, train, test, mean, sd
+
+
 def _main(script, argv, monkeypatch):
     monkeypatch.setattr(sys, "argv", [str(BENCH / script), *argv])
     monkeypatch.syspath_prepend(str(BENCH))
@@ -62,12 +74,7 @@ def test_uci_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, capsys):
     # constant column only centred), the fit seeded by --seed (0), RMSE and log predictive
     # density on the test split in the target's own units. The same fit, bit for bit, so
     # the figures must be equal, whatever the draws: no band read off one run.
-    folder = uci_dir / "tiny" / "data"
-    data = np.loadtxt(folder / "data.txt")
-    train, test = (np.loadtxt(folder / f"index_{k}_1.txt", dtype=int) for k in ("train", "test"))
-    X, y = data[:, :3], data[:, 3]
-    mean, sd = X[train].mean(axis=0), X[train].std(axis=0)
-    sd[2] = 1.0
+    X, y, train, test, mean, sd = _tiny_split(uci_dir)
     reg = BayesianMLPRegressor((4,), activation="relu", method=NUTS(n_chains=2, n_warmup=60),
                                n_samples=60, random_state=0)  # fmt: skip
     with warnings.catch_warnings(record=True) as caught:
@@ -539,12 +546,7 @@ def test_bde_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, capsys):
     assert peer["n_components"] == 2 * 20 // 2 and peer["bde_params"]["n_members"] == 2
     assert np.isfinite(peer["de_stage"]["test_ll"])  # the 2 trained members alone
     # the skbnn line is the estimator's own score on the same standardized split
-    folder = uci_dir / "tiny" / "data"
-    data = np.loadtxt(folder / "data.txt")
-    train, test = (np.loadtxt(folder / f"index_{k}_1.txt", dtype=int) for k in ("train", "test"))
-    X, y = data[:, :3], data[:, 3]
-    mean, sd = X[train].mean(axis=0), X[train].std(axis=0)
-    sd[2] = 1.0
+    X, y, train, test, mean, sd = _tiny_split(uci_dir)
     reg = BayesianMLPRegressor((4,), activation="relu", method="laplace", random_state=0,
                                n_jobs=ours["n_jobs"])  # fmt: skip
     reg.fit((X[train] - mean) / sd, y[train])
