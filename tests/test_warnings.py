@@ -151,11 +151,14 @@ def test_unscaled_inputs_lead_the_samplers_advice_and_scaling_mends_them(seed):
 
 
 def test_lbfgs_stops_at_max_iter_not_at_a_hidden_evaluation_cap():
-    # Unscaled wine: one member needs ~14,600 L-BFGS iterations (on this machine; a
-    # different CPU moves it by rounding, not 4-fold). At scipy's fixed 15,000-evaluation
-    # cap it stopped there whatever max_iter said, and the warning blamed max_iter=64000
-    # and advised 128000, which changed nothing. The cap now rises with max_iter.
+    # Unscaled wine: a member may need over 10^4 L-BFGS iterations (~14,600 on one host,
+    # ~7,500 compiled for a generic CPU). At scipy's fixed 15,000-evaluation cap it
+    # stopped there whatever max_iter said, and the warning blamed max_iter=64000 and
+    # advised 128000, which changed nothing. The cap now rises with max_iter; what holds
+    # on any CPU is that a run far below max_iter neither warns nor stops unconverged.
     from sklearn.datasets import load_wine
+
+    from skbnn.methods._optim import lbfgs_max_evaluations
 
     X, y = load_wine(return_X_y=True)
     est = BayesianMLPClassifier(method=DeepEnsemble(max_iter=64000), n_samples=2, random_state=0)
@@ -164,7 +167,7 @@ def test_lbfgs_stops_at_max_iter_not_at_a_hidden_evaluation_cap():
         est.fit(X, y)
     assert not [w for w in caught if issubclass(w.category, ConvergenceWarning)]
     assert est.diagnostics_["converged"].all()
-    assert est.diagnostics_["n_iter"].max() > 15000 / 2
+    assert lbfgs_max_evaluations(64000) >= 2 * 64000
 
 
 @pytest.mark.statistical
