@@ -3,7 +3,9 @@ documented Pipeline pattern for predictive sds and intervals works, the README s
 short page whose commands are CI's, and the pages' links lead somewhere."""
 
 import importlib.util
+import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +97,60 @@ def test_benchmark_table_matches_the_benchmark_results(monkeypatch, name):
         f"doc/{name}.md's table differs from {results.name}; paste `python "
         f"benchmarks/{name}.py --report benchmarks/results/{name}.jsonl` between the markers"
     )
+
+
+@pytest.mark.parametrize("name", sorted(_doc_module("figures").BLOCKS))
+def test_figures_match_the_benchmark_results(name):
+    # the README's measured figures and the docs' compile times are doc/figures.py's
+    # rendering of benchmarks/results (reading JSON lines, no fit)
+    figures = _doc_module("figures")
+    page = figures.BLOCKS[name][0]
+    documented = figures.current(page.read_text(), name)
+    assert documented is not None, f"{page.name} lost its {name} markers"
+    assert documented == figures.render(name), (
+        f"{page.name}'s {name} block differs from benchmarks/results; regenerate it with "
+        "`python doc/figures.py --write`"
+    )
+
+
+def test_figures_read_the_latest_results_line(monkeypatch, tmp_path):
+    # a rerun appended to a results file replaces the figures it measured, with its own
+    # conditions; copies of the files, so the repository's stay as they are
+    figures = _doc_module("figures")
+    for name in figures.SOURCES:
+        shutil.copy(figures.RESULTS / name, tmp_path / name)
+    monkeypatch.setattr(figures, "RESULTS", tmp_path)
+    assert "4.7-9.8 s per method" in figures.render("readme-first-fit")
+
+    lines = [json.loads(line) for line in open(tmp_path / "compile_time.jsonl")]
+    latest = {r["run"] + r.get("method", "") + r.get("estimator", ""): r for r in lines}
+    rerun = {"date": "2031-01-02", "commit": "abcdef0" * 5 + "12345", "loadavg_1min": 0.4}
+    newer = [
+        {**latest["coldnutsregressor"], **rerun, "compile_time_s": 12.34},
+        {**latest["warmnutsregressor"], **rerun},
+        {**latest["summarynutsregressor"], **rerun, "cold_compile_time_s": 12.34},
+        {**latest["quickstart_cold"], **rerun, "process_s": 7.04},
+        {**latest["quickstart_warm"], **rerun, "process_s": 1.96},
+    ]
+    with open(tmp_path / "compile_time.jsonl", "a") as f:
+        f.writelines(json.dumps(r) + "\n" for r in newer)
+    kernel = [json.loads(line) for line in open(tmp_path / "kernel_speed.jsonl")]
+    relu = [r for r in kernel if r.get("activation") == "relu"][-1]
+    faster = {**relu, **rerun, "cpu": "AMD EPYC 9R14", "grad_evals_per_s": 150400}
+    with open(tmp_path / "kernel_speed.jsonl", "a") as f:
+        f.write(json.dumps(faster) + "\n")
+
+    first_fit = figures.render("readme-first-fit")
+    assert "4.7-12.3 s per method" in first_fit and "NUTS the slowest" in first_fit
+    measured = figures.render("readme-measured")
+    assert "| 7.0 s on an empty cache, 2.0 s after | AMD EPYC, idle, 2031-01-02 |" in measured
+    assert "| 150k gradients per second | AMD EPYC 9R14, idle, 2031-01-02 |" in measured
+    table = figures.render("performance-compile-table")
+    # the table now joins two runs, and says which row is from which
+    assert "| nuts | regressor | 12.3 s (4.9 s) |" in table and "| run |" in table
+    assert "2031-01-02, abcdef0" in table and "2026-11-27, 6e2ad61" in table
+    quickstart = " ".join(figures.render("defaults-quickstart").split())
+    assert "7.0 s on an empty numba cache and 2.0 s warm" in quickstart
 
 
 def test_methods_table_in_index_matches_the_code():
