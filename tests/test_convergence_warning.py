@@ -6,9 +6,23 @@ import numpy as np
 import pytest
 
 from skbnn.methods import HMC, MALA, NUTS, AdaptiveMetropolis
+from skbnn.methods._convergence import ERROR_WARN, predictive_error
 
 
-def _diag(rhat=1.0, outputs=1.0, divergences=0, draws=250, chains=4, depth_hits=0, depth=3.0):
+def _modes(error, n_modes=4, rows=5):
+    """Predictive figures of ``n_modes`` equally weighted modes whose mixture has
+    predictive sd 1 and a Monte Carlo error ``error`` in its mean at every row."""
+    shape = (n_modes, rows, 1)
+    return {
+        "mean": np.zeros(shape),
+        "mean_mcse": np.full(shape, error * np.sqrt(n_modes)),
+        "second": np.ones(shape),
+        "second_mcse": np.zeros(shape),
+    }
+
+
+def _diag(rhat=1.0, outputs=1.0, divergences=0, draws=250, chains=4, depth_hits=0, depth=3.0,
+          error=0.02):  # fmt: skip
     return {
         "n_chains": chains,
         "n_draws_per_chain": draws,
@@ -18,30 +32,60 @@ def _diag(rhat=1.0, outputs=1.0, divergences=0, draws=250, chains=4, depth_hits=
         "divergences": divergences,
         "mean_tree_depth": np.full(chains, depth),
         "max_tree_depth_hits": np.full(chains, depth_hits),
+        "predictive_modes": _modes(error, n_modes=chains),
     }
+
+
+def test_the_constructed_error_is_the_one_judged():
+    assert np.allclose(predictive_error(_diag(error=0.3)), 0.3)
+    # a relative error e in the predictive sd counts as sqrt(2) e, its share of sqrt(2 KL)
+    diag = _diag(error=0.0)
+    # four modes of weight 1/4 whose variances each err by 0.4: the mixture's by 0.2,
+    # its sd by 0.1
+    diag["predictive_modes"]["second_mcse"][:] = 0.4
+    assert np.allclose(predictive_error(diag), np.sqrt(2) * 0.1)
 
 
 def test_no_message_when_nothing_is_wrong():
     assert NUTS()._convergence_message(_diag()) is None
-    # a depth cap alone, with agreeing chains and no divergences, is a cost, not a failure
+    # a depth cap alone, with no divergences and a precise predictive, is a cost
     assert NUTS()._convergence_message(_diag(depth_hits=250, depth=10.0)) is None
 
 
-def test_disagreeing_chains_name_the_full_knob_paths_and_alternatives():
-    msg = NUTS(n_warmup=1000)._convergence_message(_diag(rhat=1.2, outputs=1.4))
-    assert msg.startswith("NUTS may not have converged: R-hat of the log-likelihood 1.200")
+def test_chains_in_separate_modes_do_not_warn_when_the_predictive_is_precise():
+    # R-hat across the chains far above 1.05: each chain sits in its own mode, and the
+    # predictive is their mixture, estimated to within ERROR_WARN
+    assert NUTS()._convergence_message(_diag(rhat=1.6, outputs=1.7, error=0.09)) is None
+
+
+def test_a_coarse_predictive_asks_for_the_draws_that_make_it_precise():
+    msg = NUTS(n_warmup=1000)._convergence_message(_diag(rhat=1.2, outputs=1.4, error=0.2))
+    assert msg.startswith(
+        "NUTS may not have converged: Monte Carlo error of the predictive up to 0.200 of "
+        "its sd, R-hat of the log-likelihood 1.200"
+    )
     assert "max R-hat of training predictions 1.400" in msg
-    assert "method=NUTS(n_warmup=2000)" in msg and "n_samples=2000" in msg
-    assert "method=NUTS(n_temperatures=4, n_warmup=1000)" in msg and "method='smc'" in msg
-    assert "method=NUTS(max_time=600, n_warmup=1000, target_ess=400, target_rhat=1.01)" in msg
+    assert f"warn above {ERROR_WARN}" in msg
+    # (0.2 / 0.1)**2 = 4 times the draws, and 1.5 times that: 1500 per chain
+    assert "the estimator's n_samples=6000 (now 1000)" in msg
     # nothing about figures that are fine or absent
     assert "nan" not in msg and "too few draws" not in msg
     assert "target_accept" not in msg and "max_tree_depth=" in msg  # the depth figure only
     assert "depth cap" not in msg
 
 
+@pytest.mark.parametrize("error", [0.101, 0.5, 3.0])
+def test_the_advised_draws_reach_the_bound_by_the_square_root_law(error):
+    msg = NUTS()._convergence_message(_diag(error=error))
+    wanted = int(msg.split("n_samples=")[1].split(" ")[0])
+    assert wanted % 4 == 0 and wanted > 1000
+    assert error * np.sqrt(1000 / wanted) < ERROR_WARN
+
+
 def test_depth_cap_is_named_with_the_next_setting():
-    msg = NUTS(max_tree_depth=10)._convergence_message(_diag(rhat=1.3, depth_hits=240, depth=9.7))
+    msg = NUTS(max_tree_depth=10)._convergence_message(
+        _diag(rhat=1.3, depth_hits=240, depth=9.7, error=0.3)
+    )
     assert "mean tree depth 9.7 of max_tree_depth=10" in msg
     assert "96% of the trajectories stopped at the depth cap" in msg
     assert "method=NUTS(max_tree_depth=12)" in msg
@@ -54,26 +98,24 @@ def test_divergences_point_at_target_accept_of_that_method():
     assert msg.startswith("HMC may not have converged")
     assert "7 divergent transitions after warm-up" in msg
     assert "method=HMC(target_accept=0.9)" in msg
-    assert "chains disagree" not in msg
+    assert "too coarsely" not in msg
 
 
 def test_too_few_draws_says_so_and_only_then_mentions_nan():
-    msg = NUTS(n_chains=3)._convergence_message(
-        _diag(rhat=np.nan, outputs=np.nan, draws=2, chains=3)
-    )
+    diag = _diag(rhat=np.nan, outputs=np.nan, draws=2, chains=3, error=np.nan)
+    msg = NUTS(n_chains=3)._convergence_message(diag)
     assert "Too few draws to judge: 2 per chain" in msg and "nan" in msg
     assert "n_samples (now 6 over 3 chains)" in msg
 
 
 @pytest.mark.parametrize("method", [MALA(), AdaptiveMetropolis()])
 def test_slow_samplers_suggest_nuts(method):
-    diag = _diag(rhat=2.4, divergences=3)
+    diag = _diag(rhat=2.4, divergences=3, error=0.4)
     del diag["mean_tree_depth"], diag["max_tree_depth_hits"]
     msg = method._convergence_message(diag)
     assert "method='nuts'" in msg
     if isinstance(method, MALA):
-        # longer chains, as code that keeps their length in proportion
-        assert "method=MALA(n_warmup=40000, thin=400)" in msg
+        assert "n_samples=24000 (now 1000)" in msg
     else:
         assert "reference sampler" in msg and "n_warmup" not in msg
     assert "n_temperatures" not in msg and "tree depth" not in msg
@@ -92,20 +134,19 @@ def _extended(stopped, **kw):
 
 
 def test_out_of_time_says_so_and_what_to_do_instead():
-    # the chains ran until max_time and still disagree: no advice about n_samples (it only
-    # caps the kept draws then) or tempering (which cannot be extended), but max_time and
-    # what the measurements say of posteriors out of reach
+    # the chains ran until max_time and the predictive is still coarse: no advice about
+    # n_samples (it only caps the kept draws then), but max_time
     method = NUTS(target_rhat=1.01, target_ess=400, max_time=600)
-    msg = method._convergence_message(_extended("max_time", rhat=1.6, outputs=1.7))
+    msg = method._convergence_message(_extended("max_time", rhat=1.6, outputs=1.7, error=0.3))
     assert "after 4321 draws per chain in 600 s (stopped_because='max_time')" in msg
     assert (
-        "give them more time: method=NUTS(max_time=1200, target_ess=400, target_rhat=1.01)" in msg
+        "give the chains more time: method=NUTS(max_time=1200, target_ess=400, "
+        "target_rhat=1.01)" in msg
     )
-    assert "out of reach" in msg and "ensemble of modes" in msg
     assert "n_samples" not in msg and "n_temperatures" not in msg
     # too few draws because the time ran out points at max_time, not n_samples
     msg = method._convergence_message(
-        _extended("max_time", rhat=np.nan, outputs=np.nan, draws=2, chains=3)
+        _extended("max_time", rhat=np.nan, outputs=np.nan, draws=2, chains=3, error=np.nan)
     )
     assert (
         "the time ran out first: method=NUTS(max_time=1200, target_ess=400, target_rhat=1.01)"
@@ -115,5 +156,5 @@ def test_out_of_time_says_so_and_what_to_do_instead():
 
 
 def test_draw_cap_points_at_max_time():
-    msg = NUTS(target_rhat=1.01)._convergence_message(_extended("max_draws", rhat=1.2))
+    msg = NUTS(target_rhat=1.01)._convergence_message(_extended("max_draws", rhat=1.2, error=0.2))
     assert "method=NUTS(max_time=600, target_rhat=1.01)" in msg and "n_samples" not in msg

@@ -25,15 +25,17 @@ def _fit(method, n_samples=80, random_state=0, n_jobs=1, **kw):
     ).fit(X, y)  # fmt: skip
 
 
-def _mode_diag(within=1.0, across=1.6, chains=4, n_modes=2, draws=250):
-    """Diagnostics of a run whose modes disagree by ``across`` and whose chains agree
-    within each mode up to ``within``."""
+def _mode_diag(mcse=0.02, across=1.6, chains=4, n_modes=2, draws=250):
+    """Diagnostics of a run whose modes disagree by R-hat ``across``, each of whose
+    modes estimates its predictive mean (sd 1) with Monte Carlo error ``mcse`` (a number,
+    or one per mode)."""
     mode = {
-        "rhat_loglik": within,
-        "rhat_outputs": np.full((5, 1), within),
+        "rhat_loglik": 1.01,
+        "rhat_outputs": np.full((5, 1), 1.01),
         "ess_bulk_loglik": 300.0,
         "ess_bulk_outputs": np.full((5, 1), 300.0),
     }
+    shape = (n_modes, 5, 1)
     return {
         "n_chains": chains,
         "n_draws_per_chain": draws,
@@ -44,49 +46,50 @@ def _mode_diag(within=1.0, across=1.6, chains=4, n_modes=2, draws=250):
         "mean_tree_depth": np.full(chains, 3.0),
         "max_tree_depth_hits": np.zeros(chains),
         "modes": [dict(mode) for _ in range(n_modes)],
+        "predictive_modes": {
+            "mean": np.zeros(shape),
+            "mean_mcse": np.broadcast_to(np.reshape(mcse, (-1, 1, 1)), shape).copy(),
+            "second": np.ones(shape),
+            "second_mcse": np.zeros(shape),
+        },
     }
 
 
 def test_modes_that_differ_do_not_warn():
     # the modes' disagreement is what a network posterior is, not a failure
-    assert NUTS(n_modes=2)._convergence_message(_mode_diag(within=1.01, across=1.6)) is None
+    assert NUTS(n_modes=2)._convergence_message(_mode_diag(across=1.6)) is None
 
 
-def test_a_mode_whose_chains_disagree_warns_with_a_fix_that_runs():
-    msg = NUTS(n_modes=2)._convergence_message(_mode_diag(within=1.2, across=1.6))
-    assert "R-hat of the log-likelihood within modes 1.200" in msg
-    assert "The chains of a mode disagree" in msg
-    assert "method=NUTS(n_modes=2, n_warmup=1000)" in msg
-    # tempering joins modes: advice for chains in separate modes, not for one mode
+def test_a_coarse_mode_warns_with_a_fix_that_runs():
+    # equal weights: the mixture's error is sqrt(0.5**2 * 0.3**2 + 0.5**2 * 0.02**2)
+    msg = NUTS(n_modes=2)._convergence_message(_mode_diag(mcse=[0.3, 0.02]))
+    assert "Monte Carlo error of the predictive up to 0.150 of its sd" in msg
+    assert "R-hat of the log-likelihood within modes 1.010" in msg
+    assert "n_samples=" in msg
+    # tempering joins modes: no advice for chains in separate modes
     assert "n_temperatures" not in msg
-    # without modes the same figures are chains in separate regions, with that advice
-    plain = _mode_diag(within=1.2, across=1.6)
-    del plain["modes"]
-    msg = NUTS()._convergence_message(plain)
-    assert "R-hat of the log-likelihood 1.600" in msg and "n_temperatures=4" in msg
 
 
-def test_a_mode_without_weight_is_not_judged():
-    # a chain that stacking all but drops cannot move the predictive: its R-hat is no
-    # reason to warn, while the same figures in a mode that carries weight are
-    diag = _mode_diag(within=1.01)
-    diag["modes"][1].update(rhat_loglik=1.3, weight=0.01)
-    diag["modes"][0]["weight"] = 0.99
+def test_a_mode_without_weight_adds_no_error():
+    # a mode that stacking all but drops hardly moves the predictive: its coarse draws
+    # are no reason to warn, while the same draws in a mode that carries weight are
+    diag = _mode_diag(mcse=[0.02, 1.0])
+    diag["mode_weights"] = np.array([0.99, 0.01])
     assert NUTS(n_modes=2)._convergence_message(diag) is None
-    diag["modes"][1]["weight"], diag["modes"][0]["weight"] = 0.2, 0.8
-    assert "within a mode up to 1.300" in NUTS(n_modes=2)._convergence_message(diag)
+    diag["mode_weights"] = np.array([0.8, 0.2])
+    assert "up to 0.201 of its sd" in NUTS(n_modes=2)._convergence_message(diag)
+    # a mode of weight 0 whose chains were too short to judge adds nothing either
+    diag = _mode_diag(mcse=[0.02, np.nan])
+    diag["mode_weights"] = np.array([1.0, 0.0])
+    assert NUTS(n_modes=2)._convergence_message(diag) is None
 
 
-def test_many_light_modes_are_all_judged():
-    # 25 equal modes each carry 4 %: none is dropped for its weight, so one that has not
-    # mixed still warns
-    diag = _mode_diag(within=1.01, n_modes=25, chains=25)
-    for mode in diag["modes"]:
-        mode["weight"] = 0.04
-    assert NUTS(n_modes=25, n_chains=25)._convergence_message(diag) is None
-    diag["modes"][3]["rhat_loglik"] = 1.3
-    msg = NUTS(n_modes=25, n_chains=25)._convergence_message(diag)
-    assert "within a mode up to 1.300" in msg
+def test_the_errors_of_many_modes_average_out():
+    # 25 equal modes, each as coarse: the mixture's error is each one's over sqrt(25)
+    kw = {"n_modes": 25, "chains": 25}
+    assert NUTS(n_modes=25, n_chains=25)._convergence_message(_mode_diag(0.45, **kw)) is None
+    msg = NUTS(n_modes=25, n_chains=25)._convergence_message(_mode_diag(0.55, **kw))
+    assert "up to 0.110 of its sd" in msg
 
 
 def test_more_modes_than_chains_is_an_error_whose_fix_runs():

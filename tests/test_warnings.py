@@ -139,7 +139,7 @@ def test_unscaled_inputs_lead_the_samplers_advice_and_scaling_mends_them(seed):
     diag = unscaled.diagnostics_
     assert diag["x_rms_max"] > 10
     # whatever else the run shows, a warning on these inputs leads with the scaler
-    message = unscaled.method_._convergence_message({**diag, "rhat_loglik": 2.0})
+    message = unscaled.method_._convergence_message({**diag, "divergences": 5})
     first = message.split(". ", 1)[1]
     pipeline = re.search(r"make_pipeline\(StandardScaler\(\), (\w+)\(\.\.\.\)\)", first)
     assert first.startswith("The inputs are far from standardized") and pipeline

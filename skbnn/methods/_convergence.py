@@ -11,9 +11,10 @@ import numpy as np
 from scipy.special import expit, softmax
 
 from .._data import _MAX_FEATURE_RMS
-from ..diagnostics import ess_bulk, ess_tail, rhat
+from ..diagnostics import ess_bulk, ess_mean, ess_tail, rhat
 from ..kernels import chain as kchain
 from ..kernels import density as knet
+from ..kernels.likelihoods import HETERO_MIN_VAR
 
 #: ``target_rhat`` / ``target_ess`` without ``max_time``: the chains grow to at most this
 #: many times the ``n_samples`` they were asked for (``stopped_because="max_draws"``).
@@ -24,20 +25,24 @@ MIN_TIMED_DRAWS = 20
 #: With ``max_time``, time bounds the run, and the draws held while it grows (every draw,
 #: its trace row and noise precisions, all chains) at most this many bytes.
 MAX_EXTENSION_BYTES = 2**29
-#: What a ConvergenceWarning says when max_time ran out with the chains still apart.
-OUT_OF_REACH = (
-    "Some network posteriors are out of reach of any chain in minutes (every trajectory at "
-    "the depth cap, R-hat well above 1.05 however long the chains run). The draws then mix "
-    "the modes the chains found, an ensemble of modes rather than the posterior: read "
-    "their intervals as an ensemble's, or use fewer hidden units"
-)
 #: With several modes, a mode whose weight in the predictive is below this is not judged:
 #: whatever its draws, it moves a predictive probability by less than this, and stacking
 #: gives a chain stuck where it fits badly such a weight (Yao, Vehtari & Gelman 2022).
 MIN_JUDGED_WEIGHT = 0.05
-#: R-hat above this raises a ConvergenceWarning (Vehtari et al. 2021 recommend 1.01 for
-#: final inference; 1.05 flags clear failures without crying wolf on short runs).
+#: R-hat above this is reported as chains that disagree (Vehtari et al. 2021 recommend
+#: 1.01 for final inference; 1.05 flags clear failures without crying wolf on short runs).
 RHAT_WARN = 1.05
+#: A ConvergenceWarning fires when the Monte Carlo error of the predictive at a monitored
+#: training row exceeds this, in units of the predictive sd: ``sqrt(d**2 + 2 e**2)`` for
+#: an error ``d`` sds in the mean and a relative error ``e`` in the sd, the Gaussian
+#: ``sqrt(2 KL)``. Below it the error costs the predictive under ``ERROR_WARN**2 / 2 =
+#: 0.005`` nats of log density per row and a 90 % interval under 0.2 points of coverage:
+#: less than any benchmark resolves. Chains in separate modes are not an error of this
+#: kind: the predictive is their mixture, as an ensemble's is of its members.
+ERROR_WARN = 0.1
+#: The advice asks for this many times the draws the error's estimate says would reach
+#: ``ERROR_WARN``: the estimate, from a few hundred draws, is itself uncertain.
+DRAWS_MARGIN = 1.5
 
 
 def monitored_predictions(outputs: np.ndarray, likelihood: str) -> np.ndarray:
@@ -244,6 +249,87 @@ def chain_diagnostics(method, target, chains, n_keep) -> dict:
     out["ess_bulk_outputs"] = _per_output(ess_bulk, monitored)
     if method._n_modes > 1:
         out.update(_mode_diagnostics(method, out, monitored))
+    taus = np.stack([c.arrays.taus for c in chains])
+    groups = method._mode_of_chain() if method._n_modes > 1 else np.arange(len(chains))
+    out["predictive_modes"] = predictive_modes(
+        groups, monitored, taus, target.likelihood, target.n_outputs
+    )
+    return out
+
+
+def _mcse(x: np.ndarray) -> np.ndarray:
+    """Monte Carlo standard error of the mean of each monitored quantity of ``x``, shape
+    (chains, draws, outputs, rows), from its ESS for the mean; shape (rows, outputs).
+    Zero for a quantity that does not vary, NaN when the chains are too short to judge."""
+    var = x.var(axis=(0, 1)).T
+    ess = _per_output(ess_mean, x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.sqrt(var / ess)
+    if x.shape[1] >= 4:
+        out[var == 0] = 0.0
+    return out
+
+
+def predictive_modes(groups, monitored, taus, likelihood: str, n_targets: int) -> dict:
+    """What the predictive's Monte Carlo error is judged by, per mode (a group of chains:
+    ``groups[c]`` is chain ``c``'s), at each monitored row and output.
+
+    Returns arrays of shape (modes, rows, outputs): ``mean``, the mode's predictive mean
+    (class probabilities for a classifier) and ``mean_mcse``, its Monte Carlo standard
+    error; for regression also ``second``, the mode's mean of ``(f - mean)**2 +
+    noise variance`` (its predictive variance) and ``second_mcse``.
+    """
+    if likelihood == "heteroscedastic":
+        f = monitored[:, :, :n_targets]
+        noise = np.logaddexp(0.0, monitored[:, :, n_targets:]) + HETERO_MIN_VAR
+    elif likelihood == "gaussian":
+        f = monitored
+        noise = np.broadcast_to((1.0 / taus[:, :, :n_targets])[..., None], f.shape)
+    else:
+        f, noise = monitored, None
+    modes = np.unique(groups)
+    keys = ("mean", "mean_mcse") + (("second", "second_mcse") if noise is not None else ())
+    out = {k: np.empty((modes.size, f.shape[3], f.shape[2])) for k in keys}
+    for i, m in enumerate(modes):
+        x = f[groups == m]
+        mean = x.mean(axis=(0, 1))
+        out["mean"][i] = mean.T
+        out["mean_mcse"][i] = _mcse(x)
+        if noise is not None:
+            q = (x - mean) ** 2 + noise[groups == m]
+            out["second"][i] = q.mean(axis=(0, 1)).T
+            out["second_mcse"][i] = _mcse(q)
+    return out
+
+
+def predictive_error(diag: dict) -> np.ndarray:
+    """The Monte Carlo error of the predictive at each monitored row and output, in units
+    of the predictive sd (see ``ERROR_WARN``); shape (rows, outputs).
+
+    The predictive is the mixture of the modes (with several modes, by their weights;
+    otherwise each chain is a mode of equal weight), and its error combines the modes'
+    own: chains in separate modes add to the predictive's spread, not to its error. A
+    classifier's error in a class probability ``p`` is in units of ``sqrt(p (1 - p))``,
+    the Bernoulli form of the same log-density cost.
+    """
+    pm = diag["predictive_modes"]
+    n = pm["mean"].shape[0]
+    w = np.asarray(diag.get("mode_weights", np.full(n, 1.0 / n)))[:, None, None]
+    mean = np.sum(w * pm["mean"], axis=0)
+
+    def combined(mcse):  # a mode of weight 0 adds no error, however short its chains
+        return np.sqrt(np.sum(np.where(w > 0, w**2 * mcse**2, 0.0), axis=0))
+
+    mcse = combined(pm["mean_mcse"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # an error of exactly 0 is none, even where the predictive does not vary
+        if "second" not in pm:
+            return np.where(mcse == 0, 0.0, mcse / np.sqrt(mean * (1.0 - mean)))
+        var = np.sum(w * (pm["second"] + pm["mean"] ** 2), axis=0) - mean**2
+        var_mcse = combined(pm["second_mcse"])
+        mean_part = np.where(mcse == 0, 0.0, mcse**2 / var)
+        sd_part = np.where(var_mcse == 0, 0.0, (var_mcse / (2 * var)) ** 2)
+        out = np.sqrt(mean_part + 2 * sd_part)
     return out
 
 
@@ -302,11 +388,14 @@ def judged(diag: dict) -> dict:
     }
 
 
-def _figures(method, diag: dict) -> list[str]:
+def _figures(method, diag: dict, error: float | None) -> list[str]:
     """The figures a ConvergenceWarning opens with (with several modes, within them)."""
     within = " within modes" if "modes" in diag else ""
     diag = judged(diag)
-    figures = [f"R-hat of the log-likelihood{within} {diag['rhat_loglik']:.3f}"]
+    figures = []
+    if error is not None and np.isfinite(error):
+        figures.append(f"Monte Carlo error of the predictive up to {error:.3f} of its sd")
+    figures.append(f"R-hat of the log-likelihood{within} {diag['rhat_loglik']:.3f}")
     if np.isfinite(np.nanmax(diag["rhat_outputs"], initial=-np.inf)):
         figures.append(f"max R-hat of training predictions {np.nanmax(diag['rhat_outputs']):.3f}")
     figures.append(f"bulk ESS of the log-likelihood {diag['ess_bulk_loglik']:.0f}")
@@ -326,26 +415,40 @@ def _figures(method, diag: dict) -> list[str]:
     return figures
 
 
+def wanted_draws(n_kept: int, n_chains: int, error: float) -> int:
+    """The estimator's ``n_samples`` that brings a predictive error ``error`` (from
+    ``n_kept`` draws) under ``ERROR_WARN``, with ``DRAWS_MARGIN`` to spare: the error
+    falls as one over the square root of the draws. A whole number of draws per chain."""
+    per_chain = math.ceil(n_kept / n_chains * DRAWS_MARGIN * (error / ERROR_WARN) ** 2)
+    return n_chains * max(per_chain, math.ceil(n_kept / n_chains) + 1)
+
+
 def convergence_message(method, diag: dict) -> str | None:
     """The ConvergenceWarning's text for a run's diagnostics, or None when nothing is
     wrong: the figures, then what went wrong and the knob that addresses it, by its
     full path (``method=NUTS(...)``: the method's knobs live on the method object).
-    With several modes, R-hat is judged within each mode: chains in separate modes are
-    expected to disagree, and their mixture is the predictive."""
-    modes = "modes" in diag
-    figures = _figures(method, diag)
+
+    A run is wrong when its draws are too few to judge, when trajectories diverged, or
+    when the Monte Carlo error of the predictive is material (``ERROR_WARN``). Chains
+    that disagree because they sit in separate modes do not warn: the predictive is
+    their mixture, and its error is judged within each mode (each chain, when the
+    chains were not started at ``n_modes`` optima)."""
+    error = None
+    if "predictive_modes" in diag:
+        errors = predictive_error(diag)
+        error = float(np.nanmax(errors)) if not np.all(np.isnan(errors)) else float("nan")
+    figures = _figures(method, diag, error)
     diag = judged(diag)
     rhats = np.append(diag["rhat_outputs"], diag["rhat_loglik"])
-    too_short = bool(np.isnan(rhats).any())
-    worst = float(np.nanmax(rhats)) if not np.all(np.isnan(rhats)) else float("nan")
+    too_short = bool(np.isnan(rhats).any()) or (error is not None and np.isnan(error))
     divergent = method._uses_step_size and diag["divergences"] > 0
     n_kept = diag["n_chains"] * diag["n_draws_per_chain"]
     depth_share = 0.0
     if "max_tree_depth_hits" in diag and n_kept:
         depth_share = float(np.sum(diag["max_tree_depth_hits"])) / n_kept
     capped = depth_share > 0.05
-    disagree = worst > RHAT_WARN
-    if not (too_short or divergent or disagree):
+    coarse = not too_short and error is not None and error > ERROR_WARN
+    if not (too_short or divergent or coarse):
         return None
     cls = type(method).__name__
     stopped = diag.get("stopped_because")
@@ -364,6 +467,23 @@ def convergence_message(method, diag: dict) -> str | None:
                 f"{diag['n_chains']} chains)"
             )
         )
+    if coarse:
+        text = (
+            "the draws estimate the predictive too coarsely: its Monte Carlo error at a "
+            f"training row reaches {error:.3f} of the predictive sd (warn above "
+            f"{ERROR_WARN}, where it costs {ERROR_WARN**2 / 2:.3g} nats of log density "
+            "per row)"
+        )
+        if out_of_time:
+            text += f"; give the chains more time: {method._fix(max_time=longer_time)}"
+        elif stopped == "max_draws":
+            text += (
+                f": {cls} held as many draws as it may without max_time; let time bound "
+                f"the run instead: {method._fix(max_time=600)}"
+            )
+        else:
+            text += method._coarse_advice(n_kept, wanted_draws(n_kept, diag["n_chains"], error))
+        advice.append(text)
     if capped:
         advice.append(
             f"{depth_share:.0%} of the trajectories stopped at the depth cap: the "
@@ -377,30 +497,6 @@ def convergence_message(method, diag: dict) -> str | None:
             "divergent transitions: the step size is too large for parts of the "
             f"posterior; raise the acceptance target: {method._fix(target_accept=accept)}"
         )
-    if disagree and modes:
-        text = (
-            f"the chains of a mode disagree (R-hat within a mode up to {worst:.3f}, warn "
-            f"above {RHAT_WARN}): they have not mixed around their optimum"
-        )
-    elif disagree:
-        text = (
-            f"the chains disagree (R-hat up to {worst:.3f}, warn above {RHAT_WARN}): "
-            "they sit in different regions of the posterior"
-        )
-    if disagree:
-        if out_of_time:
-            text += (
-                f". If they were still approaching, give them more time: "
-                f"{method._fix(max_time=longer_time)}. {OUT_OF_REACH}"
-            )
-        elif stopped == "max_draws":
-            text += (
-                f": {cls} held as many draws as it may without max_time; let time bound "
-                f"the run instead: {method._fix(max_time=600)}"
-            )
-        else:
-            text += method._disagreement_advice(n_kept, within_modes=modes)
-        advice.append(text)
     rms = diag.get("x_rms_max", 0.0)
     if rms > _MAX_FEATURE_RMS:
         regression = diag.get("likelihood") in ("gaussian", "heteroscedastic")

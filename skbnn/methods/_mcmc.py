@@ -210,25 +210,12 @@ class _HMCFamily(BaseMethod):
                 f"{self._fix(n_chains=self.n_modes)}"
             )
 
-    def _disagreement_advice(self, n_kept: int, within_modes: bool = False) -> str:
-        """What the warning advises when the chains disagree (appended to that sentence);
-        ``within_modes``: the chains of one mode do."""
-        if within_modes:
-            return (
-                f". Run them longer ({self._fix(n_warmup=2 * self.n_warmup)} and "
-                f"n_samples={2 * n_kept}), or until they agree: "
-                f"{self._fix(target_rhat=1.01, target_ess=400, max_time=600)}"
-            )
+    def _coarse_advice(self, n_kept: int, wanted: int) -> str:
+        """What the warning advises when the predictive's Monte Carlo error is material
+        (appended to that sentence): ``wanted`` draws in all, where ``n_kept`` were kept."""
         return (
-            f". If the chains are still approaching, run longer "
-            f"({self._fix(n_warmup=2 * self.n_warmup)} and n_samples={2 * n_kept}), "
-            "or let them run until they agree: "
-            f"{self._fix(target_rhat=1.01, target_ess=400, max_time=600)} extends them "
-            "in blocks and stops when R-hat and ESS meet their targets. If they sit "
-            "in separate modes, more of the same rarely joins them: try "
-            f"{self._fix(n_temperatures=4)} (parallel tempering), method='smc' (on up "
-            "to a few thousand rows; it also returns the evidence), method='ensemble', "
-            "or fewer hidden units"
+            f"; draw more, as the error falls with the square root of the draws: the "
+            f"estimator's n_samples={wanted} (now {n_kept})"
         )
 
     def _warn_if_slow(self, target, n_replicas: int, n_iter: int, n_jobs) -> None:

@@ -138,7 +138,7 @@ class AdaptiveMetropolis(_HMCFamily):
                 UserWarning,
             )
 
-    def _disagreement_advice(self, n_kept: int, within_modes: bool = False) -> str:
+    def _coarse_advice(self, n_kept: int, wanted: int) -> str:
         return (
             "; a random walk over a network's parameters mixes far too slowly to fit it "
             "(AdaptiveMetropolis is a reference sampler): use method='nuts', or the default "

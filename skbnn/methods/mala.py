@@ -123,11 +123,11 @@ class MALA(_HMCFamily):
     def _stop_rule(self) -> StopRule:
         return StopRule(self.target_rhat, self.target_ess, self.max_time)
 
-    def _disagreement_advice(self, n_kept: int, within_modes: bool = False) -> str:
+    def _coarse_advice(self, n_kept: int, wanted: int) -> str:
         return (
-            "; MALA's draws are strongly autocorrelated: run longer chains, "
-            f"{self._fix(n_warmup=2 * self.n_warmup, thin=2 * self.thin)}, or use "
-            "method='nuts', usually far faster per effective draw"
+            "; MALA's draws are strongly autocorrelated: draw more, the estimator's "
+            f"n_samples={wanted} (now {n_kept}), or use method='nuts', usually far faster "
+            "per effective draw"
         )
 
     def _settings(self):

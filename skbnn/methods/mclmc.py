@@ -73,16 +73,6 @@ class _Microcanonical(_HMCFamily):
     def _steps_gradients(self) -> int:
         return 2 if self.integrator == "mclachlan" else 1
 
-    def _disagreement_advice(self, n_kept: int, within_modes: bool = False) -> str:
-        return (
-            f". If the chains are still approaching, run longer "
-            f"({self._fix(n_warmup=2 * self.n_warmup)} and n_samples={2 * n_kept}), "
-            "or let them run until they agree: "
-            f"{self._fix(target_rhat=1.01, target_ess=400, max_time=600)}. If they sit in "
-            "separate modes, more of the same rarely joins them: try method='smc', "
-            "method='ensemble', or fewer hidden units"
-        )
-
 
 class MCLMC(_Microcanonical):
     """Microcanonical Langevin Monte Carlo, unadjusted (``method="mclmc"``).

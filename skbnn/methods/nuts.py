@@ -126,11 +126,10 @@ class NUTS(_HMCFamily):
         initialization (as ``init="map"``, whatever ``init`` says), and starts chain ``c``
         at optimum ``c % n_modes``; ``n_chains`` must be at least ``n_modes``. The
         predictive is the mixture over the modes, weighted by ``mode_weights``, and
-        convergence is judged within each mode (split R-hat and ESS of its own chains;
-        one chain per mode is split in halves), so a ConvergenceWarning means that a
-        mode's chains have not mixed around their optimum, not that the modes differ; a
-        mode with under 5 % of the weight is not judged, since it cannot move the
-        predictive materially.
+        its Monte Carlo error is judged within each mode (from the ESS of its own
+        chains), each mode's error counted by its weight: a ConvergenceWarning means
+        that the draws estimate the predictive too coarsely, not that the modes differ.
+        With ``n_modes=1`` each chain is judged as a mode of its own.
         ``diagnostics_["modes"]`` gives, per mode, its chains, weight, R-hat, ESS,
         divergences and leave-one-out fit. 1 keeps the dispersed starts of ``init``.
     mode_weights : {"equal", "stacking"}, default="equal"
