@@ -11,13 +11,18 @@ from skbnn.methods._convergence import ERROR_WARN, predictive_error
 
 def _modes(error, n_modes=4, rows=5):
     """Predictive figures of ``n_modes`` equally weighted modes whose mixture has
-    predictive sd 1 and a Monte Carlo error ``error`` in its mean at every row."""
+    predictive sd 1 and a Monte Carlo error ``error`` in its mean at every row: draws of
+    variance 1 in each mode, with ``1 / (n_modes * error**2)`` effective draws."""
     shape = (n_modes, rows, 1)
+    with np.errstate(divide="ignore"):
+        ess = np.divide(1.0, n_modes * np.float64(error) ** 2)
     return {
         "mean": np.zeros(shape),
-        "mean_mcse": np.full(shape, error * np.sqrt(n_modes)),
+        "mean_var": np.ones(shape),
+        "mean_ess": np.full(shape, ess),
         "second": np.ones(shape),
-        "second_mcse": np.zeros(shape),
+        "second_var": np.zeros(shape),
+        "second_ess": np.ones(shape),
     }
 
 
@@ -42,7 +47,8 @@ def test_the_constructed_error_is_the_one_judged():
     diag = _diag(error=0.0)
     # four modes of weight 1/4 whose variances each err by 0.4: the mixture's by 0.2,
     # its sd by 0.1
-    diag["predictive_modes"]["second_mcse"][:] = 0.4
+    diag["predictive_modes"]["second_var"][:] = 1.0
+    diag["predictive_modes"]["second_ess"][:] = 1 / 0.4**2
     assert np.allclose(predictive_error(diag), np.sqrt(2) * 0.1)
 
 
@@ -158,3 +164,15 @@ def test_out_of_time_says_so_and_what_to_do_instead():
 def test_draw_cap_points_at_max_time():
     msg = NUTS(target_rhat=1.01)._convergence_message(_extended("max_draws", rhat=1.2, error=0.2))
     assert "method=NUTS(max_time=600, target_rhat=1.01)" in msg and "n_samples" not in msg
+
+
+def test_a_chain_that_never_moved_is_named_with_a_longer_warm_up():
+    # every proposal rejected: the chain's draws are one point, whose variance (and so
+    # whose Monte Carlo error) looks like 0 and whose R-hat is NaN
+    diag = _diag(rhat=np.nan, outputs=np.nan)
+    diag["loglik"] = np.vstack([np.full(250, -3.0), np.random.default_rng(0).normal(size=(3, 250))])
+    msg = NUTS(n_warmup=100)._convergence_message(diag)
+    assert "1 of 4 chains never moved after warm-up" in msg
+    assert "method=NUTS(n_warmup=200)" in msg and "too few draws" not in msg.lower()
+    diag["loglik"][0, 7] = -2.9
+    assert "never moved" not in (NUTS()._convergence_message(diag) or "")

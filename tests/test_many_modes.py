@@ -46,11 +46,14 @@ def _mode_diag(mcse=0.02, across=1.6, chains=4, n_modes=2, draws=250):
         "mean_tree_depth": np.full(chains, 3.0),
         "max_tree_depth_hits": np.zeros(chains),
         "modes": [dict(mode) for _ in range(n_modes)],
+        # draws of variance 1 in every mode, as many effective ones as give ``mcse``
         "predictive_modes": {
             "mean": np.zeros(shape),
-            "mean_mcse": np.broadcast_to(np.reshape(mcse, (-1, 1, 1)), shape).copy(),
+            "mean_var": np.ones(shape),
+            "mean_ess": np.broadcast_to(np.reshape(mcse, (-1, 1, 1)) ** -2.0, shape).copy(),
             "second": np.ones(shape),
-            "second_mcse": np.zeros(shape),
+            "second_var": np.zeros(shape),
+            "second_ess": np.ones(shape),
         },
     }
 

@@ -257,17 +257,17 @@ def chain_diagnostics(method, target, chains, n_keep) -> dict:
     return out
 
 
-def _mcse(x: np.ndarray) -> np.ndarray:
-    """Monte Carlo standard error of the mean of each monitored quantity of ``x``, shape
-    (chains, draws, outputs, rows), from its ESS for the mean; shape (rows, outputs).
-    Zero for a quantity that does not vary, NaN when the chains are too short to judge."""
+def _variance_and_ess(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The variance and the ESS for the mean of each monitored quantity of ``x``, shape
+    (chains, draws, outputs, rows); each of shape (rows, outputs). A quantity that does
+    not vary has an ESS of 1: the chains may not have moved (where every mode's is
+    constant, :func:`predictive_error` counts no error); one the chains are too short
+    to judge (under 4 draws each) NaN."""
     var = x.var(axis=(0, 1)).T
     ess = _per_output(ess_mean, x)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.sqrt(var / ess)
     if x.shape[1] >= 4:
-        out[var == 0] = 0.0
-    return out
+        ess[var == 0] = 1.0
+    return var, ess
 
 
 def predictive_modes(groups, monitored, taus, likelihood: str, n_targets: int) -> dict:
@@ -275,9 +275,10 @@ def predictive_modes(groups, monitored, taus, likelihood: str, n_targets: int) -
     ``groups[c]`` is chain ``c``'s), at each monitored row and output.
 
     Returns arrays of shape (modes, rows, outputs): ``mean``, the mode's predictive mean
-    (class probabilities for a classifier) and ``mean_mcse``, its Monte Carlo standard
-    error; for regression also ``second``, the mode's mean of ``(f - mean)**2 +
-    noise variance`` (its predictive variance) and ``second_mcse``.
+    (class probabilities for a classifier), with ``mean_var`` and ``mean_ess``, the
+    variance of its draws and their ESS for the mean; for regression also ``second``,
+    the mode's mean of ``(f - mean)**2 + noise variance`` (its predictive variance),
+    with ``second_var`` and ``second_ess``.
     """
     if likelihood == "heteroscedastic":
         f = monitored[:, :, :n_targets]
@@ -288,17 +289,19 @@ def predictive_modes(groups, monitored, taus, likelihood: str, n_targets: int) -
     else:
         f, noise = monitored, None
     modes = np.unique(groups)
-    keys = ("mean", "mean_mcse") + (("second", "second_mcse") if noise is not None else ())
+    keys = ("mean", "mean_var", "mean_ess")
+    if noise is not None:
+        keys += ("second", "second_var", "second_ess")
     out = {k: np.empty((modes.size, f.shape[3], f.shape[2])) for k in keys}
     for i, m in enumerate(modes):
         x = f[groups == m]
         mean = x.mean(axis=(0, 1))
         out["mean"][i] = mean.T
-        out["mean_mcse"][i] = _mcse(x)
+        out["mean_var"][i], out["mean_ess"][i] = _variance_and_ess(x)
         if noise is not None:
             q = (x - mean) ** 2 + noise[groups == m]
             out["second"][i] = q.mean(axis=(0, 1)).T
-            out["second_mcse"][i] = _mcse(q)
+            out["second_var"][i], out["second_ess"][i] = _variance_and_ess(q)
     return out
 
 
@@ -317,16 +320,24 @@ def predictive_error(diag: dict) -> np.ndarray:
     w = np.asarray(diag.get("mode_weights", np.full(n, 1.0 / n)))[:, None, None]
     mean = np.sum(w * pm["mean"], axis=0)
 
-    def combined(mcse):  # a mode of weight 0 adds no error, however short its chains
-        return np.sqrt(np.sum(np.where(w > 0, w**2 * mcse**2, 0.0), axis=0))
+    def combined(key):
+        """The mixture's standard error of ``key``: each mode's from its ESS and the
+        larger of its own variance and the modes' average, since a chain that hardly
+        moves has a small variance as well as a small ESS; a mode of weight 0 adds none,
+        however short its chains."""
+        average = np.sum(np.where(w > 0, w * pm[f"{key}_var"], 0.0), axis=0)
+        var = np.maximum(pm[f"{key}_var"], average)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms = np.where(var == 0, 0.0, w**2 * var / pm[f"{key}_ess"])
+        return np.sqrt(np.sum(np.where(w > 0, terms, 0.0), axis=0))
 
-    mcse = combined(pm["mean_mcse"])
+    mcse = combined("mean")
     with np.errstate(divide="ignore", invalid="ignore"):
         # an error of exactly 0 is none, even where the predictive does not vary
         if "second" not in pm:
             return np.where(mcse == 0, 0.0, mcse / np.sqrt(mean * (1.0 - mean)))
         var = np.sum(w * (pm["second"] + pm["mean"] ** 2), axis=0) - mean**2
-        var_mcse = combined(pm["second_mcse"])
+        var_mcse = combined("second")
         mean_part = np.where(mcse == 0, 0.0, mcse**2 / var)
         sd_part = np.where(var_mcse == 0, 0.0, (var_mcse / (2 * var)) ** 2)
         out = np.sqrt(mean_part + 2 * sd_part)
@@ -440,15 +451,25 @@ def convergence_message(method, diag: dict) -> str | None:
     figures = _figures(method, diag, error)
     diag = judged(diag)
     rhats = np.append(diag["rhat_outputs"], diag["rhat_loglik"])
-    too_short = bool(np.isnan(rhats).any()) or (error is not None and np.isnan(error))
     divergent = method._uses_step_size and diag["divergences"] > 0
     n_kept = diag["n_chains"] * diag["n_draws_per_chain"]
     depth_share = 0.0
     if "max_tree_depth_hits" in diag and n_kept:
         depth_share = float(np.sum(diag["max_tree_depth_hits"])) / n_kept
     capped = depth_share > 0.05
-    coarse = not too_short and error is not None and error > ERROR_WARN
-    if not (too_short or divergent or coarse):
+    coarse = error is not None and error > ERROR_WARN
+    # a chain whose every proposal after warm-up was rejected holds one point: its
+    # variance and its error both look like 0
+    loglik = diag.get("loglik")
+    stuck = 0
+    if loglik is not None and loglik.shape[1] >= 4:
+        stuck = int(np.sum(np.ptp(loglik, axis=1) == 0))
+    # NaN figures: chains too short to judge, unless a chain that never moved made them
+    too_short = not stuck and (
+        bool(np.isnan(rhats).any()) or (error is not None and np.isnan(error))
+    )
+    coarse = coarse and not too_short
+    if not (too_short or divergent or coarse or stuck):
         return None
     cls = type(method).__name__
     stopped = diag.get("stopped_because")
@@ -466,6 +487,12 @@ def convergence_message(method, diag: dict) -> str | None:
                 else f"raise the estimator's n_samples (now {n_kept} over "
                 f"{diag['n_chains']} chains)"
             )
+        )
+    if stuck:
+        advice.append(
+            f"{stuck} of {diag['n_chains']} chains never moved after warm-up (every "
+            "proposal rejected): their step size or metric adapted poorly; lengthen the "
+            f"warm-up: {method._fix(n_warmup=2 * method.n_warmup)}"
         )
     if coarse:
         text = (
