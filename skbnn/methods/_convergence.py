@@ -42,7 +42,7 @@ RHAT_WARN = 1.05
 ERROR_WARN = 0.1
 #: The advice asks for this many times the draws the error's estimate says would reach
 #: ``ERROR_WARN``: the estimate, from a few hundred draws, is itself uncertain.
-DRAWS_MARGIN = 1.5
+DRAWS_MARGIN = 2.0
 
 
 def monitored_predictions(outputs: np.ndarray, likelihood: str) -> np.ndarray:
