@@ -487,7 +487,7 @@ def methods_suite(args, common, out) -> None:
 
     names = args.methods or ("default", *OPTIMIZATION)
     if "uci" in args.only:
-        for dataset in UCI_SETS:
+        for dataset in args.uci_sets:
             splits = parse_splits(args.splits, split_ids(dataset, args.data_dir))
             for split in splits:
                 data = load_split(dataset, split, args.data_dir)
@@ -751,6 +751,8 @@ def main(argv: list[str] | None = None) -> None:
                         choices=[f"{p}{n}" for p, n, _ in SYNTHETIC],
                         help="methods suite: these synthetic problems only")  # fmt: skip
     parser.add_argument("--splits", default="all", help='UCI splits: "all", "0-4" or "0,3"')
+    parser.add_argument("--uci-sets", nargs="+", default=list(UCI_SETS), choices=UCI_SETS,
+                        help="methods suite: these UCI sets only")  # fmt: skip
     parser.add_argument("--data-dir", default=None, help="default: ../shared/data/uci")
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
     parser.add_argument("--child-15000", action="store_true", help=argparse.SUPPRESS)

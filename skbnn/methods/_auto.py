@@ -20,7 +20,10 @@ Laplace on real data; only Laplace came near, at tens of times the time
 against NUTS's dispersed chains at the default network and did not predict better; on
 a wider ReLU network the multi-mode route that came closest to bde (MILE) needed bde's
 broad N(0, 1) prior, which puts density spikes on integer targets (doc/samplers.md). So
-``"auto"`` keeps the dispersed chains.
+``"auto"`` keeps the dispersed chains. Each of them settles in a mode of its own and the
+predictive is their mixture, so NUTS's ConvergenceWarning judges the predictive's Monte
+Carlo error within each chain, not the chains' agreement (doc/samplers.md, "When the
+samplers warn").
 """
 
 from __future__ import annotations
