@@ -430,7 +430,9 @@ def wanted_draws(n_kept: int, n_chains: int, error: float) -> int:
     """The estimator's ``n_samples`` that brings a predictive error ``error`` (from
     ``n_kept`` draws) under ``ERROR_WARN``, with ``DRAWS_MARGIN`` to spare: the error
     falls as one over the square root of the draws. A whole number of draws per chain."""
-    per_chain = math.ceil(n_kept / n_chains * DRAWS_MARGIN * (error / ERROR_WARN) ** 2)
+    # an infinite error (a predictive of sd 0 whose draws still vary): ten times the draws
+    scale = DRAWS_MARGIN * (error / ERROR_WARN) ** 2 if math.isfinite(error) else 10
+    per_chain = math.ceil(n_kept / n_chains * scale)
     return n_chains * max(per_chain, math.ceil(n_kept / n_chains) + 1)
 
 
