@@ -180,3 +180,58 @@ def test_diverged_chains_restart_and_then_say_what_to_lower(monkeypatch):
         r"method=SGHMC\(learning_rate_init=0\.0001, max_iter=8, n_chains=2\)",
     ):
         reg.fit(X, y)
+
+
+def _friedman(seed=0):
+    from sklearn.datasets import make_friedman1
+
+    X, y = make_friedman1(n_samples=4000, noise=1.0, random_state=seed)
+    X = (X - 0.5) / 0.29  # U(0, 1) columns to unit scale
+    return X[2000:], y[2000:], X[:2000], y[:2000]
+
+
+def _sghmc_fit(method, seed, data):
+    import warnings
+
+    from skbnn.exceptions import ConvergenceWarning
+    from skbnn.model_selection import log_predictive_scorer
+
+    X, y, X_test, y_test = data
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = BayesianMLPRegressor(hidden_layer_sizes=(20,), method=method, random_state=seed)
+        est.fit(X, y)
+    texts = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+    return est, texts, log_predictive_scorer(est, X_test, y_test)
+
+
+@pytest.mark.statistical
+def test_chains_still_fitting_when_sampling_ends_warn_and_the_fix_fits_better(seed):
+    # ~1 s. Eight epochs for four cycles on 2,000 Friedman rows: over 16 seeds the training
+    # loss fell 0.11-0.20 nats per row from one cycle's end to the next (4-10 standard
+    # errors), and every fit warned. The max_iter the warning names, set literally, raised
+    # the test log-likelihood by 0.41-0.55 nats per row on every seed, and the fall
+    # between cycles with it; a further round of the advice would follow.
+    import re
+
+    data = _friedman()
+    est, texts, ll = _sghmc_fit(SGHMC(max_iter=8), seed, data)
+    (text,) = texts
+    assert "still fitting the data when sampling ended" in text
+    gains = est.diagnostics_["cycle_gains"]
+    assert gains.shape == (4, 2) and gains.mean() > 0.02
+    fix = re.search(r"method=SGHMC\(max_iter=(\d+)\)", text)
+    assert fix and int(fix.group(1)) == 32
+    followed, _, ll_followed = _sghmc_fit(SGHMC(max_iter=int(fix.group(1))), seed, data)
+    assert ll_followed > ll + 0.2
+    assert followed.diagnostics_["cycle_gains"].mean() < gains.mean()
+
+
+@pytest.mark.statistical
+def test_sghmc_defaults_that_fit_do_not_warn_of_underfitting(seed):
+    # ~3 s. The default schedule on the same rows: over 12 seeds the fall between cycles
+    # was 0.0039 nats per row (sd 0.0008 across seeds, largest 0.0051), against the bound
+    # of 0.02: 19 sd away
+    est, texts, _ = _sghmc_fit(SGHMC(), seed, _friedman())
+    assert not texts
+    assert est.diagnostics_["cycle_gains"].mean() < 0.02

@@ -10,6 +10,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
+from ..exceptions import ConvergenceWarning, warn
 from ..kernels import optim as kopt
 from ..posterior import WeightedDraws
 from ._base import FitResult
@@ -42,6 +43,39 @@ CYCLE_EPOCHS = 50
 #: (unbounded minibatch gradients, as a regression's on outlying rows) is orders of
 #: magnitude beyond. The engine then restarts the chain at a tenth of the step size.
 DIVERGED_NATS_PER_WEIGHT = 10.0
+#: The chains were still fitting when sampling ended when the training loss fell from one
+#: cycle's end to the next (after the first cycle, over every chain) by more than this
+#: many nats per row on average, and by more than ``UNDERFIT_SE`` standard errors of
+#: that average: the draws of the earlier cycles then fit the training rows worse by as
+#: much per cycle, four times what the samplers' Monte Carlo error may cost the
+#: predictive.
+UNDERFIT_NATS = 0.02
+#: Standard errors by which the cycles' mean gain must exceed zero: a chain's cycles land
+#: in different modes, whose fits differ either way on few rows.
+UNDERFIT_SE = 3.0
+
+
+def cycle_end_losses(loss_curve, n_cycles: int, steps_per_epoch: int, max_iter: int):
+    """The loss (per row) of the epoch in which each cycle ends; None when a cycle is
+    shorter than an epoch, so that the epochs' losses mix cycles."""
+    n_steps = max_iter * steps_per_epoch
+    if max_iter < n_cycles or len(loss_curve) < max_iter:
+        return None
+    ends = [((c + 1) * n_steps // n_cycles - 1) // steps_per_epoch for c in range(n_cycles)]
+    return np.asarray(loss_curve)[ends]
+
+
+def cycle_gains(curves, n_cycles: int, steps_per_epoch: int, max_iter: int):
+    """How much lower each chain's training loss was at the end of each cycle after the
+    second than at the end of the cycle before, in nats per row: shape (chains, n_cycles
+    - 2), the first cycle left out (it starts from the initialization). None with fewer
+    than 3 cycles, or cycles shorter than an epoch."""
+    if n_cycles < 3:
+        return None
+    ends = [cycle_end_losses(c, n_cycles, steps_per_epoch, max_iter) for c in curves]
+    if any(e is None for e in ends):
+        return None
+    return np.array([-np.diff(e[1:]) for e in ends])
 
 
 def cycle_diverged(loss_curve, keep, steps_per_epoch: int, n_weights: int,
@@ -112,7 +146,10 @@ class SGHMC(_Trainer):
     max_iter : int, default=None
         Epochs per chain, divided evenly into the cycles. ``None`` is epochs enough for
         10,000 steps per cycle, and at least 50 per cycle, but no more than 2 x 10^7 row
-        visits per chain (20 epochs of 10^6 rows) and at least 10.
+        visits per chain (20 epochs of 10^6 rows) and at least 10. When the chains were
+        still fitting the data as sampling ended (the training loss at a cycle's end
+        falling from one cycle to the next, ``diagnostics_["cycle_gains"]``, by over
+        ``UNDERFIT_NATS`` nats per row), a ConvergenceWarning asks for more.
 
     Examples
     --------
@@ -246,6 +283,21 @@ class SGHMC(_Trainer):
         members, diagnostics = self._train_members(
             target, n_chains, random_state, n_jobs, verbose, start, settings=s
         )
+        gains = cycle_gains([m.loss_curve for m in members], n_cycles, steps_per_epoch, s.max_iter)
+        diagnostics["cycle_gains"] = gains
+        if gains is not None and gains.size > 1 and np.all(np.isfinite(gains)):
+            mean = float(gains.mean())
+            se = float(gains.std(ddof=1) / math.sqrt(gains.size))
+            if mean > max(UNDERFIT_NATS, UNDERFIT_SE * se):
+                warn(
+                    f"SGHMC's chains were still fitting the data when sampling ended: from "
+                    f"one cycle's end to the next the training loss fell by {mean:.3g} "
+                    f"nats per row (+- {se:.2g}, over {gains.size} cycles of "
+                    f"{len(members)} chains), so the draws of the earlier cycles underfit. "
+                    f"Give the cycles more steps: {self._fix(max_iter=4 * s.max_iter)}, "
+                    "or use method='ensemble', which trains each member to its optimum.",
+                    ConvergenceWarning,
+                )
         thetas = np.concatenate([m.draws for m in members])[:n_samples]
         whole = len(members) * n_keep == thetas.shape[0]
         posterior = WeightedDraws(
