@@ -54,6 +54,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -446,12 +447,22 @@ def _classification_fold_fits(name, dataset):
     X, y = getattr(datasets, "load_" + dataset)(return_X_y=True)
     codes = LabelEncoder().fit_transform(y)
     proba = np.zeros((len(y), int(codes.max()) + 1))
+    spread, mutual = np.zeros(len(y)), np.zeros(len(y))
     acc = {"fit_time": 0.0, "compile_time": 0.0, "warned_folds": 0, "warnings": []}
     for train, test in StratifiedKFold(5, shuffle=True, random_state=0).split(X, codes):
         if name == "logreg":
             model = LogisticRegression()
         elif name == "default":
             model = BayesianMLPClassifier(random_state=0, n_jobs=-1)
+        elif re.fullmatch(r"nuts_modes\d+", name):
+            # chains from several optima (issue 75, item 6): the ensemble's modes, with
+            # the spread within each
+            from skbnn.methods import NUTS
+
+            k = int(name[len("nuts_modes") :])
+            model = BayesianMLPClassifier(
+                method=NUTS(n_modes=k, n_chains=k), random_state=0, n_jobs=-1
+            )
         else:
             model = BayesianMLPClassifier(method=name, random_state=0, n_jobs=-1)
         pipe = make_pipeline(StandardScaler(), model)
@@ -467,6 +478,12 @@ def _classification_fold_fits(name, dataset):
             acc["warnings"] += record["warnings"]
             acc["method_"] = record["method_"]
         proba[test] = pipe.predict_proba(X[test])
+        if name != "logreg":
+            # the predicted class's posterior sd, and the mutual information
+            Z, clf = pipe[:-1].transform(X[test]), pipe[-1]
+            std = clf.predict_std(Z)
+            spread[test] = std[np.arange(len(test)), proba[test].argmax(axis=1)]
+            mutual[test] = clf.predict_entropy(Z, kind="epistemic")
     row = -np.log(np.clip(proba[np.arange(len(y)), codes], 1e-15, 1.0))
     return {
         **acc,
@@ -474,6 +491,8 @@ def _classification_fold_fits(name, dataset):
         "log_loss": float(row.mean()),
         "log_loss_se": float(row.std(ddof=1) / np.sqrt(len(y))),
         "accuracy": float(np.mean(proba.argmax(axis=1) == codes)),
+        "mean_predict_std": float(spread.mean()),
+        "mean_mutual_information": float(mutual.mean()),
     }
 
 
@@ -546,7 +565,7 @@ def methods_suite(args, common, out) -> None:
                    "grads_per_iteration": diag["n_grad_evals"] / iterations,
                    "rhat_loglik": diag["rhat_loglik"], **record}, out)  # fmt: skip
     if "classification" in args.only:
-        for dataset in CLASSIFICATION:
+        for dataset in (d for d in CLASSIFICATION if d in args.datasets):
             for name in ("logreg", *(args.methods or ("default", *OPTIMIZATION))):
                 record = _classification_fold_fits(name, dataset)
                 _emit({**common, "part": "classification", "dataset": dataset,

@@ -2,9 +2,11 @@
 rows, test RMSE and log-likelihood, the fit time and the warnings.
 
 The data: ``X ~ U(-1.7, 1.7)`` in 20 columns (unit variance, so no scaler is needed), the
-target Friedman's ``10 sin(pi u0 u1) + 20 (u2 - 0.5)**2 + 10 u3 + 5 u4`` of ``u = (x +
-1.7) / 3.4`` plus noise of sd 1; the noise floor of the test log-likelihood is
-``-0.5 log(2 pi e) = -1.419``. One JSON line per fit::
+target Friedman's ``10 sin(pi x0 x1) + 20 (x2 - 0.5)**2 + 10 x3 + 5 x4`` of those
+columns as they are (so the sine turns through several periods: the variant of issue 75,
+where HistGradientBoostingRegressor reaches an RMSE near 5 on 15,000 rows) plus noise of
+sd 1; the noise floor of the test log-likelihood is ``-0.5 log(2 pi e) = -1.419``. One
+JSON line per fit::
 
     python benchmarks/many_rows.py --rows 1000000 --hidden 100 100 --methods sghmc ensemble \\
         --out benchmarks/results/many_rows.jsonl
@@ -35,12 +37,11 @@ def friedman_variant(n_rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     first five, noise sd 1."""
     rng = np.random.default_rng(seed)
     X = rng.uniform(-HALF_WIDTH, HALF_WIDTH, (n_rows, N_FEATURES))
-    u = (X + HALF_WIDTH) / (2 * HALF_WIDTH)
     f = (
-        10 * np.sin(np.pi * u[:, 0] * u[:, 1])
-        + 20 * (u[:, 2] - 0.5) ** 2
-        + 10 * u[:, 3]
-        + 5 * u[:, 4]
+        10 * np.sin(np.pi * X[:, 0] * X[:, 1])
+        + 20 * (X[:, 2] - 0.5) ** 2
+        + 10 * X[:, 3]
+        + 5 * X[:, 4]
     )
     return X, f + rng.standard_normal(n_rows)
 
