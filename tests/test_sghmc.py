@@ -208,8 +208,9 @@ def _sghmc_fit(method, seed, data):
 @pytest.mark.statistical
 def test_chains_still_fitting_when_sampling_ends_warn_and_the_fix_fits_better(seed):
     # ~1 s. Eight epochs for four cycles on 2,000 Friedman rows: over 16 seeds the training
-    # loss fell 0.11-0.20 nats per row from one cycle's end to the next (4-10 standard
-    # errors), and every fit warned. The max_iter the warning names, set literally, raised
+    # loss fell 0.11-0.20 nats per row from one cycle's end to the next, 20-36 times the
+    # posterior's own spread of it (0.0055 per row with 241 parameters) and 4-10 standard
+    # errors, and every fit warned. The max_iter the warning names, set literally, raised
     # the test log-likelihood by 0.41-0.55 nats per row on every seed, and the fall
     # between cycles with it; a further round of the advice would follow.
     import re
@@ -218,8 +219,9 @@ def test_chains_still_fitting_when_sampling_ends_warn_and_the_fix_fits_better(se
     est, texts, ll = _sghmc_fit(SGHMC(max_iter=8), seed, data)
     (text,) = texts
     assert "still fitting the data when sampling ended" in text
-    gains = est.diagnostics_["cycle_gains"]
-    assert gains.shape == (4, 2) and gains.mean() > 0.02
+    diag = est.diagnostics_
+    gains = diag["cycle_gains"]
+    assert gains.shape == (4, 2) and gains.mean() > 2 * diag["loss_spread"]
     fix = re.search(r"method=SGHMC\(max_iter=(\d+)\)", text)
     assert fix and int(fix.group(1)) == 32
     followed, _, ll_followed = _sghmc_fit(SGHMC(max_iter=int(fix.group(1))), seed, data)
@@ -230,8 +232,9 @@ def test_chains_still_fitting_when_sampling_ends_warn_and_the_fix_fits_better(se
 @pytest.mark.statistical
 def test_sghmc_defaults_that_fit_do_not_warn_of_underfitting(seed):
     # ~3 s. The default schedule on the same rows: over 12 seeds the fall between cycles
-    # was 0.0039 nats per row (sd 0.0008 across seeds, largest 0.0051), against the bound
-    # of 0.02: 19 sd away
+    # was 0.71 of the posterior's spread of the loss (sd 0.16 across seeds, largest 0.93),
+    # against the bound of 2: 8 sd away
     est, texts, _ = _sghmc_fit(SGHMC(), seed, _friedman())
+    diag = est.diagnostics_
     assert not texts
-    assert est.diagnostics_["cycle_gains"].mean() < 0.02
+    assert diag["cycle_gains"].mean() < 2 * diag["loss_spread"]

@@ -45,11 +45,11 @@ CYCLE_EPOCHS = 50
 DIVERGED_NATS_PER_WEIGHT = 10.0
 #: The chains were still fitting when sampling ended when the training loss fell from one
 #: cycle's end to the next (after the first cycle, over every chain) by more than this
-#: many nats per row on average, and by more than ``UNDERFIT_SE`` standard errors of
-#: that average: the draws of the earlier cycles then fit the training rows worse by as
-#: much per cycle, four times what the samplers' Monte Carlo error may cost the
-#: predictive.
-UNDERFIT_NATS = 0.02
+#: many times the posterior's own spread of that loss, ``sqrt(n_params / 2) / n`` per
+#: row (the sd of a Gaussian posterior's log density, over the rows' weight ``n``), and
+#: by more than ``UNDERFIT_SE`` standard errors: a chain that samples its posterior
+#: moves its loss about that much from draw to draw, not steadily down.
+UNDERFIT_SPREADS = 2.0
 #: Standard errors by which the cycles' mean gain must exceed zero: a chain's cycles land
 #: in different modes, whose fits differ either way on few rows.
 UNDERFIT_SE = 3.0
@@ -148,8 +148,9 @@ class SGHMC(_Trainer):
         10,000 steps per cycle, and at least 50 per cycle, but no more than 2 x 10^7 row
         visits per chain (20 epochs of 10^6 rows) and at least 10. When the chains were
         still fitting the data as sampling ended (the training loss at a cycle's end
-        falling from one cycle to the next, ``diagnostics_["cycle_gains"]``, by over
-        ``UNDERFIT_NATS`` nats per row), a ConvergenceWarning asks for more.
+        falling from one cycle to the next, ``diagnostics_["cycle_gains"]``, by more
+        than twice the posterior's own spread of it, ``diagnostics_["loss_spread"]``), a
+        ConvergenceWarning asks for more.
 
     Examples
     --------
@@ -288,12 +289,16 @@ class SGHMC(_Trainer):
         if gains is not None and gains.size > 1 and np.all(np.isfinite(gains)):
             mean = float(gains.mean())
             se = float(gains.std(ddof=1) / math.sqrt(gains.size))
-            if mean > max(UNDERFIT_NATS, UNDERFIT_SE * se):
+            spread = math.sqrt(target.n_params / 2) / float(target.W.sum())
+            diagnostics["loss_spread"] = spread
+            if mean > max(UNDERFIT_SPREADS * spread, UNDERFIT_SE * se):
                 warn(
                     f"SGHMC's chains were still fitting the data when sampling ended: from "
                     f"one cycle's end to the next the training loss fell by {mean:.3g} "
                     f"nats per row (+- {se:.2g}, over {gains.size} cycles of "
-                    f"{len(members)} chains), so the draws of the earlier cycles underfit. "
+                    f"{len(members)} chains), {mean / spread:.0f} times the posterior's "
+                    f"own spread of it ({spread:.2g}), so the draws of the earlier cycles "
+                    "underfit. "
                     f"Give the cycles more steps: {self._fix(max_iter=4 * s.max_iter)}, "
                     "or use method='ensemble', which trains each member to its optimum.",
                     ConvergenceWarning,
