@@ -57,7 +57,7 @@ def run_fit(method: str, args) -> dict:
     params = json.loads(args.method_params) if args.method_params else {}
     est = BayesianMLPRegressor(
         hidden_layer_sizes=tuple(args.hidden),
-        method=METHODS[method](**params),
+        method="auto" if method == "auto" else METHODS[method](**params),
         random_state=args.seed,
         n_jobs=-1,
     )
@@ -71,6 +71,7 @@ def run_fit(method: str, args) -> dict:
     gains = diag.get("cycle_gains")
     return {
         "method": method,
+        "method_": type(est.method_).__name__,
         "method_params": params,
         "rows": args.rows,
         "hidden": list(args.hidden),
