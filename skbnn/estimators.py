@@ -33,7 +33,7 @@ from .kernels.predict import mixture_quantiles
 from .layout import ACTIVATIONS, NetworkLayout
 from .log_posterior import LogPosterior, noise_mode
 from .methods import METHODS, BaseMethod
-from .methods._auto import auto_knob_message
+from .methods._auto import auto_knob_message, resolve_hidden
 from .methods._auto import resolve as resolve_auto
 from .metrics._scores import _mixture_log_density
 from .posterior import ForwardPass
@@ -41,10 +41,14 @@ from .priors import PRIORS, GaussianPrior, HierarchicalPrior, LogisticPrior, Sca
 from .utils import data_fingerprint, seed_sequence, thread_map
 
 _SHARED_PARAMS_DOC = """
-    hidden_layer_sizes : tuple of int, default=(10,)
+    hidden_layer_sizes : tuple of int or "auto", default="auto" (regressor), (10,) (classifier)
         Width of each hidden layer; ``()`` means no hidden layer (Bayesian linear, logistic
-        or softmax regression). Ten units are enough for most tabular problems of a few
-        hundred rows and keep NUTS fast; widen for more complex functions.
+        or softmax regression). ``"auto"`` chooses from the number of rows and records the
+        choice in ``hidden_layer_sizes_``: ``(10,)``, enough for most tabular problems of
+        a few hundred rows and fast under NUTS, and for a regressor ``(50,)`` from 5,000
+        rows, where ten units underfit (``skbnn.methods._auto.resolve_hidden``). The
+        classifier's default is ``(10,)``: on many rows 50 units did not predict better.
+        Widen for more complex functions.
     activation : {"tanh", "relu", "logistic", "identity"}, default="tanh"
         Hidden-layer activation. ``tanh`` is the default because its smooth posterior suits
         gradient-based samplers: the kinks of ``relu`` cost energy errors and smaller steps.
@@ -104,7 +108,11 @@ class _BaseBayesianMLP(BaseEstimator):
     """Shared fitting and prediction machinery of the two estimators."""
 
     _parameter_constraints: dict = {
-        "hidden_layer_sizes": ["array-like", Interval(Integral, 1, None, closed="left")],
+        "hidden_layer_sizes": [
+            "array-like",
+            Interval(Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
+        ],
         "activation": [StrOptions(set(ACTIVATIONS))],
         "method": [StrOptions({"auto", *METHODS}), BaseMethod],
         # the public classes, so a wrong prior's error message names what is accepted
@@ -200,7 +208,11 @@ class _BaseBayesianMLP(BaseEstimator):
 
     def _run(self, X, Y, W, likelihood, noise_precision=1.0, infer_noise=False):
         start = time.perf_counter()
-        hidden = check_hidden_layer_sizes(self.hidden_layer_sizes)
+        task = "regression" if likelihood == "gaussian" else "classification"
+        hidden = self.hidden_layer_sizes
+        if isinstance(hidden, str) and hidden == "auto":
+            hidden = resolve_hidden(X.shape[0], task)
+        hidden = check_hidden_layer_sizes(hidden)
         method = self._resolve_method(X, Y, hidden, likelihood)
         likelihood = method.likelihood(likelihood, infer_noise=infer_noise)
         noise = noise_mode(likelihood, infer_noise, method.noise_handling)
@@ -254,6 +266,7 @@ class _BaseBayesianMLP(BaseEstimator):
             setattr(self, name, value)
         self._method_attributes = tuple(result.attributes)
         self.method_ = method
+        self.hidden_layer_sizes_ = hidden
         self.diagnostics_ = dict(result.diagnostics)
         self.diagnostics_["wall_time"] = time.perf_counter() - start
         self._layout = target.layout
@@ -316,6 +329,9 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
     n_outputs_ : int
     method_ : method object
         The method that ran: a copy of ``method``, or the one ``"auto"`` chose.
+    hidden_layer_sizes_ : tuple of int
+        The hidden layers of the fitted network: ``hidden_layer_sizes``, or the ones
+        ``"auto"`` chose.
     posterior_ : skbnn.posterior.WeightedDraws
         Posterior draws of the flat parameter vector (standardized scale).
     diagnostics_ : dict
@@ -367,7 +383,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
 
     def __init__(
         self,
-        hidden_layer_sizes=(10,),
+        hidden_layer_sizes="auto",
         activation="tanh",
         method="auto",
         prior="gaussian",
@@ -692,6 +708,8 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         Only when X has feature names.
     method_ : method object
         The method that ran: a copy of ``method``, or the one ``"auto"`` chose.
+    hidden_layer_sizes_ : tuple of int
+        The hidden layers of the fitted network.
     posterior_ : skbnn.posterior.WeightedDraws
     diagnostics_ : dict
         See :class:`BayesianMLPRegressor`.

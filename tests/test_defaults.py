@@ -53,3 +53,36 @@ def test_defaults_on_diabetes(seed):
     lower, upper = reg.predict_interval(X_test, coverage=0.9)
     coverage = np.mean((y_test >= lower) & (y_test <= upper))
     assert 0.85 <= coverage <= 0.95, coverage
+
+
+def test_the_default_network_widens_with_the_rows_of_a_regression():
+    # hidden_layer_sizes="auto": 10 units where NUTS runs and few rows leave the
+    # function loose, 50 from AUTO_WIDE_ROWS rows, where 10 underfit; the classifier
+    # keeps 10. The choice is recorded, and it is the network that was fitted.
+    from skbnn import BayesianMLPClassifier
+    from skbnn.methods import DeepEnsemble
+    from skbnn.methods._auto import AUTO_WIDE_ROWS, AUTO_WIDE_UNITS
+
+    assert BayesianMLPRegressor().hidden_layer_sizes == "auto"
+    assert BayesianMLPClassifier().hidden_layer_sizes == (10,)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(AUTO_WIDE_ROWS, 3))
+    y = X[:, 0] + 0.1 * rng.normal(size=AUTO_WIDE_ROWS)
+    fast = DeepEnsemble(max_iter=3, solver="adam")
+    for rows, units in [(AUTO_WIDE_ROWS - 1, 10), (AUTO_WIDE_ROWS, AUTO_WIDE_UNITS)]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # three epochs do not converge
+            reg = BayesianMLPRegressor(method=fast, n_samples=1, random_state=0)
+            reg.fit(X[:rows], y[:rows])
+        assert reg.hidden_layer_sizes_ == (units,)
+        assert list(reg._layout.sizes[:2]) == [3, units]
+    clf = BayesianMLPClassifier(method=fast, hidden_layer_sizes="auto", n_samples=1, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf.fit(X, X[:, 0] > 0)
+    assert clf.hidden_layer_sizes_ == (10,)
+    # a given network is kept as given
+    reg = BayesianMLPRegressor(hidden_layer_sizes=(4, 3), method=fast, n_samples=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert reg.fit(X[:50], y[:50]).hidden_layer_sizes_ == (4, 3)
