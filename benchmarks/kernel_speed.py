@@ -41,6 +41,9 @@ gradient, the delta below it and the first layer's weight gradient, with their s
 the whole gradient's time::
 
     python benchmarks/kernel_speed.py --parts
+
+``--out`` appends the gradient lines to ``benchmarks/results/kernel_speed.jsonl``, with the
+run's commit, machine, date and load, which the README's figure is rendered from.
 """
 
 from __future__ import annotations
@@ -287,7 +290,21 @@ def parts(n_rows: int = 455, n_features: int = 13, hidden: int = 10, repeats: in
         print(json.dumps(line), flush=True)
 
 
-def main(n_rows: int = 455, n_features: int = 13, hidden=(10,), repeats: int = 7) -> None:
+def main(n_rows: int = 455, n_features: int = 13, hidden=(10,), repeats: int = 7,
+         out: str | None = None) -> None:  # fmt: skip
+    """One line per activation; with ``out``, also appended to that file with the run's
+    commit, machine, date and 1-minute load before and after (``_uci.provenance``)."""
+    import datetime
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _uci import emitter, provenance
+
+    emit = emitter(out)
+    head = {
+        **provenance("kernel_speed.py", ["--out"] if out else []),
+        "date": datetime.date.today().isoformat(),
+        "loadavg_1min": round(os.getloadavg()[0], 2),
+    }
     peak = host_fma_peak_gflops()
     flops = gradient_flops((n_features, *hidden, 1)) * n_rows
     conventional = conventional_flops((n_features, *hidden, 1)) * n_rows
@@ -310,7 +327,7 @@ def main(n_rows: int = 455, n_features: int = 13, hidden=(10,), repeats: int = 7
             "share_of_peak_conventional": round(conventional / us / 1e3 / peak, 3),
             "numba_cpu_name": os.environ.get("NUMBA_CPU_NAME", "host"),
         }
-        print(json.dumps(line), flush=True)
+        emit({**head, **line, "loadavg_1min_after": round(os.getloadavg()[0], 2)})
 
 
 if __name__ == "__main__":
@@ -318,5 +335,8 @@ if __name__ == "__main__":
         print(fma_peak_gflops())
     elif sys.argv[1:] == ["--parts"]:
         parts()
+    elif sys.argv[1:] == ["--out"]:
+        main(out=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                              "kernel_speed.jsonl"))  # fmt: skip
     else:
         main()
