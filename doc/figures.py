@@ -513,6 +513,18 @@ def performance_summary() -> str:
     return f"{span} s of compiling; {quick} ({conditions(lines)})"
 
 
+def performance_kernel() -> str:
+    """doc/performance.md's summary-table cell for the gradient kernel: the latest host
+    run's rate and its share of the FMA peak by the conventional count."""
+    _, records = gradient_kernel()
+    line = records[0]
+    return (
+        f"{line['grad_evals_per_s'] / 1e3:.0f}k gradients/s for the 13-10-1 ReLU network on "
+        f"one core, {line['share_of_peak_conventional']:.2f} of the FMA peak by the "
+        f"conventional count ({conditions(records)})"
+    )
+
+
 def _run_label(record: dict) -> str:
     return f"{record.get('date', 'undated')}, {_short(record.get('commit'))}"
 
@@ -669,6 +681,7 @@ BLOCKS = {
     "readme-measured": (README, readme_measured, False),
     "readme-first-fit": (README, readme_first_fit, False),
     "performance-summary": (PERFORMANCE, performance_summary, True),
+    "performance-kernel": (PERFORMANCE, performance_kernel, True),
     "performance-compile-table": (PERFORMANCE, performance_compile_table, False),
     "performance-compile-notes": (PERFORMANCE, performance_compile_notes, False),
     "defaults-quickstart": (DEFAULTS, defaults_quickstart, False),
