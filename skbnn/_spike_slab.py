@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .posterior import WeightedDraws, stored_draws
+from ._draws import WeightedDraws, stored_draws
 
 
 class SpikeSlabPosterior(WeightedDraws):

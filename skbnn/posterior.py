@@ -19,12 +19,23 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import entr, expit, softmax
 
+from ._draws import (
+    WeightedDraws,
+    _entropy,
+    _weighted_mean_sd,
+    class_probabilities,
+    stored_draws,
+)
 from ._kron import KronPrecision, output_derivatives
+from ._spike_slab import (
+    FlowSpikeSlabPosterior,
+    LowRankSpikeSlabPosterior,
+    SpikeSlabPosterior,
+    spike_slab_draws,
+)
 from .kernels import backprop as kbackprop
 from .kernels import density as knet
-from .kernels.likelihoods import HETERO_MIN_VAR
 
 # Bytes of network outputs held at once while predicting; bounds memory for large X.
 _CHUNK_BYTES = 64 * 2**20
@@ -181,183 +192,6 @@ class ForwardPass:
 
         with single_threaded_blas():
             return thread_map(part, list(range(0, n, chunk)), self.n_jobs)
-
-
-def class_probabilities(f, binary: bool) -> np.ndarray:
-    """Class probabilities ``(S, n, n_classes)`` from network outputs ``(S, k, n)``."""
-    if binary:
-        # expit never overflows, and p(class 0) = expit(-f) keeps its precision where
-        # p(class 1) rounds to 1
-        return np.stack([expit(-f[:, 0, :]), expit(f[:, 0, :])], axis=-1)
-    return softmax(np.transpose(f, (0, 2, 1)), axis=-1)
-
-
-def _entropy(p: np.ndarray) -> np.ndarray:
-    """Shannon entropy in nats over the last axis, with ``0 log 0 = 0``."""
-    return entr(p).sum(axis=-1)
-
-
-def _weighted_mean_sd(w, p):
-    """Weighted mean and sd over the first axis (two passes: ``E[p^2] - m^2`` cancels
-    catastrophically for p near 0 or 1)."""
-    m = np.einsum("s,s...->...", w, p)
-    return m, np.sqrt(np.einsum("s,s...->...", w, (p - m[None]) ** 2))
-
-
-class WeightedDraws:
-    """A posterior represented by (optionally weighted) draws of ``theta``.
-
-    Parameters
-    ----------
-    thetas : ndarray of shape (n_draws, n_params)
-        Parameter vectors (layout of :mod:`skbnn.layout`).
-    weights : ndarray of shape (n_draws,), default=None
-        Normalized importance weights; ``None`` means equal weights (MCMC draws).
-    noise_precision : ndarray of shape (n_draws, n_outputs), default=None
-        Noise precision of each draw on the standardized scale (regression only).
-    chain_shape : tuple of int, default=None
-        ``(n_chains, n_draws_per_chain)`` when the draws are consecutive MCMC chains (kept in
-        chain order, possibly truncated at the end to ``n_draws``).
-    heteroscedastic : bool, default=False
-        Whether each draw's network predicts the noise per row (two outputs per target: the
-        mean and a raw variance mapped through ``softplus + 1e-6``) instead of carrying a
-        noise precision.
-
-    Attributes
-    ----------
-    n_draws : int
-    """
-
-    def __init__(
-        self, thetas, weights=None, noise_precision=None, chain_shape=None, heteroscedastic=False
-    ):
-        self.thetas = np.ascontiguousarray(thetas, dtype=np.float64)
-        self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
-        self.noise_precision = None if noise_precision is None else np.asarray(noise_precision)
-        self.chain_shape = chain_shape
-        self.heteroscedastic = bool(heteroscedastic)
-        #: Draws of each layer's weight precision, shape (n_draws, n_layers), under a
-        #: hierarchical prior; None otherwise.
-        self.prior_precision = None
-
-    @property
-    def n_draws(self) -> int:
-        """Number of stored draws."""
-        return self.thetas.shape[0]
-
-    def normalized_weights(self) -> np.ndarray:
-        """Weights summing to one (equal weights when unweighted)."""
-        if self.weights is None:
-            return np.full(self.n_draws, 1.0 / self.n_draws)
-        return self.weights / self.weights.sum()
-
-    def sample_indices(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """Indices of ``n`` draws taken with probability proportional to their weights."""
-        return rng.choice(self.n_draws, size=n, p=self.normalized_weights())
-
-    def predictive(self, outputs, n_targets: int, index=None) -> tuple[np.ndarray, np.ndarray]:
-        """Each draw's predictive mean and noise sd from its network outputs.
-
-        Parameters
-        ----------
-        outputs : ndarray of shape (n_draws, n_network_outputs, n_rows)
-            The network run with each stored draw (standardized scale).
-        n_targets : int
-        index : ndarray of int, default=None
-            Which stored draws ``outputs`` come from (default: all, in order).
-
-        Returns
-        -------
-        mean : ndarray of shape (n_draws, n_targets, n_rows)
-        noise_sd : ndarray of shape (n_draws, n_targets, n_rows) or (n_draws, n_targets, 1)
-            The Gaussian observation noise of each draw: per row when heteroscedastic.
-        """
-        if self.heteroscedastic:
-            raw = outputs[:, n_targets:]
-            return outputs[:, :n_targets], np.sqrt(np.logaddexp(0.0, raw) + HETERO_MIN_VAR)
-        tau = np.broadcast_to(self.noise_precision, (self.n_draws, n_targets))
-        if index is not None:
-            tau = tau[index]
-        return outputs, (1.0 / np.sqrt(tau))[:, :, None]
-
-    def components(self, net: ForwardPass, X, n_targets: int):
-        """The predictive of ``y`` as a mixture of Gaussians in the network output.
-
-        Parameters
-        ----------
-        net : ForwardPass
-        X : ndarray of shape (n_rows, n_features)
-        n_targets : int
-
-        Yields
-        ------
-        rows : slice
-        weights : ndarray of shape (S,)
-            Normalized component weights.
-        mean : ndarray of shape (S, n_targets, n_chunk)
-            Each component's mean of the network output (standardized scale).
-        fvar : ndarray of shape (S, n_targets, n_chunk) or None
-            The variance of the network output within each component; None (zero) for
-            draws of the weights.
-        noise_sd : ndarray of shape (S, n_targets, n_chunk) or (S, n_targets, 1)
-            Each component's observation noise sd.
-        """
-        w = self.normalized_weights()
-        for rows, out in net.outputs(X, self.thetas):
-            mean, sd = self.predictive(out, n_targets)
-            yield rows, w, mean, None, sd
-
-    def function_draws(self, net: ForwardPass, X, n_targets: int, n: int, rng):
-        """``n`` joint draws of the network output over all rows of ``X``.
-
-        Yields ``(rows, f, noise_sd)`` per chunk: ``f`` of shape ``(n, n_targets, n_chunk)``
-        and each draw's noise sd as in :meth:`components`; draw ``s`` is the same function
-        in every chunk.
-        """
-        idx = self.sample_indices(n, rng)
-        for rows, out in net.outputs(X, self.thetas[idx]):
-            yield (rows, *self.predictive(out, n_targets, idx))
-
-    def class_probabilities(self, net: ForwardPass, X, binary: bool):
-        """Posterior-averaged class probabilities and their spread across draws.
-
-        Yields ``(rows, mean, sd)`` per chunk, both of shape ``(n_chunk, n_classes)``.
-        """
-        w = self.normalized_weights()
-        for rows, f in net.outputs(X, self.thetas):
-            yield (rows, *_weighted_mean_sd(w, class_probabilities(f, binary)))
-
-    def class_entropies(self, net: ForwardPass, X, binary: bool):
-        """Posterior-averaged class probabilities and the posterior average of each draw's
-        entropy, the aleatoric part of the predictive entropy.
-
-        Yields ``(rows, mean, expected_entropy)`` per chunk, of shapes
-        ``(n_chunk, n_classes)`` and ``(n_chunk,)``.
-        """
-        w = self.normalized_weights()
-        for rows, f in net.outputs(X, self.thetas):
-            p = class_probabilities(f, binary)
-            yield rows, np.einsum("s,s...->...", w, p), w @ _entropy(p)
-
-    def __repr__(self) -> str:
-        kind = "weighted" if self.weights is not None else "equally weighted"
-        return f"WeightedDraws({self.n_draws} {kind} draws of {self.thetas.shape[1]} parameters)"
-
-
-def stored_draws(posterior, n_draws: int, random_state, noise_precision):
-    """``(thetas, noise_precision)``: ``n_draws`` draws from a posterior that samples on
-    demand (its ``sample`` and ``n_noise``), seeded by ``random_state``, and the noise
-    precision of each draw when the noise is among the parameters (its last ``n_noise``,
-    a log precision), else ``noise_precision`` as given."""
-    from .utils import seed_sequence
-
-    rng = np.random.default_rng(seed_sequence(random_state))
-    thetas = posterior.sample(n_draws, rng)
-    if posterior.n_noise:
-        # a wide Gaussian over the log precision (an unsettled SWAG phase, which warns)
-        # can draw values whose exp is 0 or inf: infinite or zero noise sds
-        noise_precision = np.exp(np.clip(thetas[:, -posterior.n_noise :], -700.0, 700.0))
-    return thetas, noise_precision
 
 
 class GaussianPosterior(WeightedDraws):
@@ -754,22 +588,15 @@ class _KronChunk:
         return self.kron.function_shifts(self.inputs, self.deltas, delta)
 
 
-#: The LBBNN posteriors, which subclass WeightedDraws in ``skbnn._spike_slab``: served from
-#: here on first use (PEP 562), so neither module imports the other at import time.
-_SPIKE_SLAB = (
+__all__ = [
+    "ForwardPass",
+    "GaussianPosterior",
+    "LaplacePosterior",
+    "WeightedDraws",
+    "class_probabilities",
+    "stored_draws",
     "FlowSpikeSlabPosterior",
     "LowRankSpikeSlabPosterior",
     "SpikeSlabPosterior",
     "spike_slab_draws",
-)
-
-
-def __getattr__(name: str):
-    if name in _SPIKE_SLAB:
-        from . import _spike_slab
-
-        return getattr(_spike_slab, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["ForwardPass", "GaussianPosterior", "LaplacePosterior", "WeightedDraws", *_SPIKE_SLAB]
+]
