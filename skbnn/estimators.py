@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from functools import partial, wraps
+from functools import partial
 from numbers import Integral, Real
 
 import joblib
@@ -38,7 +38,7 @@ from .methods._auto import resolve as resolve_auto
 from .metrics._scores import _mixture_log_density
 from .posterior import ForwardPass
 from .priors import PRIORS, GaussianPrior, HierarchicalPrior, LogisticPrior, ScaleMixturePrior
-from .utils import data_fingerprint, seed_sequence, thread_map
+from .utils import data_fingerprint, seed_sequence, thread_map, unchanged_on_failure
 
 _SHARED_PARAMS_DOC = """
     hidden_layer_sizes : tuple of int or "auto", default="auto" (regressor), (10,) (classifier)
@@ -282,26 +282,6 @@ class _BaseBayesianMLP(BaseEstimator):
         return validate_data(self, X, reset=False, dtype=np.float64)
 
 
-def _unchanged_on_failure(fit):
-    """``fit`` that leaves the estimator as it was when it raises, also on Ctrl-C
-    (``KeyboardInterrupt``): unfitted, or with its previous fit intact, so that it can be
-    used, pickled or fitted again as if the call had not happened."""
-
-    @wraps(fit)
-    def wrapper(self, *args, **kwargs):
-        # a fit rebinds its attributes and never changes a previous fit's objects in place
-        # (warm_start continues from a copy of the chains), so a shallow copy suffices
-        before = dict(self.__dict__)
-        try:
-            return fit(self, *args, **kwargs)
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(before)
-            raise
-
-    return wrapper
-
-
 class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
     __doc__ = (
         """Bayesian multilayer perceptron regressor.
@@ -406,7 +386,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         self.warm_start = warm_start
 
     @_fit_context(prefer_skip_nested_validation=False)
-    @_unchanged_on_failure
+    @unchanged_on_failure
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight=None) -> BayesianMLPRegressor:
         """Compute the posterior of the network's weights given ``(X, y)``.
 
@@ -765,7 +745,7 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         self.warm_start = warm_start
 
     @_fit_context(prefer_skip_nested_validation=False)
-    @_unchanged_on_failure
+    @unchanged_on_failure
     def fit(self, X: ArrayLike, y: ArrayLike, sample_weight=None) -> BayesianMLPClassifier:
         """Compute the posterior of the network's weights given ``(X, y)``.
 

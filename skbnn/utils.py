@@ -7,6 +7,7 @@ import os
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
+from functools import wraps
 
 import joblib
 import numpy as np
@@ -113,6 +114,26 @@ def last_step(estimator, X):
     if hasattr(estimator, "steps"):
         return estimator.steps[-1][1], estimator[:-1].transform(X)
     return estimator, X
+
+
+def unchanged_on_failure(fit):
+    """``fit`` that leaves the estimator as it was when it raises, also on Ctrl-C
+    (``KeyboardInterrupt``): unfitted, or with its previous fit intact, so that it can be
+    used, pickled or fitted again as if the call had not happened."""
+
+    @wraps(fit)
+    def wrapper(self, *args, **kwargs):
+        # a fit rebinds its attributes and never changes a previous fit's objects in place
+        # (warm_start continues from a copy of the chains), so a shallow copy suffices
+        before = dict(self.__dict__)
+        try:
+            return fit(self, *args, **kwargs)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
+
+    return wrapper
 
 
 def check_interrupt() -> None:
