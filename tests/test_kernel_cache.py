@@ -300,6 +300,31 @@ def test_a_cold_nuts_fit_compiles_its_bookkeeping_and_network_kernel_in_the_help
     assert second == {**first, "run_nuts_block": [1, 0]}
 
 
+_COLD_LAPLACE = """
+import json, numpy as np
+from skbnn import BayesianMLPRegressor
+from skbnn.kernels import backprop, density, optim
+from skbnn.methods import Laplace
+X = np.linspace(-1, 1, 20)[:, None]
+BayesianMLPRegressor((2,), method=Laplace(), n_samples=10, random_state=0).fit(X, X[:, 0])
+kernels = (optim.run_epoch, backprop.jacobian, density.logp_grad_for(2, 0, 0))
+print(json.dumps({k.__name__: [len(k.stats.cache_hits), len(k.stats.cache_misses)]
+                  for k in kernels}))
+"""
+
+
+def test_a_cold_laplace_fit_compiles_the_network_kernel_in_the_helper(tmp_path):
+    # A cold Laplace fit compiles the Jacobian and its training kernels, which call the
+    # network kernel only through its address, while the helper compiles the network
+    # kernel: the fit's process loads that from the cache (a hit, no miss).
+    import os
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "SKBNN_COMPILE_ASIDE": "1"}
+    first, second = _json_of_two_processes(_COLD_LAPLACE, env)
+    assert first == {"run_epoch": [0, 1], "jacobian": [0, 1], "logp_grad_2_0_0": [1, 0]}
+    assert second == {"run_epoch": [1, 0], "jacobian": [1, 0], "logp_grad_2_0_0": [1, 0]}
+
+
 _ASIDE = """
 import json, numpy as np
 from skbnn.kernels import _compile, smc

@@ -270,14 +270,17 @@ class Laplace(_Trainer):
         return (kbackprop.jacobian, *super()._kernels(target), knet.logp_grad_batch)
 
     def _warm_up(self, tiny, target) -> None:
-        """The Jacobian and the evaluations that the polish and the exact Hessian make from
-        Python, then the training engine's epoch."""
+        """The Jacobian, the training engine's epoch and the evaluations that the polish
+        and the exact Hessian make from Python. A helper process, where one can run,
+        compiles the network kernel meanwhile: the Jacobian does not call it, and the
+        training kernels call it through its address."""
+        knet.density_target(tiny.kernel_target(), aside=True, codes=tiny.kernel_codes)
         theta = np.ones(tiny.n_params)
         x = tiny.XT.reshape(tiny.n_features, tiny.n_rows).T
         ForwardPass(tiny.layout, tiny.activation_code).map_jacobians(x, theta, 0, lambda *a: None)
+        super()._warm_up(tiny, target)
         tiny.evaluator()(theta)
         tiny.logp_grad_batch(theta[None])
-        super()._warm_up(tiny, target)
 
     # -- the pieces of one approximation ------------------------------------------------
 
