@@ -325,6 +325,31 @@ def test_a_cold_laplace_fit_compiles_the_network_kernel_in_the_helper(tmp_path):
     assert second == {"run_epoch": [1, 0], "jacobian": [1, 0], "logp_grad_2_0_0": [1, 0]}
 
 
+_COLD_MEANFIELD = """
+import json, numpy as np
+from skbnn import BayesianMLPRegressor
+from skbnn.kernels import vi
+from skbnn.methods import VariationalInference
+X = np.linspace(-1, 1, 20)[:, None]
+BayesianMLPRegressor((2,), method=VariationalInference(max_iter=2), n_samples=10,
+                     random_state=0).fit(X, X[:, 0])
+print(json.dumps({f: len(getattr(vi, f).signatures) for f in
+                  ("diagonal_terms", "analytic_terms", "_lowrank_entropy", "_entropy_path")}))
+"""
+
+
+def test_a_mean_field_fit_compiles_none_of_the_low_rank_familys_algebra(tmp_path):
+    # The low-rank family's entropy needs a Cholesky factor and an inverse, whose LAPACK
+    # wrappers take seconds to compile; the mean-field family's epoch kernel is specialized
+    # without them, so a cold mean-field fit compiles neither.
+    import os
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    first, _ = _json_of_two_processes(_COLD_MEANFIELD, env)
+    assert first == {"diagonal_terms": 1, "analytic_terms": 0, "_lowrank_entropy": 0,
+                     "_entropy_path": 0}  # fmt: skip
+
+
 _ASIDE = """
 import json, numpy as np
 from skbnn.kernels import _compile, smc

@@ -135,49 +135,85 @@ def analytic_terms(vparams, p, n_w, rank, closed_kl, prior_mean, prior_scale, wo
     their Gaussian prior; adds its gradient in ``vparams`` to ``work.glam`` when asked (the
     entropy's only with ``entropy_grad``). Leaves ``M^-1`` of the low-rank family in
     ``work.minv``. ``work.sigma`` must be current (:func:`set_sigmas`)."""
+    value = _diagonal_entropy(p, work)
+    if rank > 0:
+        value = _lowrank_entropy(value, vparams, p, rank, work, with_grad, entropy_grad)
+    return _diagonal_rest(value, vparams, p, n_w, rank, closed_kl, prior_mean, prior_scale, work,
+                          with_grad, entropy_grad)  # fmt: skip
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def diagonal_terms(vparams, p, n_w, rank, closed_kl, prior_mean, prior_scale, work, with_grad,
+                   entropy_grad):  # fmt: skip
+    """:func:`analytic_terms` of the mean-field family (``rank`` 0) bit for bit, without
+    the low-rank factors' share of the entropy: the epoch kernels of that family compile
+    this one, and so none of the linear algebra that share needs."""
+    value = _diagonal_entropy(p, work)
+    return _diagonal_rest(value, vparams, p, n_w, rank, closed_kl, prior_mean, prior_scale, work,
+                          with_grad, entropy_grad)  # fmt: skip
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def _diagonal_entropy(p, work):
+    # the entropy of N(mu, diag(sigma^2))
     sigma = work.sigma
-    glam = work.glam
     value = 0.5 * p * (1.0 + _LOG_2PI)
     for i in range(p):
         value += math.log(sigma[i])
-    if rank > 0:
-        # H = sum log sigma + log det(M) / 2 with M = I + V D^-1 V' (determinant lemma);
-        # d H / d V = M^-1 U and d H / d sigma_i = 1 / sigma_i - sigma_i (U' M^-1 U)_ii for
-        # U = V D^-1
-        m = np.eye(rank)
+    return value
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def _lowrank_entropy(value, vparams, p, rank, work, with_grad, entropy_grad):
+    # adds the low-rank factors' share of the entropy, log det(M) / 2, and its gradient
+    sigma = work.sigma
+    glam = work.glam
+    # H = sum log sigma + log det(M) / 2 with M = I + V D^-1 V' (determinant lemma);
+    # d H / d V = M^-1 U and d H / d sigma_i = 1 / sigma_i - sigma_i (U' M^-1 U)_ii for
+    # U = V D^-1
+    m = np.eye(rank)
+    for a in range(rank):
+        va = vparams[(2 + a) * p : (3 + a) * p]
+        for b in range(a, rank):
+            vb = vparams[(2 + b) * p : (3 + b) * p]
+            acc = 0.0
+            for i in range(p):
+                acc += va[i] * vb[i] / (sigma[i] * sigma[i])
+            m[a, b] += acc
+            m[b, a] = m[a, b]
+    chol = np.linalg.cholesky(m)
+    for a in range(rank):
+        value += math.log(chol[a, a])
+    minv = np.linalg.inv(m)
+    work.minv[:, :] = minv
+    if with_grad and entropy_grad:
+        dvz = work.dvz
+        for a in range(rank):
+            for i in range(p):
+                dvz[a, i] = 0.0
+        for a in range(rank):
+            for b in range(rank):
+                c = minv[a, b]
+                vb = vparams[(2 + b) * p : (3 + b) * p]
+                for i in range(p):
+                    dvz[a, i] += c * vb[i] / (sigma[i] * sigma[i])
         for a in range(rank):
             va = vparams[(2 + a) * p : (3 + a) * p]
-            for b in range(a, rank):
-                vb = vparams[(2 + b) * p : (3 + b) * p]
-                acc = 0.0
-                for i in range(p):
-                    acc += va[i] * vb[i] / (sigma[i] * sigma[i])
-                m[a, b] += acc
-                m[b, a] = m[a, b]
-        chol = np.linalg.cholesky(m)
-        for a in range(rank):
-            value += math.log(chol[a, a])
-        minv = np.linalg.inv(m)
-        work.minv[:, :] = minv
-        if with_grad and entropy_grad:
-            dvz = work.dvz
-            for a in range(rank):
-                for i in range(p):
-                    dvz[a, i] = 0.0
-            for a in range(rank):
-                for b in range(rank):
-                    c = minv[a, b]
-                    vb = vparams[(2 + b) * p : (3 + b) * p]
-                    for i in range(p):
-                        dvz[a, i] += c * vb[i] / (sigma[i] * sigma[i])
-            for a in range(rank):
-                va = vparams[(2 + a) * p : (3 + a) * p]
-                for i in range(p):
-                    glam[(2 + a) * p + i] += dvz[a, i]
-                    # (U' M^-1 U)_ii = sum_a U_ai (M^-1 U)_ai
-                    glam[p + i] -= (
-                        sigma[i] * (va[i] / (sigma[i] * sigma[i])) * dvz[a, i] * (work.dsigma[i])
-                    )
+            for i in range(p):
+                glam[(2 + a) * p + i] += dvz[a, i]
+                # (U' M^-1 U)_ii = sum_a U_ai (M^-1 U)_ai
+                glam[p + i] -= (
+                    sigma[i] * (va[i] / (sigma[i] * sigma[i])) * dvz[a, i] * (work.dsigma[i])
+                )
+    return value
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def _diagonal_rest(value, vparams, p, n_w, rank, closed_kl, prior_mean, prior_scale, work,
+                   with_grad, entropy_grad):  # fmt: skip
+    # the diagonal entropy's gradient and the closed-form E_q[log p]
+    sigma = work.sigma
+    glam = work.glam
     if with_grad and entropy_grad:
         for i in range(p):
             glam[p + i] += work.dsigma[i] / sigma[i]
@@ -252,14 +288,15 @@ def mc_term(vparams, p, tgt, vcfg, work, ws, stats, rng, with_grad, scale):
         return _spike_slab_mc_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act,
                                    lik)  # fmt: skip
     return _gaussian_mc_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act, lik,
-                             prior, vc.local)  # fmt: skip
+                             prior, vc.local, vc.rank > 0)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _gaussian_mc_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act, lik, prior,
-                      local):  # fmt: skip
+                      local, lowrank):  # fmt: skip
     # mc_term for the Gaussian family; vc is the VI_CONFIG record, act, lik and prior the
-    # network's codes and local its vc.local, constants in a specialized epoch kernel
+    # network's codes, local its vc.local and lowrank whether vc.rank > 0, constants in a
+    # specialized epoch kernel
     XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
     cfg = cfgs[0]
     n = XT.shape[0] // sizes[0]
@@ -319,8 +356,10 @@ def _gaussian_mc_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scal
         b = cfg.noise_rate
         for o in range(p - n_w):
             g[n_w + o] = beta * (0.5 * sw - 0.5 * tau[o] * stats[2 + o]) + a - b * tau[o]
-        if vc.stl:
+        if vc.stl and lowrank:
             _entropy_path(vparams, p, rank, work)
+        elif vc.stl:
+            _diagonal_entropy_path(p, work)
         _accumulate(p, rank, work, 0, p, scale)
     return beta * ll + lp
 
@@ -332,8 +371,7 @@ def _entropy_path(vparams, p, rank, work):
     g = work.grad
     sigma = work.sigma
     if rank == 0:
-        for i in range(p):
-            g[i] += work.eps[i] / sigma[i]
+        _diagonal_entropy_path(p, work)
         return
     t = np.zeros(rank)
     for i in range(p):
@@ -348,9 +386,17 @@ def _entropy_path(vparams, p, rank, work):
             g[i] -= va[i] * sol[a] / (sigma[i] * sigma[i])
 
 
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def _diagonal_entropy_path(p, work):
+    # _entropy_path of the mean-field family: Sigma^-1 (theta - mu) = eps / sigma
+    g = work.grad
+    for i in range(p):
+        g[i] += work.eps[i] / work.sigma[i]
+
+
 @functools.cache
 def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, local: bool,
-                     lbbnn: int = 0):  # fmt: skip
+                     lbbnn: int = 0, factors: bool = False):  # fmt: skip
     """The kernel of one epoch of VI for the family ``fam`` (:data:`GAUSSIAN` or
     :data:`SPIKE_SLAB`): one pass over ``data.rows`` in minibatches, one optimizer step on
     the negative ELBO per batch.
@@ -359,9 +405,11 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
     :func:`skbnn.kernels.density.logp_grad_for`), whether the Gaussian family draws its
     pre-activations per row (``vcfg``'s ``local``) and whether the spike and slab is
     LBBNN's flow or low-rank family (``lbbnn``, :mod:`skbnn.kernels.lbbnn`'s flow or low-rank code
-    as in ``vcfg``; 0 for the others, whose estimator ``vcfg`` chooses) are constants of the
-    kernel, so numba compiles their branches only: a VI fit compiles neither LBBNN's terms
-    nor the other activations', likelihoods', priors' or estimator's. ``vcfg`` and
+    as in ``vcfg``; 0 for the others, whose estimator ``vcfg`` chooses) and whether the
+    Gaussian family has low-rank factors (``factors``, ``vcfg``'s ``rank`` above 0) are
+    constants of the kernel, so numba compiles their branches only: a VI fit compiles
+    neither LBBNN's terms nor the other activations', likelihoods', priors' or estimator's,
+    and a mean-field fit none of the low-rank family's linear algebra. ``vcfg`` and
     the target must agree with them. Cached on disk per combination, like any kernel.
 
     The kernel's parameters:
@@ -391,6 +439,7 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
     act, lik, prior, local = int(activation), int(likelihood), int(prior), bool(local)
     flow = spike and int(lbbnn) == LBBNN_FLOW
     lowrank = spike and int(lbbnn) == LBBNN_LOWRANK
+    lowrank_gaussian = not spike and bool(factors)
 
     def kernel(vparams, tgt, data, batch_size, lrs, opt, vcfg, work, ws, stats, rng):
         n = data.rows.shape[0]
@@ -419,8 +468,12 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
                     value = 0.0
                 else:
                     value = spike_slab_terms(vparams, p, p - cfg.n_noise, work, True)
-            else:
+            elif lowrank_gaussian:
                 value = analytic_terms(vparams, p, p - cfg.n_noise, vc.rank, vc.closed_kl,
+                                       tgt.prior_mean, tgt.prior_scale, work, True,
+                                       vc.local or not vc.stl)  # fmt: skip
+            else:
+                value = diagonal_terms(vparams, p, p - cfg.n_noise, 0, vc.closed_kl,
                                        tgt.prior_mean, tgt.prior_scale, work, True,
                                        vc.local or not vc.stl)  # fmt: skip
             for _ in range(vc.n_mc):
@@ -436,7 +489,7 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
                 else:
                     value += inv_mc * _gaussian_mc_term(vparams, p, bt, vc, work, ws, stats, rng,
                                                         True, inv_mc, act, lik, prior,
-                                                        local)  # fmt: skip
+                                                        local, lowrank_gaussian)  # fmt: skip
             if not math.isfinite(value):
                 cfg.beta = 1.0
                 return np.nan
@@ -450,6 +503,6 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
         cfg.beta = 1.0
         return total / n_w
 
-    variant = "_flow" if flow else "_lowrank" if lowrank else ""
+    variant = "_flow" if flow else "_lowrank" if lowrank or lowrank_gaussian else ""
     name = f"run_vi_epoch_{fam}_{act}_{lik}_{prior}_{int(local)}{variant}"
     return njit(cache=True, nogil=True, error_model="numpy")(_named(kernel, name))

@@ -178,8 +178,9 @@ class VariationalInference(_Trainer):
         """The variational family's epoch kernel for ``target``'s codes and estimator, the
         network kernel of the ELBO's estimate and :attr:`_more_kernels`."""
         codes = target.kernel_codes
-        variant = _variant(self._vcfg(target))
-        epoch = kvi.run_vi_epoch_for(self._family, *codes, self._local(target), variant)
+        vcfg = self._vcfg(target)
+        epoch = kvi.run_vi_epoch_for(self._family, *codes, self._local(target), _variant(vcfg),
+                                     bool(vcfg[0]["rank"]))  # fmt: skip
         return (epoch, knet.logp_grad_for(*codes), knet.logp_grad_batch, *self._more_kernels)
 
     def _warm_up(self, tiny, target) -> None:
@@ -314,7 +315,7 @@ class VariationalInference(_Trainer):
         best, best_vparams, count = np.inf, None, 0
         local = bool(vcfg[0]["local"]) and self._family == kvi.GAUSSIAN
         epoch_kernel = kvi.run_vi_epoch_for(self._family, *target.kernel_codes, local,
-                                            _variant(vcfg))  # fmt: skip
+                                            _variant(vcfg), bool(vcfg[0]["rank"]))  # fmt: skip
         member.converged = False
         lr0, reductions, since = s.learning_rate_init, 0, 0
         for epoch in range(s.max_iter):
