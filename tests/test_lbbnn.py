@@ -117,18 +117,23 @@ def _enumerate_paths(alphas):
     return out
 
 
-@pytest.mark.parametrize("hidden", [(), (3,), (2, 2)])
-def test_feature_inclusion_is_the_path_probability(hidden):
+@pytest.mark.parametrize("certain", [False, True])
+@pytest.mark.parametrize("hidden", [(), (3,), (2, 2), (2, 2, 2)])
+def test_feature_inclusion_is_the_path_probability(hidden, certain):
+    # certain: some indicators are surely off (0) or on (1), as in the median model's
     rng = np.random.default_rng(4)
     sizes = (3, *hidden, 2) if hidden else (3, 2)
     alphas = [rng.uniform(0, 1, (a, b)) for a, b in zip(sizes[:-1], sizes[1:], strict=True)]
+    if certain:
+        alphas = [np.where(a < 0.3, 0.0, np.where(a > 0.8, 1.0, a)) for a in alphas]
     got = path_probabilities(alphas, np.random.default_rng(0))
     exact = _enumerate_paths(alphas)
     if len(hidden) < 2:
         np.testing.assert_allclose(got, exact, rtol=1e-12)
     else:
-        # Monte Carlo over 10,000 draws: within 4.5 binomial standard errors
-        se = np.sqrt(exact * (1 - exact) / 10_000)
+        # Monte Carlo over 10,000 draws, with a variance below the binomial one of counting
+        # paths in as many draws of the indicators: within 4.5 binomial standard errors
+        se = np.sqrt(np.clip(exact * (1 - exact), 0, None) / 10_000)
         np.testing.assert_array_less(np.abs(got - exact), Z * se + 1e-12)
 
 
