@@ -91,7 +91,7 @@ def cell(data: str, rows: int, network: str, name: str, test_rows: int):
     warm_up(model(), X_train, y_train)
     est = model()
     fit_time, caught = timed_fit(est, X_train, y_train)
-    lpd = est._log_predictive_density(X_test, y_test)
+    lpd = est.predictive_.log_predictive_density(X_test, y_test)
     pred = est.predict(X_test)
     record = {
         "data": data,

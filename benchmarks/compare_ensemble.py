@@ -148,8 +148,8 @@ def run_skbnn(data, cfg: dict, seed: int) -> dict:
     mean, std = reg.predict(X_test, return_std=True)
     r["rmse"] = float(np.sqrt(np.mean((mean - y_test) ** 2)))
     r["test_ll"] = log_predictive_scorer(reg, X_test, y_test)
-    if hasattr(reg, "_log_predictive_density"):
-        row_ll = np.asarray(reg._log_predictive_density(X_test, y_test)).ravel()
+    if hasattr(reg, "predictive_"):
+        row_ll = np.asarray(reg.predictive_.log_predictive_density(X_test, y_test)).ravel()
         r["test_ll_se"] = float(row_ll.std(ddof=1) / np.sqrt(len(row_ll)))
     diag = getattr(reg, "diagnostics_", None) or {}
     if "compile_time" in diag:

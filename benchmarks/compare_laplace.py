@@ -153,7 +153,7 @@ def _skbnn_step(est, X, y, X_test, method=None):
                         sample_weight=W)  # fmt: skip
     else:
         rows, Y, W = _weighted_rows(X, y[:, None], None)
-        Y = (Y - est._y_mean) / est._y_std
+        Y = (Y - est.predictive_.y_mean) / est.predictive_.y_std
         target = LogPosterior(rows, Y, est.hidden_layer_sizes, est.activation, "gaussian",
                         prior=GaussianPrior(), noise="gibbs",
                         noise_precision=diag["noise_precision"], sample_weight=W)  # fmt: skip
@@ -196,15 +196,15 @@ def run_case(name, repeats, threads, backend, hessian="ggn") -> dict:
     diag = est.diagnostics_
     classifier = hasattr(est, "classes_")
     theta = est.posterior_.theta
-    sizes = [int(s) for s in est._layout.sizes]
+    sizes = [int(s) for s in est.predictive_.layout.sizes]
     if classifier:
         Y = np.searchsorted(est.classes_, y)
         likelihood, sigma = "classification", 1.0
     else:
-        Y = (y - est._y_mean[0]) / est._y_std[0]
+        Y = (y - est.predictive_.y_mean[0]) / est.predictive_.y_std[0]
         likelihood = "regression"
         sigma = float(diag["noise_precision"][0] ** -0.5)
-    net = est._network()
+    net = est.predictive_.network()
     _, f_var = est.posterior_.function_moments(net, X_test)
     # the evidence on the standardized scale, of the one mode (laplace-torch counts no
     # symmetric copies)
@@ -282,7 +282,7 @@ def run_case(name, repeats, threads, backend, hessian="ggn") -> dict:
         record["proba_max_abs_diff"] = float(np.max(np.abs(est.predict_proba(X_test)
                                                            - res["proba"])))  # fmt: skip
     else:
-        epistemic = est.predict_std(X_test, kind="epistemic") / est._y_std[0]
+        epistemic = est.predict_std(X_test, kind="epistemic") / est.predictive_.y_std[0]
         record["predict_std_epistemic_rel_diff"] = _rel(epistemic**2, res["f_var"][:, 0, 0])
     return record
 

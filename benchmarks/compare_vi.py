@@ -131,7 +131,7 @@ def run_skbnn(data, cfg: dict, seed: int) -> dict:
     diag = reg.diagnostics_
     post = reg.posterior_
     sizes = (X_train.shape[1], cfg["hidden"], 1)
-    y_mean, y_sd = float(reg._y_mean[0]), float(reg._y_std[0])
+    y_mean, y_sd = float(reg.predictive_.y_mean[0]), float(reg.predictive_.y_std[0])
     r = {"fit_time": fit_time, "train_time": float(diag["train_time"]),
          "compile_time": float(diag["compile_time"])}  # fmt: skip
     r.update(judge(post.mean[0], np.sqrt(post.var[0]), sizes, data, y_mean, y_sd, cfg, seed))

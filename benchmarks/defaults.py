@@ -561,7 +561,7 @@ def methods_suite(args, common, out) -> None:
             diag = est.diagnostics_
             iterations = diag["n_chains"] * (est.method_.n_warmup + diag["n_draws_per_chain"])
             _emit({**common, "part": "nuts_scaling", "dataset": f"friedman{n}", "split": 0,
-                   "method": "nuts", "n_train": n, "n_params": est._layout.n_weights,
+                   "method": "nuts", "n_train": n, "n_params": est.predictive_.layout.n_weights,
                    "grads_per_iteration": diag["n_grad_evals"] / iterations,
                    "rhat_loglik": diag["rhat_loglik"], **record}, out)  # fmt: skip
     if "classification" in args.only:

@@ -56,7 +56,7 @@ def data():
 
 def mean_network_accuracy(clf, theta: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
     """Test accuracy of the single network ``theta`` (ReLU hidden layers, argmax logit)."""
-    coefs, intercepts = clf._layout.unpack(theta)
+    coefs, intercepts = clf.predictive_.layout.unpack(theta)
     a = X
     for i, (w, b) in enumerate(zip(coefs, intercepts, strict=True)):
         a = a @ w + b
@@ -152,12 +152,12 @@ def main() -> None:
                 post = clf.posterior_
                 if name == "lowrank":
                     clf.posterior_ = LowRankSpikeSlabPosterior(
-                        post.mean, post.var, post.alpha, post.factors, clf._layout, post.rank,
-                        100, random_state=seed, model="median",
+                        post.mean, post.var, post.alpha, post.factors, clf.predictive_.layout,
+                        post.rank, 100, random_state=seed, model="median",
                     )  # fmt: skip
                 elif name == "flow":
                     clf.posterior_ = FlowSpikeSlabPosterior(
-                        post.mean, post.var, post.alpha, post.flow, clf._layout,
+                        post.mean, post.var, post.alpha, post.flow, clf.predictive_.layout,
                         post.flow_hidden, post.flow_steps, 100, random_state=seed,
                         model="median",
                     )  # fmt: skip

@@ -130,7 +130,10 @@ def main() -> None:
             # R-hat of the network output at every training row (the diagnostics check five)
             n_chains, n_keep = reg.posterior_.chain_shape
             f = np.concatenate(
-                [out[:, 0, :] for _, out in reg._network().outputs(X_train, reg.posterior_.thetas)],
+                [
+                    out[:, 0, :]
+                    for _, out in reg.predictive_.network().outputs(X_train, reg.posterior_.thetas)
+                ],
                 axis=1,
             ).reshape(n_chains, n_keep, -1)
             rhat_rows = np.array([rhat(f[:, :, j]) for j in range(f.shape[2])])

@@ -2,7 +2,8 @@
 
 ``BayesianMLPRegressor`` and ``BayesianMLPClassifier`` compute a posterior over a
 multilayer perceptron's weights with the method named by ``method=`` and predict with its
-uncertainty. The method classes of :mod:`skbnn.methods` are importable from here too, so
+uncertainty; a fitted estimator's ``predictive_`` (a :class:`Predictive`) predicts by
+itself. The method classes of :mod:`skbnn.methods` are importable from here too, so
 the fix a warning names (``method=NUTS(max_tree_depth=12)``) runs after
 ``from skbnn import NUTS``.
 """
@@ -24,6 +25,7 @@ from .methods import (
     RandomizedMAP,
     VariationalInference,
 )
+from .predictive import Predictive, PredictiveMixture
 
 __version__ = "0.1.0"
 
@@ -39,6 +41,8 @@ __all__ = [
     "MAMS",
     "MCLMC",
     "NUTS",
+    "Predictive",
+    "PredictiveMixture",
     "RandomizedMAP",
     "SGHMC",
     "SMC",

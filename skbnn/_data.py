@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
-from sklearn.utils.validation import _check_sample_weight
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from .exceptions import DataScaleWarning, RepeatedRowsWarning, warn
 
@@ -45,6 +45,13 @@ def check_hidden_layer_sizes(sizes) -> tuple[int, ...]:
     if not all(isinstance(s, Integral) and s >= 1 for s in sizes):
         raise ValueError(f"hidden_layer_sizes must be a tuple of positive ints, got {sizes!r}")
     return tuple(int(s) for s in sizes)
+
+
+def validate_X(estimator, X) -> np.ndarray:
+    """``X`` checked against what the fitted ``estimator`` was fitted on (the number of
+    features, their names) as a float array: the input of its ``predictive_``."""
+    check_is_fitted(estimator)
+    return validate_data(estimator, X, reset=False, dtype=np.float64)
 
 
 def weighted_rows(X, Y, sample_weight) -> TrainingRows:

@@ -26,6 +26,8 @@ import scipy.special
 import scipy.stats
 from numpy.typing import ArrayLike, NDArray
 
+from ._data import validate_X
+
 __all__ = [
     "ess_bulk",
     "ess_mean",
@@ -567,17 +569,17 @@ def to_inference_data(
             if value.shape == (n_chains, n_draws):
                 sample_stats[str(key)] = value
 
-    layout = getattr(estimator, "_layout", None)
-    if layout is None:
+    predictive = getattr(estimator, "predictive_", None)
+    if predictive is None:
         return arviz.from_dict(
             posterior={"theta": chain_draws},
             sample_stats=sample_stats or None,
         )
     index = _draw_index(posterior, chain_draws.shape[:2], declared_shape)
-    variables, dims, coords = _layers(estimator, layout, chain_draws, index, features)
+    variables, dims, coords = _layers(estimator, predictive, chain_draws, index, features)
     groups: dict[str, Any] = {}
     if X is not None:
-        groups = _pointwise(estimator, chain_draws, index, X, y)
+        groups = _pointwise(estimator, predictive, chain_draws.shape[:2], index, X, y)
         dims.update({"y": ["row"] + (["target"] if np.ndim(y) == 2 else [])})
     return arviz.from_dict(
         posterior=variables,
@@ -596,8 +598,9 @@ def _draw_index(posterior, shape, declared_shape) -> NDArray[np.int64] | None:
     return starts[:, None] + np.arange(shape[1])[None, :]
 
 
-def _layers(estimator, layout, chain_draws, index, features=None) -> tuple[dict, dict, dict]:
+def _layers(estimator, predictive, chain_draws, index, features=None) -> tuple[dict, dict, dict]:
     """The posterior's variables layer by layer, with named dimensions."""
+    layout = predictive.layout
     sizes = [int(v) for v in layout.sizes]
     names = ["input", *(f"hidden{i}" for i in range(1, len(sizes) - 1)), "output"]
     variables, dims = {}, {}
@@ -616,32 +619,31 @@ def _layers(estimator, layout, chain_draws, index, features=None) -> tuple[dict,
     if features is not None and len(features) == sizes[0]:
         coords["input"] = [str(f) for f in features]
     tau = getattr(estimator.posterior_, "noise_precision", None)
-    scale = getattr(estimator, "_y_std", None)
+    scale = predictive.y_std
     if tau is not None and index is not None and scale is not None and np.ndim(tau) == 2:
         variables["noise_std"] = np.asarray(scale) / np.sqrt(np.asarray(tau)[index])
         dims["noise_std"] = ["target"]
     return variables, dims, coords
 
 
-def _pointwise(estimator, chain_draws, index, X, y) -> dict:
-    """The log_likelihood, observed_data and posterior_predictive groups at ``X``."""
-    X = estimator._validate_X(X)
-    thetas = chain_draws.reshape(-1, chain_draws.shape[-1])
-    shape = chain_draws.shape[:2]
+def _pointwise(estimator, predictive, shape, index, X, y) -> dict:
+    """The log_likelihood, observed_data and posterior_predictive groups at ``X``, from
+    the draws of ``predictive.posterior`` that ``index`` picks (all of them when None),
+    exported as ``shape`` (chains, draws)."""
+    X = validate_X(estimator, X)
+    flat = None if index is None else index.ravel()
+    n_draws = int(np.prod(shape))
     rng = np.random.default_rng(0)
-    net = estimator._network()
-    classes = getattr(estimator, "classes_", None)
-    loglik = np.empty((thetas.shape[0], X.shape[0]))
+    draws = predictive.per_draw(X, flat, n_jobs=getattr(estimator, "n_jobs", None))
+    classes = predictive.classes
+    loglik = np.empty((n_draws, X.shape[0]))
     if classes is not None:
-        from .posterior import class_probabilities
-
         y = np.asarray(y)
         code = np.searchsorted(classes, y)
         if np.any(code >= len(classes)) or np.any(classes[np.minimum(code, len(classes) - 1)] != y):
             raise ValueError("y holds labels the classifier was not fitted on")
-        predicted = np.empty((thetas.shape[0], X.shape[0]), dtype=classes.dtype)
-        for rows, f in net.outputs(X, thetas):
-            p = class_probabilities(f, len(classes) == 2)
+        predicted = np.empty((n_draws, X.shape[0]), dtype=classes.dtype)
+        for rows, p in draws:
             with np.errstate(divide="ignore"):
                 loglik[:, rows] = np.log(
                     np.take_along_axis(p, code[rows][None, :, None], 2)[..., 0]
@@ -654,12 +656,8 @@ def _pointwise(estimator, chain_draws, index, X, y) -> dict:
     else:
         Y = np.asarray(y, dtype=np.float64).reshape(X.shape[0], -1)
         k = Y.shape[1]
-        predicted = np.empty((thetas.shape[0], X.shape[0], k))
-        flat = None if index is None else index.ravel()
-        for rows, f in net.outputs(X, thetas):
-            mean, sd = estimator.posterior_.predictive(f, k, flat)
-            mean = mean * estimator._y_std[None, :, None] + estimator._y_mean[None, :, None]
-            sd = np.broadcast_to(sd * estimator._y_std[None, :, None], mean.shape)
+        predicted = np.empty((n_draws, X.shape[0], k))
+        for rows, mean, sd in draws:
             loglik[:, rows] = scipy.stats.norm.logpdf(Y[rows].T[None], mean, sd).sum(axis=1)
             draw = mean + sd * rng.standard_normal(mean.shape)
             predicted[:, rows] = np.transpose(draw, (0, 2, 1))

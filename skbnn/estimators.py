@@ -3,42 +3,36 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from functools import partial
 from numbers import Integral, Real
 
 import joblib
 import numpy as np
-from joblib import effective_n_jobs
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import (
-    check_array,
-    check_is_fitted,
-    validate_data,
-)
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ._data import (
     check_hidden_layer_sizes,
     encode_labels,
     standardize,
+    validate_X,
     warn_repeated,
     warn_unscaled,
     weighted_rows,
 )
-from ._predictive import check_predictive_args, entropy_parts, finite_prediction
 from .exceptions import InconsistentVersionWarning, warn
-from .kernels.predict import mixture_quantiles
 from .layout import ACTIVATIONS, NetworkLayout
 from .log_posterior import LogPosterior, noise_mode
 from .methods import METHODS, BaseMethod
 from .methods._auto import auto_knob_message, resolve_hidden
 from .methods._auto import resolve as resolve_auto
-from .metrics._scores import _mixture_log_density
-from .posterior import ForwardPass
+from .predictive import Predictive, check_predictive_args
 from .priors import PRIORS, GaussianPrior, HierarchicalPrior, LogisticPrior, ScaleMixturePrior
-from .utils import data_fingerprint, seed_sequence, thread_map, unchanged_on_failure
+from .utils import data_fingerprint, unchanged_on_failure
 
 _SHARED_PARAMS_DOC = """
     hidden_layer_sizes : tuple of int or "auto", default="auto" (regressor), (10,) (classifier)
@@ -186,7 +180,29 @@ class _BaseBayesianMLP(BaseEstimator):
                     original_version=pickled,
                 )
             )
+        if "_layout" in state and "predictive_" not in state:
+            # pickled before the predictive object: the same parts, assembled
+            scaling = (
+                {"classes": state["classes_"]}
+                if "classes_" in state
+                else {"y_mean": state.pop("_y_mean"), "y_std": state.pop("_y_std")}
+            )
+            state["predictive_"] = Predictive(
+                state.pop("posterior_"), state.pop("_layout"), state.pop("_act"), **scaling
+            )
         super().__setstate__(state)
+
+    @property
+    def posterior_(self):
+        """The posterior object: ``predictive_.posterior``. Setting it gives ``predictive_``
+        that posterior, so the predictions follow it."""
+        return self.predictive_.posterior
+
+    @posterior_.setter
+    def posterior_(self, posterior) -> None:
+        predictive = copy.copy(self.predictive_)
+        predictive.posterior = posterior
+        self.predictive_ = predictive
 
     def _resolve_method(self, X, Y, hidden, likelihood) -> BaseMethod:
         """The method object to run: a new one for a name (``"auto"`` chosen from the size
@@ -206,7 +222,9 @@ class _BaseBayesianMLP(BaseEstimator):
         registry = self._NESTED["prior"]
         return registry[self.prior]() if isinstance(self.prior, str) else self.prior
 
-    def _run(self, X, Y, W, likelihood, noise_precision=1.0, infer_noise=False):
+    def _run(self, X, Y, W, likelihood, scaling, noise_precision=1.0, infer_noise=False):
+        """Build the target, run the method and keep what it returns; ``scaling`` holds
+        the predictive's target scaling or class labels (:class:`~skbnn.predictive.Predictive`)."""
         start = time.perf_counter()
         task = "regression" if likelihood == "gaussian" else "classification"
         hidden = self.hidden_layer_sizes
@@ -252,7 +270,9 @@ class _BaseBayesianMLP(BaseEstimator):
         self.__dict__.pop("_sampler_state", None)
         if result.state is not None:
             self._sampler_state = {"key": key, "chains": result.state}
-        self.posterior_ = result.posterior
+        self.predictive_ = Predictive(
+            result.posterior, target.layout, target.activation_code, **scaling
+        )
         # a refit with a method that has no evidence must not keep the previous fit's
         self.__dict__.pop("log_evidence_", None)
         self.__dict__.pop("elbo_", None)
@@ -269,17 +289,7 @@ class _BaseBayesianMLP(BaseEstimator):
         self.hidden_layer_sizes_ = hidden
         self.diagnostics_ = dict(result.diagnostics)
         self.diagnostics_["wall_time"] = time.perf_counter() - start
-        self._layout = target.layout
-        self._act = target.activation_code
         return result
-
-    def _network(self):
-        """The fitted network, run on ``n_jobs`` threads (read at prediction time)."""
-        return ForwardPass(self._layout, self._act, effective_n_jobs(self.n_jobs))
-
-    def _validate_X(self, X):
-        check_is_fitted(self)
-        return validate_data(self, X, reset=False, dtype=np.float64)
 
 
 class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
@@ -314,6 +324,10 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         ``"auto"`` chose.
     posterior_ : skbnn.posterior.WeightedDraws
         Posterior draws of the flat parameter vector (standardized scale).
+    predictive_ : skbnn.predictive.Predictive
+        The posterior predictive distribution: ``posterior_``, the network and the target
+        scaling in one object that predicts by itself (every prediction method calls it
+        after checking ``X``), pickles, and outlives the estimator.
     diagnostics_ : dict
         Figures of the fit: ``wall_time``, ``compile_time``, ``n_grad_evals``, and for MCMC
         ``n_chains``, ``step_size`` (per chain; adaptive Metropolis has none),
@@ -419,27 +433,28 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         data = weighted_rows(X, y.reshape(len(y), -1), sample_weight)
         warn_repeated(X.shape[0], data, sample_weight)
         rows, W = data.X, data.W
-        Y, self._y_mean, self._y_std = standardize(data.Y, W)
+        Y, y_mean, y_std = standardize(data.Y, W)
+        scaling = {"y_mean": y_mean, "y_std": y_std}
         if self.noise_std is None:
-            result = self._run(rows, Y, W, "gaussian", 1.0, infer_noise=True)
+            result = self._run(rows, Y, W, "gaussian", scaling, 1.0, infer_noise=True)
         else:
-            result = self._run(rows, Y, W, "gaussian", 1.0 / self.noise_std**2)
+            result = self._run(rows, Y, W, "gaussian", scaling, 1.0 / self.noise_std**2)
         # posterior mean noise sd, averaged over the training rows when it varies by row
         w = self.posterior_.normalized_weights()
         if self.posterior_.heteroscedastic:
             noise = np.zeros(self.n_outputs_)
             for part, wc, _, _, sd in self.posterior_.components(
-                self._network(), rows, self.n_outputs_
+                self.predictive_.network(self.n_jobs), rows, self.n_outputs_
             ):
                 noise += np.einsum("s,skn,n->k", wc, sd, W[part]) / data.weight_sum
         else:
             tau = np.broadcast_to(self.posterior_.noise_precision, (len(w), self.n_outputs_))
             noise = w @ (1.0 / np.sqrt(tau))
-        noise = noise * self._y_std
+        noise = noise * y_std
         self.noise_std_ = noise if self.n_outputs_ > 1 else float(noise[0])
         if result.log_evidence is not None or result.elbo is not None:
             # the density of y in original units: the standardization's Jacobian
-            jacobian = data.weight_sum * float(np.sum(np.log(self._y_std)))
+            jacobian = data.weight_sum * float(np.sum(np.log(y_std)))
             if result.log_evidence is not None:
                 self.log_evidence_ -= jacobian
             else:
@@ -453,38 +468,6 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
 
     def _squeeze(self, a):
         return a[:, 0] if self.n_outputs_ == 1 else a
-
-    def _components(self, X):
-        """The posterior's predictive mixture over chunks of validated rows (see
-        :meth:`skbnn.posterior.WeightedDraws.components`)."""
-        return self.posterior_.components(self._network(), X, self.n_outputs_)
-
-    def _mixture(self, X):
-        """The predictive mixture per chunk of validated rows, in :mod:`skbnn.metrics`'
-        layout: ``(rows, weights, means, sds)`` with means and sds of shape
-        ``(n_chunk, n_targets, S)`` on the standardized scale, each component's sd
-        holding its noise and its function variance (a linearized Laplace's)."""
-        for rows, w, f, fvar, sd in self._components(X):
-            if fvar is not None:
-                sd = np.sqrt(sd**2 + fvar)
-            sd = np.broadcast_to(sd, f.shape)
-            yield rows, w, np.transpose(f, (2, 1, 0)), np.transpose(sd, (2, 1, 0))
-
-    def _moments(self, X):
-        """Predictive mean, epistemic and aleatoric variance (standardized), each (n, k)."""
-        X = self._validate_X(X)
-        mean = np.empty((X.shape[0], self.n_outputs_))
-        var = np.empty_like(mean)
-        alea = np.empty_like(mean)
-        for rows, w, f, fvar, sd in self._components(X):
-            m = np.einsum("s,skn->nk", w, f)
-            mean[rows] = m
-            # two passes: E[x^2] - m^2 cancels catastrophically where sd << |mean|
-            var[rows] = np.einsum("s,skn->nk", w, (f - m.T[None]) ** 2)
-            if fvar is not None:
-                var[rows] += np.einsum("s,skn->nk", w, fvar)
-            alea[rows] = np.einsum("s,skn->nk", w, np.broadcast_to(sd**2, f.shape))
-        return mean, var, alea
 
     def predict(
         self, X: ArrayLike, return_std: bool = False
@@ -503,11 +486,9 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         y_mean : ndarray of shape (n_samples,) or (n_samples, n_outputs)
         y_std : ndarray, same shape, only with ``return_std``
         """
-        mean, var, alea = self._moments(X)
-        y_mean = self._squeeze(finite_prediction(mean * self._y_std + self._y_mean))
-        if not return_std:
-            return y_mean
-        return y_mean, self._squeeze(finite_prediction(np.sqrt(var + alea) * self._y_std))
+        X = validate_X(self, X)
+        out = self.predictive_.mean(X, return_std, n_jobs=self.n_jobs)
+        return tuple(map(self._squeeze, out)) if return_std else self._squeeze(out)
 
     def predict_std(self, X: ArrayLike, kind: str = "total") -> np.ndarray:
         """Standard deviation of the prediction.
@@ -525,9 +506,8 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         ndarray of shape (n_samples,) or (n_samples, n_outputs)
         """
         check_predictive_args(kind=kind)
-        _, var, alea = self._moments(X)
-        total = {"epistemic": var, "aleatoric": alea, "total": var + alea}[kind]
-        return self._squeeze(finite_prediction(np.sqrt(total) * self._y_std))
+        X = validate_X(self, X)
+        return self._squeeze(self.predictive_.std(X, kind, n_jobs=self.n_jobs))
 
     def predict_interval(
         self, X: ArrayLike, coverage: float = 0.9
@@ -548,29 +528,8 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         lower, upper : ndarrays of shape (n_samples,) or (n_samples, n_outputs)
         """
         check_predictive_args(coverage=coverage)
-        X = self._validate_X(X)
-        probs = np.array([(1 - coverage) / 2, (1 + coverage) / 2])
-        bounds = np.empty((2, X.shape[0], self.n_outputs_))
-        q = np.empty((X.shape[0], 2))
-        n_threads = max(1, effective_n_jobs(self.n_jobs))
-        for rows, w, f, fvar, sd in self._components(X):
-            if fvar is not None:
-                sd = np.sqrt(sd**2 + fvar)
-            for o in range(self.n_outputs_):
-                mu = np.ascontiguousarray(f[:, o, :].T)
-                sd_o = np.ascontiguousarray(sd[:, o, :].T)
-                dest = q[rows]
-                cuts = np.linspace(0, len(mu), n_threads + 1).astype(int)
-                parts = [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
-
-                def part(ab, mu=mu, sd_o=sd_o, dest=dest, w=w):
-                    a, b = ab
-                    sd_part = sd_o if sd_o.shape[0] == 1 else sd_o[a:b]
-                    mixture_quantiles(mu[a:b], sd_part, w, probs, dest[a:b])
-
-                thread_map(part, parts, n_threads)
-                bounds[:, rows, o] = dest.T
-        bounds = finite_prediction(bounds * self._y_std + self._y_mean)
+        X = validate_X(self, X)
+        bounds = self.predictive_.interval(X, coverage, n_jobs=self.n_jobs)
         return self._squeeze(bounds[0]), self._squeeze(bounds[1])
 
     def sample_y(self, X: ArrayLike, n_samples: int = 1, random_state=None) -> np.ndarray:
@@ -591,14 +550,8 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
             As ``GaussianProcessRegressor.sample_y``.
         """
         check_predictive_args(n_samples=n_samples)
-        X = self._validate_X(X)
-        rng = np.random.default_rng(seed_sequence(random_state))
-        out = np.empty((X.shape[0], self.n_outputs_, n_samples))
-        draws = self.posterior_.function_draws(self._network(), X, self.n_outputs_, n_samples, rng)
-        for rows, f, sd in draws:
-            noise = rng.standard_normal(f.shape) * sd
-            out[rows] = np.transpose(f + noise, (2, 1, 0))
-        out = finite_prediction(out * self._y_std[None, :, None] + self._y_mean[None, :, None])
+        X = validate_X(self, X)
+        out = self.predictive_.sample_y(X, n_samples, random_state, n_jobs=self.n_jobs)
         return out[:, 0, :] if self.n_outputs_ == 1 else out
 
     def predict_mixture(self, X: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -627,29 +580,11 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         >>> means, stds, weights = reg.predict_mixture(X_test)  # doctest: +SKIP
         >>> log_predictive_density(y_test, means, stds, weights)  # doctest: +SKIP
         """
-        X = self._validate_X(X)
-        means = stds = weights = None
-        for rows, w, mu, sd in self._mixture(X):
-            if means is None:
-                means = np.empty((X.shape[0], self.n_outputs_, len(w)))
-                stds = np.empty_like(means)
-                weights = w
-            means[rows], stds[rows] = mu, sd
-        means = finite_prediction(means * self._y_std[:, None] + self._y_mean[:, None])
-        stds = finite_prediction(stds * self._y_std[:, None])
+        X = validate_X(self, X)
+        means, stds, weights = self.predictive_.mixture(X, n_jobs=self.n_jobs)
         if self.n_outputs_ == 1:
             means, stds = means[:, 0], stds[:, 0]
-        return means, stds, np.array(weights)
-
-    def _log_predictive_density(self, X, y):
-        """Per-row log posterior predictive density of ``y`` (original units)."""
-        X = self._validate_X(X)
-        Y = np.asarray(y, dtype=np.float64).reshape(X.shape[0], -1)
-        Z = (Y - self._y_mean) / self._y_std
-        out = np.empty(X.shape[0])
-        for rows, w, mu, sd in self._mixture(X):
-            out[rows] = _mixture_log_density(Z[rows], mu, sd, w)
-        return out - np.sum(np.log(self._y_std))
+        return means, stds, weights
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -691,6 +626,10 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
     hidden_layer_sizes_ : tuple of int
         The hidden layers of the fitted network.
     posterior_ : skbnn.posterior.WeightedDraws
+    predictive_ : skbnn.predictive.Predictive
+        The posterior predictive distribution: ``posterior_``, the network and
+        ``classes_`` in one object that predicts by itself; see
+        :class:`BayesianMLPRegressor`.
     diagnostics_ : dict
         See :class:`BayesianMLPRegressor`.
     log_evidence_ : float
@@ -768,23 +707,11 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         warn_unscaled(X, self)
         data = weighted_rows(X, Y, sample_weight)
         warn_repeated(X.shape[0], data, sample_weight)
-        self._run(*data, likelihood)
+        self._run(*data, likelihood, {"classes": self.classes_})
         if hasattr(self, "log_evidence_") or hasattr(self, "elbo_"):
             # the evidence is of these rows only: evidence_scorer refuses any others
             self._evidence_data = data_fingerprint(X, y)
         return self
-
-    def _class_probabilities(self, X):
-        """``(mean, sd)`` of the class probabilities, each (n, n_classes)."""
-        X = self._validate_X(X)
-        mean = np.empty((X.shape[0], len(self.classes_)))
-        sd = np.empty_like(mean)
-        binary = len(self.classes_) == 2
-        for rows, m, s in self.posterior_.class_probabilities(self._network(), X, binary):
-            mean[rows] = m
-            sd[rows] = s
-        # a weighted sum of probabilities that are all 1 can round to 1 + 2e-16
-        return np.clip(mean, 0.0, 1.0, out=mean), sd
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Posterior-averaged class probabilities.
@@ -797,7 +724,8 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         -------
         ndarray of shape (n_samples, n_classes)
         """
-        return self._class_probabilities(X)[0]
+        X = validate_X(self, X)
+        return self.predictive_.class_probabilities(X, n_jobs=self.n_jobs)[0]
 
     def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`."""
@@ -830,19 +758,8 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         -------
         ndarray of shape (n_samples, n_classes)
         """
-        return self._class_probabilities(X)[1]
-
-    def _entropies(self, X):
-        """The class probabilities (n, n_classes) and the posterior average of each draw's
-        entropy (n,)."""
-        X = self._validate_X(X)
-        mean = np.empty((X.shape[0], len(self.classes_)))
-        expected = np.empty(X.shape[0])
-        binary = len(self.classes_) == 2
-        for rows, m, h in self.posterior_.class_entropies(self._network(), X, binary):
-            mean[rows] = m
-            expected[rows] = h
-        return np.clip(mean, 0.0, 1.0, out=mean), expected
+        X = validate_X(self, X)
+        return self.predictive_.class_probabilities(X, n_jobs=self.n_jobs)[1]
 
     def predict_entropy(self, X: ArrayLike, kind: str = "total") -> np.ndarray:
         """Entropy of the predictive class distribution, in nats, and its two parts.
@@ -871,16 +788,5 @@ class BayesianMLPClassifier(ClassifierMixin, _BaseBayesianMLP):
         it falls below.
         """
         check_predictive_args(kind=kind)
-        mean, aleatoric = self._entropies(X)
-        return entropy_parts(mean, aleatoric, kind)
-
-    def _log_predictive_density(self, X, y):
-        """Per-row log posterior predictive probability of the labels ``y``."""
-        proba = self.predict_proba(X)
-        y = np.asarray(y)
-        index = np.searchsorted(self.classes_, y)
-        index = np.clip(index, 0, len(self.classes_) - 1)
-        if not np.all(self.classes_[index] == y):
-            raise ValueError("y contains labels not seen during fit")
-        with np.errstate(divide="ignore"):
-            return np.log(proba[np.arange(len(y)), index])
+        X = validate_X(self, X)
+        return self.predictive_.entropy(X, kind, n_jobs=self.n_jobs)

@@ -12,21 +12,16 @@ from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.model_selection import ParameterGrid
-from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.parallel import Parallel, delayed
-from sklearn.utils.validation import _num_samples, check_array, check_is_fitted
+from sklearn.utils.validation import check_array, check_is_fitted
 
-from ._predictive import check_predictive_args, entropy_parts, finite_prediction
+from ._data import validate_X
 from .exceptions import ConvergenceWarning
-from .kernels.predict import mixture_quantiles
 from .methods import METHODS
-from .utils import data_difference, last_step, seed_sequence
-
-#: Rows per chunk of ``BayesianModelAverage.predict_interval``, whose mixture holds every
-#: candidate's components for each row of a chunk.
-INTERVAL_CHUNK_ROWS = 4096
+from .predictive import PredictiveMixture, check_predictive_args
+from .utils import data_difference, last_step
 
 #: What to do instead, in every refusal of an evidence-based score.
 _EVIDENCE_USE = (
@@ -236,11 +231,11 @@ def log_predictive_scorer(estimator, X, y) -> float:
     float
     """
     final, X = last_step(estimator, X)
-    return float(np.mean(final._log_predictive_density(X, y)))
-
-
-def _proba(final, X):
-    return final.predict_proba(X)
+    if isinstance(final, BayesianModelAverage):
+        inputs, n_jobs = final._inputs(X), final._n_jobs()
+    else:
+        inputs, n_jobs = validate_X(final, X), final.n_jobs
+    return float(np.mean(final.predictive_.log_predictive_density(inputs, y, n_jobs=n_jobs)))
 
 
 class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
@@ -333,6 +328,10 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         log prior, ties sharing the lower rank); with a ``screen``, also
         ``screen_log_evidence`` and ``refitted``, and a dropped candidate ranks below
         every refitted one, by its screened evidence.
+    predictive_ : skbnn.predictive.PredictiveMixture
+        The model-averaged predictive distribution: the ``predictive_`` of every
+        candidate that carries probability, weighted by its probability. Every prediction
+        method calls it with ``X`` as each candidate sees it.
     classes_ : ndarray
         Class labels (classifier only).
     n_outputs_ : int
@@ -464,7 +463,19 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         else:
             self.n_outputs_ = _final_step(self.best_estimator_).n_outputs_
         self.cv_results_ = self._results_table(log_post)
+        self.predictive_ = self._mixture()
         return self
+
+    def _mixture(self) -> PredictiveMixture:
+        """The candidates' predictives weighted by their probabilities."""
+        estimators, p = self._weighted()
+        return PredictiveMixture([_final_step(e).predictive_ for e in estimators], p)
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        if "model_probabilities_" in state and "predictive_" not in state:
+            # pickled before the predictive object: its candidates' are rebuilt
+            self.predictive_ = self._mixture()
 
     def _fit_all(self, candidates, X, y, fit_params, screen=False) -> list:
         """The candidates fitted on exactly ``(X, y)``, so that their evidences need no
@@ -515,30 +526,15 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         p = self.model_probabilities_[keep]
         return [e for e, k in zip(self.estimators_, keep, strict=True) if k], p / p.sum()
 
-    def _per_candidate(self, X, call):
-        """``[(weight, call(final estimator, X as it sees it))]`` over the candidates that
-        carry probability."""
-        estimators, p = self._weighted()
-        return [(w, call(*last_step(est, X))) for est, w in zip(estimators, p, strict=True)]
+    def _inputs(self, X) -> list:
+        """``X`` as each candidate that carries probability sees it (through its Pipeline's
+        earlier steps, then its own input checks): the inputs of ``predictive_``."""
+        estimators, _ = self._weighted()
+        return [validate_X(*last_step(est, X)) for est in estimators]
 
-    def _moments(self, X):
-        """The mixture's mean, epistemic and aleatoric variance, each (n, n_outputs), in
-        the units of ``y``: within each candidate from its own moments, and the spread of
-        the candidates' means added to the epistemic part (the law of total variance)."""
-
-        def moments(final, Xc):
-            mean, var, alea = final._moments(Xc)
-            scale = final._y_std**2
-            mean, var, alea = mean * final._y_std + final._y_mean, var * scale, alea * scale
-            # as the estimators' own predictions: an overflow is an error, not an inf
-            return finite_prediction(mean), finite_prediction(var), finite_prediction(alea)
-
-        parts = self._per_candidate(X, moments)
-        mean = sum(w * m for w, (m, _, _) in parts)
-        # two passes: E[x^2] - m^2 cancels catastrophically where the sd << |mean|
-        epistemic = sum(w * (v + (m - mean) ** 2) for w, (m, v, _) in parts)
-        aleatoric = sum(w * a for w, (_, _, a) in parts)
-        return mean, epistemic, aleatoric
+    def _n_jobs(self):
+        """The threads a candidate predicts on: its own ``n_jobs``."""
+        return getattr(_final_step(self.best_estimator_), "n_jobs", None)
 
     def _squeeze(self, a):
         return a[:, 0] if a.ndim > 1 and self.n_outputs_ == 1 else a
@@ -555,7 +551,8 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         -------
         ndarray of shape (n_samples, n_classes)
         """
-        return sum(w * proba for w, proba in self._per_candidate(X, _proba))
+        inputs = self._inputs(X)
+        return self.predictive_.class_probabilities(inputs, n_jobs=self._n_jobs())[0]
 
     @available_if(_is_classifier)
     def predict_log_proba(self, X: ArrayLike) -> np.ndarray:
@@ -595,10 +592,9 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
             if return_std:
                 raise ValueError("return_std is only available for regression")
             return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
-        mean, epistemic, aleatoric = self._moments(X)
-        if not return_std:
-            return self._squeeze(mean)
-        return self._squeeze(mean), self._squeeze(np.sqrt(epistemic + aleatoric))
+        inputs = self._inputs(X)
+        out = self.predictive_.mean(inputs, return_std, n_jobs=self._n_jobs())
+        return tuple(map(self._squeeze, out)) if return_std else self._squeeze(out)
 
     def predict_std(self, X: ArrayLike, kind: str = "total") -> np.ndarray:
         """Standard deviation of the model-averaged prediction.
@@ -622,14 +618,10 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         if self._is_classifier():
             if kind != "total":
                 raise ValueError(f"a classifier's predict_std has kind='total' only; got {kind!r}")
-            parts = self._per_candidate(X, lambda final, Xc: final._class_probabilities(Xc))
-            mean = sum(w * m for w, (m, _) in parts)
-            var = sum(w * (sd**2 + (m - mean) ** 2) for w, (m, sd) in parts)
-            return np.sqrt(var)
-        _, epistemic, aleatoric = self._moments(X)
-        total = {"epistemic": epistemic, "aleatoric": aleatoric,
-                 "total": epistemic + aleatoric}[kind]  # fmt: skip
-        return self._squeeze(np.sqrt(total))
+            inputs = self._inputs(X)
+            return self.predictive_.class_probabilities(inputs, n_jobs=self._n_jobs())[1]
+        inputs = self._inputs(X)
+        return self._squeeze(self.predictive_.std(inputs, kind, n_jobs=self._n_jobs()))
 
     @available_if(_is_classifier)
     def predict_entropy(self, X: ArrayLike, kind: str = "total") -> np.ndarray:
@@ -649,9 +641,8 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         ndarray of shape (n_samples,)
         """
         check_predictive_args(kind=kind)
-        parts = self._per_candidate(X, lambda final, Xc: final._entropies(Xc))
-        proba = sum(w * m for w, (m, _) in parts)
-        return entropy_parts(proba, sum(w * h for w, (_, h) in parts), kind)
+        inputs = self._inputs(X)
+        return self.predictive_.entropy(inputs, kind, n_jobs=self._n_jobs())
 
     @available_if(_is_regressor)
     def predict_mixture(self, X: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -672,11 +663,11 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         weights : ndarray of shape (S,)
             The components' weights, summing to one.
         """
-        parts = self._per_candidate(X, lambda final, Xc: final.predict_mixture(Xc))
-        means = np.concatenate([m for _, (m, _, _) in parts], axis=-1)
-        stds = np.concatenate([sd for _, (_, sd, _) in parts], axis=-1)
-        weights = np.concatenate([w * cw for w, (_, _, cw) in parts])
-        return means, stds, weights / weights.sum()
+        inputs = self._inputs(X)
+        means, stds, weights = self.predictive_.mixture(inputs, n_jobs=self._n_jobs())
+        if self.n_outputs_ == 1:
+            means, stds = means[:, 0], stds[:, 0]
+        return means, stds, weights
 
     @available_if(_is_regressor)
     def predict_interval(
@@ -697,25 +688,9 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         lower, upper : ndarrays of shape (n_samples,) or (n_samples, n_outputs)
         """
         check_predictive_args(coverage=coverage)
-        probs = np.array([(1 - coverage) / 2, (1 + coverage) / 2])
-        lower, upper = [], []
-        n = _num_samples(X)
-        # in chunks of rows: the mixture holds every candidate's components for each row
-        for start in range(0, n, INTERVAL_CHUNK_ROWS):
-            rows = _safe_indexing(X, slice(start, min(n, start + INTERVAL_CHUNK_ROWS)))
-            means, stds, weights = self.predict_mixture(rows)
-            single = means.ndim == 2
-            if single:
-                means, stds = means[:, None], stds[:, None]
-            bounds = np.empty((2, *means.shape[:2]))
-            q = np.empty((means.shape[0], 2))
-            for o in range(means.shape[1]):
-                mixture_quantiles(np.ascontiguousarray(means[:, o]),
-                                  np.ascontiguousarray(stds[:, o]), weights, probs, q)  # fmt: skip
-                bounds[:, :, o] = q.T
-            lower.append(bounds[0, :, 0] if single else bounds[0])
-            upper.append(bounds[1, :, 0] if single else bounds[1])
-        return np.concatenate(lower), np.concatenate(upper)
+        inputs = self._inputs(X)
+        lower, upper = self.predictive_.interval(inputs, coverage, n_jobs=self._n_jobs())
+        return self._squeeze(lower), self._squeeze(upper)
 
     @available_if(_is_regressor)
     def sample_y(self, X: ArrayLike, n_samples: int = 1, random_state=None) -> np.ndarray:
@@ -736,26 +711,9 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         ndarray of shape (n_samples_X, n_samples) or (n_samples_X, n_outputs, n_samples)
         """
         check_predictive_args(n_samples=n_samples)
-        estimators, p = self._weighted()
-        seeds = seed_sequence(random_state).spawn(len(estimators) + 1)
-        rng = np.random.default_rng(seeds[-1])
-        counts = rng.multinomial(n_samples, p)
-        draws = []
-        for est, count, seed in zip(estimators, counts, seeds[:-1], strict=True):
-            if count > 0:
-                final, Xc = last_step(est, X)
-                draws.append(
-                    final.sample_y(Xc, int(count), random_state=np.random.default_rng(seed))
-                )
-        # in a random order, so that any slice of the draws is a sample of the mixture
-        return np.concatenate(draws, axis=-1)[..., rng.permutation(n_samples)]
-
-    def _log_predictive_density(self, X, y):
-        """Per-row log density (regressor) or probability (classifier) of ``y`` under the
-        model-averaged predictive."""
-        parts = self._per_candidate(X, lambda final, Xc: final._log_predictive_density(Xc, y))
-        log_w = np.log([w for w, _ in parts])
-        return logsumexp(np.stack([lpd for _, lpd in parts]) + log_w[:, None], axis=0)
+        inputs = self._inputs(X)
+        out = self.predictive_.sample_y(inputs, n_samples, random_state, n_jobs=self._n_jobs())
+        return out[:, 0, :] if self.n_outputs_ == 1 else out
 
     def score(self, X: ArrayLike, y: ArrayLike, sample_weight=None) -> float:
         """Accuracy (classifier) or R^2 (regressor) of the model-averaged prediction.

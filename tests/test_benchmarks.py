@@ -243,7 +243,7 @@ def test_compare_laplace_times_the_computation_the_fit_made(case, monkeypatch):
     elapsed = time.perf_counter() - start
     symmetric = est.diagnostics_["log_symmetric_modes"]
     assert evidence == pytest.approx(est.posterior_.log_evidence - symmetric, rel=1e-12)
-    _, expected = est.posterior_.function_moments(est._network(), X_test)
+    _, expected = est.posterior_.function_moments(est.predictive_.network(), X_test)
     np.testing.assert_allclose(f_var, expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())
     # the time it reports is of work done inside the call: a clock read in the wrong place
     # (or in other units) would fall outside the wall time measured around it
@@ -280,9 +280,9 @@ def test_torch_bbb_judge_estimates_skbnn_elbo(seed, monkeypatch):
     import torch_bbb
 
     reg, X, y = _vi_fit(seed, elbo_samples=2000)
-    post = reg.posterior_
+    post, scaling = reg.posterior_, reg.predictive_
     draws = torch_bbb.elbo_draws(post.mean[0], np.sqrt(post.var[0]), (3, 4, 1), X, y,
-                                 float(reg._y_mean[0]), float(reg._y_std[0]), n_draws=2000,
+                                 float(scaling.y_mean[0]), float(scaling.y_std[0]), n_draws=2000,
                                  seed=seed)  # fmt: skip
     se = np.hypot(draws.std(ddof=1) / np.sqrt(draws.size), reg.diagnostics_["elbo_se"])
     assert abs(draws.mean() - reg.elbo_) <= 4.5 * se
@@ -295,9 +295,12 @@ def test_torch_bbb_predictive_is_skbnn_predictive(monkeypatch):
 
     reg, X, y = _vi_fit(0, elbo_samples=10)
     X_test = X[:20] + 0.3
+    y_mean, y_std = float(reg.predictive_.y_mean[0]), float(reg.predictive_.y_std[0])
     got = torch_bbb.predictive_log_density(reg.posterior_.thetas, (3, 4, 1), X_test, y[:20],
-                                           float(reg._y_mean[0]), float(reg._y_std[0]))  # fmt: skip
-    np.testing.assert_allclose(got, reg._log_predictive_density(X_test, y[:20]), rtol=1e-10)
+                                           y_mean, y_std)  # fmt: skip
+    np.testing.assert_allclose(
+        got, reg.predictive_.log_predictive_density(X_test, y[:20]), rtol=1e-10
+    )
 
 
 @pytest.mark.parametrize("activation", ["relu", "tanh"])

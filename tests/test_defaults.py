@@ -75,7 +75,7 @@ def test_the_default_network_widens_with_the_rows_of_a_regression():
             reg = BayesianMLPRegressor(method=fast, n_samples=1, random_state=0)
             reg.fit(X[:rows], y[:rows])
         assert reg.hidden_layer_sizes_ == (units,)
-        assert list(reg._layout.sizes[:2]) == [3, units]
+        assert list(reg.predictive_.layout.sizes[:2]) == [3, units]
     clf = BayesianMLPClassifier(method=fast, hidden_layer_sizes="auto", n_samples=1, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

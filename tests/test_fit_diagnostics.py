@@ -110,7 +110,7 @@ def test_hmc_counts_only_the_leapfrog_steps_it_took():
 
 def _per_draw(est, X, rows):
     """What the diagnostics should watch at ``rows``: (draws, rows, outputs)."""
-    (_, f), *_ = est._network().outputs(X[rows], est.posterior_.thetas)
+    (_, f), *_ = est.predictive_.network().outputs(X[rows], est.posterior_.thetas)
     if isinstance(est, BayesianMLPRegressor):
         return np.transpose(f, (0, 2, 1))
     p = class_probabilities(f, len(est.classes_) == 2)
@@ -150,7 +150,7 @@ def test_binary_probabilities_are_stable_for_huge_logits():
     y = (X[:, 0] > 0).astype(int)
     clf = _quiet_fit(_linear_classifier(), X, y)
     clf.posterior_.thetas = clf.posterior_.thetas * 1e4
-    (_, f), *_ = clf._network().outputs(X, clf.posterior_.thetas)
+    (_, f), *_ = clf.predictive_.network().outputs(X, clf.posterior_.thetas)
     assert f.min() < -800 and f.max() > 800  # exp(800) overflows float64
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -174,7 +174,9 @@ def test_predictive_sd_is_accurate_far_below_the_mean():
     thetas[:, :2] = 1e-3 * rng.standard_normal((20, 2))
     thetas[:, 2] = 1e6
     reg.posterior_.thetas = thetas
-    f = (X @ thetas[:, :2].T + thetas[:, 2]) * reg._y_std[0] + reg._y_mean[0]  # (n, draws)
+    f = (X @ thetas[:, :2].T + thetas[:, 2]) * reg.predictive_.y_std[0] + reg.predictive_.y_mean[
+        0
+    ]  # (n, draws)
     np.testing.assert_allclose(reg.predict_std(X, kind="epistemic"), f.std(axis=1), rtol=1e-6)
 
     y = (X[:, 0] > 0).astype(int)

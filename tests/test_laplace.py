@@ -143,7 +143,7 @@ def _prior_precision(sizes, std, fan_in_scaling=True):
 
 
 def _sizes(est):
-    return [int(s) for s in est._layout.sizes]
+    return [int(s) for s in est.predictive_.layout.sizes]
 
 
 # --------------------------------------------------------------------------------------
@@ -433,7 +433,7 @@ def _fit_problem(problem, subset="all", hessian="ggn"):
     if problem == "gaussian":
         X, y = _smooth_data()
         est = BayesianMLPRegressor(noise_std=0.5, **common).fit(X, y, sample_weight=sample_weight)
-        z = (y - est._y_mean[0]) / est._y_std[0]
+        z = (y - est.predictive_.y_mean[0]) / est.predictive_.y_std[0]
         return est, X, z[:, None], "gaussian", sample_weight
     X, y = _binary_data() if problem == "bernoulli" else _iris()
     est = BayesianMLPClassifier(**common).fit(X, y, sample_weight=sample_weight)
@@ -553,7 +553,9 @@ def test_evidence_is_laplace_formula_at_a_stationary_map(problem, subset):
     symmetric = 0.0
     if subset == "all":
         variance = np.diag(np.linalg.inv(est.posterior_.hessian))
-        symmetric = log_symmetric_modes(est._layout, est.posterior_.theta, variance, "tanh")
+        symmetric = log_symmetric_modes(
+            est.predictive_.layout, est.posterior_.theta, variance, "tanh"
+        )
         assert 0.0 < symmetric <= math.log(6 * 2**3)
     assert est.diagnostics_["log_symmetric_modes"] == pytest.approx(symmetric, abs=1e-9)
     expected = _laplace_evidence(loglik, logprior, est.posterior_.hessian) + symmetric
@@ -564,7 +566,7 @@ def test_evidence_is_laplace_formula_at_a_stationary_map(problem, subset):
     assert est.diagnostics_["init_log_evidence"].tolist() == [est.log_evidence_]
     if problem == "gaussian":
         # the density of y in original units: the weighted row count times log y_std
-        y_std = est._y_std[0]
+        y_std = est.predictive_.y_std[0]
         assert abs(est.log_evidence_ - (expected - w.sum() * math.log(y_std))) < 1e-8
     else:
         assert est.log_evidence_ == est.posterior_.log_evidence
@@ -745,7 +747,7 @@ def test_function_moments_are_j_sigma_j_by_hand(problem, subset):
     # the inverse of the reported precision
     est, X, *_ = _fit_problem(problem, subset)
     X_test = np.vstack([X[:7], 3.0 * X[:3]])
-    mean, cov = est.posterior_.function_moments(est._network(), X_test)
+    mean, cov = est.posterior_.function_moments(est.predictive_.network(), X_test)
     f, J = _jacobian(est.posterior_.theta, X_test, _sizes(est), est.activation)
     J = J[:, :, est.posterior_.start :]
     expected = np.einsum("nkp,pq,nlq->nkl", J, np.linalg.inv(est.posterior_.hessian), J)
@@ -842,13 +844,15 @@ def test_kron_evidence_and_predictive_are_laplace_formulas_at_its_precision(prob
         est, X, Y, lik, w, _prior_precision(sizes, 2.0), tau=4.0, start=0
     )
     cov = np.linalg.inv(precision)
-    symmetric = log_symmetric_modes(est._layout, est.posterior_.theta, np.diag(cov), "tanh")
+    symmetric = log_symmetric_modes(
+        est.predictive_.layout, est.posterior_.theta, np.diag(cov), "tanh"
+    )
     expected = _laplace_evidence(loglik, logprior, precision) + symmetric
     assert abs(est.posterior_.log_evidence - expected) < 1e-8
     _assert_stationary(est, grad, precision)
     np.testing.assert_allclose(est.posterior_.covariance(), cov, rtol=1e-9, atol=1e-13)
     X_test = np.vstack([X[:5], 3.0 * X[:3]])
-    _, fcov = est.posterior_.function_moments(est._network(), X_test)
+    _, fcov = est.posterior_.function_moments(est.predictive_.network(), X_test)
     _, J = _jacobian(est.posterior_.theta, X_test, sizes, est.activation)
     expected_f = np.einsum("nkp,pq,nlq->nkl", J, cov, J)
     np.testing.assert_allclose(fcov, expected_f, rtol=1e-8, atol=1e-12 * np.abs(expected_f).max())
@@ -863,7 +867,7 @@ def test_kron_linearization_without_the_jacobian_is_the_jacobians(problem, subse
     from skbnn.posterior import _JacobianChunk, _KronChunk
 
     est, X, *_ = _fit_problem(problem, subset, "kron")
-    post, net = est.posterior_, est._network()
+    post, net = est.posterior_, est.predictive_.network()
     X_test = np.vstack([X[:6], 2.5 * X[:4]])
     delta = post.deviations(7, np.random.default_rng(0))
     got = net.map_derivatives(
@@ -1114,7 +1118,7 @@ def test_empirical_bayes_map_hessian_and_evidence_use_the_final_hyperparameters(
     if problem == "gaussian":
         X, y = _smooth_data()
         est = BayesianMLPRegressor((3,), method=Laplace(subset=subset), random_state=0).fit(X, y)
-        Y = ((y - est._y_mean[0]) / est._y_std[0])[:, None]
+        Y = ((y - est.predictive_.y_mean[0]) / est.predictive_.y_std[0])[:, None]
         (tau,) = est.diagnostics_["noise_precision"]
     else:
         X, y = _binary_data() if problem == "bernoulli" else _iris()

@@ -235,7 +235,7 @@ def test_classifier_attributes_and_the_median_model():
     assert np.mean(clf.predict(X) == y) > 0.6
     # the median probability model: every draw has exactly the weights with alpha > 0.5
     clf.set_params(method__model="median").fit(X, y)
-    layout = clf._layout
+    layout = clf.predictive_.layout
     weights = np.zeros(layout.n_params, dtype=bool)
     for layer in range(layout.n_layers):
         weights[layout.slices(layer)[0]] = True

@@ -202,9 +202,11 @@ def test_log_predictive_scorer_matches_mixture_density():
 
 
 def _single_draw_prediction(reg, s, X):
-    coefs, intercepts = reg._layout.unpack(reg.posterior_.thetas[s])
+    coefs, intercepts = reg.predictive_.layout.unpack(reg.posterior_.thetas[s])
     h = np.tanh(X @ coefs[0] + intercepts[0])
-    return (h @ coefs[1] + intercepts[1])[:, 0] * reg._y_std[0] + reg._y_mean[0]
+    return (h @ coefs[1] + intercepts[1])[:, 0] * reg.predictive_.y_std[0] + reg.predictive_.y_mean[
+        0
+    ]
 
 
 def test_log_predictive_scorer_in_grid_search_and_for_classifiers():

@@ -522,12 +522,12 @@ def test_model_average_classifier_probabilities_spread_and_density():
 
 def test_model_average_intervals_in_chunks_of_rows(monkeypatch):
     # deterministic: chunks of 7 rows give the bounds of one pass over all 50
-    import skbnn.model_selection as ms
+    import skbnn.predictive as sp
 
     bma, _, _ = _laplace_average()
     X_test, _ = _network_data(n=50, seed=1)
     whole = bma.predict_interval(X_test, coverage=0.8)
-    monkeypatch.setattr(ms, "INTERVAL_CHUNK_ROWS", 7)
+    monkeypatch.setattr(sp, "INTERVAL_CHUNK_ROWS", 7)
     chunked = bma.predict_interval(X_test, coverage=0.8)
     for a, b in zip(whole, chunked, strict=True):
         assert a.shape == (50,)

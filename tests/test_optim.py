@@ -473,7 +473,7 @@ def test_classifier(name, kind, prior, seed):
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=0, atol=1e-12)
     assert est.score(X_test, y_test) > 0.7
     # a softmax over 3 classes, one logit for 2
-    assert int(est._layout.sizes[-1]) == (1 if n_classes == 2 else n_classes)
+    assert int(est.predictive_.layout.sizes[-1]) == (1 if n_classes == 2 else n_classes)
 
 
 # --------------------------------------------------------------------------------------

@@ -136,7 +136,7 @@ def test_prediction_chunks_count_the_workspace(monkeypatch):
     monkeypatch.setattr(po, "_CHUNK_BYTES", 2**20)
     seen.clear()
     reg.predict(rng.standard_normal((20_000, 3)))
-    net = reg._network()
+    net = reg.predictive_.network()
     k = net.n_outputs
     per_row = 8 * (k * 2 + 2 * int(knet.workspace_size(net.layout.sizes, 1)))
     assert max(seen) <= 2**20 // per_row

@@ -11,7 +11,8 @@ from numpy.typing import ArrayLike
 from scipy.stats import norm
 from sklearn.utils.validation import check_is_fitted
 
-from ..utils import last_step, seed_sequence
+from .._data import validate_X
+from ..utils import last_step
 from ._scores import pit_mixture
 
 
@@ -211,11 +212,15 @@ class PredictiveBandDisplay:
         bounds = [reg.predict_interval(Xt, coverage=c) for c in levels]
         f_draws = None
         if n_draws:
-            Xv = reg._validate_X(Xt)
-            rng = np.random.default_rng(seed_sequence(random_state))
-            f_draws = np.empty((n_draws, Xv.shape[0]))
-            for rows, f, _ in reg.posterior_.function_draws(reg._network(), Xv, 1, n_draws, rng):
-                f_draws[:, rows] = f[:, 0] * reg._y_std[0] + reg._y_mean[0]
+            if not hasattr(reg, "posterior_"):
+                raise ValueError(
+                    f"n_draws draws functions of one fitted network; {type(reg).__name__} "
+                    "has none of its own: pass n_draws=0"
+                )
+            draws = reg.predictive_.function_draws(
+                validate_X(reg, Xt), n_draws, random_state, n_jobs=reg.n_jobs
+            )
+            f_draws = draws[:, 0, :].T
         disp = cls(
             x=x[order, 0],
             y_mean=reg.predict(Xt),
