@@ -75,12 +75,18 @@ def decisions(proba: np.ndarray, classes, y, threshold: float) -> tuple[float, f
     return float(decided.mean()), float(hits.mean())
 
 
-def run(name: str, method, hidden, seed: int, d, threshold: float) -> dict:
+def run(name: str, method, hidden, seed: int, d, threshold: float, n_jobs: int = 1,
+        n_samples: int | None = 100) -> dict:  # fmt: skip
+    """Fit one classifier and score it (see the module's docstring); ``name`` is one of
+    :data:`METHODS` (or ``ensemble`` or ``laplace``, whose mean network is not scored).
+    The fitted classifier is returned under ``"_clf"``."""
+    from sklearn.metrics import log_loss
+
     from skbnn import BayesianMLPClassifier
 
     X_train, y_train, X_test, y_test = d
     clf = BayesianMLPClassifier(hidden, activation="relu", method=method, random_state=seed,
-                                n_samples=100, n_jobs=1)  # fmt: skip
+                                n_samples=n_samples, n_jobs=n_jobs)  # fmt: skip
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         start = time.perf_counter()
@@ -93,21 +99,56 @@ def run(name: str, method, hidden, seed: int, d, threshold: float) -> dict:
         # E[z] by 1,000 draws of the flow: the weights' means are alpha kappa E[z]
         z, _ = post.latent(1000, np.random.default_rng(seed))
         mean = post.scaled_means(z).mean(axis=0) * post.alpha
-    else:
+    elif name in ("meanfield", "lowrank"):
         mean = post.mean * post.alpha
-    share, accuracy = decisions(clf.predict_proba(d[2]), clf.classes_, d[3], threshold)
+    else:  # the ensemble and Laplace: no one network stands for the posterior here
+        mean = None
+    proba = clf.predict_proba(X_test)
+    share, accuracy = decisions(proba, clf.classes_, y_test, threshold)
     return {
         "method": name, "seed": seed, "fit_time": seconds,
         "compile_time": float(clf.diagnostics_["compile_time"]),
-        "accuracy_averaged": float(clf.score(X_test, y_test)),
-        "accuracy_mean_network": mean_network_accuracy(clf, mean, X_test, y_test),
+        "accuracy_averaged": float(np.mean(clf.classes_[proba.argmax(axis=1)] == y_test)),
+        "log_loss": float(log_loss(y_test, proba, labels=clf.classes_)),
+        "accuracy_mean_network": None if mean is None
+        else mean_network_accuracy(clf, mean, X_test, y_test),
         "density": float(getattr(clf, "density_", 1.0)),
         "expected_density": float(clf.diagnostics_.get("expected_density", 1.0)),
-        "elbo": float(clf.elbo_), "n_iter": int(clf.diagnostics_["n_iter"][0]),
+        "elbo": float(getattr(clf, "elbo_", np.nan)),
+        "n_iter": int(np.max(clf.diagnostics_.get("n_iter", [0]))),
         "decided_averaged": share, "decided_accuracy_averaged": accuracy,
         "warnings": [str(w.message)[:120] for w in caught],
         "_clf": clf,
     }  # fmt: skip
+
+
+def median_model_scores(name: str, clf, d, seed: int, threshold: float) -> dict:
+    """The median probability model of an LBBNN fit (``name`` one of ``meanfield``,
+    ``flow``, ``lowrank``): its test accuracy and decisions. Only its draws differ from the
+    fit's, so ``clf``'s posterior is replaced by the median model's."""
+    from skbnn.posterior import (
+        FlowSpikeSlabPosterior,
+        LowRankSpikeSlabPosterior,
+        SpikeSlabPosterior,
+    )
+
+    post = clf.posterior_
+    if name == "lowrank":
+        clf.posterior_ = LowRankSpikeSlabPosterior(
+            post.mean, post.var, post.alpha, post.factors, clf.predictive_.layout,
+            post.rank, 100, random_state=seed, model="median",
+        )  # fmt: skip
+    elif name == "flow":
+        clf.posterior_ = FlowSpikeSlabPosterior(
+            post.mean, post.var, post.alpha, post.flow, clf.predictive_.layout,
+            post.flow_hidden, post.flow_steps, 100, random_state=seed, model="median",
+        )  # fmt: skip
+    else:
+        clf.posterior_ = SpikeSlabPosterior(post.mean, post.var, post.alpha, 100,
+                                            random_state=seed, model="median")  # fmt: skip
+    share, accuracy = decisions(clf.predict_proba(d[2]), clf.classes_, d[3], threshold)
+    return {"accuracy_median_model": float(clf.score(d[2], d[3])), "decided_median": share,
+            "decided_accuracy_median": accuracy}  # fmt: skip
 
 
 def main() -> None:
@@ -126,11 +167,6 @@ def main() -> None:
     emit = emitter(args.out)
     import skbnn
     from skbnn.methods import LBBNN, VariationalInference
-    from skbnn.posterior import (
-        FlowSpikeSlabPosterior,
-        LowRankSpikeSlabPosterior,
-        SpikeSlabPosterior,
-    )
 
     d = data()
     hidden = tuple(args.hidden)
@@ -148,27 +184,7 @@ def main() -> None:
             r = run(name, make[name](), hidden, seed, d, args.threshold)
             clf = r.pop("_clf")
             if name != "vi":
-                # the median probability model of the same fit: only its draws differ
-                post = clf.posterior_
-                if name == "lowrank":
-                    clf.posterior_ = LowRankSpikeSlabPosterior(
-                        post.mean, post.var, post.alpha, post.factors, clf.predictive_.layout,
-                        post.rank, 100, random_state=seed, model="median",
-                    )  # fmt: skip
-                elif name == "flow":
-                    clf.posterior_ = FlowSpikeSlabPosterior(
-                        post.mean, post.var, post.alpha, post.flow, clf.predictive_.layout,
-                        post.flow_hidden, post.flow_steps, 100, random_state=seed,
-                        model="median",
-                    )  # fmt: skip
-                else:
-                    clf.posterior_ = SpikeSlabPosterior(post.mean, post.var, post.alpha, 100,
-                                                        random_state=seed,
-                                                        model="median")  # fmt: skip
-                r["accuracy_median_model"] = float(clf.score(d[2], d[3]))
-                share, accuracy = decisions(clf.predict_proba(d[2]), clf.classes_, d[3],
-                                            args.threshold)  # fmt: skip
-                r["decided_median"], r["decided_accuracy_median"] = share, accuracy
+                r.update(median_model_scores(name, clf, d, seed, args.threshold))
             rows.append(r)
             knobs = flow if name == "flow" else {}
             emit({**r, "hidden": list(hidden), **common, **knobs, "threshold": args.threshold})
@@ -182,7 +198,7 @@ def main() -> None:
                     "accuracy_median_model", "density", "elbo", "decided_averaged",
                     "decided_accuracy_averaged", "decided_median",
                     "decided_accuracy_median"):  # fmt: skip
-            vals = [r[key] for r in rs if key in r]
+            vals = [r[key] for r in rs if r.get(key) is not None]
             if vals:
                 summary[key] = float(np.mean(vals))
                 summary[key + "_min_median_max"] = [float(np.min(vals)), float(np.median(vals)),

@@ -640,3 +640,27 @@ def test_bde_paired_report_pairs_each_method_on_its_own_splits(tmp_path, monkeyp
     table = driver.paired_report([tmp_path / "a.jsonl", tmp_path / "b.jsonl"])
     assert "| skbnn:a | concrete | 3 | -2.500 | 0.100 ± 0.000 | +0.100 | 3/3 | 33% |" in table
     assert "| skbnn:b | concrete | 1 | -2.800 | -0.200 ± nan | -0.200 | 0/1 | 0% |" in table
+
+
+def test_the_mnist_reader_reads_idx_files_and_checks_their_md5(tmp_path):
+    # an IDX file: zero bytes, the type (0x08, uint8), the number of dimensions, each
+    # dimension as a big-endian uint32, then the values; read gzipped or not
+    import gzip
+    import hashlib
+
+    sys.path.insert(0, str(BENCH))
+    from _mnist import read_idx
+
+    images = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
+    raw = bytes([0, 0, 8, 3]) + b"".join(d.to_bytes(4, "big") for d in images.shape)
+    raw += images.tobytes()
+    (tmp_path / "a.idx").write_bytes(raw)
+    (tmp_path / "a.idx.gz").write_bytes(gzip.compress(raw))
+    md5 = hashlib.md5(raw).hexdigest()
+    np.testing.assert_array_equal(read_idx(tmp_path / "a.idx", md5), images)
+    np.testing.assert_array_equal(read_idx(tmp_path / "a.idx.gz", md5), images)
+    with pytest.raises(ValueError, match="md5"):
+        read_idx(tmp_path / "a.idx.gz", "0" * 32)
+    (tmp_path / "b.idx").write_bytes(raw[:-1])
+    with pytest.raises(ValueError, match="values for shape"):
+        read_idx(tmp_path / "b.idx")

@@ -1,0 +1,171 @@
+"""Seed 003's MNIST table: LBBNN's three families, VI, the ensemble and Kronecker Laplace.
+
+The talk's setting: MNIST (60,000 training and 10,000 test images, pixels scaled to
+[0, 1]), a ``784 -> 400 -> 600 -> 10`` ReLU classifier with a softmax likelihood, Adam,
+250 epochs of batches of 100 (``--epochs``, ``--batch-size``; every method here trains on
+the shared engine, so every one takes them). ``--methods`` picks among
+
+* ``meanfield``, ``flow``, ``lowrank``: ``LBBNN(posterior=...)``, the talk's LBBNN rows;
+* ``vi``: ``VariationalInference()``, the talk's BNN mean-field row;
+* ``ensemble``: ``DeepEnsemble()``; ``laplace``: ``Laplace(hessian="kron",
+  predictive="mc")``: this library's own answers to the same data.
+
+Each fit runs in a process of its own (its wall time and peak resident memory are its
+own) and its JSON line is appended to ``--out`` as it ends, so a long run can be stopped
+and resumed (``--resume`` skips the fits ``--out`` holds). A line holds, as
+``benchmarks/lbbnn_digits.py`` computes them: the model-averaged accuracy and the
+posterior-mean network's (VI and LBBNN), LBBNN's median probability model's accuracy and
+density, the test log loss, the decisions at ``--threshold`` (the share of test images
+whose top class reaches it, and the accuracy on them), the fit's wall and compile time and
+the process's peak memory. The summary lines give the min / median / max over seeds.
+
+    python benchmarks/mnist.py --methods meanfield flow lowrank --seeds 0 1 2 \\
+        --out benchmarks/results/mnist.jsonl
+    python benchmarks/mnist.py --methods vi ensemble laplace --out benchmarks/results/mnist.jsonl
+    python benchmarks/mnist.py --rows 6000 --epochs 1 --methods meanfield   # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _mnist import load_mnist  # noqa: E402
+from _uci import emitter, machine  # noqa: E402
+from lbbnn_digits import median_model_scores, run  # noqa: E402
+
+#: The methods ``--methods`` names.
+METHODS = ("meanfield", "flow", "lowrank", "vi", "ensemble", "laplace")
+#: The talk's network.
+HIDDEN = (400, 600)
+
+
+def make_method(name: str, epochs: int, batch_size: int, lr: float):
+    """The method ``name`` with the talk's training settings."""
+    from skbnn.methods import LBBNN, DeepEnsemble, Laplace, VariationalInference
+
+    common = {"max_iter": epochs, "batch_size": batch_size, "learning_rate_init": lr}
+    if name in ("meanfield", "flow", "lowrank"):
+        return LBBNN(posterior=name, **common)
+    if name == "vi":
+        return VariationalInference(**common)
+    if name == "ensemble":
+        return DeepEnsemble(solver="adam", **common)
+    # the linearized predictive needs each test row's Jacobian in all 560,000 weights;
+    # draws of the weights through the network are what a network this size can afford
+    return Laplace(hessian="kron", predictive="mc", solver="adam", **common)
+
+
+def child(args) -> None:
+    """One fit, in this process: print its JSON line."""
+    X, y, X_test, y_test = load_mnist(args.data_dir)
+    if args.rows:
+        X, y = X[: args.rows], y[: args.rows]
+    d = (X, y, X_test, y_test)
+    method = make_method(args.child, args.epochs, args.batch_size, args.lr)
+    # the ensemble's draws are its members: its default number of them; the others' are
+    # draws from the fitted approximation, 100 as in lbbnn_digits.py
+    n_samples = None if args.child == "ensemble" else 100
+    r = run(args.child, method, HIDDEN, args.seed, d, args.threshold, n_jobs=args.n_jobs,
+            n_samples=n_samples)  # fmt: skip
+    clf = r.pop("_clf")
+    if args.child in ("meanfield", "flow", "lowrank"):
+        r.update(median_model_scores(args.child, clf, d, args.seed, args.threshold))
+    # Linux reports the peak resident set in kilobytes
+    r["peak_memory_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    r["n_train"] = len(X)
+    print(json.dumps(r))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--epochs", type=int, default=250)
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate")
+    parser.add_argument("--rows", type=int, default=None, help="the first ROWS training images")
+    parser.add_argument("--threshold", type=float, default=0.95,
+                        help="the predictive probability a decision needs")  # fmt: skip
+    parser.add_argument("--n-jobs", type=int, default=2)
+    parser.add_argument("--data-dir", default=None, help="default: ../shared/data/mnist")
+    parser.add_argument("--out", default=None, help="append the JSON lines to this file")
+    parser.add_argument("--resume", action="store_true", help="skip the fits --out holds")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args)
+        return
+    import skbnn
+
+    settings = {"hidden": list(HIDDEN), "epochs": args.epochs, "batch_size": args.batch_size,
+                "lr": args.lr, "rows": args.rows, "threshold": args.threshold,
+                "n_jobs": args.n_jobs}  # fmt: skip
+    done = set()
+    if args.resume and args.out and Path(args.out).is_file():
+        for line in Path(args.out).read_text().splitlines():
+            r = json.loads(line)
+            if not r.get("summary") and all(r.get(k) == v for k, v in settings.items()):
+                done.add((r["method"], r["seed"]))
+    emit = emitter(args.out)
+    command = "python benchmarks/mnist.py " + " ".join(sys.argv[1:])
+    shared = [
+        "--epochs",
+        str(args.epochs),
+        "--batch-size",
+        str(args.batch_size),
+        "--lr",
+        str(args.lr),
+        "--threshold",
+        str(args.threshold),
+        "--n-jobs",
+        str(args.n_jobs),
+    ]
+    shared += ["--rows", str(args.rows)] if args.rows else []
+    shared += ["--data-dir", args.data_dir] if args.data_dir else []
+    rows = []
+    for seed in args.seeds:
+        for name in args.methods:
+            if (name, seed) in done:
+                continue
+            start = time.perf_counter()
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", name, "--seed", str(seed), *shared],
+                capture_output=True, text=True,
+            )  # fmt: skip
+            if out.returncode != 0:
+                emit({"method": name, "seed": seed, **settings, "error": out.stderr[-2000:]})
+                continue
+            r = json.loads(out.stdout.splitlines()[-1])
+            r["process_time"] = time.perf_counter() - start
+            rows.append(r)
+            emit({**r, **settings, "skbnn": skbnn.__version__, **machine(), "command": command})
+    for name in args.methods:
+        rs = [r for r in rows if r["method"] == name]
+        if not rs:
+            continue
+        summary = {"summary": True, "method": name, "seeds": [r["seed"] for r in rs],
+                   **settings, **machine(), "command": command}  # fmt: skip
+        for key in ("accuracy_mean_network", "accuracy_averaged", "accuracy_median_model",
+                    "density", "log_loss", "decided_averaged", "decided_accuracy_averaged",
+                    "decided_median", "decided_accuracy_median", "fit_time",
+                    "peak_memory_mb"):  # fmt: skip
+            vals = [r[key] for r in rs if r.get(key) is not None]
+            if vals:
+                summary[key + "_min_median_max"] = [float(np.min(vals)), float(np.median(vals)),
+                                                    float(np.max(vals))]  # fmt: skip
+        emit(summary)
+
+
+if __name__ == "__main__":
+    main()
