@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from enum import IntEnum
 from numbers import Real
 
@@ -19,6 +20,9 @@ NOISE_PRECISION_SHAPE = 1.0
 NOISE_PRECISION_RATE = 1e-3
 
 
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
 class PriorKind(IntEnum):
     """Code of a prior's density in the numba kernels (the ``prior`` field of
     :data:`skbnn.kernels.density.CONFIG`), which read it as a plain int."""
@@ -26,6 +30,51 @@ class PriorKind(IntEnum):
     GAUSSIAN = 0
     LOGISTIC = 1
     SCALE_MIXTURE = 2
+
+
+def log_density_curvature(kind: PriorKind, theta, mean, scale, mixture=None):
+    """The prior's log density at ``theta`` and its negative Hessian's diagonal there.
+
+    Parameters
+    ----------
+    kind : PriorKind
+    theta, mean, scale : ndarray of shape (q,)
+        The parameters, and their prior's location and scale (per parameter).
+    mixture : tuple of float, default=None
+        ``(w, ratio)`` of the scale mixture: ``w N(0, scale^2) + (1 - w) N(0, (ratio
+        scale)^2)``; unused by the other kinds.
+
+    Returns
+    -------
+    logp : float
+    curvature : ndarray of shape (q,)
+        ``-d^2 log p / d theta^2``, the prior's share of the Laplace approximation's
+        precision.
+    """
+    z = (theta - mean) / scale
+    if kind == PriorKind.LOGISTIC:
+        a = np.abs(z)
+        logp = float(np.sum(-a - 2.0 * np.log1p(np.exp(-a)) - np.log(scale)))
+        return logp, (1.0 - np.tanh(0.5 * z) ** 2) / (2.0 * scale * scale)
+    if kind == PriorKind.SCALE_MIXTURE:
+        # w1 N(0, s1^2) + w2 N(0, s2^2): with responsibilities r_k, the negative second
+        # derivative is A - d^2 V, A and V the mean and variance of 1/s_k^2 under r
+        w, ratio = mixture
+        d = theta - mean
+        inv = np.stack([1.0 / scale**2, 1.0 / (ratio * scale) ** 2])
+        log_comp = np.stack([
+            math.log(w) - 0.5 * d * d * inv[0] - np.log(scale),
+            math.log1p(-w) - 0.5 * d * d * inv[1] - np.log(ratio * scale),
+        ])  # fmt: skip
+        top = np.max(log_comp, axis=0)
+        log_total = top + np.log(np.sum(np.exp(log_comp - top), axis=0))
+        r = np.exp(log_comp - log_total)
+        mean_inv = np.sum(r * inv, axis=0)
+        var_inv = np.sum(r * inv * inv, axis=0) - mean_inv * mean_inv
+        logp = float(np.sum(log_total) - 0.5 * d.size * _LOG_2PI)
+        return logp, mean_inv - d * d * var_inv
+    logp = float(np.sum(-0.5 * z * z - np.log(scale)) - 0.5 * z.size * _LOG_2PI)
+    return logp, 1.0 / (scale * scale)
 
 
 def _layer_scales(layout: NetworkLayout, weight: float, bias: float, fan_in_scaling: bool):

@@ -20,7 +20,7 @@ from ..kernels import backprop as kbackprop
 from ..kernels import density as knet
 from ..log_posterior import NoiseMode
 from ..posterior import ForwardPass, LaplacePosterior, cholesky_inverse, single_threaded_blas
-from ..priors import PriorKind
+from ..priors import PriorKind, log_density_curvature
 from ..utils import seed_sequence
 from ._base import FitResult
 from ._optim import (
@@ -324,35 +324,6 @@ class Laplace(_Trainer):
             total += p
         return total
 
-    @staticmethod
-    def _prior_terms(target, theta, sl):
-        """Log prior density and its negative Hessian's diagonal over ``theta[sl]``."""
-        s = target.prior_scale[sl]
-        z = (theta[sl] - target.prior_mean[sl]) / s
-        if target.prior_kind == PriorKind.LOGISTIC:
-            a = np.abs(z)
-            logp = float(np.sum(-a - 2.0 * np.log1p(np.exp(-a)) - np.log(s)))
-            return logp, (1.0 - np.tanh(0.5 * z) ** 2) / (2.0 * s * s)
-        if target.prior_kind == PriorKind.SCALE_MIXTURE:
-            # w1 N(0, s1^2) + w2 N(0, s2^2): with responsibilities r_k, the negative second
-            # derivative is A - d^2 V, A and V the mean and variance of 1/s_k^2 under r
-            w, ratio = target.mixture
-            d = theta[sl] - target.prior_mean[sl]
-            inv = np.stack([1.0 / s**2, 1.0 / (ratio * s) ** 2])
-            log_comp = np.stack([
-                math.log(w) - 0.5 * d * d * inv[0] - np.log(s),
-                math.log1p(-w) - 0.5 * d * d * inv[1] - np.log(ratio * s),
-            ])  # fmt: skip
-            top = np.max(log_comp, axis=0)
-            log_total = top + np.log(np.sum(np.exp(log_comp - top), axis=0))
-            r = np.exp(log_comp - log_total)
-            mean = np.sum(r * inv, axis=0)
-            var = np.sum(r * inv * inv, axis=0) - mean * mean
-            logp = float(np.sum(log_total) - 0.5 * d.size * _LOG_2PI)
-            return logp, mean - d * d * var
-        logp = float(np.sum(-0.5 * z * z - np.log(s)) - 0.5 * z.size * _LOG_2PI)
-        return logp, 1.0 / (s * s)
-
     def _full_hessian(self, target, theta, sl, n_jobs):
         """The negative Hessian of the log posterior over ``theta[sl]`` by central
         differences of the analytic gradient, symmetrized."""
@@ -375,7 +346,13 @@ class Laplace(_Trainer):
         value = evaluator.value(theta)
         loglik = float(evaluator.stats[0])
         ssr = np.array(evaluator.stats[2 : 2 + target.n_outputs], dtype=np.float64)
-        logprior, prior_prec = self._prior_terms(target, theta, sl)
+        logprior, prior_prec = log_density_curvature(
+            target.prior_kind,
+            theta[sl],
+            target.prior_mean[sl],
+            target.prior_scale[sl],
+            target.mixture,
+        )
         if not math.isfinite(value):
             raise ValueError(
                 "the log posterior at the trained MAP is not finite; lower learning_rate_init "
