@@ -27,8 +27,10 @@ from sklearn.preprocessing import StandardScaler
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.kernels import density as knet
+from skbnn.kernels import gemm
 from skbnn.kernels import lrt as klrt
 from skbnn.kernels import vi as kvi
+from skbnn.kernels._compile import call
 from skbnn.log_posterior import LogPosterior
 from skbnn.methods import VariationalInference
 from skbnn.model_selection import elbo_scorer, evidence_scorer
@@ -185,6 +187,105 @@ def test_gradient_of_the_elbo_estimate_is_exact(likelihood, prior, family, local
         [(estimate(lam + e)[0] - estimate(lam - e)[0]) / (2 * h) for e in np.eye(lam.size) * h]
     )
     assert np.max(np.abs(numeric - grad)) < 1e-7 * np.max(np.abs(grad))
+
+
+#: activation codes of the kernels, and each one's function of the pre-activation and
+#: derivative in terms of its output
+ACTS = {0: (lambda z: z, lambda a: np.ones_like(a)),
+        1: (lambda z: np.maximum(z, 0.0), lambda a: (a > 0) * 1.0),
+        2: (np.tanh, lambda a: 1.0 - a * a),
+        3: (lambda z: 1.0 / (1.0 + np.exp(-z)), lambda a: a * (1.0 - a))}  # fmt: skip
+
+
+def _lrt_network(seed=0, n=9):
+    # 5 -> lo+4 -> lo+1 -> lo -> 3: a narrow first layer and head (the hand-written passes,
+    # the head's delta below a loop) around two wide layers (BLAS, the delta below each of
+    # them two dgemm), lo = BLAS_MIN_WIDTH
+    lo = gemm.BLAS_MIN_WIDTH
+    sizes = np.array([5, lo + 4, lo + 1, lo, 3], dtype=np.int64)
+    shapes = list(zip(sizes[:-1], sizes[1:], strict=True))
+    assert [call(gemm.wide, a, b) for a, b in shapes] == [False, True, True, False]
+    blocks = [a * b + b for a, b in shapes]
+    offsets = np.concatenate([[0], np.cumsum(blocks)[:-1]]).astype(np.int64)
+    rng = np.random.default_rng(seed)
+    fan_in = np.concatenate([np.full(a * b + b, float(a)) for a, b in shapes])
+    mu = rng.standard_normal(fan_in.size) / np.sqrt(fan_in)
+    var = rng.uniform(0.2, 1.0, fan_in.size) / fan_in
+    X = rng.standard_normal((n, sizes[0]))
+    C = rng.standard_normal((sizes[-1], n))  # d loss / d output, feature-major
+    return sizes, offsets, mu, var, X, C
+
+
+def _lrt_kernels(mu, var, X, sizes, offsets, act, C, seed, beta=0.7):
+    # the kernels' output (rows by outputs) and beta times the gradients of sum(C * out)
+    n = X.shape[0]
+    ws = np.full(klrt.lrt_workspace_size(sizes, n), np.nan)
+    XT = np.ascontiguousarray(X.T).ravel()
+    rng = np.random.default_rng(seed)
+    base = call(klrt.lrt_forward, mu, var, XT, sizes, offsets, act, n, ws, rng)
+    out = ws[base : base + C.size].reshape(C.shape).T.copy()
+    _, _, _, vbuf, wn = call(klrt._bases, sizes, n)
+    ws[vbuf + wn : vbuf + wn + C.size] = C.ravel()
+    gmu, gvar = np.zeros(mu.size), np.zeros(var.size)
+    call(klrt.lrt_backward, mu, var, XT, sizes, offsets, act, n, ws, gmu, gvar, beta)
+    return out, gmu, gvar
+
+
+def _lrt_numpy(mu, var, X, sizes, offsets, act, C, seed, beta=0.7):
+    # the same in numpy, with the kernels' draws: every layer's noise in turn, feature-major
+    rng = np.random.default_rng(seed)
+    f, df = ACTS[act]
+    layers = []
+    a = X
+    for layer, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
+        w = offsets[layer]
+        Wm, bm = mu[w : w + n_in * n_out].reshape(n_in, n_out), mu[w + n_in * n_out :][:n_out]
+        Wv, bv = var[w : w + n_in * n_out].reshape(n_in, n_out), var[w + n_in * n_out :][:n_out]
+        xi = rng.standard_normal((n_out, X.shape[0])).T
+        sd = np.sqrt(a * a @ Wv + bv)
+        z = a @ Wm + bm + sd * xi
+        layers.append((a, Wm, Wv, 0.5 * xi / sd))
+        a = f(z) if layer < len(sizes) - 2 else z
+    out = a
+    gmu, gvar = np.zeros(mu.size), np.zeros(var.size)
+    delta = C.T
+    for layer in range(len(layers) - 1, -1, -1):
+        a, Wm, Wv, k = layers[layer]
+        dv = delta * k
+        w, n_in, n_out = offsets[layer], sizes[layer], sizes[layer + 1]
+        end = w + n_in * n_out + n_out
+        gmu[w:end] = beta * np.concatenate([(a.T @ delta).ravel(), delta.sum(0)])
+        gvar[w:end] = beta * np.concatenate([(a.T * a.T @ dv).ravel(), dv.sum(0)])
+        delta = (delta @ Wm.T + 2.0 * a * (dv @ Wv.T)) * df(a)
+    return out, gmu, gvar
+
+
+@pytest.mark.parametrize("act", [0, 1, 2, 3], ids=["identity", "relu", "tanh", "logistic"])
+def test_local_reparameterization_through_wide_layers_is_numpys(act):
+    # the BLAS path (the two wide layers) and the loop path (the narrow ones) against
+    # numpy at the same draws, to rounding: the output and both gradients; then the
+    # gradients against central differences of sum(C * out) at those draws (smooth for
+    # every activation but ReLU), along random directions
+    sizes, offsets, mu, var, X, C = _lrt_network()
+    got = _lrt_kernels(mu, var, X, sizes, offsets, act, C, seed=3)
+    want = _lrt_numpy(mu, var, X, sizes, offsets, act, C, seed=3)
+    for g, w in zip(got, want, strict=True):
+        assert np.max(np.abs(g - w)) <= 1e-10 * np.max(np.abs(w))
+    if act == 1:
+        return
+    _, gmu, gvar = got
+    h = 1e-6
+    rng = np.random.default_rng(4)
+
+    def loss(m, v):
+        return np.sum(C.T * _lrt_kernels(m, v, X, sizes, offsets, act, C, seed=3)[0])
+
+    for _ in range(3):
+        u = rng.standard_normal(mu.size)
+        fd_mu = (loss(mu + h * u, var) - loss(mu - h * u, var)) / (2 * h)
+        fd_var = (loss(mu, var + h * u * var) - loss(mu, var - h * u * var)) / (2 * h)
+        np.testing.assert_allclose(0.7 * fd_mu, gmu @ u, rtol=1e-6)
+        np.testing.assert_allclose(0.7 * fd_var, gvar @ (u * var), rtol=1e-6)
 
 
 def test_path_derivative_entropy_gradient_is_unbiased():

@@ -6,6 +6,11 @@ the layer's input ``a``: drawing it per row is the same as an independent draw o
 weights for every row, for the arithmetic of two dense passes. The variational families of
 :mod:`skbnn.kernels.vi` and :mod:`skbnn.kernels.flows` pass their weights' means and
 variances (for the spike and slab, those of the mixture) through these kernels.
+
+A wide layer (:func:`skbnn.kernels.gemm.wide`, by its shape alone) runs its products
+through BLAS as the network kernels do: the mean and variance passes and the two weight
+gradients through :mod:`.layers` and :mod:`.backprop`, which choose it themselves, and the
+delta of the layer below, ``delta mu_W^T + 2 a (dv var_W^T)``, as two ``dgemm`` calls here.
 """
 
 import math
@@ -14,6 +19,7 @@ import numpy as np
 
 from ._compile import _FM, njit
 from .backprop import _wgrad
+from .gemm import gemm, wide
 from .layers import _activate, _dense
 
 
@@ -119,25 +125,42 @@ def lrt_backward(mu, var, XT, sizes, offsets, act, n, ws, gmu, gvar, beta):
         _wgrad(a_all, n_in, delta, n_out, n, gmu, w_start, b_start, beta)
         _wgrad(x2, n_in, dv, n_out, n, gvar, w_start, b_start, beta)
         # d z_j / d a_i = mu_W[i, j] + 2 a_i var_W[i, j] (d z_j / d v_j)
-        for i in range(n_in):
-            nd = ws[nxt + i * n : nxt + (i + 1) * n]
-            a = a_all[i * n : (i + 1) * n]
-            for t in range(n):
-                nd[t] = 0.0
-            for j in range(n_out):
-                wm = mu[w_start + i * n_out + j]
-                w2 = 2.0 * var[w_start + i * n_out + j]
-                d = delta[j * n : (j + 1) * n]
-                e = dv[j * n : (j + 1) * n]
+        if wide(n_in, n_out):
+            # the variance term first, so that a multiplies it alone before the mean's
+            # product adds into the same buffer (beta = 1): no second buffer of n_in rows
+            gemm(0, 0, n, n_in, n_out, 2.0, dv, 0, n, var, w_start, n_out, 0.0, ws, nxt, n)
+            nd = ws[nxt : nxt + n_in * n]
+            for t in range(n_in * n):
+                nd[t] *= a_all[t]
+            gemm(0, 0, n, n_in, n_out, 1.0, delta, 0, n, mu, w_start, n_out, 1.0, ws, nxt, n)
+            _times_derivative(nd, a_all, act)
+        else:
+            for i in range(n_in):
+                nd = ws[nxt + i * n : nxt + (i + 1) * n]
+                a = a_all[i * n : (i + 1) * n]
                 for t in range(n):
-                    nd[t] += wm * d[t] + w2 * a[t] * e[t]
-            if act == 1:
-                for t in range(n):
-                    nd[t] *= 1.0 if a[t] > 0.0 else 0.0
-            elif act == 2:
-                for t in range(n):
-                    nd[t] *= 1.0 - a[t] * a[t]
-            elif act == 3:
-                for t in range(n):
-                    nd[t] *= a[t] * (1.0 - a[t])
+                    nd[t] = 0.0
+                for j in range(n_out):
+                    wm = mu[w_start + i * n_out + j]
+                    w2 = 2.0 * var[w_start + i * n_out + j]
+                    d = delta[j * n : (j + 1) * n]
+                    e = dv[j * n : (j + 1) * n]
+                    for t in range(n):
+                        nd[t] += wm * d[t] + w2 * a[t] * e[t]
+                _times_derivative(nd, a, act)
         cur, nxt = nxt, cur
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, inline="always")
+def _times_derivative(nd, a, act):
+    # nd times the activation's derivative at its output a: ReLU's 0/1 mask, tanh's
+    # 1 - a^2, the logistic's a (1 - a); the identity's 1 leaves nd as it is
+    if act == 1:
+        for t in range(nd.shape[0]):
+            nd[t] *= 1.0 if a[t] > 0.0 else 0.0
+    elif act == 2:
+        for t in range(nd.shape[0]):
+            nd[t] *= 1.0 - a[t] * a[t]
+    elif act == 3:
+        for t in range(nd.shape[0]):
+            nd[t] *= a[t] * (1.0 - a[t])
