@@ -99,9 +99,7 @@ def test_swag_moments_are_those_of_the_snapshots():
     data = kopt.Batches(
         target.XT, target.YT, target.W, rows, np.empty(2 * 30), np.empty(30), np.empty(30)
     )
-    cfg = np.zeros(1, dtype=kopt.OPTIMIZER)
-    cfg[0] = (1, 0, 0, 0.9, 0.999, 1e-8, 0.5)  # SGD with momentum 0.5
-    opt = kopt.Optimizer(cfg, np.zeros(p), np.zeros(p))
+    opt = kopt.optimizer(1, p, momentum=0.5)  # SGD with momentum 0.5
     rank = 4
     mcfg = np.zeros(1, dtype=kopt.MOMENTS)
     mom = kopt.Moments(mcfg, np.zeros(p), np.zeros(p), np.zeros((rank, p)))

@@ -124,9 +124,7 @@ def test_minibatch_epoch_weights_its_rows():
         theta = 0.3 * np.ones(p)
         data = kopt.Batches(target.XT, target.YT, target.W, np.arange(n), np.empty(3 * n),
                             np.empty(2 * n), np.empty(n))  # fmt: skip
-        cfg = np.zeros(1, dtype=kopt.OPTIMIZER)
-        cfg[0] = (1, 0, 0, 0.9, 0.999, 1e-8, 0.0)  # plain SGD
-        opt = kopt.Optimizer(cfg, np.zeros(p), np.zeros(p))
+        opt = kopt.optimizer(1, p, momentum=0.0)  # plain SGD
         mom = kopt.Moments(np.zeros(1, dtype=kopt.MOMENTS), np.empty(0), np.empty(0),
                            np.empty((0, 0)))  # fmt: skip
         tgt = knet.density_target(target.kernel_target())

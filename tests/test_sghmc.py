@@ -77,11 +77,12 @@ def test_the_noise_step_adds_the_stated_variance(seed):
     rows = np.arange(50)
     data = kopt.Batches(target.XT, target.YT, target.W, rows, np.empty(3 * 10), np.empty(10),
                         np.empty(10))  # fmt: skip
-    cfg = np.zeros(1, dtype=kopt.OPTIMIZER)
-    # SGHMC, no momentum, beta2 = 0 so that P is 1 / sqrt(v) at once
-    cfg[0] = (2, 0, 0, 0.9, 0.0, 1e-8, 0.0)
+    # SGHMC, no momentum, after one exploration step whose gradient's mean square was v
+    # (beta2 = 0, so that P is 1 / sqrt(v) at once)
+    opt = kopt.optimizer(2, p, beta2=0.0, momentum=0.0)
     v = 4.0
-    opt = kopt.Optimizer(cfg, np.zeros(p), np.full(p, v))
+    opt.cfg[0]["n_explore"] = 1
+    opt.cfg[0]["msq"] = v
     mom = kopt.Moments(np.zeros(1, dtype=kopt.MOMENTS), np.empty(0), np.empty(0),
                        np.empty((0, 0)))  # fmt: skip
     sd, n_epochs, steps = 0.01, 20, 5
@@ -207,34 +208,54 @@ def _sghmc_fit(method, seed, data):
 
 @pytest.mark.statistical
 def test_chains_still_fitting_when_sampling_ends_warn_and_the_fix_fits_better(seed):
-    # ~1 s. Eight epochs for four cycles on 2,000 Friedman rows: over 16 seeds the training
-    # loss fell 0.11-0.20 nats per row from one cycle's end to the next, 20-36 times the
-    # posterior's own spread of it (0.0055 per row with 241 parameters) and 4-10 standard
-    # errors, and every fit warned. The max_iter the warning names, set literally, raised
-    # the test log-likelihood by 0.41-0.55 nats per row on every seed, and the fall
-    # between cycles with it; a further round of the advice would follow.
+    # ~2 s. Eight epochs for four cycles on 2,000 Friedman rows, each chain from its random
+    # initialization: over 16 seeds the training loss fell from one cycle's end to the
+    # next by a median of 30-40 times the posterior's own spread of it (0.0055 per row
+    # with 241 parameters), in 12 of 12 cycles, and every fit warned. The fix the warning
+    # names, set literally (chains from optima of their own, the default), raised the
+    # test log-likelihood by 0.63-0.69 nats per row on every seed and silenced it (a
+    # median fall of -0.5 to 0.8 spreads).
     import re
 
     data = _friedman()
-    est, texts, ll = _sghmc_fit(SGHMC(max_iter=8), seed, data)
+    est, texts, ll = _sghmc_fit(SGHMC(max_iter=8, init="random"), seed, data)
     (text,) = texts
     assert "still fitting the data when sampling ended" in text
     diag = est.diagnostics_
     gains = diag["cycle_gains"]
-    assert gains.shape == (4, 2) and gains.mean() > 2 * diag["loss_spread"]
-    fix = re.search(r"method=SGHMC\(max_iter=(\d+)\)", text)
-    assert fix and int(fix.group(1)) == 32
-    followed, _, ll_followed = _sghmc_fit(SGHMC(max_iter=int(fix.group(1))), seed, data)
-    assert ll_followed > ll + 0.2
-    assert followed.diagnostics_["cycle_gains"].mean() < gains.mean()
+    assert gains.shape == (4, 3) and np.median(gains) > 2 * diag["loss_spread"]
+    fix = re.search(r"(method=SGHMC\([^)]*\))", text)
+    assert fix and fix.group(1) == "method=SGHMC(max_iter=8)"
+    method = eval(fix.group(1).split("=", 1)[1])
+    assert method.init == "map"
+    followed, texts_followed, ll_followed = _sghmc_fit(method, seed, data)
+    assert ll_followed > ll + 0.3
+    assert not texts_followed
 
 
 @pytest.mark.statistical
 def test_sghmc_defaults_that_fit_do_not_warn_of_underfitting(seed):
-    # ~3 s. The default schedule on the same rows: over 12 seeds the fall between cycles
-    # was 0.71 of the posterior's spread of the loss (sd 0.16 across seeds, largest 0.93),
-    # against the bound of 2: 8 sd away
+    # ~2 s. The default schedule on the same rows: over 12 seeds the median fall between
+    # cycles was 0.41 of the posterior's spread of the loss (sd 0.27 across seeds, largest
+    # 0.80), against the bound of 2: 6 sd away
     est, texts, _ = _sghmc_fit(SGHMC(), seed, _friedman())
     diag = est.diagnostics_
     assert not texts
-    assert diag["cycle_gains"].mean() < 2 * diag["loss_spread"]
+    assert np.median(diag["cycle_gains"]) < 2 * diag["loss_spread"]
+
+
+def test_one_cycle_in_a_worse_mode_neither_hides_nor_fakes_a_trend():
+    # deterministic: the sign test and the median, not the mean, decide
+    from skbnn.methods.sghmc import still_fitting
+
+    trend = np.full((4, 3), 0.05)
+    assert still_fitting(trend, 0.001)
+    # a chain's last cycle landed far worse: its fall is hugely negative, the trend stays
+    trend[3, 2] = -100.0
+    assert still_fitting(trend, 0.001)
+    # gains either way (modes of different fits), one of them huge: no trend
+    mixed = np.array([[0.05, -0.04, 0.03], [-0.05, 0.04, -0.03], [100.0, -0.02, 0.02],
+                      [0.01, -0.01, 0.06]])  # fmt: skip
+    assert not still_fitting(mixed, 0.001)
+    # a steady fall within the posterior's own spread of the loss
+    assert not still_fitting(np.full((4, 3), 0.0015), 0.001)

@@ -17,9 +17,11 @@ The state is held in named tuples so the kernels read fields by name:
 ``Optimizer(cfg, m1, m2)``
     ``cfg`` is a one-element record of dtype :data:`OPTIMIZER` (``kind`` 0 Adam, 1 SGD
     with momentum, 2 preconditioned SGHMC; ``beta1``, ``beta2``, ``epsilon``,
-    ``momentum``, ``nesterov``, and the step count ``t``); ``m1`` and ``m2`` are Adam's
-    moment estimates (``m1`` is SGD's and SGHMC's velocity, ``m2[0]`` SGHMC's mean
-    square gradient).
+    ``momentum``, ``nesterov``, the step count ``t``, and SGHMC's state: its exploration
+    steps ``n_explore``, the gradient's mean square ``msq``, the preconditioner
+    ``precond`` frozen while sampling, and whether the last step was ``sampling``);
+    ``m1`` and ``m2`` are Adam's moment estimates (``m1`` is SGD's velocity, and
+    SGHMC's while it samples).
 ``Moments(cfg, mean, sq_mean, dev)``
     SWAG's running first and second moments and its ring buffer of the last ``rank``
     deviations, fed at the steps an epoch's ``keep`` flags; ``cfg`` of dtype
@@ -49,9 +51,28 @@ OPTIMIZER = record(
         ("beta2", np.float64),
         ("epsilon", np.float64),
         ("momentum", np.float64),
+        ("n_explore", np.int64),
+        ("msq", np.float64),
+        ("precond", np.float64),
+        ("sampling", np.int64),
     ],
     align=True,
 )
+
+
+def optimizer(kind: int, n: int, beta1=0.9, beta2=0.999, epsilon=1e-8, momentum=0.9,
+              nesterov=False) -> Optimizer:  # fmt: skip
+    """A fresh :class:`Optimizer` of ``kind`` (0 Adam, 1 SGD with momentum, 2 SGHMC) for
+    ``n`` parameters."""
+    cfg = np.zeros(1, dtype=OPTIMIZER)
+    cfg[0]["kind"] = kind
+    cfg[0]["nesterov"] = int(nesterov)
+    cfg[0]["beta1"] = beta1
+    cfg[0]["beta2"] = beta2
+    cfg[0]["epsilon"] = epsilon
+    cfg[0]["momentum"] = momentum
+    return Optimizer(cfg, np.zeros(n), np.zeros(n))
+
 
 MOMENTS = record(
     [("raw", np.int64), ("n", np.int64)],
@@ -104,42 +125,18 @@ def _gather(data, i0, nb, d, ky, n_all):
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _step(theta, g, scale, lr, sd, opt, rng):
     # one step on the loss whose gradient is scale * g (g the log density's gradient);
-    # kind 2 is SGHMC (Chen et al. 2014), whose velocity is the momentum times the step
-    # size: SGD with momentum plus N(0, sd^2 P) noise when sd > 0
+    # kind 2 is cyclical SGHMC: Adam while it explores (sd == 0), SGHMC with N(0, sd^2 P)
+    # noise while it samples
     cfg = opt.cfg[0]
     cfg.t += 1
     m1 = opt.m1
     if cfg.kind == 0:
-        m2 = opt.m2
-        b1 = cfg.beta1
-        b2 = cfg.beta2
-        c1 = 1.0 - b1**cfg.t
-        c2 = 1.0 - b2**cfg.t
-        for i in range(theta.shape[0]):
-            gi = scale * g[i]
-            m1[i] = b1 * m1[i] + (1.0 - b1) * gi
-            m2[i] = b2 * m2[i] + (1.0 - b2) * gi * gi
-            theta[i] -= lr * (m1[i] / c1) / (math.sqrt(m2[i] / c2) + cfg.epsilon)
+        _adam(theta, g, scale, lr, opt, cfg.t)
     elif cfg.kind == 2:
-        # preconditioned by the scalar P = 1 / (sqrt(v) + epsilon), v the running mean of
-        # the gradient's mean square (RMSprop's, over all parameters at once: one
-        # parameter's own would let a dead unit's zero gradient blow up its steps), frozen
-        # while noise is injected: a constant P is SGHMC in the coordinates theta / sqrt(P),
-        # exact as the step size shrinks, and the step is invariant to the loss's scale
-        b2 = cfg.beta2
         if sd == 0.0:
-            gsq = 0.0
-            for i in range(theta.shape[0]):
-                gsq += (scale * g[i]) ** 2
-            opt.m2[0] = b2 * opt.m2[0] + (1.0 - b2) * gsq / theta.shape[0]
-        pc = 1.0 / (math.sqrt(opt.m2[0] / (1.0 - b2**cfg.t)) + cfg.epsilon)
-        mu = cfg.momentum
-        sdp = sd * math.sqrt(pc)
-        for i in range(theta.shape[0]):
-            m1[i] = mu * m1[i] - lr * pc * scale * g[i]
-            if sd > 0.0:
-                m1[i] += sdp * rng.standard_normal()
-            theta[i] += m1[i]
+            _explore(theta, g, scale, lr, opt)
+        else:
+            _sghmc(theta, g, scale, lr, sd, opt, rng)
     else:
         mu = cfg.momentum
         nesterov = cfg.nesterov != 0
@@ -148,6 +145,73 @@ def _step(theta, g, scale, lr, sd, opt, rng):
             m1[i] = mu * m1[i] - lr * gi
             # Nesterov's look-ahead in the form scikit-learn's SGD uses
             theta[i] += mu * m1[i] - lr * gi if nesterov else m1[i]
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def _explore(theta, g, scale, lr, opt):
+    # SGHMC's exploration stage (no noise): an Adam step, as the ensemble's members train,
+    # so that each cycle reaches a mode whatever the layers' gradient scales; a step of
+    # SGD preconditioned by one scalar fell short of a mode on 10^5-10^6 rows. Meanwhile
+    # the gradient's mean square over all parameters (RMSprop's, one scalar: a parameter's
+    # own would let a dead unit's zero gradient blow up its noise) sets the preconditioner
+    # that the sampling stage freezes.
+    cfg = opt.cfg[0]
+    cfg.n_explore += 1
+    cfg.sampling = 0
+    # a step of the velocity's length, lr / (1 - momentum), as SGHMC's own would take
+    gsq = _adam(theta, g, scale, lr / (1.0 - cfg.momentum), opt, cfg.n_explore)
+    cfg.msq = cfg.beta2 * cfg.msq + (1.0 - cfg.beta2) * gsq / theta.shape[0]
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def _adam(theta, g, scale, lr, opt, t):
+    # Adam's step t (Kingma and Ba 2015) on the gradient scale * g; returns the
+    # gradient's sum of squares
+    cfg = opt.cfg[0]
+    m1 = opt.m1
+    m2 = opt.m2
+    b1 = cfg.beta1
+    b2 = cfg.beta2
+    c1 = 1.0 - b1**t
+    c2 = 1.0 - b2**t
+    gsq = 0.0
+    for i in range(theta.shape[0]):
+        gi = scale * g[i]
+        gsq += gi * gi
+        m1[i] = b1 * m1[i] + (1.0 - b1) * gi
+        m2[i] = b2 * m2[i] + (1.0 - b2) * gi * gi
+        theta[i] -= lr * (m1[i] / c1) / (math.sqrt(m2[i] / c2) + cfg.epsilon)
+    return gsq
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def _sghmc(theta, g, scale, lr, sd, opt, rng):
+    # SGHMC (Chen et al. 2014) preconditioned by the scalar P = 1 / (sqrt(v) + epsilon),
+    # v the exploration's mean square gradient, frozen at the stage's first step: a
+    # constant P is SGHMC in the coordinates theta / sqrt(P), exact as the step size
+    # shrinks, and the step is invariant to the loss's scale. The velocity (the momentum
+    # times the step size) starts from rest, since m1 held Adam's moment until then.
+    cfg = opt.cfg[0]
+    m1 = opt.m1
+    if cfg.sampling == 0:
+        cfg.sampling = 1
+        for i in range(theta.shape[0]):
+            m1[i] = 0.0
+        if cfg.n_explore == 0:
+            # no exploration before: the first sampling step's gradient sets v
+            gsq = 0.0
+            for i in range(theta.shape[0]):
+                gsq += (scale * g[i]) ** 2
+            v = gsq / theta.shape[0]
+        else:
+            v = cfg.msq / (1.0 - cfg.beta2**cfg.n_explore)
+        cfg.precond = 1.0 / (math.sqrt(v) + cfg.epsilon)
+    pc = cfg.precond
+    mu = cfg.momentum
+    sdp = sd * math.sqrt(pc)
+    for i in range(theta.shape[0]):
+        m1[i] = mu * m1[i] - lr * pc * scale * g[i] + sdp * rng.standard_normal()
+        theta[i] += m1[i]
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
@@ -190,7 +254,7 @@ def run_epoch(theta, tgt, data, batch_size, lrs, noise, keep, opt, mom, ws, grad
     noise : ndarray of shape (n_batches,) or (0,)
         The standard deviation ``sd`` of the Gaussian noise SGHMC (``kind`` 2) adds to its
         velocity at each step, times the square root of its preconditioner; empty or 0 for
-        none, and then SGHMC updates its preconditioner.
+        none, and then SGHMC explores (Adam steps) and updates its preconditioner.
     keep : ndarray of shape (n_batches,) or (0,)
         Nonzero at the steps after which ``mom`` collects the parameters; empty for none.
     opt : Optimizer

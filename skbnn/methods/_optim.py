@@ -417,11 +417,9 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
     ws = np.empty(knet.workspace_size(target.layout.sizes, batch))
     grad = np.empty(theta.size)
     stats = np.empty(2 + int(target.layout.sizes[-1]))
-    cfg = np.zeros(1, dtype=kopt.OPTIMIZER)
     kind = 1 if sgd or s.solver == "sgd" else 2 if s.solver == "sghmc" else 0
-    cfg[0] = (kind, 0, int(s.nesterovs_momentum), s.beta_1, s.beta_2, s.epsilon,
-              s.momentum)  # fmt: skip
-    opt = kopt.Optimizer(cfg, np.zeros(theta.size), np.zeros(theta.size))
+    opt = kopt.optimizer(kind, theta.size, s.beta_1, s.beta_2, s.epsilon, s.momentum,
+                         s.nesterovs_momentum)  # fmt: skip
     if moments is None:
         mcfg = np.zeros(1, dtype=kopt.MOMENTS)
         moments = kopt.Moments(mcfg, np.empty(0), np.empty(0), np.empty((0, 0)))

@@ -305,10 +305,8 @@ class VariationalInference(_Trainer):
         ws = np.empty(max(klrt.lrt_workspace_size(sizes, batch), knet.workspace_size(sizes, batch)))
         work = self._work(target, vcfg)
         stats = np.empty(2 + int(sizes[-1]))
-        cfg = np.zeros(1, dtype=kopt.OPTIMIZER)
-        cfg[0] = (1 if s.solver == "sgd" else 0, 0, int(s.nesterovs_momentum), s.beta_1,
-                  s.beta_2, s.epsilon, s.momentum)  # fmt: skip
-        opt = kopt.Optimizer(cfg, np.zeros(vparams.size), np.zeros(vparams.size))
+        opt = kopt.optimizer(1 if s.solver == "sgd" else 0, vparams.size, s.beta_1,
+                             s.beta_2, s.epsilon, s.momentum, s.nesterovs_momentum)  # fmt: skip
         validation = None if val is None else target.evaluator(None, val, YT)
         val_weight = None if val is None else target.weight_of(val)
         window = int(s.n_iter_no_change)
