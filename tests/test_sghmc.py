@@ -259,3 +259,5 @@ def test_one_cycle_in_a_worse_mode_neither_hides_nor_fakes_a_trend():
     assert not still_fitting(mixed, 0.001)
     # a steady fall within the posterior's own spread of the loss
     assert not still_fitting(np.full((4, 3), 0.0015), 0.001)
+    # beyond it, on many rows, but too small to change the predictive materially
+    assert not still_fitting(np.full((4, 3), 0.005), 1e-4)

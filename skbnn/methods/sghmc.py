@@ -45,12 +45,17 @@ CYCLE_EPOCHS = 50
 #: magnitude beyond. The engine then restarts the chain at a tenth of the step size.
 DIVERGED_NATS_PER_WEIGHT = 10.0
 #: The chains were still fitting when sampling ended when the training loss fell from one
-#: cycle's end to the next (over every chain) by more than this
-#: many times the posterior's own spread of that loss, ``sqrt(n_params / 2) / n`` per
-#: row (the sd of a Gaussian posterior's log density, over the rows' weight ``n``), and
-#: in more cycles than chance gives (``UNDERFIT_ALPHA``): a chain that samples its
-#: posterior moves its loss about that much from draw to draw, not steadily down.
+#: cycle's end to the next (the median over every chain's cycles) by more than this many
+#: times the posterior's own spread of that loss, ``sqrt(n_params / 2) / n`` per row (the
+#: sd of a Gaussian posterior's log density, over the rows' weight ``n``), and in more
+#: cycles than chance gives (``UNDERFIT_ALPHA``): a chain that samples its posterior
+#: moves its loss about that much from draw to draw, not steadily down.
 UNDERFIT_SPREADS = 2.0
+#: And by more than this many nats per row: a smaller fall changes the predictive's log
+#: density by less than a held-out test of 10,000 rows resolves (its standard error is
+#: about 0.01), however far beyond the posterior's spread it is on many rows, where that
+#: spread is tiny.
+UNDERFIT_NATS = 0.01
 #: The sign test's level: the chains' cycles land in different modes, whose fits differ
 #: either way on few rows, so the gains must also be positive more often than chance
 #: gives at this probability.
@@ -82,14 +87,14 @@ def cycle_gains(curves, n_cycles: int, steps_per_epoch: int, max_iter: int):
 def still_fitting(gains, spread: float) -> bool:
     """Whether the cycles' gains (:func:`cycle_gains`) say the chains were still fitting
     the data: their median exceeds ``UNDERFIT_SPREADS`` times the posterior's spread of
-    the loss, and more of them are positive than a fair coin gives with probability
-    ``UNDERFIT_ALPHA`` (a chain that samples its posterior moves its loss either way; a
-    sign test, so that one cycle that landed in a much worse or better mode does not
-    decide it, as it would a mean)."""
+    the loss and ``UNDERFIT_NATS``, and more of them are positive than a fair coin gives
+    with probability ``UNDERFIT_ALPHA`` (a chain that samples its posterior moves its loss
+    either way; a sign test, so that one cycle that landed in a much worse or better mode
+    does not decide it, as it would a mean)."""
     from scipy.stats import binomtest
 
     gains = np.ravel(gains)
-    if float(np.median(gains)) <= UNDERFIT_SPREADS * spread:
+    if float(np.median(gains)) <= max(UNDERFIT_SPREADS * spread, UNDERFIT_NATS):
         return False
     positive = int(np.sum(gains > 0))
     return binomtest(positive, gains.size, 0.5, alternative="greater").pvalue < UNDERFIT_ALPHA
