@@ -158,15 +158,21 @@ def _explore(theta, g, scale, lr, opt):
     cfg = opt.cfg[0]
     cfg.n_explore += 1
     cfg.sampling = 0
+    gsq = 0.0
+    for i in range(theta.shape[0]):
+        gi = scale * g[i]
+        gsq += gi * gi
     # a step of the velocity's length, lr / (1 - momentum), as SGHMC's own would take
-    gsq = _adam(theta, g, scale, lr / (1.0 - cfg.momentum), opt, cfg.n_explore)
+    _adam(theta, g, scale, lr / (1.0 - cfg.momentum), opt, cfg.n_explore)
     cfg.msq = cfg.beta2 * cfg.msq + (1.0 - cfg.beta2) * gsq / theta.shape[0]
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _adam(theta, g, scale, lr, opt, t):
-    # Adam's step t (Kingma and Ba 2015) on the gradient scale * g; returns the
-    # gradient's sum of squares
+    # Adam's step t (Kingma and Ba 2015) on the gradient scale * g. No reduction here: a
+    # sum in this loop (without reassociation, to keep its bits) kept it scalar, and the
+    # elementwise steps alone vectorize with the same bits, sqrt and division being
+    # correctly rounded either way
     cfg = opt.cfg[0]
     m1 = opt.m1
     m2 = opt.m2
@@ -174,14 +180,12 @@ def _adam(theta, g, scale, lr, opt, t):
     b2 = cfg.beta2
     c1 = 1.0 - b1**t
     c2 = 1.0 - b2**t
-    gsq = 0.0
+    eps = cfg.epsilon
     for i in range(theta.shape[0]):
         gi = scale * g[i]
-        gsq += gi * gi
         m1[i] = b1 * m1[i] + (1.0 - b1) * gi
         m2[i] = b2 * m2[i] + (1.0 - b2) * gi * gi
-        theta[i] -= lr * (m1[i] / c1) / (math.sqrt(m2[i] / c2) + cfg.epsilon)
-    return gsq
+        theta[i] -= lr * (m1[i] / c1) / (math.sqrt(m2[i] / c2) + eps)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
