@@ -334,7 +334,7 @@ X = np.linspace(-1, 1, 20)[:, None]
 BayesianMLPRegressor((2,), method=VariationalInference(max_iter=2), n_samples=10,
                      random_state=0).fit(X, X[:, 0])
 print(json.dumps({f: len(getattr(vi, f).signatures) for f in
-                  ("diagonal_terms", "analytic_terms", "_lowrank_entropy", "_entropy_path")}))
+                  ("meanfield_terms", "analytic_terms", "_lowrank_entropy", "_entropy_path")}))
 """
 
 
@@ -346,7 +346,7 @@ def test_a_mean_field_fit_compiles_none_of_the_low_rank_familys_algebra(tmp_path
 
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
     first, _ = _json_of_two_processes(_COLD_MEANFIELD, env)
-    assert first == {"diagonal_terms": 1, "analytic_terms": 0, "_lowrank_entropy": 0,
+    assert first == {"meanfield_terms": 1, "analytic_terms": 0, "_lowrank_entropy": 0,
                      "_entropy_path": 0}  # fmt: skip
 
 

@@ -189,6 +189,48 @@ def test_gradient_of_the_elbo_estimate_is_exact(likelihood, prior, family, local
     assert np.max(np.abs(numeric - grad)) < 1e-7 * np.max(np.abs(grad))
 
 
+@pytest.mark.parametrize("closed_kl,entropy_grad", [(1, True), (1, False), (0, True)])
+def test_meanfield_terms_is_numpys(closed_kl, entropy_grad):
+    # the mean-field epoch's fused pass (softplus, the logistic, the entropy, the closed-form
+    # prior term and their gradients) against numpy's, over rho from where sigma nears the
+    # smallest normal to where softplus is rho itself
+    rng = np.random.default_rng(3)
+    p, n_w = 3000, 2990
+    rho = np.concatenate([rng.normal(-4.6, 3.0, p - 12),
+                          [-700.0, -40.0, -1e-300, 0.0, 1e-300, 0.4999, 0.5, 1e-8, 20.0, 40.0,
+                           36.7, 700.0]])  # fmt: skip
+    mu = rng.standard_normal(p)
+    prior_mean, prior_scale = 0.1 * rng.standard_normal(p), rng.uniform(0.5, 3.0, p)
+    work = kvi.new_work(p, 0)
+    work.glam[:] = np.nan  # overwritten, not added to
+    value = kvi.meanfield_terms(np.concatenate([mu, rho]), p, n_w, closed_kl, prior_mean,
+                                prior_scale, work, entropy_grad)  # fmt: skip
+
+    sigma = np.logaddexp(0.0, rho)
+    dsigma = 1.0 / (1.0 + np.exp(-rho))
+    np.testing.assert_allclose(work.sigma, sigma, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(work.dsigma, dsigma, rtol=1e-15, atol=0)
+    terms = [0.5 * p * (1.0 + np.log(2.0 * np.pi)), np.log(sigma)]
+    g_mu, g_rho = np.zeros(p), np.zeros(p)
+    scale_rho = np.zeros(p)
+    if entropy_grad:
+        g_rho += dsigma / sigma
+        scale_rho += np.abs(dsigma / sigma)
+    if closed_kl:
+        s2 = prior_scale[:n_w] ** 2
+        dm = mu[:n_w] - prior_mean[:n_w]
+        terms += [-0.5 * n_w * np.log(2.0 * np.pi), -0.5 * (dm**2 + sigma[:n_w] ** 2) / s2,
+                  -np.log(prior_scale[:n_w])]  # fmt: skip
+        g_mu[:n_w] = -dm / s2
+        g_rho[:n_w] -= sigma[:n_w] / s2 * dsigma[:n_w]
+        scale_rho[:n_w] += sigma[:n_w] / s2 * dsigma[:n_w]
+    size = sum(np.sum(np.abs(t)) for t in terms)
+    assert abs(value - sum(np.sum(t) for t in terms)) <= 1e-14 * size
+    np.testing.assert_allclose(work.glam[:p], g_mu, rtol=1e-15, atol=0)
+    # the rho gradient is a difference of two terms: its rounding is theirs
+    assert np.all(np.abs(work.glam[p:] - g_rho) <= 1e-15 * scale_rho)
+
+
 #: activation codes of the kernels, and each one's function of the pre-activation and
 #: derivative in terms of its output
 ACTS = {0: (lambda z: z, lambda a: np.ones_like(a)),

@@ -39,8 +39,8 @@ from collections import namedtuple
 import numpy as np
 
 from . import flows as kflows
-from ._compile import _named, njit, record
-from ._libm import _LOG_2PI
+from ._compile import _FM, _named, njit, record
+from ._libm import _LOG_2PI, _exp_neg, _log, _log1p_unit
 from ._vcommon import _noise_draw, _noise_grad, _sigmoid, softplus
 from .backprop import _backward
 from .density import weight_sum
@@ -142,15 +142,73 @@ def analytic_terms(vparams, p, n_w, rank, closed_kl, prior_mean, prior_scale, wo
                           with_grad, entropy_grad)  # fmt: skip
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def diagonal_terms(vparams, p, n_w, rank, closed_kl, prior_mean, prior_scale, work, with_grad,
-                   entropy_grad):  # fmt: skip
-    """:func:`analytic_terms` of the mean-field family (``rank`` 0) bit for bit, without
-    the low-rank factors' share of the entropy: the epoch kernels of that family compile
-    this one, and so none of the linear algebra that share needs."""
-    value = _diagonal_entropy(p, work)
-    return _diagonal_rest(value, vparams, p, n_w, rank, closed_kl, prior_mean, prior_scale, work,
-                          with_grad, entropy_grad)  # fmt: skip
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+def meanfield_terms(vparams, p, n_w, closed_kl, prior_mean, prior_scale, work, entropy_grad):
+    """:func:`set_sigmas` and :func:`analytic_terms` of the mean-field family (``rank`` 0)
+    with its gradient, in one pass over the parameters.
+
+    The epoch kernels of that family call this one, and so compile none of the linear
+    algebra of the low-rank factors. Equal to those two to within rounding, not bit for
+    bit: it sums in another order and evaluates ``softplus``, the logistic and the logs
+    with :mod:`skbnn.kernels._libm`'s functions.
+
+    Parameters
+    ----------
+    vparams : ndarray of shape (2 * p,)
+        ``[mu, rho]``.
+    p : int
+        Parameters of ``theta``.
+    n_w : int
+        Network parameters among them (the weights' Gaussian prior covers ``[0, n_w)``).
+    closed_kl : int
+        Nonzero to include the closed-form ``E_q[log p]`` of the weights.
+    prior_mean, prior_scale : ndarray of shape (n_w,) or longer
+        The weights' Gaussian prior.
+    work : Work
+        ``sigma`` and ``dsigma`` are written, and ``glam[:2 p]`` is overwritten (not added
+        to) with the gradient of the returned value in ``vparams``.
+    entropy_grad : bool
+        Whether that gradient includes the entropy's.
+
+    Returns
+    -------
+    float
+        ``H[q]``, plus ``E_q[log p]`` of the weights with ``closed_kl``.
+    """
+    sigma = work.sigma
+    dsigma = work.dsigma
+    glam = work.glam
+    mu = vparams[:p]
+    rho = vparams[p : 2 * p]
+    gmu = glam[:p]
+    grho = glam[p : 2 * p]
+    # one exponential per parameter gives both softplus and the logistic, and the libm
+    # calls of math.exp and math.log1p would keep this loop scalar
+    log_sigma = 0.0
+    for i in range(p):
+        r = rho[i]
+        e = _exp_neg(-abs(r))
+        s = (r if r > 0.0 else 0.0) + _log1p_unit(e)
+        d = (1.0 if r >= 0.0 else e) / (1.0 + e)
+        sigma[i] = s
+        dsigma[i] = d
+        log_sigma += _log(s)
+        gmu[i] = 0.0
+        grho[i] = d / s if entropy_grad else 0.0
+    value = 0.5 * p * (1.0 + _LOG_2PI) + log_sigma
+    if closed_kl:
+        quad = 0.0
+        log_scale = 0.0
+        for i in range(n_w):
+            inv = 1.0 / (prior_scale[i] * prior_scale[i])
+            dm = mu[i] - prior_mean[i]
+            s = sigma[i]
+            quad += (dm * dm + s * s) * inv
+            log_scale += _log(prior_scale[i])
+            gmu[i] = -dm * inv
+            grho[i] -= s * inv * dsigma[i]
+        value -= 0.5 * n_w * _LOG_2PI + 0.5 * quad + log_scale
+    return value
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
@@ -454,10 +512,11 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
             nb = min(batch_size, n - i0)
             bt = batch_target(tgt, data, i0, nb)
             cfg.beta = n / nb
-            set_sigmas(vparams, p, work)
             glam = work.glam
-            for i in range(glam.shape[0]):
-                glam[i] = 0.0
+            if spike or lowrank_gaussian:
+                set_sigmas(vparams, p, work)
+                for i in range(glam.shape[0]):
+                    glam[i] = 0.0
             if spike:
                 set_alphas(vparams, p, work)
                 # the flow family's KL depends on the draw of z: its term has it
@@ -473,9 +532,9 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
                                        tgt.prior_mean, tgt.prior_scale, work, True,
                                        vc.local or not vc.stl)  # fmt: skip
             else:
-                value = diagonal_terms(vparams, p, p - cfg.n_noise, 0, vc.closed_kl,
-                                       tgt.prior_mean, tgt.prior_scale, work, True,
-                                       vc.local or not vc.stl)  # fmt: skip
+                # sets work.sigma and all of glam, which has no factors' share here
+                value = meanfield_terms(vparams, p, p - cfg.n_noise, vc.closed_kl, tgt.prior_mean,
+                                        tgt.prior_scale, work, vc.local or not vc.stl)  # fmt: skip
             for _ in range(vc.n_mc):
                 if flow:
                     value += inv_mc * lbbnn_flow_term(vparams, p, bt, vc, work, ws, stats, rng,
