@@ -231,6 +231,63 @@ def test_meanfield_terms_is_numpys(closed_kl, entropy_grad):
     assert np.all(np.abs(work.glam[p:] - g_rho) <= 1e-15 * scale_rho)
 
 
+def test_meanfield_terms_prepares_the_local_step_as_numpys():
+    # with local, the variances, their derivative 2 sigma dsigma and zeros for the draws'
+    # sum replace sigma and dsigma over the weights; the value and glam stay as without
+    rng = np.random.default_rng(4)
+    p, n_w = 2000, 1990
+    lam = np.concatenate([rng.standard_normal(p), rng.normal(-4.6, 3.0, p)])
+    prior_mean, prior_scale = 0.1 * rng.standard_normal(p), rng.uniform(0.5, 3.0, p)
+    plain, work = kvi.new_work(p, 0), kvi.new_work(p, 0)
+    expected = kvi.meanfield_terms(lam, p, n_w, 1, prior_mean, prior_scale, plain, True)
+    work.w[:] = np.nan
+    log_scale = kvi.prior_log_scale(prior_scale, n_w)
+    assert abs(log_scale - np.sum(np.log(prior_scale[:n_w]))) <= 1e-14 * n_w
+    value = kvi.meanfield_terms(lam, p, n_w, 1, prior_mean, prior_scale, work, True, True,
+                                log_scale)  # fmt: skip
+    assert abs(value - expected) <= 1e-13 * abs(expected)
+    np.testing.assert_array_equal(work.glam[: 2 * p], plain.glam[: 2 * p])
+    sigma = np.logaddexp(0.0, lam[p:])
+    dsigma = 1.0 / (1.0 + np.exp(-lam[p:]))
+    np.testing.assert_allclose(work.gvar[:n_w], sigma[:n_w] ** 2, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(work.eps[:n_w], 2 * sigma[:n_w] * dsigma[:n_w], rtol=2e-15,
+                               atol=0)  # fmt: skip
+    np.testing.assert_array_equal(work.w[:n_w], 0.0)
+    np.testing.assert_array_equal(work.sigma[n_w:], plain.sigma[n_w:])
+    np.testing.assert_array_equal(work.dsigma[n_w:], plain.dsigma[n_w:])
+
+
+@pytest.mark.parametrize("bad", [None, np.inf, -np.inf, np.nan])
+@pytest.mark.parametrize("where", [0, 7, 1997, 2003, 3999])
+def test_local_finish_and_nonfinite_are_numpys(bad, where):
+    # the chain rule into rho's gradient and the finite check, one sum whose NaN says that
+    # some element is not finite; finite values large enough that their sum overflows
+    # must not read as one
+    rng = np.random.default_rng(5)
+    p, n_w = 2000, 1990
+    work = kvi.new_work(p, 0)
+    work.glam[:] = rng.standard_normal(2 * p)
+    work.glam[[3, p + 5]] = 1.7e308
+    work.w[:] = rng.standard_normal(p)
+    work.eps[:] = rng.uniform(0.0, 2.0, p)
+    expected = work.glam.copy()
+    size = np.abs(expected)
+    expected[p : p + n_w] += work.w[:n_w] * work.eps[:n_w]
+    # a fused multiply-add rounds once where numpy rounds twice
+    size[p : p + n_w] += np.abs(work.w[:n_w] * work.eps[:n_w])
+    if bad is not None:
+        work.glam[where] = bad
+        expected[where] = bad
+    flag = kvi.local_finish(work.glam, work, p, n_w)
+    assert flag == (bad is not None)
+    with np.errstate(invalid="ignore"):
+        same = (work.glam == expected) | (np.abs(work.glam - expected) <= 2.3e-16 * size)
+    assert np.all(same | (np.isnan(work.glam) & np.isnan(expected)))
+    assert kvi.nonfinite(work.glam, 2 * p) == (bad is not None)
+    assert kvi.nonfinite(work.glam, where + 1) == (bad is not None)
+    assert not kvi.nonfinite(work.glam, where)
+
+
 #: activation codes of the kernels, and each one's function of the pre-activation and
 #: derivative in terms of its output
 ACTS = {0: (lambda z: z, lambda a: np.ones_like(a)),

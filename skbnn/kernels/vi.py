@@ -143,7 +143,8 @@ def analytic_terms(vparams, p, n_w, rank, closed_kl, prior_mean, prior_scale, wo
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
-def meanfield_terms(vparams, p, n_w, closed_kl, prior_mean, prior_scale, work, entropy_grad):
+def meanfield_terms(vparams, p, n_w, closed_kl, prior_mean, prior_scale, work, entropy_grad,
+                    local=False, log_scale=np.nan):  # fmt: skip
     """:func:`set_sigmas` and :func:`analytic_terms` of the mean-field family (``rank`` 0)
     with its gradient, in one pass over the parameters.
 
@@ -169,6 +170,13 @@ def meanfield_terms(vparams, p, n_w, closed_kl, prior_mean, prior_scale, work, e
         to) with the gradient of the returned value in ``vparams``.
     entropy_grad : bool
         Whether that gradient includes the entropy's.
+    local : bool
+        With ``closed_kl``, prepare the local reparameterization's step instead
+        (:func:`local_finish`): for ``[0, n_w)``, ``work.gvar`` gets the variances
+        ``sigma^2``, ``work.eps`` gets ``2 sigma dsigma`` (their derivative in ``rho``) and
+        ``work.w`` zeros, while ``sigma`` and ``dsigma`` are left as they were there.
+    log_scale : float
+        ``sum(log(prior_scale[:n_w]))`` (:func:`prior_log_scale`), if known.
 
     Returns
     -------
@@ -182,33 +190,89 @@ def meanfield_terms(vparams, p, n_w, closed_kl, prior_mean, prior_scale, work, e
     rho = vparams[p : 2 * p]
     gmu = glam[:p]
     grho = glam[p : 2 * p]
+    prep = local and closed_kl != 0
     # one exponential per parameter gives both softplus and the logistic, and the libm
-    # calls of math.exp and math.log1p would keep this loop scalar
+    # calls of math.exp and math.log1p would keep these loops scalar
     log_sigma = 0.0
-    for i in range(p):
+    quad = 0.0
+    m = n_w if closed_kl else 0
+    for i in range(m):
         r = rho[i]
         e = _exp_neg(-abs(r))
         s = (r if r > 0.0 else 0.0) + _log1p_unit(e)
-        d = (1.0 if r >= 0.0 else e) / (1.0 + e)
+        # one division for the logistic and the entropy's d sigma / sigma: divisions, not
+        # memory, bound this loop
+        q = 1.0 / ((1.0 + e) * s)
+        num = 1.0 if r >= 0.0 else e
+        d = num * (s * q)
+        inv = 1.0 / (prior_scale[i] * prior_scale[i])
+        dm = mu[i] - prior_mean[i]
+        log_sigma += _log(s)
+        quad += (dm * dm + s * s) * inv
+        gmu[i] = -dm * inv
+        grho[i] = (num * q if entropy_grad else 0.0) - s * inv * d
+        if prep:
+            work.gvar[i] = s * s
+            work.eps[i] = 2.0 * s * d
+            work.w[i] = 0.0
+        else:
+            sigma[i] = s
+            dsigma[i] = d
+    for i in range(m, p):
+        r = rho[i]
+        e = _exp_neg(-abs(r))
+        s = (r if r > 0.0 else 0.0) + _log1p_unit(e)
+        q = 1.0 / ((1.0 + e) * s)
+        num = 1.0 if r >= 0.0 else e
         sigma[i] = s
-        dsigma[i] = d
+        dsigma[i] = num * (s * q)
         log_sigma += _log(s)
         gmu[i] = 0.0
-        grho[i] = d / s if entropy_grad else 0.0
+        grho[i] = num * q if entropy_grad else 0.0
     value = 0.5 * p * (1.0 + _LOG_2PI) + log_sigma
     if closed_kl:
-        quad = 0.0
-        log_scale = 0.0
-        for i in range(n_w):
-            inv = 1.0 / (prior_scale[i] * prior_scale[i])
-            dm = mu[i] - prior_mean[i]
-            s = sigma[i]
-            quad += (dm * dm + s * s) * inv
-            log_scale += _log(prior_scale[i])
-            gmu[i] = -dm * inv
-            grho[i] -= s * inv * dsigma[i]
+        if math.isnan(log_scale):
+            log_scale = prior_log_scale(prior_scale, n_w)
         value -= 0.5 * n_w * _LOG_2PI + 0.5 * quad + log_scale
     return value
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+def prior_log_scale(prior_scale, n_w):
+    """``sum(log(prior_scale[:n_w]))``: the Gaussian prior's share of
+    :func:`meanfield_terms`, the same at every step of a fit."""
+    total = 0.0
+    for i in range(n_w):
+        total += _log(prior_scale[i])
+    return total
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+def local_finish(glam, work, p, n_w):
+    """Ends a step of the mean-field family prepared by :func:`meanfield_terms` with
+    ``local``: adds the gradient in the variances that the draws accumulated in ``work.w``
+    to ``glam``'s ``rho`` part, by the chain rule through ``work.eps``. Returns whether any
+    of ``glam[:2 p]`` is inf or NaN (:func:`nonfinite`)."""
+    flag = 0.0
+    for i in range(n_w):
+        gr = glam[p + i] + work.w[i] * work.eps[i]
+        glam[p + i] = gr
+        # 0 * x is 0 for finite x and NaN for inf or NaN, and _FM does not assume finite
+        # values, so the sum says whether any is; unlike an early exit, it vectorizes
+        flag += glam[i] * 0.0 + gr * 0.0
+    for i in range(n_w, p):
+        flag += glam[i] * 0.0 + glam[p + i] * 0.0
+    return flag != 0.0
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+def nonfinite(x, n):
+    """Whether any of ``x[:n]`` is inf or NaN."""
+    flag = 0.0
+    for i in range(n):
+        # as in local_finish: one vectorized sum, NaN iff an element is not finite
+        flag += x[i] * 0.0
+    return flag != 0.0
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
@@ -351,10 +415,11 @@ def mc_term(vparams, p, tgt, vcfg, work, ws, stats, rng, with_grad, scale):
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _gaussian_mc_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act, lik, prior,
-                      local, lowrank):  # fmt: skip
+                      local, lowrank, prepared=False):  # fmt: skip
     # mc_term for the Gaussian family; vc is the VI_CONFIG record, act, lik and prior the
     # network's codes, local its vc.local and lowrank whether vc.rank > 0, constants in a
-    # specialized epoch kernel
+    # specialized epoch kernel; prepared: meanfield_terms prepared the step (local), whose
+    # gradient in the variances local_finish completes after the draws
     XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
     cfg = cfgs[0]
     n = XT.shape[0] // sizes[0]
@@ -369,13 +434,20 @@ def _gaussian_mc_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scal
         lp = _noise_draw(vparams, p, n_w, k, tau, cfg, work, rng)
         mu = vparams[:p]
         var = work.gvar  # holds the variances until the backward pass
-        for i in range(n_w):
-            var[i] = work.sigma[i] * work.sigma[i]
+        if not prepared:
+            for i in range(n_w):
+                var[i] = work.sigma[i] * work.sigma[i]
         out_base = lrt_forward(mu, var, XT, sizes, offsets, act, n, ws, rng)
         _, _, _, vbuf, wn = _bases(sizes, n)
         ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, vbuf + wn, stats,
                            cfg, 0)  # fmt: skip
-        if with_grad:
+        if with_grad and prepared:
+            # straight into glam, and the variances' gradient summed over the draws: no
+            # zeroing and no accumulating pass per draw
+            lrt_backward(mu, var, XT, sizes, offsets, act, n, ws, work.glam, work.w,
+                         beta * scale)  # fmt: skip
+            _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale)
+        elif with_grad:
             for i in range(p):
                 g[i] = 0.0
             gv = work.w  # free until the prior's draw below
@@ -508,6 +580,10 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
         total = 0.0
         b = 0
         inv_mc = 1.0 / vc.n_mc
+        meanfield = not spike and not lowrank_gaussian
+        # the local reparameterization's variances straight from the mean-field pass
+        prep = meanfield and local and vc.closed_kl != 0
+        log_scale = prior_log_scale(tgt.prior_scale, p - cfg.n_noise) if meanfield else 0.0
         for i0 in range(0, n, batch_size):
             nb = min(batch_size, n - i0)
             bt = batch_target(tgt, data, i0, nb)
@@ -534,7 +610,8 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
             else:
                 # sets work.sigma and all of glam, which has no factors' share here
                 value = meanfield_terms(vparams, p, p - cfg.n_noise, vc.closed_kl, tgt.prior_mean,
-                                        tgt.prior_scale, work, vc.local or not vc.stl)  # fmt: skip
+                                        tgt.prior_scale, work, vc.local or not vc.stl, prep,
+                                        log_scale)  # fmt: skip
             for _ in range(vc.n_mc):
                 if flow:
                     value += inv_mc * lbbnn_flow_term(vparams, p, bt, vc, work, ws, stats, rng,
@@ -548,14 +625,14 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
                 else:
                     value += inv_mc * _gaussian_mc_term(vparams, p, bt, vc, work, ws, stats, rng,
                                                         True, inv_mc, act, lik, prior,
-                                                        local, lowrank_gaussian)  # fmt: skip
-            if not math.isfinite(value):
+                                                        local, lowrank_gaussian, prep)  # fmt: skip
+            if prep:
+                bad = local_finish(glam, work, p, p - cfg.n_noise)
+            else:
+                bad = nonfinite(glam, glam.shape[0])
+            if bad or not math.isfinite(value):
                 cfg.beta = 1.0
                 return np.nan
-            for i in range(glam.shape[0]):
-                if not math.isfinite(glam[i]):
-                    cfg.beta = 1.0
-                    return np.nan
             total += -value * nb / n
             _step(vparams, glam, -1.0 / n_w, lrs[b], 0.0, opt, rng)
             b += 1
