@@ -107,6 +107,15 @@ class WeightedDraws:
             tau = tau[index]
         return outputs, (1.0 / np.sqrt(tau))[:, :, None]
 
+    def noise_variances(self, n_targets: int) -> np.ndarray | None:
+        """Each draw's observation noise variance (standardized scale), ``(n_draws,
+        n_targets)``; None for a classifier, and when heteroscedastic (each draw's network
+        predicts it per row: see :meth:`predictive`)."""
+        if self.heteroscedastic or self.noise_precision is None:
+            return None
+        tau = np.broadcast_to(self.noise_precision, (self.n_draws, n_targets))
+        return (1.0 / np.sqrt(tau)) ** 2
+
     def components(self, net, X, n_targets: int):
         """The predictive of ``y`` as a mixture of Gaussians in the network output.
 

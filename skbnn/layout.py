@@ -82,6 +82,31 @@ class NetworkLayout:
             intercepts.append(theta[b])
         return coefs, intercepts
 
+    def unpack_draws(self, thetas: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Every layer's weight matrices and bias vectors of many parameter vectors, stacked
+        over the vectors: what runs all the draws of a posterior at once as batched
+        matrix products (an ONNX export).
+
+        Parameters
+        ----------
+        thetas : ndarray of shape (n_draws, n_params)
+
+        Returns
+        -------
+        coefs : list of ndarray of shape (n_draws, fan_in, fan_out)
+        intercepts : list of ndarray of shape (n_draws, fan_out)
+            Copies, one per layer.
+        """
+        thetas = np.asarray(thetas, dtype=np.float64)
+        n = thetas.shape[0]
+        coefs, intercepts = [], []
+        for layer in range(self.n_layers):
+            w, b = self.slices(layer)
+            shape = (n, int(self.sizes[layer]), int(self.sizes[layer + 1]))
+            coefs.append(np.ascontiguousarray(thetas[:, w]).reshape(shape))
+            intercepts.append(np.ascontiguousarray(thetas[:, b]))
+        return coefs, intercepts
+
     def fan_in(self) -> np.ndarray:
         """Fan-in of the layer each network parameter belongs to (biases get 0)."""
         out = np.zeros(self.n_weights)

@@ -407,6 +407,29 @@ class LaplacePosterior(GaussianPosterior):
         out[:, self.start : self.stop] += self.deviations(n, rng)
         return out
 
+    def covariance_root(self) -> np.ndarray:
+        """A square root ``F`` of the covariance of the covered parameters, ``F^T F =
+        Sigma``: the one the linearized predictive uses.
+
+        Returns
+        -------
+        ndarray of shape (q,) or (r, q)
+            The standard deviations for a diagonal precision (``F`` is their diagonal);
+            else ``F`` itself: the inverse of the precision's Cholesky factor, or the
+            block-diagonal root of a Kronecker-factored one (``q x q`` numbers: for
+            exports of small networks).
+        """
+        if self._kron is None and self._scale is None:
+            return self._sd.copy()
+        q = self.stop - self.start
+        return self._times_factor(np.eye(q)[None])[0]
+
+    def link_deviations(self) -> np.ndarray:
+        """The draws of ``theta - theta*`` (over the covered parameters, shape
+        ``(n_link_samples, q)``) behind a linearized classifier's spread of probabilities
+        and its ``link_approx="mc"`` average: the same at every call."""
+        return self.deviations(self._n_link, np.random.default_rng(self._link_seed))
+
     def _times_factor(self, J):
         # J (k, q, m) -> G (k, q', m) with G^T G = J^T Sigma J per row
         if self._kron is not None:
@@ -516,8 +539,8 @@ class LaplacePosterior(GaussianPosterior):
     def _glm_classes(self, binary: bool, entropy: bool):
         """The chunk function of the GLM predictive's class probabilities: ``(rows, mean,
         sd)``, or ``(rows, mean, expected entropy)`` with ``entropy``."""
-        delta = self.deviations(self._n_link, np.random.default_rng(self._link_seed))
-        w = np.full(self._n_link, 1.0 / self._n_link)
+        delta = self.link_deviations()
+        w = np.full(len(delta), 1.0 / len(delta))
 
         def part(rows, f, lin):
             draws = class_probabilities(f[None] + lin.shifts(delta), binary)

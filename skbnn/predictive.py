@@ -13,6 +13,7 @@ one made of its candidates' predictives.
 from __future__ import annotations
 
 from numbers import Integral, Real
+from typing import NamedTuple
 
 import numpy as np
 from joblib import effective_n_jobs
@@ -23,7 +24,7 @@ from .metrics._scores import _mixture_log_density
 from .posterior import ForwardPass, class_probabilities
 from .utils import seed_sequence, thread_map
 
-__all__ = ["Predictive", "PredictiveMixture"]
+__all__ = ["Predictive", "PredictiveMixture", "StackedDraws"]
 
 #: Rows per chunk of :meth:`PredictiveMixture.quantiles`, whose mixture holds every
 #: component's components for each row of a chunk.
@@ -78,6 +79,15 @@ def _label_log_proba(proba: np.ndarray, classes: np.ndarray, y) -> np.ndarray:
         raise ValueError("y contains labels not seen during fit")
     with np.errstate(divide="ignore"):
         return np.log(proba[np.arange(len(y)), index])
+
+
+class StackedDraws(NamedTuple):
+    """A posterior's draws as stacked per-layer arrays (:meth:`Predictive.stacked_draws`)."""
+
+    coefs: list
+    intercepts: list
+    weights: np.ndarray
+    noise_var: np.ndarray | None
 
 
 class _Shared:
@@ -213,6 +223,29 @@ class Predictive(_Shared):
         skbnn.posterior.ForwardPass
         """
         return ForwardPass(self.layout, self.activation, effective_n_jobs(n_jobs))
+
+    def stacked_draws(self) -> StackedDraws:
+        """The posterior's stored draws as stacked per-layer arrays, for exports that run
+        them all at once (:func:`skbnn.onnx.to_onnx`).
+
+        These are the draws the predictions push through the network, except under a
+        Laplace fit's linearized predictive (``posterior.predictive_kind == "glm"``),
+        which predicts from the MAP and the covariance instead.
+
+        Returns
+        -------
+        StackedDraws
+            ``coefs`` and ``intercepts``, per layer ``(S, fan_in, fan_out)`` and ``(S,
+            fan_out)``; ``weights`` ``(S,)``, summing to one; ``noise_var`` ``(S,
+            n_outputs)``, each draw's noise variance on the standardized scale, or None for
+            a classifier and for a heteroscedastic network (whose outputs are each
+            target's mean, then each target's raw variance, see
+            :meth:`skbnn.posterior.WeightedDraws.predictive`).
+        """
+        posterior = self.posterior
+        coefs, intercepts = self.layout.unpack_draws(posterior.thetas)
+        noise = None if self.is_classifier else posterior.noise_variances(self.n_outputs)
+        return StackedDraws(coefs, intercepts, posterior.normalized_weights(), noise)
 
     def _require_regressor(self) -> None:
         if self.is_classifier:
