@@ -173,6 +173,17 @@ def test_every_activation_and_two_hidden_layers(activation, name):
     _check_regressor(est, _regression(seed=1)[0])
 
 
+@pytest.mark.parametrize("hidden", [(), (5,), (4, 3)])
+def test_draws_beyond_one_group_of_the_graph(hidden):
+    # 300 draws: more than one group of at most 512 units of the widest layer
+    X, y = _classification(3)
+    clf = _fast(BayesianMLPClassifier, "nuts", hidden_layer_sizes=hidden, n_samples=300)
+    _check_classifier(clf.fit(X, y), X)
+    X, y = _regression()
+    reg = _fast(BayesianMLPRegressor, "nuts", hidden_layer_sizes=hidden, n_samples=300)
+    _check_regressor(reg.fit(X, y), X)
+
+
 @pytest.mark.parametrize("name", ["nuts", "laplace"])
 def test_no_hidden_layer(name):
     X, y = _classification(3)
