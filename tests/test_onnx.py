@@ -191,6 +191,20 @@ def test_no_hidden_layer(name):
     _check_classifier(est, _classification(3, seed=1)[0])
 
 
+def test_a_fixed_noise_is_in_the_std():
+    X, y = _regression()
+    est = _fast(BayesianMLPRegressor, "nuts", noise_std=0.5).fit(X, y)
+    _check_regressor(est, _regression(seed=1)[0])
+
+
+def test_float_labels_come_back_as_floats():
+    X, y = _classification(3)
+    est = _fast(BayesianMLPClassifier, "ensemble").fit(X, np.array([-1.0, 2.0, 3.0])[y])
+    label, _ = _run(est, X)
+    assert label.dtype == np.float64
+    np.testing.assert_array_equal(label, est.predict(X))
+
+
 def test_string_labels_come_back_as_strings():
     X, y = _classification(3)
     est = _fast(BayesianMLPClassifier, "ensemble").fit(X, np.array(["a", "b", "c"])[y])
@@ -234,6 +248,12 @@ def test_a_float32_graph_agrees_to_single_precision(name):
     expected_mean, expected_std = est.predict(X, return_std=True)
     np.testing.assert_allclose(mean[:, 0], expected_mean, rtol=1e-4)
     np.testing.assert_allclose(std[:, 0], expected_std, rtol=1e-4)
+    X, y = _classification(3)
+    clf = _fast(BayesianMLPClassifier, name).fit(X, y)
+    _, proba = _run(clf, X, dtype=np.float32)
+    assert proba.dtype == np.float32
+    # float32 keeps no probability below its smallest normal number, 1e-38
+    np.testing.assert_allclose(proba, clf.predict_proba(X), rtol=1e-4, atol=1e-30)
 
 
 def test_an_unfitted_estimator_is_a_not_fitted_error():
