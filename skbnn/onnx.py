@@ -10,12 +10,12 @@ a classifier's ``label`` and ``probabilities`` (``predict`` and ``predict_proba`
 
 Posteriors of draws (MCMC, SMC, ensembles, SWAG, VI, LBBNN, SGHMC, a Laplace fit with
 ``predictive="mc"``) run all their stored draws as one batched graph: each layer's weights
-stacked over the draws, ``(S, fan_in, fan_out)``, one broadcast matrix product per layer,
-then the weighted moments over the draws. A Laplace fit's linearized predictive (the
-default, ``predictive="glm"``) runs the network at the MAP, its Jacobian by
-backpropagation in the graph, and the function variance ``J Sigma J^T`` from the stored
-covariance root; a classifier's probit link or its average over the linearized logits'
-draws follow.
+stacked over the draws, ``(S, fan_in, fan_out)``, broadcast matrix products over groups of
+draws whose activations stay in cache, then the weighted moments over the draws. A
+Laplace fit's linearized predictive (the default, ``predictive="glm"``) runs the network at
+the MAP, its Jacobian by backpropagation in the graph, and the function variance ``J Sigma
+J^T`` from the stored covariance root; a classifier's probit link or its average over the
+linearized logits' draws follow.
 
 onnx and skl2onnx are imported when a model is converted, never with :mod:`skbnn`.
 """
@@ -39,8 +39,8 @@ _ALIASES = {"regressor": "SkbnnBayesianMLPRegressor", "classifier": "SkbnnBayesi
 #: of a 10-unit layer (80 MB) would go through memory at every operation.
 _GROUP_COLUMNS = 512
 
-#: Opset of the graph when skl2onnx's choice is not given: ReduceSum and Unsqueeze take
-#: their axes as inputs from 13 on.
+#: The oldest opset the graphs are written for: ReduceSum and Unsqueeze take their axes as
+#: inputs from 13 on.
 _MIN_OPSET = 13
 
 
@@ -62,11 +62,12 @@ def to_onnx(model, X_sample, *, dtype=np.float64, target_opset: int | None = Non
     Every method's posterior is exported exactly, as its ``predict`` computes it: the
     stored draws run as one batched graph, and a Laplace fit's linearized predictive
     runs the network's Jacobian at the MAP (see the module docstring). In float64 the
-    outputs agree with the estimator's to rounding (1e-12 relative, typically); the
+    outputs agree with the estimator's to rounding (about 1e-15 relative); the
     graph holds every stored draw's weights, so its size is ``8 S n_weights`` bytes for
     ``S`` draws (a Laplace fit's full or Kronecker-factored covariance adds ``8 q^2``
-    for its ``q`` covered parameters), and running it holds ``S`` by ``n_samples`` by
-    each layer's width numbers at once.
+    for its ``q`` covered parameters). Running it holds every draw's outputs for the rows
+    at once, ``S`` by ``n_samples`` by ``n_outputs`` numbers (a linearized Laplace: the
+    Jacobian, ``n_outputs`` by ``n_samples`` by ``q``).
 
     Parameters
     ----------
@@ -78,8 +79,8 @@ def to_onnx(model, X_sample, *, dtype=np.float64, target_opset: int | None = Non
     dtype : {numpy.float64, numpy.float32}, default=numpy.float64
         The graph's float type. skbnn computes in float64; in float32 the weights and
         every operation are single precision, and the outputs agree with the
-        estimator's to about 1e-4 relative (less where a small spread is the difference
-        of large outputs).
+        estimator's to about 1e-4 relative or better (worse where a small spread is the
+        difference of large outputs, or for probabilities below float32's range).
     target_opset : int, default=None
         The ONNX opset (skl2onnx's latest tested one when None); at least 13.
 
