@@ -330,15 +330,40 @@ def crps_mixture(
     y, single, mu, sd, w = _mixture(y_true, y_means, y_stds, weights)
     var = sd**2
     scores = np.einsum("nks,s->nk", _abs_normal_mean(mu - y[..., None], var), w)
-    S = mu.shape[-1]
-    step = max(1, _PAIR_CHUNK // (S * S * mu.shape[1]))
-    for a in range(0, mu.shape[0], step):
-        m, v = mu[a : a + step], var[a : a + step]
+    scores -= 0.5 * mixture_spread(mu, var, w)
+    return _average(scores, sample_weight, multioutput, single)
+
+
+def mixture_spread(mu: np.ndarray, var: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``E|X - X'|`` for two independent draws of each entry's Gaussian mixture.
+
+    ``sum_ij w_i w_j E|N(mu_i - mu_j, var_i + var_j)|``: the spread term of the CRPS (and
+    skpro's self-energy), ``S^2`` terms per entry, computed in chunks of rows.
+
+    Parameters
+    ----------
+    mu, var : ndarrays of shape (n, k, S)
+        The components' means and variances.
+    weights : ndarray of shape (S,) or (n, S)
+        The components' weights, summing to one (per row when 2-D).
+
+    Returns
+    -------
+    ndarray of shape (n, k)
+    """
+    n, k, S = mu.shape
+    weights = np.broadcast_to(weights, (n, S))
+    out = np.empty((n, k))
+    step = max(1, _PAIR_CHUNK // (S * S * k))
+    for a in range(0, n, step):
+        m, v, w = mu[a : a + step], var[a : a + step], weights[a : a + step]
         pair = _abs_normal_mean(
             m[..., :, None] - m[..., None, :], v[..., :, None] + v[..., None, :]
         )
-        scores[a : a + step] -= 0.5 * np.einsum("nkij,i,j->nk", pair, w, w)
-    return _average(scores, sample_weight, multioutput, single)
+        # (pair @ w) . w as two products: a matrix-vector product per entry, then a dot
+        inner = (pair @ w[:, None, :, None])[..., 0]
+        out[a : a + step] = np.einsum("nki,ni->nk", inner, w)
+    return out
 
 
 @_validated("y_true", "y_samples")
