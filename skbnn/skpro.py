@@ -1,0 +1,330 @@
+"""skbnn as a skpro probabilistic regressor (the ``skpro`` extra).
+
+`skpro <https://skpro.readthedocs.io>`_ is scikit-learn's framework for probabilistic
+regression: a regressor's ``predict_proba`` returns a distribution object, with ``mean``,
+``var``, ``pdf``, ``cdf``, ``ppf`` and ``sample``, which skpro's metrics (CRPS, log loss,
+pinball loss, ...) score. :class:`BayesianMLPProbaRegressor` wraps
+:class:`~skbnn.BayesianMLPRegressor` so, and returns the posterior predictive as a
+:class:`PosteriorPredictiveMixture` (exact) or as skpro's ``Empirical`` distribution of
+posterior predictive draws.
+
+This module imports skpro; ``import skbnn`` does not import it.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+
+import numpy as np
+import pandas as pd
+from skpro.distributions.empirical import Empirical
+from skpro.distributions.normal_mixture import NormalMixture
+from skpro.regression.base import BaseProbaRegressor
+
+from skbnn._data import validate_X
+from skbnn.estimators import BayesianMLPRegressor
+from skbnn.metrics._scores import mixture_spread
+
+__all__ = ["BayesianMLPProbaRegressor", "PosteriorPredictiveMixture"]
+
+#: The constructor parameters passed on to BayesianMLPRegressor, with its defaults.
+_REGRESSOR_PARAMS = ("hidden_layer_sizes", "activation", "method", "prior", "n_samples",
+                     "noise_std", "random_state", "n_jobs", "verbose", "warm_start")  # fmt: skip
+
+
+class PosteriorPredictiveMixture(NormalMixture):
+    """A mixture of normal distributions per entry, with an exact CRPS.
+
+    skpro's :class:`~skpro.distributions.NormalMixture` (same parameters and layout), with
+    the self-energy ``E|X - X'|`` of the mixture in closed form (the spread term of the
+    CRPS: skpro 2.16's approximation ignores the spread of the component means and is
+    ``sqrt(2)`` too large for a single normal), the variance in two passes (``E[X^2] -
+    E[X]^2`` cancels where the sd is small against the mean) and vectorized sampling. It is
+    what :meth:`BayesianMLPProbaRegressor.predict_proba` returns by default: one component
+    per posterior draw (the network's output and that draw's noise sd, or a linearized
+    Laplace's Gaussian), with the posterior's weights in every row.
+
+    The self-energy costs ``S^2`` operations per entry for ``S`` components: for
+    thousands of components over many rows, score draws (``distribution="empirical"``)
+    instead.
+
+    Parameters
+    ----------
+    pi : array-like of shape (n_rows, S) or (S,)
+        Mixture weights per row (normalized here).
+    mu : array-like of shape (n_rows, S, n_columns), (n_rows, S) or (S,)
+        The components' means.
+    sigma : array-like, shaped as ``mu``
+        The components' standard deviations, positive.
+    index, columns : pandas.Index, default=None
+        As skpro's distributions: the rows and columns (``RangeIndex`` when None).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skbnn.skpro import PosteriorPredictiveMixture
+    >>> d = PosteriorPredictiveMixture(
+    ...     pi=[[0.5, 0.5]], mu=[[[-1.0], [1.0]]], sigma=[[[1.0], [1.0]]]
+    ... )
+    >>> float(d.var().iloc[0, 0])
+    2.0
+    """
+
+    def __init__(self, pi, mu, sigma, index=None, columns=None):
+        super().__init__(pi=pi, mu=mu, sigma=sigma, index=index, columns=columns)
+        # every component in full, weights (n_rows, S) and sds (n_rows, S, n_columns), as
+        # the means: NormalMixture keeps a scalar sd or one row of weights as given
+        self._pi = np.broadcast_to(self._pi, self._mu.shape[:2])
+        self._sigma = np.broadcast_to(self._sigma, self._mu.shape)
+
+    def _var(self):
+        pi, mu, sigma = self._pi, self._mu, self._sigma
+        mean = np.sum(pi[:, :, None] * mu, axis=1, keepdims=True)
+        var = np.sum(pi[:, :, None] * (sigma**2 + (mu - mean) ** 2), axis=1)
+        return float(var[0, 0]) if self.ndim == 0 else var
+
+    def _energy_self(self):
+        pi, mu, sigma = self._pi, self._mu, self._sigma
+        spread = mixture_spread(
+            np.transpose(mu, (0, 2, 1)), np.transpose(sigma, (0, 2, 1)) ** 2, pi
+        )
+        if self.ndim == 0:
+            return float(spread[0, 0])
+        # skpro's energy is the sum over a row's columns
+        return np.sum(spread, axis=1, keepdims=True)
+
+    def sample(self, n_samples=None):
+        """Draws from the distribution, with numpy's global random generator as skpro's
+        distributions use it.
+
+        A draw picks one component per row (the same for all columns: a posterior draw
+        gives every output), then draws from its normal.
+
+        Parameters
+        ----------
+        n_samples : int, default=None
+            Number of draws; None for one, in the shape of ``self``.
+
+        Returns
+        -------
+        float or pandas.DataFrame
+            A float for a scalar distribution without ``n_samples``; a DataFrame with the
+            index of ``self`` for one draw, otherwise rows ``(draw, index)``.
+        """
+        N = 1 if n_samples is None else n_samples
+        pi, mu, sigma = self._pi, self._mu, self._sigma
+        n_rows, S, n_cols = mu.shape
+        cdf = np.cumsum(pi, axis=1)
+        # numpy's global state, as skpro's distributions: np.random.seed reproduces them
+        u = np.random.random_sample((N, n_rows, 1)) * cdf[None, :, -1:]  # noqa: NPY002
+        which = np.minimum(np.sum(u >= cdf[None], axis=2), S - 1)  # (N, n_rows)
+        rows = np.arange(n_rows)[None, :]
+        mu, sigma = mu[rows, which], sigma[rows, which]  # (N, n_rows, n_cols)
+        noise = np.random.standard_normal(mu.shape)  # noqa: NPY002
+        draws = (mu + sigma * noise).reshape(N * n_rows, n_cols)
+        if self.ndim == 0:
+            if n_samples is None:
+                return float(draws[0, 0])
+            return pd.DataFrame(draws, index=pd.RangeIndex(N), columns=pd.RangeIndex(1))
+        index = (self.index if n_samples is None
+                 else pd.MultiIndex.from_product([pd.RangeIndex(N), self.index]))  # fmt: skip
+        return pd.DataFrame(draws, index=index, columns=self.columns)
+
+    def _iloc(self, rowidx=None, colidx=None):
+        return self._same_type(super()._iloc(rowidx, colidx))
+
+    def _iat(self, rowidx=None, colidx=None):
+        return self._same_type(super()._iat(rowidx, colidx))
+
+    def _same_type(self, d):
+        # NormalMixture's subsets are NormalMixture objects: keep this class's methods
+        if not isinstance(d, NormalMixture) or isinstance(d, type(self)):
+            return d
+        if d.ndim == 0:
+            return type(self)(pi=d._pi[0], mu=d._mu[0, :, 0], sigma=d._sigma[0, :, 0])
+        return type(self)(pi=d._pi, mu=d._mu, sigma=d._sigma, index=d.index,
+                          columns=d.columns)  # fmt: skip
+
+
+class BayesianMLPProbaRegressor(BaseProbaRegressor):
+    """A Bayesian MLP as a skpro probabilistic regressor.
+
+    Fits a :class:`~skbnn.BayesianMLPRegressor` with the same parameters (exposed as
+    ``estimator_``), and predicts through skpro's interface: ``predict_proba`` returns the
+    posterior predictive distribution of ``y``, and ``predict``, ``predict_var``,
+    ``predict_interval`` and ``predict_quantiles`` its mean, variance, equal-tailed
+    intervals and quantiles, computed exactly from the predictive's Gaussian mixture
+    whatever ``distribution`` is. Multi-output ``y`` is supported; missing values are not.
+    ``X`` is used as given: put a scaler in front (``StandardScaler() * regressor``, a skpro
+    Pipeline), as for ``BayesianMLPRegressor``.
+
+    Parameters
+    ----------
+    hidden_layer_sizes, activation, method, prior, n_samples, noise_std, random_state, \
+n_jobs, verbose, warm_start
+        As :class:`~skbnn.BayesianMLPRegressor`'s, with the same defaults.
+    distribution : {"mixture", "empirical"}, default="mixture"
+        What ``predict_proba`` returns. ``"mixture"``: a
+        :class:`PosteriorPredictiveMixture`, the predictive exactly (every method's
+        predictive is a mixture of normals, one per posterior draw), with closed-form mean,
+        variance, density, CDF and CRPS. ``"empirical"``: skpro's ``Empirical`` of
+        ``n_draws`` draws of ``sample_y``, each jointly coherent across the rows (one
+        posterior draw per draw of all rows), sampled as wholes: for joint statements about
+        several rows, and cheaper to score by CRPS than a mixture of thousands of components.
+    n_draws : int, default=1000
+        Draws of ``distribution="empirical"``, seeded by ``random_state`` (ignored by the
+        mixture).
+
+    Attributes
+    ----------
+    estimator_ : skbnn.BayesianMLPRegressor
+        The fitted regressor: its ``diagnostics_``, ``log_evidence_`` and other fitted
+        attributes describe the fit.
+
+    See Also
+    --------
+    skbnn.BayesianMLPRegressor : The scikit-learn estimator this wraps.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from sklearn.datasets import make_regression
+    >>> from skbnn.skpro import BayesianMLPProbaRegressor
+    >>> X, y = make_regression(n_samples=60, n_features=2, noise=1.0, random_state=0)
+    >>> X, y = pd.DataFrame(X, columns=["a", "b"]), pd.DataFrame({"y": y})
+    >>> reg = BayesianMLPProbaRegressor(method="laplace", random_state=0).fit(X, y)
+    >>> dist = reg.predict_proba(X.iloc[:3])
+    >>> dist.shape
+    (3, 1)
+    """
+
+    _tags = {
+        "authors": ["skbnn developers"],
+        "capability:multioutput": True,
+        "capability:missing": False,
+        "X_inner_mtype": "pd_DataFrame_Table",
+        "y_inner_mtype": "pd_DataFrame_Table",
+    }
+
+    def __init__(
+        self,
+        hidden_layer_sizes="auto",
+        activation="tanh",
+        method="auto",
+        prior="gaussian",
+        n_samples=None,
+        noise_std=None,
+        random_state=None,
+        n_jobs=None,
+        verbose=0,
+        warm_start=False,
+        distribution="mixture",
+        n_draws=1000,
+    ):
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
+        self.method = method
+        self.prior = prior
+        self.n_samples = n_samples
+        self.noise_std = noise_std
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.distribution = distribution
+        self.n_draws = n_draws
+        super().__init__()
+
+    def _fit(self, X: pd.DataFrame, y: pd.DataFrame, C=None) -> BayesianMLPProbaRegressor:
+        if self.distribution not in ("mixture", "empirical"):
+            raise ValueError(
+                f"distribution must be 'mixture' or 'empirical', got {self.distribution!r}"
+            )
+        if not (isinstance(self.n_draws, Integral) and self.n_draws >= 1):
+            raise ValueError(f"n_draws must be a positive int, got {self.n_draws!r}")
+        params = {name: getattr(self, name) for name in _REGRESSOR_PARAMS}
+        if self.warm_start and isinstance(getattr(self, "estimator_", None),
+                                          BayesianMLPRegressor):  # fmt: skip
+            estimator = self.estimator_.set_params(**params)
+        else:
+            estimator = BayesianMLPRegressor(**params)
+        # skpro has checked the column names; skbnn sees arrays (skpro allows names
+        # of mixed types, which scikit-learn's checks refuse)
+        Y = y.to_numpy(dtype=np.float64)
+        self.estimator_ = estimator.fit(self._array(X), Y[:, 0] if Y.shape[1] == 1 else Y)
+        return self
+
+    @staticmethod
+    def _array(X: pd.DataFrame) -> np.ndarray:
+        return X.to_numpy(dtype=np.float64)
+
+    def _frame(self, a: np.ndarray, X: pd.DataFrame, columns=None) -> pd.DataFrame:
+        a = a.reshape(len(X), -1)
+        columns = self._get_columns(method="predict") if columns is None else columns
+        return pd.DataFrame(a, index=X.index, columns=columns)
+
+    def _predict(self, X: pd.DataFrame) -> pd.DataFrame:
+        return self._frame(self.estimator_.predict(self._array(X)), X)
+
+    def _predict_var(self, X: pd.DataFrame) -> pd.DataFrame:
+        return self._frame(self.estimator_.predict_std(self._array(X)) ** 2, X)
+
+    def _predict_quantiles(self, X: pd.DataFrame, alpha: list) -> pd.DataFrame:
+        rows = validate_X(self.estimator_, self._array(X))
+        q = self.estimator_.predictive_.quantiles(rows, alpha, n_jobs=self.n_jobs)
+        # (alpha, row, output) to skpro's columns: each output's quantiles together
+        columns = self._get_columns(method="predict_quantiles", alpha=alpha)
+        return self._frame(np.transpose(q, (1, 2, 0)), X, columns)
+
+    def _predict_proba(self, X: pd.DataFrame):
+        columns = self._get_columns(method="predict")
+        k = len(columns)
+        if self.distribution == "empirical":
+            draws = self.estimator_.sample_y(self._array(X), self.n_draws, self.random_state)
+            draws = draws.reshape(len(X), k, self.n_draws)
+            # skpro's sample layout: rows (draw, instance), one column per output
+            spl = pd.DataFrame(
+                np.transpose(draws, (2, 0, 1)).reshape(-1, k),
+                index=pd.MultiIndex.from_product([pd.RangeIndex(self.n_draws), X.index]),
+                columns=columns,
+            )
+            return Empirical(spl, time_indep=False, index=X.index, columns=columns)
+        means, stds, weights = self.estimator_.predict_mixture(self._array(X))
+        means, stds = means.reshape(len(X), k, -1), stds.reshape(len(X), k, -1)
+        return PosteriorPredictiveMixture(
+            pi=np.broadcast_to(weights, (len(X), len(weights))),
+            mu=np.transpose(means, (0, 2, 1)),
+            sigma=np.transpose(stds, (0, 2, 1)),
+            index=X.index,
+            columns=columns,
+        )
+
+    @classmethod
+    def get_test_params(cls, parameter_set: str = "default") -> list[dict]:
+        """Small, fast settings for skpro's estimator checks.
+
+        Parameters
+        ----------
+        parameter_set : str, default="default"
+            Unused: one set of settings serves all tests.
+
+        Returns
+        -------
+        list of dict
+            Constructor parameters of the instances skpro's checks build: a Laplace fit
+            (the mixture) and a two-member deep ensemble (the empirical distribution), on
+            a three-unit network, each a fraction of a second.
+        """
+        from skbnn.methods import DeepEnsemble, Laplace
+
+        return [
+            {"hidden_layer_sizes": (3,), "method": Laplace(max_iter=100), "random_state": 0},
+            {
+                "hidden_layer_sizes": (2,),
+                "method": DeepEnsemble(max_iter=300),
+                "n_samples": 2,
+                "random_state": 1,
+                "distribution": "empirical",
+                "n_draws": 50,
+            },
+        ]
