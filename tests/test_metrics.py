@@ -71,18 +71,23 @@ def test_crps_mixture_is_the_integral_of_its_definition_and_a_gaussian_when_sing
     )
 
 
-def test_crps_mixture_chunks_its_pairwise_term(monkeypatch):
-    import skbnn.metrics._scores as metrics
+def test_mixture_spread_is_the_double_sum():
+    # the kernel sums the pairs i < j twice and the diagonal once: the full double sum,
+    # with one row of weights for all rows or each row's own
+    from skbnn.metrics._scores import _abs_normal_mean, mixture_spread
 
     rng = np.random.default_rng(2)
-    mu, sd, y = (
-        rng.normal(size=(30, 2, 7)),
-        rng.uniform(0.5, 1, (30, 2, 7)),
-        rng.normal(size=(30, 2)),
+    mu, var = rng.normal(size=(30, 2, 7)) * 3, rng.uniform(0.1, 2, (30, 2, 7))
+    w = rng.dirichlet(np.ones(7), size=30)
+    w[3, 2] = 0.0
+    w[3] /= w[3].sum()
+    pair = _abs_normal_mean(
+        mu[..., :, None] - mu[..., None, :], var[..., :, None] + var[..., None, :]
     )
-    whole = crps_mixture(y, mu, sd, multioutput="raw_values")
-    monkeypatch.setattr(metrics, "_PAIR_CHUNK", 1)  # one row at a time
-    np.testing.assert_allclose(crps_mixture(y, mu, sd, multioutput="raw_values"), whole)
+    want = np.einsum("nkij,ni,nj->nk", pair, w, w)
+    np.testing.assert_allclose(mixture_spread(mu, var, w), want, rtol=1e-12)
+    want_shared = np.einsum("nkij,i,j->nk", pair, w[0], w[0])
+    np.testing.assert_allclose(mixture_spread(mu, var, w[0]), want_shared, rtol=1e-12)
 
 
 def test_crps_ensemble_is_its_energy_form():

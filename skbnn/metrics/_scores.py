@@ -10,10 +10,10 @@ from scipy.special import logsumexp, ndtr
 from sklearn.utils import check_consistent_length, column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
+from ..kernels.predict import mixture_spread as kernel_mixture_spread
+
 _MULTIOUTPUT = [StrOptions({"raw_values", "uniform_average"}), "array-like"]
 _LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
-#: rows x components x components of the pairwise term of crps_mixture held at once
-_PAIR_CHUNK = 2**22
 
 
 def _validated(*arrays: str, optional: tuple = (), **constraints):
@@ -338,7 +338,8 @@ def mixture_spread(mu: np.ndarray, var: np.ndarray, weights: np.ndarray) -> np.n
     """``E|X - X'|`` for two independent draws of each entry's Gaussian mixture.
 
     ``sum_ij w_i w_j E|N(mu_i - mu_j, var_i + var_j)|``: the spread term of the CRPS (and
-    skpro's self-energy), ``S^2`` terms per entry, computed in chunks of rows.
+    skpro's self-energy), ``S^2 / 2`` terms per entry, by
+    :func:`skbnn.kernels.predict.mixture_spread`.
 
     Parameters
     ----------
@@ -352,18 +353,17 @@ def mixture_spread(mu: np.ndarray, var: np.ndarray, weights: np.ndarray) -> np.n
     ndarray of shape (n, k)
     """
     n, k, S = mu.shape
-    weights = np.broadcast_to(weights, (n, S))
-    out = np.empty((n, k))
-    step = max(1, _PAIR_CHUNK // (S * S * k))
-    for a in range(0, n, step):
-        m, v, w = mu[a : a + step], var[a : a + step], weights[a : a + step]
-        pair = _abs_normal_mean(
-            m[..., :, None] - m[..., None, :], v[..., :, None] + v[..., None, :]
-        )
-        # (pair @ w) . w as two products: a matrix-vector product per entry, then a dot
-        inner = (pair @ w[:, None, :, None])[..., 0]
-        out[a : a + step] = np.einsum("nki,ni->nk", inner, w)
-    return out
+    weights = np.asarray(weights, dtype=np.float64)
+    # one row of weights for all, or each row's repeated for its k entries
+    w = weights[None] if weights.ndim == 1 else np.repeat(weights, k, axis=0)
+    out = np.empty(n * k)
+    kernel_mixture_spread(
+        np.ascontiguousarray(mu, dtype=np.float64).reshape(n * k, S),
+        np.ascontiguousarray(var, dtype=np.float64).reshape(n * k, S),
+        np.ascontiguousarray(w),
+        out,
+    )
+    return out.reshape(n, k)
 
 
 @_validated("y_true", "y_samples")
