@@ -162,7 +162,9 @@ class BayesianMLPProbaRegressor(BaseProbaRegressor):
     ----------
     hidden_layer_sizes, activation, method, prior, n_samples, noise_std, random_state, \
 n_jobs, verbose, warm_start
-        As :class:`~skbnn.BayesianMLPRegressor`'s, with the same defaults.
+        As :class:`~skbnn.BayesianMLPRegressor`'s, with the same defaults. With
+        ``warm_start=True``, ``set_params(n_samples=...)`` then ``fit`` on the same data
+        continues the chains (skbase's ``set_params`` resets other fitted state).
     distribution : {"mixture", "empirical"}, default="mixture"
         What ``predict_proba`` returns. ``"mixture"``: a
         :class:`PosteriorPredictiveMixture`, the predictive exactly (every method's
@@ -243,15 +245,19 @@ n_jobs, verbose, warm_start
         if not (isinstance(self.n_draws, Integral) and self.n_draws >= 1):
             raise ValueError(f"n_draws must be a positive int, got {self.n_draws!r}")
         params = {name: getattr(self, name) for name in _REGRESSOR_PARAMS}
-        if self.warm_start and isinstance(getattr(self, "estimator_", None),
-                                          BayesianMLPRegressor):  # fmt: skip
-            estimator = self.estimator_.set_params(**params)
+        # skbase's set_params (the way to raise n_samples) resets a fitted object but for
+        # attributes whose names hold "__": the previous fit's regressor is kept in one, so
+        # that warm_start continues its chains as BayesianMLPRegressor's does
+        previous = getattr(self, "_warm__estimator", None)
+        if self.warm_start and previous is not None:
+            estimator = previous.set_params(**params)
         else:
             estimator = BayesianMLPRegressor(**params)
         # skpro has checked the column names; skbnn sees arrays (skpro allows names
         # of mixed types, which scikit-learn's checks refuse)
         Y = y.to_numpy(dtype=np.float64)
         self.estimator_ = estimator.fit(self._array(X), Y[:, 0] if Y.shape[1] == 1 else Y)
+        self._warm__estimator = self.estimator_ if self.warm_start else None
         return self
 
     @staticmethod

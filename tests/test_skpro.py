@@ -20,7 +20,7 @@ import pytest
 from scipy import integrate, stats
 
 from skbnn import BayesianMLPRegressor
-from skbnn.methods import Laplace
+from skbnn.methods import NUTS, Laplace
 from skbnn.metrics import crps_mixture, log_predictive_density
 
 pytest.importorskip("skpro")
@@ -209,6 +209,24 @@ def test_empirical_distribution_holds_joint_draws(seed):
     # sampled as wholes: one draw of all rows is one of sample_y's draws
     one = dist.sample().to_numpy()
     assert np.any(np.all(np.isclose(draws, one[:, :, None]), axis=(0, 1)))
+
+
+# tiny chains cannot converge, and say so
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_warm_start_continues_the_chains_after_set_params():
+    # skbase's set_params resets a fitted object: the regressor must outlive it, and the
+    # continued chains equal one fit of the larger n_samples, as BayesianMLPRegressor's
+    X, y = _frames()
+    nuts = NUTS(n_chains=2, n_warmup=30)
+    params = {**SMALL, "method": nuts, "warm_start": True}
+    reg = BayesianMLPProbaRegressor(**{**params, "n_samples": 20}).fit(X, y)
+    first = reg.estimator_
+    reg.set_params(n_samples=40).fit(X, y)
+    assert reg.estimator_ is first
+    once = BayesianMLPProbaRegressor(**{**params, "n_samples": 40, "warm_start": False})
+    np.testing.assert_array_equal(reg.predict(X), once.fit(X, y).predict(X))
+    fresh = reg.clone()
+    assert not hasattr(fresh, "estimator_") and not hasattr(fresh, "_warm__estimator")
 
 
 def test_bad_settings_are_refused():
