@@ -136,11 +136,17 @@ _INTERNAL_FILES = frozenset(
 _INTERNAL_FOLDERS += (_folder(concurrent.futures),)
 
 
+#: Layers skipped as well once imported (skbnn never imports them itself): skpro's
+#: regressors and skbase's objects, which call ``skbnn.skpro``'s fit.
+_OPTIONAL_LAYERS = ("skpro", "skbase")
+
+
 def _internal(filename: str) -> bool:
     path = os.path.abspath(filename)
+    optional = tuple(_folder(sys.modules[name]) for name in _OPTIONAL_LAYERS if name in sys.modules)
     return (
         filename.startswith("<frozen")
-        or path.startswith(_INTERNAL_FOLDERS)
+        or path.startswith(_INTERNAL_FOLDERS + optional)
         or path in _INTERNAL_FILES
     )
 

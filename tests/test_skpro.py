@@ -20,6 +20,7 @@ import pytest
 from scipy import integrate, stats
 
 from skbnn import BayesianMLPRegressor
+from skbnn.exceptions import ConvergenceWarning
 from skbnn.methods import NUTS, Laplace
 from skbnn.metrics import crps_mixture, log_predictive_density
 
@@ -227,6 +228,15 @@ def test_warm_start_continues_the_chains_after_set_params():
     np.testing.assert_array_equal(reg.predict(X), once.fit(X, y).predict(X))
     fresh = reg.clone()
     assert not hasattr(fresh, "estimator_") and not hasattr(fresh, "_warm__estimator")
+
+
+def test_skbnns_warnings_point_at_the_users_line():
+    # through skpro's fit and skbase's layers, as through scikit-learn's
+    X, y = _frames()
+    tiny = NUTS(n_chains=2, n_warmup=10)
+    with pytest.warns(ConvergenceWarning) as caught:
+        BayesianMLPProbaRegressor(**{**SMALL, "method": tiny, "n_samples": 10}).fit(X, y)
+    assert all(w.filename == __file__ for w in caught), [w.filename for w in caught]
 
 
 def test_bad_settings_are_refused():
