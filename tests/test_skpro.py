@@ -77,6 +77,10 @@ def test_the_regressors_parameters_are_skbnns_with_its_defaults():
     for name, param in inspect.signature(BayesianMLPRegressor).parameters.items():
         assert name in ours, f"BayesianMLPProbaRegressor lacks {name!r}"
         assert ours[name].default == param.default, name
+    # and passes every one of them on
+    from skbnn.skpro import _REGRESSOR_PARAMS
+
+    assert set(_REGRESSOR_PARAMS) == set(BayesianMLPRegressor().get_params(deep=False))
 
 
 @pytest.mark.parametrize("n_outputs", [1, 2])
