@@ -126,8 +126,7 @@ def test_skpros_crps_and_log_loss_are_skbnns():
     expected = crps_mixture(y_test.to_numpy(), means, stds, weights, multioutput="raw_values")
     np.testing.assert_allclose(np.ravel(crps), expected, rtol=1e-10)
 
-    # skpro's log loss is per output; the outputs' densities multiply (a posterior draw
-    # gives both outputs, so this is the marginal of each output)
+    # skpro's log loss scores each output's marginal: that output's mixture
     log_loss = LogLoss(multioutput="raw_values")(y_test, dist)
     for j in range(2):
         lpd = log_predictive_density(y_test.to_numpy()[:, j], means[:, j], stds[:, j], weights)
