@@ -8,6 +8,7 @@ the fix a warning names (``method=NUTS(max_tree_depth=12)``) runs after
 ``from skbnn import NUTS``.
 """
 
+from ._version import __version__
 from .estimators import BayesianMLPClassifier, BayesianMLPRegressor
 from .methods import (
     HMC,
@@ -26,8 +27,6 @@ from .methods import (
     VariationalInference,
 )
 from .predictive import Predictive, PredictiveMixture
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AdaptiveMetropolis",

@@ -15,6 +15,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_co
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from . import _version
 from ._data import (
     check_hidden_layer_sizes,
     encode_labels,
@@ -162,21 +163,17 @@ class _BaseBayesianMLP(BaseEstimator):
         return super().set_params(**params)
 
     def __getstate__(self) -> dict:
-        from . import __version__
-
         # a copy: BaseEstimator may hand back the instance's own __dict__
-        return dict(super().__getstate__(), _skbnn_version=__version__)
+        return dict(super().__getstate__(), _skbnn_version=_version.__version__)
 
     def __setstate__(self, state: dict) -> None:
-        from . import __version__
-
         state = dict(state)
         pickled = state.pop("_skbnn_version", "unknown")
-        if pickled != __version__:
+        if pickled != _version.__version__:
             warn(
                 InconsistentVersionWarning(
                     estimator_name=type(self).__name__,
-                    current_version=__version__,
+                    current_version=_version.__version__,
                     original_version=pickled,
                 )
             )

@@ -103,7 +103,7 @@ def _fitted():
 
 def test_a_pickle_from_another_version_warns(monkeypatch):
     est = _fitted()
-    monkeypatch.setattr(skbnn, "__version__", "0.0.1")
+    monkeypatch.setattr(skbnn._version, "__version__", "0.0.1")
     data = pickle.dumps(est)
     monkeypatch.undo()
     with pytest.warns(InconsistentVersionWarning) as record:
