@@ -2,9 +2,15 @@
 a module uses another's private names only where this file states why."""
 
 import ast
+import inspect
 import pathlib
+import re
+
+import pytest
 
 import skbnn
+from skbnn.methods import HMC, MALA, MAMS, MCLMC, NUTS, AdaptiveMetropolis
+from skbnn.methods._sampler_params import SAMPLER_DEFAULTS
 
 ROOT = pathlib.Path(skbnn.__file__).parent
 
@@ -208,3 +214,36 @@ def test_private_attributes_of_other_modules_are_read_only_where_stated():
                 continue
             found.append(f"{module}:{node.lineno} .{node.attr}")
     assert not found
+
+
+@pytest.mark.parametrize("cls", [NUTS, HMC, MALA, AdaptiveMetropolis, MCLMC, MAMS])
+def test_a_samplers_docstring_shows_each_parameter_in_order_with_its_default(cls):
+    # the shared knobs are documented once (methods/_sampler_params.py) and written into
+    # each sampler's docstring: the docs must still list all of the signature's
+    section = cls.__doc__.split("    Parameters\n    ----------\n")[1].split("\n\n    Examples")[0]
+    entries = re.findall(r"^    (\w[\w, ]*) : .*, default=(.*)$", section, flags=re.M)
+    names = [name for key, _ in entries for name in key.split(", ")]
+    signature = inspect.signature(cls).parameters
+    assert names == list(signature)
+    for key, stated in entries:
+        keys, values = key.split(", "), stated.split(", ")
+        # one default stated for a group means the same for each
+        for name, value in zip(keys, values * len(keys) if len(values) == 1 else values,
+                               strict=True):  # fmt: skip
+            default = signature[name].default
+            if isinstance(default, str):
+                assert value == f'"{default}"', (name, value)
+            else:
+                assert value == str(default) or float(value) == default, (name, value)
+
+
+def test_the_shared_sampler_knobs_are_declared_once():
+    for cls in (NUTS, HMC, MALA, AdaptiveMetropolis, MCLMC, MAMS):
+        source = inspect.getsource(cls)
+        for name, default in SAMPLER_DEFAULTS.items():
+            if name in inspect.signature(cls).parameters:
+                assert inspect.signature(cls).parameters[name].default == default
+                # no hand-written entry or assignment repeats a shared knob
+                assert f"self.{name} = " not in source
+                if name not in ("max_delta_energy",):
+                    assert f"\n    {name} : " not in source, (cls.__name__, name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 from sklearn.base import BaseEstimator
@@ -179,3 +180,20 @@ class BaseMethod(BaseEstimator):
         FitResult
         """
         raise NotImplementedError
+
+
+def store_params(method, values: dict) -> None:
+    """Store every ``__init__`` parameter of ``method`` from ``values`` (that
+    ``__init__``'s ``locals()``) as given, as a scikit-learn ``__init__`` does."""
+    for name in inspect.signature(type(method).__init__).parameters:
+        if name != "self":
+            setattr(method, name, values[name])
+
+
+def default_repr(value) -> str:
+    """A parameter's default as a numpydoc entry states it (``"prior"``, ``1e-4``)."""
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, float) and 0 < value < 1e-2:
+        return f"{value:.0e}".replace("e-0", "e-")
+    return repr(value)

@@ -11,15 +11,14 @@ in ``_convergence``, the starts in ``_starts``.
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 import time
 from dataclasses import dataclass, field
-from numbers import Integral, Real
 
 import numba
 import numpy as np
 from joblib import effective_n_jobs
-from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..exceptions import ConvergenceWarning, SlowFitWarning, warn
 from ..kernels import chain as kchain
@@ -40,8 +39,9 @@ from ._convergence import (
 from ._modes import weigh_modes
 from ._optim import _NoiseHead
 from ._progress import SLOW_FIT, ProgressBar, duration
+from ._sampler_params import SAMPLER_CONSTRAINTS
 from ._starts import finite_start, map_starts
-from ._tempering import ReplicaExchange
+from ._tempering import ReplicaExchange, ladder_betas
 from ._warmup import longest_window, restart_step_size, stan_windows
 
 #: The kernels' kind of each ``metric`` option (:mod:`skbnn.kernels.linalg`)
@@ -117,26 +117,15 @@ class _HMCFamily(BaseMethod):
         super().__init_subclass__(**kwargs)
         if "_kind" in cls.__dict__:
             cls._block_kernel = staticmethod(_BLOCK_KERNELS[cls._kind])
+        if "__init__" in cls.__dict__:
+            # the shared constraints that name a knob of this sampler only: not every
+            # sampler has every shared knob (MCLMC has no acceptance target)
+            knobs = inspect.signature(cls.__init__).parameters
+            cls._parameter_constraints = {
+                k: v for k, v in cls._parameter_constraints.items() if k in knobs
+            }
 
-    _parameter_constraints: dict = {
-        "n_chains": [Interval(Integral, 1, None, closed="left")],
-        "n_warmup": [Interval(Integral, 0, None, closed="left")],
-        "target_accept": [Interval(Real, 0, 1, closed="neither")],
-        "metric": [StrOptions({"diagonal", "dense", "diagonal_grad", "low_rank"})],
-        "noise_update": [StrOptions({"marginal", "gibbs"})],
-        "gibbs_output_layer": ["boolean"],
-        "rescale_units": ["boolean"],
-        # a small threshold would flag ordinary leaves as divergent, and cutting trajectories
-        # at them depends on where the trajectory started, which breaks reversibility
-        "max_delta_energy": [Interval(Real, 100, None, closed="left")],
-        "init": [StrOptions({"prior", "map"})],
-        "n_modes": [Interval(Integral, 1, None, closed="left")],
-        "mode_weights": [StrOptions({"equal", "stacking"})],
-        "heteroscedastic": ["boolean", StrOptions({"auto"})],
-        "target_rhat": [Interval(Real, 1, None, closed="neither"), None],
-        "target_ess": [Interval(Real, 1, None, closed="left"), None],
-        "max_time": [Interval(Real, 0, None, closed="neither"), None],
-    }
+    _parameter_constraints: dict = SAMPLER_CONSTRAINTS
 
     def likelihood(self, likelihood: str, infer_noise: bool = True) -> str:
         """The heteroscedastic Gaussian in place of the Gaussian with ``heteroscedastic``
@@ -165,16 +154,22 @@ class _HMCFamily(BaseMethod):
         raise NotImplementedError
 
     def _thin(self) -> int:
-        """Transitions per kept draw after warm-up."""
-        return 1
+        """Transitions per kept draw after warm-up: ``thin``, for a sampler that has it."""
+        return getattr(self, "thin", 1)
 
     def _betas(self) -> np.ndarray:
-        """Inverse temperatures of each chain's replicas, 1 first (one: no tempering)."""
-        return np.ones(1)
+        """Inverse temperatures of each chain's replicas, 1 first (one: no tempering, for
+        a sampler without ``n_temperatures``)."""
+        if not hasattr(self, "n_temperatures"):
+            return np.ones(1)
+        return ladder_betas(self.n_temperatures, self.max_temperature)
 
     def _stop_rule(self) -> StopRule:
-        """When the chains are extended past their first draws (never, by default)."""
-        return StopRule()
+        """When the chains are extended past their first draws: by ``target_rhat``,
+        ``target_ess`` and ``max_time``, for a sampler that has them (else never)."""
+        if not hasattr(self, "target_rhat"):
+            return StopRule()
+        return StopRule(self.target_rhat, self.target_ess, self.max_time)
 
     def _kernel_diagnostics(self, trace: np.ndarray, field: dict) -> dict:
         """The figures only this sampler's kernel records, from the kept draws' ``trace``

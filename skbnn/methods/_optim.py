@@ -34,7 +34,7 @@ from ..kernels import density as knet
 from ..kernels import optim as kopt
 from ..posterior import single_threaded_blas
 from ..utils import backend_elsewhere, check_interrupt, thread_map
-from ._base import BaseMethod
+from ._base import BaseMethod, default_repr
 from ._progress import ProgressBar
 
 #: Rows up to which ``solver="auto"`` picks full-batch L-BFGS: there one pass over the data
@@ -200,7 +200,7 @@ def engine_parameters(**own):
         entries = []
         for key, (kind, text) in ENGINE_DOCS.items():
             names = key.split(", ")
-            default = ", ".join(_default_repr(defaults[name]) for name in names)
+            default = ", ".join(default_repr(defaults[name]) for name in names)
             kind, text = own.get(key, (kind, text))
             entries.append(f"    {key} : {kind}, default={default}\n")
             if text:
@@ -209,22 +209,6 @@ def engine_parameters(**own):
         return cls
 
     return decorate
-
-
-def _default_repr(value) -> str:
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, float) and 0 < value < 1e-2:
-        return f"{value:.0e}".replace("e-0", "e-")
-    return repr(value)
-
-
-def store_params(method, values: dict) -> None:
-    """Store every ``__init__`` parameter of ``method`` from ``values`` (that
-    ``__init__``'s ``locals()``) as given, as a scikit-learn ``__init__`` does."""
-    for name in inspect.signature(type(method).__init__).parameters:
-        if name != "self":
-            setattr(method, name, values[name])
 
 
 @dataclass

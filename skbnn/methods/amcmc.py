@@ -8,13 +8,18 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..exceptions import warn
 from ..kernels import chain as kchain
+from ._base import store_params
 from ._mcmc import _HMCFamily
+from ._sampler_params import SAMPLER_DEFAULTS, sampler_parameters
 
 #: Above this many parameters a dense proposal covariance costs more than it is worth:
 #: O(K^2) memory and work per step against a likelihood of a few K per row.
 DENSE_WARN_PARAMS = 1000
 
+_SHARED = SAMPLER_DEFAULTS
 
+
+@sampler_parameters
 class AdaptiveMetropolis(_HMCFamily):
     """Adaptive random-walk Metropolis (``method="amcmc"``).
 
@@ -39,8 +44,6 @@ class AdaptiveMetropolis(_HMCFamily):
 
     Parameters
     ----------
-    n_chains : int, default=4
-        Independent chains, run in parallel threads.
     n_warmup : int, default=5000
         Iterations per chain discarded before draws are kept.
     gamma : float, default=1.0
@@ -54,18 +57,9 @@ class AdaptiveMetropolis(_HMCFamily):
         ``"dense"`` uses the full covariance (it captures correlated weights, at O(K^2)
         memory and work per step; a warning is raised above 1000 parameters);
         ``"diagonal"`` only the variances.
-    noise_update : {"marginal", "gibbs"}, default="marginal"
-        How an unknown Gaussian noise precision is sampled, as for :class:`NUTS`.
-    gibbs_output_layer : bool, default=False
-        Exact Gibbs draws of the output layer after every step, as for :class:`NUTS`.
-    rescale_units : bool, default=True
-        Exact moves along the ReLU units' scale symmetry after every step, as for
-        :class:`NUTS`.
     thin : int, default=1
         Keep every ``thin``-th state after warm-up: ``n_samples`` draws then cost
         ``n_samples * thin`` steps, in the memory of ``n_samples``.
-    init : {"prior", "map"}, default="prior"
-        Where each chain starts, as for :class:`NUTS`.
 
     Examples
     --------
@@ -78,52 +72,33 @@ class AdaptiveMetropolis(_HMCFamily):
     _kind = kchain.RANDOM_WALK
     _uses_step_size = False
     _parameter_constraints: dict = {
-        "n_chains": [Interval(Integral, 1, None, closed="left")],
-        "n_warmup": [Interval(Integral, 0, None, closed="left")],
+        **_HMCFamily._parameter_constraints,
         "gamma": [Interval(Real, 0, None, closed="neither")],
         "t0": [Interval(Integral, 2, None, closed="left")],
         "t_adapt": [Interval(Integral, 1, None, closed="left")],
         "variant": [StrOptions({"dense", "diagonal"})],
-        "noise_update": [StrOptions({"marginal", "gibbs"})],
-        "gibbs_output_layer": ["boolean"],
-        "rescale_units": ["boolean"],
-        "thin": [Interval(Integral, 1, None, closed="left")],
-        "init": [StrOptions({"prior", "map"})],
     }
 
     def __init__(
         self,
-        n_chains: int = 4,
+        n_chains: int = _SHARED["n_chains"],
         n_warmup: int = 5000,
         gamma: float = 1.0,
         t0: int = 500,
         t_adapt: int = 100,
         variant: str = "dense",
-        noise_update: str = "marginal",
-        gibbs_output_layer: bool = False,
-        rescale_units: bool = True,
+        noise_update: str = _SHARED["noise_update"],
+        gibbs_output_layer: bool = _SHARED["gibbs_output_layer"],
+        rescale_units: bool = _SHARED["rescale_units"],
         thin: int = 1,
-        init: str = "prior",
+        init: str = _SHARED["init"],
     ):
-        self.n_chains = n_chains
-        self.n_warmup = n_warmup
-        self.gamma = gamma
-        self.t0 = t0
-        self.t_adapt = t_adapt
-        self.variant = variant
-        self.noise_update = noise_update
-        self.gibbs_output_layer = gibbs_output_layer
-        self.rescale_units = rescale_units
-        self.thin = thin
-        self.init = init
+        store_params(self, locals())
 
     @property
     def metric(self) -> str:
         """The chain driver's name for the proposal's shape."""
         return self.variant
-
-    def _thin(self) -> int:
-        return self.thin
 
     def _title(self) -> str:
         return "ADAPTIVE METROPOLIS"

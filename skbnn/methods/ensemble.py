@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..posterior import WeightedDraws
-from ._base import FitResult
+from ._base import FitResult, store_params
 from ._optim import (
     ENGINE_DEFAULTS,
     _NoiseHead,
@@ -16,7 +16,6 @@ from ._optim import (
     engine_parameters,
     glorot_init,
     noise_of,
-    store_params,
 )
 
 _ENGINE = ENGINE_DEFAULTS["members"]

@@ -22,7 +22,7 @@ from ..log_posterior import NoiseMode
 from ..posterior import ForwardPass, LaplacePosterior, cholesky_inverse, single_threaded_blas
 from ..priors import PriorKind, log_density_curvature
 from ..utils import seed_sequence
-from ._base import FitResult
+from ._base import FitResult, store_params
 from ._optim import (
     ENGINE_DEFAULTS,
     ENGINE_DOCS,
@@ -30,7 +30,6 @@ from ._optim import (
     engine_parameters,
     glorot_init,
     row_budget,
-    store_params,
 )
 from ._symmetry import log_symmetric_modes
 

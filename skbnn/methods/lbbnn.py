@@ -27,8 +27,8 @@ from ..posterior import (
 )
 from ..priors import PriorKind
 from ..utils import seed_sequence
-from ._base import FitResult
-from ._optim import ENGINE_DEFAULTS, _Trainer, engine_parameters, glorot_init, store_params
+from ._base import FitResult, store_params
+from ._optim import ENGINE_DEFAULTS, _Trainer, engine_parameters, glorot_init
 from .vi import VARIATIONAL_ENGINE_DOCS, VariationalInference, _inverse_softplus
 
 _ENGINE = ENGINE_DEFAULTS["variational"]

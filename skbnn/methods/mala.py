@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from numbers import Integral
-
-from sklearn.utils._param_validation import Interval
-
 from ..kernels import chain as kchain
-from ._convergence import StopRule
+from ._base import store_params
 from ._mcmc import _HMCFamily
+from ._sampler_params import SAMPLER_DEFAULTS, sampler_parameters
+
+_SHARED = SAMPLER_DEFAULTS
 
 
+@sampler_parameters
 class MALA(_HMCFamily):
     """Metropolis-adjusted Langevin algorithm (``method="mala"``).
 
@@ -27,8 +27,6 @@ class MALA(_HMCFamily):
 
     Parameters
     ----------
-    n_chains : int, default=4
-        Independent chains, run in parallel threads.
     n_warmup : int, default=20000
         Warm-up iterations per chain. Many more than NUTS's 500: each iteration moves the
         chain much less far, and the step size and windowed metric estimates need many of
@@ -39,13 +37,6 @@ class MALA(_HMCFamily):
         (Roberts & Rosenthal 1998).
     metric : {"diagonal", "diagonal_grad", "dense", "low_rank"}, default="diagonal"
         Shape and estimate of the adapted preconditioner, as for :class:`NUTS`.
-    noise_update : {"marginal", "gibbs"}, default="marginal"
-        How an unknown Gaussian noise precision is sampled, as for :class:`NUTS`.
-    gibbs_output_layer : bool, default=False
-        Exact Gibbs draws of the output layer after every transition, as for :class:`NUTS`.
-    rescale_units : bool, default=True
-        Exact moves along the ReLU units' scale symmetry after every transition, as for
-        :class:`NUTS`.
     max_delta_energy : float, default=1000.0
         A proposal whose log acceptance ratio is below minus this counts as divergent (at
         least 100).
@@ -56,16 +47,6 @@ class MALA(_HMCFamily):
         chains: 50,000 transitions each, one gradient pass apiece), R-hat of a 10-unit
         network on the diabetes data was 1.00-1.01 at a bulk ESS of about 300, in about a
         second (doc/samplers.md).
-    init : {"prior", "map"}, default="prior"
-        Where each chain starts, as for :class:`NUTS`.
-    n_modes : int, default=1
-        Optima the chains sample around, one or more chains each, as for :class:`NUTS`.
-    mode_weights : {"equal", "stacking"}, default="equal"
-        How the modes are weighted in the predictive, as for :class:`NUTS`.
-    heteroscedastic : bool or "auto", default=False
-        Whether the network also predicts the noise of every row, as for :class:`NUTS`.
-    target_rhat, target_ess, max_time : float or None, default=None
-        Sample until converged, as for :class:`NUTS`.
 
     Examples
     --------
@@ -78,50 +59,28 @@ class MALA(_HMCFamily):
     _kind = kchain.MALA
     _parameter_constraints: dict = {
         **_HMCFamily._parameter_constraints,
-        "thin": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
         self,
-        n_chains: int = 4,
+        n_chains: int = _SHARED["n_chains"],
         n_warmup: int = 20000,
         target_accept: float = 0.574,
         metric: str = "diagonal",
-        noise_update: str = "marginal",
-        gibbs_output_layer: bool = False,
-        rescale_units: bool = True,
-        max_delta_energy: float = 1000.0,
+        noise_update: str = _SHARED["noise_update"],
+        gibbs_output_layer: bool = _SHARED["gibbs_output_layer"],
+        rescale_units: bool = _SHARED["rescale_units"],
+        max_delta_energy: float = _SHARED["max_delta_energy"],
         thin: int = 200,
-        init: str = "prior",
-        n_modes: int = 1,
-        mode_weights: str = "equal",
-        heteroscedastic: bool | str = False,
-        target_rhat: float | None = None,
-        target_ess: float | None = None,
-        max_time: float | None = None,
+        init: str = _SHARED["init"],
+        n_modes: int = _SHARED["n_modes"],
+        mode_weights: str = _SHARED["mode_weights"],
+        heteroscedastic: bool | str = _SHARED["heteroscedastic"],
+        target_rhat: float | None = _SHARED["target_rhat"],
+        target_ess: float | None = _SHARED["target_ess"],
+        max_time: float | None = _SHARED["max_time"],
     ):
-        self.n_chains = n_chains
-        self.n_warmup = n_warmup
-        self.target_accept = target_accept
-        self.metric = metric
-        self.noise_update = noise_update
-        self.gibbs_output_layer = gibbs_output_layer
-        self.rescale_units = rescale_units
-        self.thin = thin
-        self.max_delta_energy = max_delta_energy
-        self.init = init
-        self.n_modes = n_modes
-        self.mode_weights = mode_weights
-        self.heteroscedastic = heteroscedastic
-        self.target_rhat = target_rhat
-        self.target_ess = target_ess
-        self.max_time = max_time
-
-    def _thin(self) -> int:
-        return self.thin
-
-    def _stop_rule(self) -> StopRule:
-        return StopRule(self.target_rhat, self.target_ess, self.max_time)
+        store_params(self, locals())
 
     def _coarse_advice(self, n_kept: int, wanted: int) -> str:
         return (

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from numbers import Integral, Real
 
 import numpy as np
@@ -11,8 +10,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..kernels import chain as kchain
 from ..kernels import microcanonical as kmicro
 from ..kernels.linalg import Metric
-from ._convergence import StopRule, chain_diagnostics, convergence_message
+from ._base import store_params
+from ._convergence import chain_diagnostics, convergence_message
 from ._mcmc import _HMCFamily
+from ._sampler_params import SAMPLER_DEFAULTS, sampler_parameters
 
 _INTEGRATORS = {"mclachlan": kmicro.MCLACHLAN, "leapfrog": kmicro.LEAPFROG}
 #: MCLMC's warm-up phases, as fractions of ``n_warmup`` (BlackJAX's 0.1 / 0.1 / 0.1 of the
@@ -22,6 +23,8 @@ _INTEGRATORS = {"mclachlan": kmicro.MCLACHLAN, "leapfrog": kmicro.LEAPFROG}
 _MCLMC_PHASES = (0.3, 0.3, 0.1)
 #: the most bytes of draws a chain keeps for the estimate of ``L``
 _L_BUFFER_BYTES = 32 * 2**20
+
+_SHARED = SAMPLER_DEFAULTS
 
 
 def mclmc_schedule(n_warmup: int) -> tuple[np.ndarray, int]:
@@ -44,24 +47,12 @@ def mclmc_schedule(n_warmup: int) -> tuple[np.ndarray, int]:
 class _Microcanonical(_HMCFamily):
     """What MCLMC and MAMS share: a diagonal metric, the integrator and their advice."""
 
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        # the family's constraints that name a knob of this class only (MCLMC has no
-        # acceptance target; the family may gain knobs these samplers do not have)
-        knobs = inspect.signature(cls.__init__).parameters
-        cls._parameter_constraints = {
-            k: v for k, v in cls._parameter_constraints.items() if k in knobs
-        }
-
     _parameter_constraints: dict = {
         **_HMCFamily._parameter_constraints,
         # the velocity is unit-norm in the coordinates a diagonal metric scales
         "metric": [StrOptions({"diagonal", "diagonal_grad"})],
         "integrator": [StrOptions(set(_INTEGRATORS))],
     }
-
-    def _stop_rule(self) -> StopRule:
-        return StopRule(self.target_rhat, self.target_ess, self.max_time)
 
     def _check_target(self, target) -> None:
         if target.n_params < 2:
@@ -74,6 +65,7 @@ class _Microcanonical(_HMCFamily):
         return 2 if self.integrator == "mclachlan" else 1
 
 
+@sampler_parameters
 class MCLMC(_Microcanonical):
     """Microcanonical Langevin Monte Carlo, unadjusted (``method="mclmc"``).
 
@@ -118,9 +110,6 @@ class MCLMC(_Microcanonical):
 
     Parameters
     ----------
-    n_chains : int, default=4
-        Independent chains, run in parallel threads. Four is the minimum for a
-        trustworthy R-hat (Vehtari et al. 2021).
     n_warmup : int, default=2000
         Warm-up steps per chain, discarded. A step costs two gradients, against NUTS's
         tens per iteration, and the three phases above need a few hundred steps each:
@@ -147,28 +136,10 @@ class MCLMC(_Microcanonical):
         16-16 ReLU network of 500 parameters), so keeping every step would fill the
         ``n_samples`` draws with near-copies; ten steps (twenty gradients) per draw cost
         about what one NUTS trajectory does.
-    noise_update : {"marginal", "gibbs"}, default="marginal"
-        How an unknown Gaussian noise precision is sampled, as for :class:`NUTS`.
-    gibbs_output_layer : bool, default=False
-        Exact Gibbs draws of the output layer after every step, as for :class:`NUTS`.
-    rescale_units : bool, default=True
-        Exact moves along the ReLU units' scale symmetry after every step, as for
-        :class:`NUTS`.
     max_delta_energy : float, default=1000.0
         A step whose energy error is beyond this (in absolute value) is divergent and
         undone (at least 100): many standard deviations past a tuned step's error, whose
         variance is ``desired_energy_var * n_params``.
-    init : {"prior", "map"}, default="prior"
-        Where each chain starts, as for :class:`NUTS`.
-    n_modes : int, default=1
-        Optima the chains sample around, one or more chains each, as for :class:`NUTS`
-        (MILE's route: an ensemble's members, then a microcanonical chain from each).
-    mode_weights : {"equal", "stacking"}, default="equal"
-        How the modes are weighted in the predictive, as for :class:`NUTS`.
-    heteroscedastic : bool or "auto", default=False
-        Whether the network also predicts the noise of every row, as for :class:`NUTS`.
-    target_rhat, target_ess, max_time : float or None, default=None
-        Sample until converged, as for :class:`NUTS`.
 
     Examples
     --------
@@ -183,51 +154,30 @@ class MCLMC(_Microcanonical):
         **_Microcanonical._parameter_constraints,
         "desired_energy_var": [Interval(Real, 0, None, closed="neither")],
         "l_factor": [Interval(Real, 0, None, closed="neither")],
-        "thin": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
         self,
-        n_chains: int = 4,
+        n_chains: int = _SHARED["n_chains"],
         n_warmup: int = 2000,
         desired_energy_var: float = 5e-4,
         l_factor: float = 0.4,
         metric: str = "diagonal",
         integrator: str = "mclachlan",
         thin: int = 10,
-        noise_update: str = "marginal",
-        gibbs_output_layer: bool = False,
-        rescale_units: bool = True,
-        max_delta_energy: float = 1000.0,
-        init: str = "prior",
-        n_modes: int = 1,
-        mode_weights: str = "equal",
-        heteroscedastic: bool | str = False,
-        target_rhat: float | None = None,
-        target_ess: float | None = None,
-        max_time: float | None = None,
+        noise_update: str = _SHARED["noise_update"],
+        gibbs_output_layer: bool = _SHARED["gibbs_output_layer"],
+        rescale_units: bool = _SHARED["rescale_units"],
+        max_delta_energy: float = _SHARED["max_delta_energy"],
+        init: str = _SHARED["init"],
+        n_modes: int = _SHARED["n_modes"],
+        mode_weights: str = _SHARED["mode_weights"],
+        heteroscedastic: bool | str = _SHARED["heteroscedastic"],
+        target_rhat: float | None = _SHARED["target_rhat"],
+        target_ess: float | None = _SHARED["target_ess"],
+        max_time: float | None = _SHARED["max_time"],
     ):
-        self.n_chains = n_chains
-        self.n_warmup = n_warmup
-        self.desired_energy_var = desired_energy_var
-        self.l_factor = l_factor
-        self.metric = metric
-        self.integrator = integrator
-        self.thin = thin
-        self.noise_update = noise_update
-        self.gibbs_output_layer = gibbs_output_layer
-        self.rescale_units = rescale_units
-        self.max_delta_energy = max_delta_energy
-        self.init = init
-        self.n_modes = n_modes
-        self.mode_weights = mode_weights
-        self.heteroscedastic = heteroscedastic
-        self.target_rhat = target_rhat
-        self.target_ess = target_ess
-        self.max_time = max_time
-
-    def _thin(self) -> int:
-        return self.thin
+        store_params(self, locals())
 
     def _max_gradients(self) -> int:
         return self._steps_gradients()
@@ -300,6 +250,7 @@ class MCLMC(_Microcanonical):
         return f"{message} {advice[0].upper()}{advice[1:]}"
 
 
+@sampler_parameters
 class MAMS(_Microcanonical):
     """Metropolis-adjusted microcanonical sampler (``method="mams"``).
 
@@ -324,8 +275,6 @@ class MAMS(_Microcanonical):
 
     Parameters
     ----------
-    n_chains : int, default=4
-        Independent chains, run in parallel threads.
     n_warmup : int, default=500
         Warm-up iterations per chain: Stan's windows (75 / 25, 50, 100, 200 / 50), as for
         :class:`NUTS`.
@@ -344,26 +293,6 @@ class MAMS(_Microcanonical):
         The splitting of a step, as for :class:`MCLMC`.
     max_steps : int, default=1024
         Cap on the steps of one trajectory.
-    noise_update : {"marginal", "gibbs"}, default="marginal"
-        How an unknown Gaussian noise precision is sampled, as for :class:`NUTS`.
-    gibbs_output_layer : bool, default=False
-        Exact Gibbs draws of the output layer after every transition, as for :class:`NUTS`.
-    rescale_units : bool, default=True
-        Exact moves along the ReLU units' scale symmetry after every transition, as for
-        :class:`NUTS`.
-    max_delta_energy : float, default=1000.0
-        Energy error that marks a divergent trajectory (at least 100).
-    init : {"prior", "map"}, default="prior"
-        Where each chain starts, as for :class:`NUTS`.
-    n_modes : int, default=1
-        Optima the chains sample around, one or more chains each, as for :class:`NUTS`
-        (MILE's route: an ensemble's members, then a microcanonical chain from each).
-    mode_weights : {"equal", "stacking"}, default="equal"
-        How the modes are weighted in the predictive, as for :class:`NUTS`.
-    heteroscedastic : bool or "auto", default=False
-        Whether the network also predicts the noise of every row, as for :class:`NUTS`.
-    target_rhat, target_ess, max_time : float or None, default=None
-        Sample until converged, as for :class:`NUTS`.
 
     Examples
     --------
@@ -382,43 +311,26 @@ class MAMS(_Microcanonical):
 
     def __init__(
         self,
-        n_chains: int = 4,
+        n_chains: int = _SHARED["n_chains"],
         n_warmup: int = 500,
         target_accept: float = 0.9,
         path_length: float = 1.0,
         metric: str = "diagonal",
         integrator: str = "mclachlan",
         max_steps: int = 1024,
-        noise_update: str = "marginal",
-        gibbs_output_layer: bool = False,
-        rescale_units: bool = True,
-        max_delta_energy: float = 1000.0,
-        init: str = "prior",
-        n_modes: int = 1,
-        mode_weights: str = "equal",
-        heteroscedastic: bool | str = False,
-        target_rhat: float | None = None,
-        target_ess: float | None = None,
-        max_time: float | None = None,
+        noise_update: str = _SHARED["noise_update"],
+        gibbs_output_layer: bool = _SHARED["gibbs_output_layer"],
+        rescale_units: bool = _SHARED["rescale_units"],
+        max_delta_energy: float = _SHARED["max_delta_energy"],
+        init: str = _SHARED["init"],
+        n_modes: int = _SHARED["n_modes"],
+        mode_weights: str = _SHARED["mode_weights"],
+        heteroscedastic: bool | str = _SHARED["heteroscedastic"],
+        target_rhat: float | None = _SHARED["target_rhat"],
+        target_ess: float | None = _SHARED["target_ess"],
+        max_time: float | None = _SHARED["max_time"],
     ):
-        self.n_chains = n_chains
-        self.n_warmup = n_warmup
-        self.target_accept = target_accept
-        self.path_length = path_length
-        self.metric = metric
-        self.integrator = integrator
-        self.max_steps = max_steps
-        self.noise_update = noise_update
-        self.gibbs_output_layer = gibbs_output_layer
-        self.rescale_units = rescale_units
-        self.max_delta_energy = max_delta_energy
-        self.init = init
-        self.n_modes = n_modes
-        self.mode_weights = mode_weights
-        self.heteroscedastic = heteroscedastic
-        self.target_rhat = target_rhat
-        self.target_ess = target_ess
-        self.max_time = max_time
+        store_params(self, locals())
 
     def _max_gradients(self) -> int:
         return int(self.max_steps) * self._steps_gradients()

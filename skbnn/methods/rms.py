@@ -6,7 +6,7 @@ import numpy as np
 from sklearn.utils._param_validation import StrOptions
 
 from ..posterior import WeightedDraws
-from ._base import FitResult
+from ._base import FitResult, store_params
 from ._optim import (
     ENGINE_DEFAULTS,
     ENGINE_DOCS,
@@ -14,7 +14,6 @@ from ._optim import (
     _Trainer,
     engine_parameters,
     noise_of,
-    store_params,
 )
 
 _ENGINE = ENGINE_DEFAULTS["members"]

@@ -13,7 +13,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..exceptions import ConvergenceWarning, warn
 from ..kernels import optim as kopt
 from ..posterior import WeightedDraws
-from ._base import FitResult
+from ._base import FitResult, store_params
 from ._optim import (
     AUTO_BATCH,
     AUTO_BATCH_STEPS,
@@ -25,7 +25,6 @@ from ._optim import (
     glorot_init,
     noise_of,
     row_budget,
-    store_params,
 )
 from .ensemble import DeepEnsemble
 

@@ -12,7 +12,7 @@ from ..exceptions import ConvergenceWarning, warn
 from ..kernels import optim as kopt
 from ..posterior import GaussianPosterior
 from ..utils import seed_sequence
-from ._base import FitResult
+from ._base import FitResult, store_params
 from ._optim import (
     ENGINE_DEFAULTS,
     MAX_RESTARTS,
@@ -22,7 +22,6 @@ from ._optim import (
     batches,
     engine_parameters,
     glorot_init,
-    store_params,
 )
 
 _ENGINE = ENGINE_DEFAULTS["members"]

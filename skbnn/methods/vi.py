@@ -18,7 +18,7 @@ from ..kernels import vi as kvi
 from ..posterior import GaussianPosterior
 from ..priors import PriorKind
 from ..utils import check_interrupt, seed_sequence
-from ._base import FitResult
+from ._base import FitResult, store_params
 from ._optim import (
     ADAPTIVE_FACTOR,
     ADAPTIVE_REDUCTIONS,
@@ -36,7 +36,6 @@ from ._optim import (
     glorot_init,
     loss_trend,
     row_budget,
-    store_params,
 )
 
 _ENGINE = ENGINE_DEFAULTS["variational"]
