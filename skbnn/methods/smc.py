@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
@@ -16,6 +17,7 @@ from ..exceptions import ConvergenceWarning, SlowFitWarning, warn
 from ..kernels import density as knet
 from ..kernels import smc as ksmc
 from ..kernels._compile import compile_for
+from ..log_posterior import NoiseMode
 from ..posterior import WeightedDraws
 from ..utils import seed_sequence, thread_map
 from ._base import BaseMethod, FitResult
@@ -219,7 +221,7 @@ class SMC(BaseMethod):
             ``diagnostics["smc"]`` with the per-stage figures.
         """
         self._validate_params()
-        if target.noise not in ("fixed", "marginal"):
+        if target.noise not in (NoiseMode.FIXED, NoiseMode.MARGINAL):
             # the noise would live in the shared target tuple, which threads would race on
             raise ValueError(
                 f"SMC needs the noise fixed or marginalized, not {target.noise!r}; build the "
@@ -228,120 +230,164 @@ class SMC(BaseMethod):
         t_start = time.perf_counter()
         compile_time = self._compile(target)
         rng = np.random.default_rng(seed_sequence(random_state))
-        n, d = int(n_samples), target.n_params
-        tempered = _TemperedLoglik(target)
-        tgt = knet.density_target(target.kernel_target(own=True, padded=True))
-
-        thetas, prior_stds, gamma_shapes = _prior_draws(target, rng, n)
-        stats = np.empty((n, 2 + target.n_outputs))
-        grads = np.empty((n, d))
-        logps = np.empty(n)
-        logw = np.full(n, -math.log(n))  # normalized log weights
-        eps = rng.uniform(0.0, INIT_STEP_SIZE_MAX, n)
-        n_leap = rng.integers(1, min(INIT_MAX_LEAPFROG, self.max_leapfrog) + 1, n)
-        esjd = move_w = None
-
-        lam, log_z, n_grad = 0.0, 0.0, 0
-        rec = {key: [] for key in _STAGE_KEYS}
-        bar = ProgressBar(1000, verbose, f"SMC {n} particles")
-        forced, forced_from, shown = False, 0.0, 0
-        ranges = _ParticleRanges(n, effective_n_jobs(n_jobs))
+        run = self._start(target, int(n_samples), rng, n_jobs)
+        bar = ProgressBar(1000, verbose, f"SMC {run.n} particles")
         try:
-            tgt.cfg[0]["beta"] = 1.0
-            ranges.map(lambda a, b: ksmc.evaluate(thetas, tgt, stats, a, b))
-            if not np.any(np.isfinite(tempered(stats, 1.0))):
-                # every weight would be 0 / 0: NaN predictions, not a posterior
-                raise ValueError(
-                    f"no finite log-likelihood among the {n} prior draws: it overflows; "
-                    "check X and y for extreme values (standardize X) and the prior's "
-                    "parameters"
-                )
-            deadline = time.perf_counter() + (math.inf if self.max_time is None else self.max_time)
-            stopped = "lambda_reached_1"
-            while lam < 1.0:
-                t_stage = time.perf_counter()
-                ll_prev = tempered(stats, lam)
-                new = self._next_lambda(tempered, stats, lam, ll_prev, logw)
-                if new < 1.0 and len(rec["lambda"]) + 1 >= self.max_stages:
-                    new, forced, forced_from, stopped = 1.0, True, lam, "max_stages"
-                elif new < 1.0 and rec["lambda"] and t_stage >= deadline:
-                    # checked after each stage: the first always runs
-                    new, forced, forced_from, stopped = 1.0, True, lam, "max_time"
-                inc = _finite(tempered(stats, new) - ll_prev)
-                log_z += _logsumexp(logw + inc)
-                logw = _normalize(logw + inc)
-                w = np.exp(logw)
-                ess = 1.0 / np.sum(w**2)
-                mean = w @ thetas
-                # a floor keeps the metric positive when the particles collapse in a direction
-                inv_m = w @ (thetas - mean) ** 2 + 1e-10 * (1.0 + mean**2)
-                resampled = ess < self.resample_threshold * n
-                if resampled:
-                    idx = _RESAMPLERS[self.resampling](w, rng)
-                    thetas, stats = thetas[idx], stats[idx]
-                    if prior_stds.shape[0] > 1:
-                        prior_stds = prior_stds[idx]
-                    logw = np.full(n, -math.log(n))
-                if esjd is not None:
-                    # the pairs are drawn afresh for every particle, so they need not follow
-                    # their particles through resampling
-                    eps, n_leap = self._retune(eps, n_leap, esjd, move_w, rng)
-                lam = new
-                tgt.cfg[0]["beta"] = lam
-                particles = ksmc.Particles(thetas, grads, logps, stats, prior_stds)
-                esjd, acc, spent = self._move(
-                    ranges, particles, gamma_shapes, eps, n_leap, inv_m, tgt, rng
-                )
-                n_grad += spent
-                move_w = np.exp(logw)
-                rec["lambda"].append(lam)
-                rec["ess"].append(ess)
-                rec["resampled"].append(resampled)
-                rec["accept_rate"].append(float(move_w @ acc))
-                rec["step_size"].append(eps.copy())
-                rec["n_leapfrog"].append(n_leap.copy())
-                rec["log_evidence"].append(log_z)
-                rec["stage_time"].append(time.perf_counter() - t_stage)
-                if len(rec["stage_time"]) == 1 and lam < 1.0:
-                    self._warn_if_slow(rec["stage_time"][0], target)
-                shown, before = int(round(1000 * lam)), shown
-                bar.update(shown - before, f"lambda {lam:.3g}")
+            self._check_start(run)
+            self._anneal(run, target, rng, bar)
         finally:
             bar.close()
+        posterior = self._posterior(run, target, rng)
+        diagnostics = self._diagnostics(run, compile_time, time.perf_counter() - t_start)
+        self._warn_if_unconverged(run, diagnostics)
+        return FitResult(
+            posterior=posterior, log_evidence=float(run.log_z), diagnostics=diagnostics
+        )
 
-        w = np.exp(logw)
-        taus = tempered.draw_noise(stats, rng)
-        posterior = WeightedDraws(thetas, weights=w, noise_precision=taus)
+    # -- the phases of a run ------------------------------------------------------------
+
+    def _start(self, target, n: int, rng, n_jobs) -> _Run:
+        """The prior draws, their first step sizes and path lengths, at ``lambda = 0``."""
+        thetas, prior_stds, gamma_shapes = _prior_draws(target, rng, n)
+        d = target.n_params
+        return _Run(
+            n=n,
+            tempered=_TemperedLoglik(target),
+            tgt=knet.density_target(target.kernel_target(own=True, padded=True)),
+            ranges=_ParticleRanges(n, effective_n_jobs(n_jobs)),
+            thetas=thetas,
+            prior_stds=prior_stds,
+            gamma_shapes=gamma_shapes,
+            stats=np.empty((n, 2 + target.n_outputs)),
+            grads=np.empty((n, d)),
+            logps=np.empty(n),
+            logw=np.full(n, -math.log(n)),
+            eps=rng.uniform(0.0, INIT_STEP_SIZE_MAX, n),
+            n_leap=rng.integers(1, min(INIT_MAX_LEAPFROG, self.max_leapfrog) + 1, n),
+            rec={key: [] for key in _STAGE_KEYS},
+        )
+
+    def _check_start(self, run: _Run) -> None:
+        """Evaluate the prior draws; a ``ValueError`` if none has a finite likelihood."""
+        run.tgt.cfg[0]["beta"] = 1.0
+        run.ranges.map(lambda a, b: ksmc.evaluate(run.thetas, run.tgt, run.stats, a, b))
+        if not np.any(np.isfinite(run.tempered(run.stats, 1.0))):
+            # every weight would be 0 / 0: NaN predictions, not a posterior
+            raise ValueError(
+                f"no finite log-likelihood among the {run.n} prior draws: it overflows; "
+                "check X and y for extreme values (standardize X) and the prior's "
+                "parameters"
+            )
+
+    def _anneal(self, run: _Run, target, rng, bar: ProgressBar) -> None:
+        """Stages until ``lambda`` reaches 1, or jumps there at ``max_stages`` or
+        ``max_time`` (``run.stopped`` says which)."""
+        deadline = time.perf_counter() + (math.inf if self.max_time is None else self.max_time)
+        shown = 0
+        while run.lam < 1.0:
+            t_stage = time.perf_counter()
+            ll_prev = run.tempered(run.stats, run.lam)
+            new = self._next_lambda(run.tempered, run.stats, run.lam, ll_prev, run.logw)
+            if new < 1.0 and len(run.rec["lambda"]) + 1 >= self.max_stages:
+                new, run.forced_from, run.stopped = 1.0, run.lam, "max_stages"
+            elif new < 1.0 and run.rec["lambda"] and t_stage >= deadline:
+                # checked after each stage: the first always runs
+                new, run.forced_from, run.stopped = 1.0, run.lam, "max_time"
+            ess, resampled = self._reweight(run, new, ll_prev, rng)
+            acc = self._stage_moves(run, new, rng)
+            self._record(run, t_stage, ess, resampled, acc, target)
+            shown, before = int(round(1000 * run.lam)), shown
+            bar.update(shown - before, f"lambda {run.lam:.3g}")
+
+    def _reweight(self, run: _Run, new: float, ll_prev: np.ndarray, rng) -> tuple:
+        """Weigh the particles by the likelihood's increment to ``lambda = new``, add its
+        log mean to the evidence, and resample below the ESS threshold; the mass matrix
+        of the moves is from the reweighted particles, before resampling. The ESS and
+        whether it resampled."""
+        n = run.n
+        inc = _finite(run.tempered(run.stats, new) - ll_prev)
+        run.log_z += _logsumexp(run.logw + inc)
+        run.logw = _normalize(run.logw + inc)
+        w = np.exp(run.logw)
+        ess = 1.0 / np.sum(w**2)
+        mean = w @ run.thetas
+        # a floor keeps the metric positive when the particles collapse in a direction
+        run.inv_m = w @ (run.thetas - mean) ** 2 + 1e-10 * (1.0 + mean**2)
+        resampled = ess < self.resample_threshold * n
+        if resampled:
+            idx = _RESAMPLERS[self.resampling](w, rng)
+            run.thetas, run.stats = run.thetas[idx], run.stats[idx]
+            if run.prior_stds.shape[0] > 1:
+                run.prior_stds = run.prior_stds[idx]
+            run.logw = np.full(n, -math.log(n))
+        return ess, resampled
+
+    def _stage_moves(self, run: _Run, new: float, rng) -> np.ndarray:
+        """Retune the step sizes and path lengths from the last stage's jumps, then move
+        the particles at ``lambda = new``; each particle's acceptance."""
+        if run.esjd is not None:
+            # the pairs are drawn afresh for every particle, so they need not follow
+            # their particles through resampling
+            run.eps, run.n_leap = self._retune(run.eps, run.n_leap, run.esjd, run.move_w, rng)
+        run.lam = new
+        run.tgt.cfg[0]["beta"] = run.lam
+        particles = ksmc.Particles(run.thetas, run.grads, run.logps, run.stats, run.prior_stds)
+        run.esjd, acc, spent = self._move(
+            run.ranges, particles, run.gamma_shapes, run.eps, run.n_leap, run.inv_m, run.tgt,
+            rng,
+        )  # fmt: skip
+        run.n_grad += spent
+        run.move_w = np.exp(run.logw)
+        return acc
+
+    def _record(self, run: _Run, t_stage: float, ess, resampled, acc, target) -> None:
+        """The stage's figures, and the SlowFitWarning after the first stage."""
+        rec = run.rec
+        rec["lambda"].append(run.lam)
+        rec["ess"].append(ess)
+        rec["resampled"].append(resampled)
+        rec["accept_rate"].append(float(run.move_w @ acc))
+        rec["step_size"].append(run.eps.copy())
+        rec["n_leapfrog"].append(run.n_leap.copy())
+        rec["log_evidence"].append(run.log_z)
+        rec["stage_time"].append(time.perf_counter() - t_stage)
+        if len(rec["stage_time"]) == 1 and run.lam < 1.0:
+            self._warn_if_slow(rec["stage_time"][0], target)
+
+    def _posterior(self, run: _Run, target, rng) -> WeightedDraws:
+        """The weighted particles, with a noise precision drawn for each."""
+        taus = run.tempered.draw_noise(run.stats, rng)
+        posterior = WeightedDraws(run.thetas, weights=np.exp(run.logw), noise_precision=taus)
         if target.hierarchical:
-            posterior.prior_precision = _layer_precisions(target, prior_stds)
-        smc = {
-            "lambda": np.array(rec["lambda"]),
-            "ess": np.array(rec["ess"]),
-            "resampled": np.array(rec["resampled"]),
-            "accept_rate": np.array(rec["accept_rate"]),
-            "step_size": np.array(rec["step_size"]),
-            "n_leapfrog": np.array(rec["n_leapfrog"]),
-            "log_evidence": np.array(rec["log_evidence"]),
-            "stage_time": np.array(rec["stage_time"]),
-            "n_stages": len(rec["lambda"]),
-            "n_grad_evals": n_grad,
-            "wall_time": time.perf_counter() - t_start,
-        }
-        final_ess = 1.0 / np.sum(w**2)
-        diagnostics = {
+            posterior.prior_precision = _layer_precisions(target, run.prior_stds)
+        return posterior
+
+    def _diagnostics(self, run: _Run, compile_time: float, wall_time: float) -> dict:
+        """``diagnostics_``: the run's figures, and per stage under ``"smc"``."""
+        rec = run.rec
+        smc = {key: np.array(rec[key]) for key in _STAGE_KEYS}
+        smc.update(n_stages=len(rec["lambda"]), n_grad_evals=run.n_grad, wall_time=wall_time)
+        w = np.exp(run.logw)
+        return {
             "method": self.name,
             "smc": smc,
             "n_stages": smc["n_stages"],
-            "n_particles": n,
-            "ess": final_ess,
-            "n_unique": int(np.unique(thetas, axis=0).shape[0]),
+            "n_particles": run.n,
+            "ess": 1.0 / np.sum(w**2),
+            "n_unique": int(np.unique(run.thetas, axis=0).shape[0]),
             "accept_rate": smc["accept_rate"][-1],
-            "n_grad_evals": n_grad,
+            "n_grad_evals": run.n_grad,
             "compile_time": compile_time,
             "wall_time": smc["wall_time"],
-            "stopped_because": stopped,
+            "stopped_because": run.stopped,
         }
-        if forced:
+
+    def _warn_if_unconverged(self, run: _Run, diagnostics: dict) -> None:
+        """A ConvergenceWarning when the exponent jumped to 1, or the last moves barely
+        moved the particles."""
+        rec, n = run.rec, run.n
+        if run.stopped != "lambda_reached_1":
+            stopped = run.stopped
             what = (f"max_stages={self.max_stages}" if stopped == "max_stages"
                     else f"max_time={self.max_time:g} s")  # fmt: skip
             per_stage = float(np.mean(rec["stage_time"]))
@@ -351,7 +397,7 @@ class SMC(BaseMethod):
                 else self._fix(max_time=2 * self.max_time)
             )
             warn(
-                f"SMC reached {what} at lambda={forced_from:.3g} after "
+                f"SMC reached {what} at lambda={run.forced_from:.3g} after "
                 f"{len(rec['lambda']) - 1} stages and jumped to lambda=1; the final ESS is "
                 f"{rec['ess'][-1]:.0f} of {n} particles and the evidence is unreliable. A "
                 f"stage took {per_stage:.2g} s on average. Allow more: {more}; or use fewer "
@@ -366,7 +412,6 @@ class SMC(BaseMethod):
                 "or raise n_samples, or simplify the network.",
                 ConvergenceWarning,
             )
-        return FitResult(posterior=posterior, log_evidence=float(log_z), diagnostics=diagnostics)
 
     def _warn_if_slow(self, stage_time: float, target) -> None:
         """A SlowFitWarning after the first stage when the fewest stages a run takes would
@@ -460,6 +505,42 @@ _STAGE_KEYS = (
     "log_evidence",
     "stage_time",
 )
+
+
+@dataclass
+class _Run:
+    """The state of one SMC run between its phases: the particles, their weights and
+    tuning, the exponent reached, and the per-stage record."""
+
+    n: int
+    tempered: _TemperedLoglik
+    #: the kernels' target tuple, whose ``beta`` is the current exponent
+    tgt: object
+    ranges: _ParticleRanges
+    thetas: np.ndarray
+    prior_stds: np.ndarray
+    gamma_shapes: object
+    #: per particle: the log-likelihood's sufficient statistics
+    stats: np.ndarray
+    grads: np.ndarray
+    logps: np.ndarray
+    #: normalized log weights
+    logw: np.ndarray
+    #: per particle: step size and leapfrog steps of its moves
+    eps: np.ndarray
+    n_leap: np.ndarray
+    rec: dict
+    #: the moves' inverse mass matrix (diagonal)
+    inv_m: np.ndarray | None = None
+    #: the last stage's expected squared jump distances and the weights of its moves
+    esjd: np.ndarray | None = None
+    move_w: np.ndarray | None = None
+    lam: float = 0.0
+    log_z: float = 0.0
+    n_grad: int = 0
+    stopped: str = "lambda_reached_1"
+    #: the exponent from which it jumped to 1 (``max_stages`` or ``max_time``)
+    forced_from: float = 0.0
 
 
 def _prior_draws(target, rng, n):
