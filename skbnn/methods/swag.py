@@ -178,72 +178,102 @@ class SWAG(_Trainer):
     def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
         """Pre-train, collect and fit the Gaussian(s); see :meth:`BaseMethod.run`."""
         self._validate_params()
-        lowrank = self.covariance == "lowrank"
-        rank = int(self.rank) if lowrank else 0
-        p = target.n_params
-
-        def start(target, rng):
-            return glorot_init(target, rng), None, None
-
-        def collect(target, theta, train, prior_mean, YT, rng, member, bar):
-            s = self._settings(target)
-            _, steps = batches(train.size, s.batch_size)
-            every = steps if self.collect_every == "epoch" else int(self.collect_every)
-            start_theta = theta.copy()
-            start_loss = member.loss_curve[-1]
-            if self.swa_learning_rate == "auto":
-                evaluate = target.evaluator(prior_mean, train, YT)
-                curvature = largest_curvature(evaluate, theta, target.weight_of(train),
-                                              rng)  # fmt: skip
-                lr = SWA_RATE if curvature <= 0 else min(SWA_RATE, SWA_STABILITY / curvature)
-                member.curvature = curvature
-            else:
-                lr = float(self.swa_learning_rate)
-            for attempt in range(MAX_RESTARTS + 1):
-                # SGD is unstable where the curvature exceeds 2 / lr, as a small noise makes
-                # the likelihood steep: its iterates then wander far from the optimum (or
-                # overflow) instead of sampling around it. Restart the phase from the
-                # optimum with a ten times smaller rate when it left the optimum's basin
-                theta[:] = start_theta
-                member.diverged = False
-                cfg = np.zeros(1, dtype=kopt.MOMENTS)
-                mom = kopt.Moments(cfg, np.zeros(p), np.zeros(p), np.zeros((rank, p)))
-                first = len(member.loss_curve)
-                n_epochs = int(self.swa_epochs)
-
-                def plan(epoch, n_steps, lr=lr, n_epochs=n_epochs):
-                    # a snapshot after every ``every``-th step since the phase began
-                    step = epoch * n_steps + np.arange(1, n_steps + 1)
-                    lrs = _schedule(self.swa_schedule, lr, epoch, n_epochs, n_steps, every)
-                    return lrs, None, (step % every == 0).astype(np.int8)
-
-                _minibatch_epochs(
-                    target, theta, train, None, s, prior_mean, YT, n_epochs, rng=rng,
-                    plan=plan, moments=mom, sgd=True, member=member, bar=bar,
-                )  # fmt: skip
-                losses = np.asarray(member.loss_curve[first:])
-                stable = np.all(np.isfinite(losses)) and losses.max() <= start_loss + UNSTABLE
-                if stable or attempt == MAX_RESTARTS:
-                    break
-                lr /= 10.0
-            member.swag_stable = bool(stable)
-            member.swa_learning_rate = lr
-            n = int(cfg[0]["n"])
-            # the ring buffer's rows in the order they were written, oldest first
-            kept = min(n, rank)
-            order = [(n - kept + i) % rank for i in range(kept)] if rank else []
-            member.moments = (mom.mean.copy(), mom.sq_mean.copy(), mom.dev[order].copy(), n)
-            finite = all(np.all(np.isfinite(a)) for a in member.moments[:3])
-            if not (finite and np.all(np.isfinite(mom.sq_mean - mom.mean**2))):
-                # moments that overflowed describe no distribution: a diverged member,
-                # restarted or dropped as the engine does with any other
-                member.diverged = True
-
         ss = seed_sequence(random_state)
         members, diagnostics = self._train_members(
-            target, int(self.n_members), ss, n_jobs, verbose, start, after=collect,
+            target, int(self.n_members), ss, n_jobs, verbose, _glorot_start,
+            after=self._collect,
             epochs_per_member=self._settings(target).max_iter + int(self.swa_epochs),
         )  # fmt: skip
+        posterior = self._gaussian(target, members, n_samples, ss)
+        diagnostics["n_snapshots"] = np.array([m.moments[3] for m in members])
+        diagnostics["swa_learning_rate"] = np.array([m.swa_learning_rate for m in members])
+        if self.swa_learning_rate == "auto":
+            diagnostics["swa_curvature"] = np.array([m.curvature for m in members])
+        self._warn_if_unstable(members)
+        return FitResult(posterior, diagnostics=diagnostics)
+
+    # -- the phases of a run ------------------------------------------------------------
+
+    def _collect(self, target, theta, train, prior_mean, YT, rng, member, bar) -> None:
+        """The collection phase of a pre-trained member (the training engine's ``after``):
+        SGD from its optimum at the collection rate, restarted at a ten times smaller rate
+        while it leaves the optimum's basin; its moments into ``member.moments``."""
+        s = self._settings(target)
+        _, steps = batches(train.size, s.batch_size)
+        every = steps if self.collect_every == "epoch" else int(self.collect_every)
+        start_theta = theta.copy()
+        start_loss = member.loss_curve[-1]
+        lr = self._collection_rate(target, theta, train, prior_mean, YT, rng, member)
+        for attempt in range(MAX_RESTARTS + 1):
+            # SGD is unstable where the curvature exceeds 2 / lr, as a small noise makes
+            # the likelihood steep: its iterates then wander far from the optimum (or
+            # overflow) instead of sampling around it. Restart the phase from the
+            # optimum with a ten times smaller rate when it left the optimum's basin
+            theta[:] = start_theta
+            member.diverged = False
+            first = len(member.loss_curve)
+            cfg, mom = self._sgd_moments(target, theta, train, prior_mean, YT, rng, member,
+                                         bar, s, lr, every)  # fmt: skip
+            losses = np.asarray(member.loss_curve[first:])
+            stable = np.all(np.isfinite(losses)) and losses.max() <= start_loss + UNSTABLE
+            if stable or attempt == MAX_RESTARTS:
+                break
+            lr /= 10.0
+        member.swag_stable = bool(stable)
+        member.swa_learning_rate = lr
+        self._store_moments(member, cfg, mom)
+
+    def _collection_rate(self, target, theta, train, prior_mean, YT, rng, member) -> float:
+        """``swa_learning_rate``; with ``"auto"``, the stable rate under the loss's largest
+        curvature at the optimum (kept as ``member.curvature``), at most ``SWA_RATE``."""
+        if self.swa_learning_rate != "auto":
+            return float(self.swa_learning_rate)
+        evaluate = target.evaluator(prior_mean, train, YT)
+        curvature = largest_curvature(evaluate, theta, target.weight_of(train), rng)
+        member.curvature = curvature
+        return SWA_RATE if curvature <= 0 else min(SWA_RATE, SWA_STABILITY / curvature)
+
+    def _sgd_moments(self, target, theta, train, prior_mean, YT, rng, member, bar, s, lr,
+                     every) -> tuple:  # fmt: skip
+        """``swa_epochs`` of SGD at ``lr`` by ``swa_schedule``, a snapshot every ``every``
+        steps into the running moments: the kernel's counter record and the moments."""
+        p = target.n_params
+        rank = int(self.rank) if self.covariance == "lowrank" else 0
+        cfg = np.zeros(1, dtype=kopt.MOMENTS)
+        mom = kopt.Moments(cfg, np.zeros(p), np.zeros(p), np.zeros((rank, p)))
+        n_epochs = int(self.swa_epochs)
+
+        def plan(epoch, n_steps, lr=lr, n_epochs=n_epochs):
+            # a snapshot after every ``every``-th step since the phase began
+            step = epoch * n_steps + np.arange(1, n_steps + 1)
+            lrs = _schedule(self.swa_schedule, lr, epoch, n_epochs, n_steps, every)
+            return lrs, None, (step % every == 0).astype(np.int8)
+
+        _minibatch_epochs(
+            target, theta, train, None, s, prior_mean, YT, n_epochs, rng=rng,
+            plan=plan, moments=mom, sgd=True, member=member, bar=bar,
+        )  # fmt: skip
+        return cfg, mom
+
+    def _store_moments(self, member, cfg, mom) -> None:
+        """The collected mean, mean square, deviations (oldest first) and snapshot count
+        into ``member.moments``; a member whose moments overflowed is marked diverged."""
+        rank = mom.dev.shape[0]
+        n = int(cfg[0]["n"])
+        # the ring buffer's rows in the order they were written, oldest first
+        kept = min(n, rank)
+        order = [(n - kept + i) % rank for i in range(kept)] if rank else []
+        member.moments = (mom.mean.copy(), mom.sq_mean.copy(), mom.dev[order].copy(), n)
+        finite = all(np.all(np.isfinite(a)) for a in member.moments[:3])
+        if not (finite and np.all(np.isfinite(mom.sq_mean - mom.mean**2))):
+            # moments that overflowed describe no distribution: a diverged member,
+            # restarted or dropped as the engine does with any other
+            member.diverged = True
+
+    def _gaussian(self, target, members, n_samples: int, ss) -> GaussianPosterior:
+        """The members' Gaussians: diagonal, or half diagonal and half low-rank (the
+        deviations' last ``rank`` snapshots, as many for every member)."""
+        lowrank = self.covariance == "lowrank"
         means, variances, factors = [], [], []
         for m in members:
             mean, sq, dev, n = m.moments
@@ -263,7 +293,7 @@ class SWAG(_Trainer):
                 variances.append(diag)
         k = min(f.shape[0] for f in factors) if lowrank else 0
         factor = np.stack([f[-k:] for f in factors]) if lowrank else None
-        posterior = GaussianPosterior(
+        return GaussianPosterior(
             np.stack(means),
             np.stack(variances),
             factor,
@@ -272,10 +302,9 @@ class SWAG(_Trainer):
             n_noise=target.layout.n_noise,
             noise_precision=target.tau.copy() if target.noise_at_tau else None,
         )
-        diagnostics["n_snapshots"] = np.array([m.moments[3] for m in members])
-        diagnostics["swa_learning_rate"] = np.array([m.swa_learning_rate for m in members])
-        if self.swa_learning_rate == "auto":
-            diagnostics["swa_curvature"] = np.array([m.curvature for m in members])
+
+    def _warn_if_unstable(self, members) -> None:
+        """A ConvergenceWarning when a collection left its optimum at every rate tried."""
         unstable = [m for m in members if not m.swag_stable]
         if unstable:
             lowest = min(m.swa_learning_rate for m in unstable)
@@ -287,4 +316,8 @@ class SWAG(_Trainer):
                 f"method=SWAG(swa_learning_rate={lowest / 10:.3g}).",
                 ConvergenceWarning,
             )
-        return FitResult(posterior, diagnostics=diagnostics)
+
+
+def _glorot_start(target, rng):
+    """A member's start: scikit-learn's initialization, no anchor and no noise."""
+    return glorot_init(target, rng), None, None
