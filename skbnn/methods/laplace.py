@@ -6,6 +6,7 @@ import copy
 import math
 import time
 import warnings
+from dataclasses import dataclass, field
 from numbers import Integral, Real
 
 import numpy as np
@@ -91,6 +92,41 @@ class _State:
         self.ssr = ssr
         #: H^-1 once computed (see Laplace._covariance)
         self.covariance = None
+
+
+@dataclass
+class _Fit:
+    """What every phase of a run uses: the run's private copy of the target, the covered
+    parameters (from ``first_layer`` on; ``sl`` of theta) and their prior groups."""
+
+    target: object
+    first_layer: int
+    sl: slice
+    groups: list
+    jobs: int
+    net: ForwardPass
+    #: whether the noise precision is chosen by its fixed point, and whether any
+    #: hyperparameter is updated
+    infer_noise: bool
+    updating: bool
+
+
+@dataclass
+class _Search:
+    """Empirical Bayes in progress: the last update's MAP and state, the best update so
+    far ``(state, (prior_scale, tau), caught warnings, training diagnostics, Newton
+    steps)``, and the evidence of each update."""
+
+    theta: np.ndarray | None = None
+    state: _State | None = None
+    best: tuple | None = None
+    stall: int = 0
+    n_updates: int = 0
+    trace: list = field(default_factory=list)
+    init_log_evidence: np.ndarray | None = None
+    #: the warnings and diagnostics of the last training
+    caught: list = field(default_factory=list)
+    train_diag: dict = field(default_factory=dict)
 
 
 @engine_parameters(
@@ -680,8 +716,6 @@ class Laplace(_Trainer):
             return self._run(target, n_samples, random_state, n_jobs, verbose)
 
     def _run(self, target, n_samples, random_state, n_jobs, verbose):
-        from joblib import effective_n_jobs
-
         if self.optimize_prior and target.prior_kind != PriorKind.GAUSSIAN:
             raise ValueError(
                 "Laplace(optimize_prior=True) needs a Gaussian prior (MacKay's updates are "
@@ -690,130 +724,192 @@ class Laplace(_Trainer):
             )
         t0 = time.perf_counter()
         compile_time = self._compile(target)
-        # a private copy: the updates write the prior scales and noise precisions
+        fit = self._setup(target, n_jobs)
+        train_seed, posterior_seed = seed_sequence(random_state).spawn(2)
+        search = self._empirical_bayes(fit, train_seed, n_jobs, verbose)
+        state, steps = self._final_polish(fit, search)
+        evidence_change, predictive_change = self._check_mode(fit, state)
+        # the best state's effective number of parameters, under its own hyperparameters
+        gamma = self._update(fit.target, state, fit.sl, fit.groups, fit.first_layer, False,
+                             False)  # fmt: skip
+        posterior = self._posterior(fit, state, n_samples, posterior_seed)
+        diagnostics = {"init_log_evidence": search.init_log_evidence}
+        diagnostics.update(search.train_diag)
+        diagnostics.update(
+            self._diagnostics(fit, search, state, steps, gamma, compile_time,
+                              evidence_change, predictive_change, t0)
+        )  # fmt: skip
+        if fit.target.likelihood == "gaussian":
+            diagnostics["noise_precision"] = fit.target.tau.copy()
+        return FitResult(posterior, log_evidence=state.log_evidence, diagnostics=diagnostics)
+
+    # -- the phases of a run ------------------------------------------------------------
+
+    def _setup(self, target, n_jobs) -> _Fit:
+        """What every phase uses: a private copy of ``target`` (the updates write its
+        prior scales and noise precisions), the covered parameters and their groups."""
+        from joblib import effective_n_jobs
+
         target = copy.copy(target)
         target.prior_scale = target.prior_scale.copy()
         target.tau = target.tau.copy()
         layout = target.layout
         first_layer = layout.n_layers - 1 if self.subset == "last_layer" else 0
-        sl = slice(int(layout.offsets[first_layer]), layout.n_weights)
-        groups = self._groups(layout, first_layer)
         jobs = effective_n_jobs(n_jobs)
-        net = ForwardPass(layout, target.activation_code, jobs)
         infer_noise = target.noise == NoiseMode.GIBBS
-        updating = self.optimize_prior or infer_noise
-        ss = seed_sequence(random_state)
-        train_seed, posterior_seed = ss.spawn(2)
+        return _Fit(
+            target=target,
+            first_layer=first_layer,
+            sl=slice(int(layout.offsets[first_layer]), layout.n_weights),
+            groups=self._groups(layout, first_layer),
+            jobs=jobs,
+            net=ForwardPass(layout, target.activation_code, jobs),
+            infer_noise=infer_noise,
+            updating=self.optimize_prior or infer_noise,
+        )
 
-        theta = None
+    def _empirical_bayes(self, fit: _Fit, train_seed, n_jobs, verbose) -> _Search:
+        """MAPs under MacKay's updates of the hyperparameters until the evidence settles
+        (one MAP when nothing is updated); the best update is ``search.best``."""
+        search = _Search()
 
         def start(target, rng):
+            theta = search.theta
             return (glorot_init(target, rng) if theta is None else theta.copy()), None, None
 
-        best = state = None
-        stall = 0
-        trace, history = [], []
-        diagnostics = {}
-        steps_total = 0
-        n_updates = 0
-        members = []
         for update in range(int(self.max_prior_updates) + 1):
-            hyper = (target.prior_scale.copy(), target.tau.copy())
-            # the first MAP from n_init initializations; each later one retrained from the
-            # MAP before it under the new hyperparameters, or on many rows held (updated at
-            # its curvature, a pass of the likelihood each)
-            n_members = int(self.n_init) if update == 0 else 1
-            evaluator = target.evaluator()
-            if update > 0 and target.n_rows > RETRAIN_MAX_ROWS:
-                state = self._assemble(target, net, theta, first_layer, sl, jobs, evaluator,
-                                       curvature=state.curvature)  # fmt: skip
-                steps = 0
-            else:
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    members, train_diag = self._train_members(
-                        target, n_members, train_seed, n_jobs, verbose, start
-                    )
-                theta = members[0].theta.copy()
-                if len(members) > 1:
-                    # the initializations ranked after a short polish, the best polished on
-                    ranked = []
-                    for member in members:
-                        quick, _ = self._polish(
-                            target, net, member.theta.copy(), first_layer, sl, jobs,
-                            evaluator, RANK_LBFGS_ITER, newton=False,
-                        )  # fmt: skip
-                        quick.log_evidence += self._log_symmetric_modes(target, quick,
-                                                                        first_layer)  # fmt: skip
-                        ranked.append(quick)
-                    init_evidence = [quick.log_evidence for quick in ranked]
-                    theta = ranked[int(np.argmax(init_evidence))].theta.copy()
-                # a short polish per update ranks them; the best is polished in full below
-                short = UPDATE_NEWTON_STEPS if updating else MAX_NEWTON_STEPS
-                state, steps = self._polish(target, net, theta, first_layer, sl, jobs,
-                                            evaluator, newton_steps=short)  # fmt: skip
-            state.log_symmetry = self._log_symmetric_modes(target, state, first_layer)
-            state.log_evidence += state.log_symmetry
-            if update == 0:
-                diagnostics["init_log_evidence"] = np.array(
-                    init_evidence if len(members) > 1 else [state.log_evidence]
-                )
-            theta = state.theta.copy()
-            steps_total += steps
-            trace.append(state.log_evidence)
+            hyper = (fit.target.prior_scale.copy(), fit.target.tau.copy())
+            state, steps = self._update_map(fit, search, update, start, train_seed, n_jobs,
+                                            verbose)  # fmt: skip
+            search.state = state
+            search.theta = state.theta.copy()
+            search.trace.append(state.log_evidence)
             # By the evidence alone. Ranking smooth modes first (Newton decrement below
             # 0.1 nats) made a ReLU network's fit hostage to chance: its polished MAPs sit
             # against kinks, and the rare one that does not won whatever its evidence (UCI
             # concrete split 4 kept its initial prior: test log-likelihood -3.85, -3.25
             # by the evidence)
+            best = search.best
             gain = state.log_evidence - (best[0].log_evidence if best else -np.inf)
             if gain > 0:
-                best = (state, hyper, caught, train_diag, steps)
-            stall = 0 if gain >= self.evidence_tol else stall + 1
-            if not updating or stall >= PATIENCE or (update > 0 and abs(gain) < self.evidence_tol):
+                search.best = (state, hyper, search.caught, search.train_diag, steps)
+            search.stall = 0 if gain >= self.evidence_tol else search.stall + 1
+            if (not fit.updating or search.stall >= PATIENCE
+                    or (update > 0 and abs(gain) < self.evidence_tol)):  # fmt: skip
                 break
             if update == int(self.max_prior_updates):
-                if gain > max(MIN_EVIDENCE_CHANGE, MAX_EVIDENCE_CHANGE * target.weight_sum):
-                    warn(
-                        f"empirical Bayes stopped at max_prior_updates="
-                        f"{self.max_prior_updates} with the evidence still rising by "
-                        f"{gain:.3g} nats per update; allow more: "
-                        f"{self._fix(max_prior_updates=2 * self.max_prior_updates)}.",
-                        ConvergenceWarning,
-                    )
+                self._warn_if_still_rising(fit, gain)
                 break
-            if gain > 0:
-                gamma = self._update(
-                    target, state, sl, groups, first_layer, self.optimize_prior, infer_noise
-                )
-                history.append(gamma)
-            else:
-                # The fixed point assumes the MAP stays put; retrained, it moved and the
-                # evidence fell (MacKay's updates can run off toward overfitting). Step back
-                # halfway, in log precision, to the best update's hyperparameters, and
-                # retrain from its MAP
-                best_scale, best_tau = best[1]
-                target.prior_scale[:] = np.sqrt(best_scale * target.prior_scale)
-                target.tau[:] = np.sqrt(best_tau * target.tau)
-                theta = best[0].theta.copy()
-            n_updates += 1
+            self._next_hyperparameters(fit, search, state, gain)
+            search.n_updates += 1
+        return search
 
-        state, (scales, tau), caught, train_diag, steps = best
+    def _update_map(self, fit: _Fit, search: _Search, update: int, start, train_seed,
+                    n_jobs, verbose) -> tuple:  # fmt: skip
+        """One update's MAP and its approximation, and the Newton steps of its polish: the
+        first from ``n_init`` initializations; each later one retrained from the MAP
+        before it under the new hyperparameters, or on many rows held (its approximation
+        reassembled at its curvature, a pass of the likelihood each)."""
+        target = fit.target
+        evaluator = target.evaluator()
+        if update > 0 and target.n_rows > RETRAIN_MAX_ROWS:
+            state = self._assemble(target, fit.net, search.theta, fit.first_layer, fit.sl,
+                                   fit.jobs, evaluator,
+                                   curvature=search.state.curvature)  # fmt: skip
+            steps = 0
+        else:
+            n_members = int(self.n_init) if update == 0 else 1
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                members, search.train_diag = self._train_members(
+                    target, n_members, train_seed, n_jobs, verbose, start
+                )
+            search.caught = caught
+            theta = members[0].theta.copy()
+            if len(members) > 1:
+                theta = self._best_initialization(fit, members, evaluator, search)
+            # a short polish per update ranks them; the best is polished in full after
+            short = UPDATE_NEWTON_STEPS if fit.updating else MAX_NEWTON_STEPS
+            state, steps = self._polish(target, fit.net, theta, fit.first_layer, fit.sl,
+                                        fit.jobs, evaluator, newton_steps=short)  # fmt: skip
+        state.log_symmetry = self._log_symmetric_modes(target, state, fit.first_layer)
+        state.log_evidence += state.log_symmetry
+        if update == 0 and search.init_log_evidence is None:
+            search.init_log_evidence = np.array([state.log_evidence])
+        return state, steps
+
+    def _best_initialization(self, fit: _Fit, members, evaluator, search: _Search):
+        """The MAP of the initialization with the highest evidence after a short polish;
+        their evidences into ``search.init_log_evidence``."""
+        ranked = []
+        for member in members:
+            quick, _ = self._polish(
+                fit.target, fit.net, member.theta.copy(), fit.first_layer, fit.sl, fit.jobs,
+                evaluator, RANK_LBFGS_ITER, newton=False,
+            )  # fmt: skip
+            quick.log_evidence += self._log_symmetric_modes(fit.target, quick,
+                                                            fit.first_layer)  # fmt: skip
+            ranked.append(quick)
+        init_evidence = [quick.log_evidence for quick in ranked]
+        search.init_log_evidence = np.array(init_evidence)
+        return ranked[int(np.argmax(init_evidence))].theta.copy()
+
+    def _warn_if_still_rising(self, fit: _Fit, gain: float) -> None:
+        """A ConvergenceWarning when the updates ran out with the evidence still rising."""
+        if gain > max(MIN_EVIDENCE_CHANGE, MAX_EVIDENCE_CHANGE * fit.target.weight_sum):
+            warn(
+                f"empirical Bayes stopped at max_prior_updates="
+                f"{self.max_prior_updates} with the evidence still rising by "
+                f"{gain:.3g} nats per update; allow more: "
+                f"{self._fix(max_prior_updates=2 * self.max_prior_updates)}.",
+                ConvergenceWarning,
+            )
+
+    def _next_hyperparameters(self, fit: _Fit, search: _Search, state, gain: float) -> None:
+        """MacKay's fixed-point update after a gain; after a loss, halfway back to the
+        best update's hyperparameters and its MAP."""
+        target = fit.target
+        if gain > 0:
+            self._update(target, state, fit.sl, fit.groups, fit.first_layer,
+                         self.optimize_prior, fit.infer_noise)  # fmt: skip
+        else:
+            # The fixed point assumes the MAP stays put; retrained, it moved and the
+            # evidence fell (MacKay's updates can run off toward overfitting). Step back
+            # halfway, in log precision, to the best update's hyperparameters, and
+            # retrain from its MAP
+            best_scale, best_tau = search.best[1]
+            target.prior_scale[:] = np.sqrt(best_scale * target.prior_scale)
+            target.tau[:] = np.sqrt(best_tau * target.tau)
+            search.theta = search.best[0].theta.copy()
+
+    def _final_polish(self, fit: _Fit, search: _Search) -> tuple:
+        """The best update under its own hyperparameters, polished in full (the updates'
+        polish is short), and the Newton steps it took; the warnings of its training
+        are raised again."""
+        state, (scales, tau), caught, search.train_diag, steps = search.best
+        target = fit.target
         target.prior_scale[:] = scales
         target.tau[:] = tau
-        if updating and self.hessian != "diag":
+        if fit.updating and self.hessian != "diag":
             evaluator = target.evaluator()
-            state, more = self._polish(target, net, state.theta, first_layer, sl, jobs,
-                                       evaluator)  # fmt: skip
-            state.log_symmetry = self._log_symmetric_modes(target, state, first_layer)
+            state, more = self._polish(target, fit.net, state.theta, fit.first_layer, fit.sl,
+                                       fit.jobs, evaluator)  # fmt: skip
+            state.log_symmetry = self._log_symmetric_modes(target, state, fit.first_layer)
             state.log_evidence += state.log_symmetry
             steps += more
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return state, steps
+
+    def _check_mode(self, fit: _Fit, state) -> tuple:
+        """Warnings when the MAP is not a mode, materially for the evidence, or the exact
+        Hessian fell back to the GGN; the evidence's and the predictive's change under a
+        further Newton step (0 at a mode)."""
+        target = fit.target
         evidence_change, predictive_change = 0.0, 0.0
         if state.decrement > MAX_DECREMENT:
             evidence_change, predictive_change = self._step_change(
-                target, net, state, first_layer, sl, jobs, target.evaluator()
+                target, fit.net, state, fit.first_layer, fit.sl, fit.jobs, target.evaluator()
             )
         evidence_bound = max(MIN_EVIDENCE_CHANGE, MAX_EVIDENCE_CHANGE * target.weight_sum)
         if abs(evidence_change) > evidence_bound:
@@ -838,42 +934,44 @@ class Laplace(_Trainer):
                 f"which was used), as {self._fix(hessian='ggn')} does.",
                 ConvergenceWarning,
             )
-        # the best state's effective number of parameters, under its own hyperparameters
-        gamma = self._update(target, state, sl, groups, first_layer, False, False)
-        fixed_noise = target.likelihood == "gaussian"
-        posterior = LaplacePosterior(
+        return evidence_change, predictive_change
+
+    def _posterior(self, fit: _Fit, state, n_samples, posterior_seed) -> LaplacePosterior:
+        """The Gaussian at the MAP, predicting as ``predictive`` says."""
+        target = fit.target
+        return LaplacePosterior(
             state.theta,
             state.precision,
-            first_layer,
-            layout,
+            fit.first_layer,
+            target.layout,
             precision_factor=None if state.factor is None else state.factor[0],
             predictive=self.predictive,
             link_approx=self.link_approx,
             n_draws=n_samples,
             random_state=posterior_seed,
-            noise_precision=target.tau.copy() if fixed_noise else None,
+            noise_precision=target.tau.copy() if target.likelihood == "gaussian" else None,
             log_evidence=state.log_evidence,
         )
+
+    def _diagnostics(self, fit: _Fit, search: _Search, state, steps, gamma, compile_time,
+                     evidence_change, predictive_change, t0) -> dict:  # fmt: skip
+        """The run's figures beside the training engine's (see the class's Notes)."""
+        target = fit.target
         grad = target.evaluator()(state.theta)[1]
-        diagnostics.update(train_diag)
-        diagnostics.update(
-            {
-                "compile_time": train_diag["compile_time"] + compile_time,
-                "hessian": "ggn" if state.fallback else self.hessian,
-                "prior_groups": [name for name, _ in groups],
-                "prior_precision": np.array([1.0 / np.mean(scales[g]) ** 2 for _, g in groups]),
-                "evidence_trace": np.array(trace),
-                "n_prior_updates": n_updates,
-                "log_symmetric_modes": state.log_symmetry,
-                "effective_parameters": gamma,
-                "newton_steps": steps,
-                "newton_decrement": state.decrement,
-                "newton_evidence_change": evidence_change,
-                "newton_predictive_change": predictive_change,
-                "gradient_norm": float(np.max(np.abs(grad[sl]))),
-                "laplace_time": time.perf_counter() - t0,
-            }
-        )
-        if fixed_noise:
-            diagnostics["noise_precision"] = target.tau.copy()
-        return FitResult(posterior, log_evidence=state.log_evidence, diagnostics=diagnostics)
+        scales = target.prior_scale
+        return {
+            "compile_time": search.train_diag["compile_time"] + compile_time,
+            "hessian": "ggn" if state.fallback else self.hessian,
+            "prior_groups": [name for name, _ in fit.groups],
+            "prior_precision": np.array([1.0 / np.mean(scales[g]) ** 2 for _, g in fit.groups]),
+            "evidence_trace": np.array(search.trace),
+            "n_prior_updates": search.n_updates,
+            "log_symmetric_modes": state.log_symmetry,
+            "effective_parameters": gamma,
+            "newton_steps": steps,
+            "newton_decrement": state.decrement,
+            "newton_evidence_change": evidence_change,
+            "newton_predictive_change": predictive_change,
+            "gradient_norm": float(np.max(np.abs(grad[fit.sl]))),
+            "laplace_time": time.perf_counter() - t0,
+        }
