@@ -10,20 +10,19 @@ from dataclasses import dataclass, field
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_factor, cho_solve, eigh
+from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from scipy.optimize import minimize
-from scipy.special import expit, softmax
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._kron import KronFactors, KronPrecision, likelihood_factors
 from ..exceptions import ConvergenceWarning, warn
 from ..kernels import backprop as kbackprop
 from ..kernels import density as knet
 from ..log_posterior import NoiseMode
-from ..posterior import ForwardPass, LaplacePosterior, cholesky_inverse, single_threaded_blas
+from ..posterior import ForwardPass, LaplacePosterior, single_threaded_blas
 from ..priors import PriorKind, log_density_curvature
 from ..utils import seed_sequence
 from ._base import FitResult, store_params
+from ._curvature import CURVATURES, Curvature, factorize, full_hessian
 from ._optim import (
     ENGINE_DEFAULTS,
     ENGINE_DOCS,
@@ -319,65 +318,17 @@ class Laplace(_Trainer):
 
     # -- the pieces of one approximation ------------------------------------------------
 
-    def _curvature(self, target, net, theta, first_layer):
-        """The likelihood's GGN over the covered parameters: ``(k, q, q)`` per output of a
-        Gaussian likelihood (without its noise precision, which the updates change), else
-        ``(1, q, q)``; the diagonals alone (``(., q)``) for ``hessian="diag"``; its
-        Kronecker factors (:class:`~skbnn._kron.KronFactors`) for ``hessian="kron"``."""
-        n, d = target.n_rows, target.n_features
-        X = target.XT.reshape(d, n).T
-        W = target.W
-        lik = target.likelihood
-        diag = self.hessian == "diag"
-        if self.hessian == "kron":
-            return likelihood_factors(target, net, theta, first_layer)
-
-        def part(rows, f, J):
-            w = W[rows]
-            if lik == "gaussian":
-                M = J * np.sqrt(w)
-            elif lik == "bernoulli":
-                p = expit(f[0])
-                M = J * np.sqrt(w * p * (1.0 - p))
-            else:
-                # diag(p) - p p^T = A A^T, A[o, j] = (delta_oj - p_o) sqrt(p_j): row j of A^T J
-                # is sqrt(p_j) (J_j - sum_o p_o J_o), k passes over J; laid out output-inside-row,
-                # the outputs' blocks (which do not separate) are one matrix without a copy
-                p, (k, q, m) = softmax(f, axis=0), J.shape
-                mean, M = sum(p[o] * J[o] for o in range(k)), np.empty((q, k, m))
-                for o in range(k):
-                    np.multiply(J[o] - mean, np.sqrt(p[o] * w), out=M[:, o, :])
-                M = M.reshape(1, q, k * m)
-            if diag:
-                return np.einsum("kqm,kqm->kq", M, M)
-            return np.matmul(M, M.transpose(0, 2, 1))
-
-        parts = net.map_jacobians(X, theta, first_layer, part)
-        # summed in chunk order: the same bits for any n_jobs
-        total = parts[0].copy()
-        for p in parts[1:]:
-            total += p
-        return total
-
-    def _full_hessian(self, target, theta, sl, n_jobs):
-        """The negative Hessian of the log posterior over ``theta[sl]`` by central
-        differences of the analytic gradient, symmetrized."""
-        idx = np.arange(sl.start, sl.stop)
-        # the step that balances truncation (h^2) against rounding (eps / h)
-        h = 6e-6 * np.maximum(1.0, np.abs(theta[idx]))
-        q = idx.size
-        thetas = np.repeat(theta[None], 2 * q, axis=0)
-        thetas[np.arange(q), idx] += h
-        thetas[q + np.arange(q), idx] -= h
-        _, grads = target.logp_grad_batch(thetas, n_jobs=n_jobs)
-        H = -(grads[:q, sl] - grads[q:, sl]) / (2.0 * h[:, None])
-        return 0.5 * (H + H.T)
+    @property
+    def _hessian(self) -> Curvature:
+        """The strategy of ``hessian`` (:mod:`skbnn.methods._curvature`)."""
+        return CURVATURES[self.hessian]
 
     def _assemble(self, target, net, theta, first_layer, sl, n_jobs, evaluator, curvature=None):
         """The approximation at ``theta`` under the target's current hyperparameters; the
-        likelihood's ``curvature`` there (:meth:`_curvature`) is computed unless given."""
+        likelihood's ``curvature`` there (:meth:`Curvature.likelihood`) is computed unless
+        given."""
         if curvature is None:
-            curvature = self._curvature(target, net, theta, first_layer)
+            curvature = self._hessian.likelihood(target, net, theta, first_layer)
         value = evaluator.value(theta)
         loglik = float(evaluator.stats[0])
         ssr = np.array(evaluator.stats[2 : 2 + target.n_outputs], dtype=np.float64)
@@ -393,104 +344,21 @@ class Laplace(_Trainer):
                 "the log posterior at the trained MAP is not finite; lower learning_rate_init "
                 "or check the data"
             )
-        fallback = False
-        if self.hessian == "kron":
-            precision = self._kron_precision(target, curvature, prior_prec, first_layer)
-            q = sl.stop - sl.start
-            evidence = loglik + logprior + 0.5 * q * _LOG_2PI - 0.5 * precision.logdet()
-            state = _State(theta, precision, loglik, logprior, evidence, curvature, ssr)
-            state.fallback = False
-            state.factor = None
-            state.ggn_solve = precision.solve
-            return state
-        if target.likelihood == "gaussian":
-            lik = np.tensordot(target.tau, curvature, axes=1)
-        else:
-            lik = curvature[0]
-        if self.hessian == "full":
-            precision = self._full_hessian(target, theta, sl, n_jobs)
-            try:
-                cho_factor(precision, lower=True)
-            except LinAlgError:
-                # a saddle or a ridge (such as hidden units that collapsed into one): the
-                # Laplace approximation does not exist there; the GGN is its positive
-                # definite stand-in
-                precision = lik + np.diag(prior_prec)
-                fallback = True
-        elif self.hessian == "diag":
-            precision = lik + prior_prec
-        else:
-            precision = lik + np.diag(prior_prec)
-        precision, logdet, factor = self._factorize(precision)
+        built = self._hessian.precision(target, theta, sl, n_jobs, curvature, prior_prec,
+                                        first_layer, lambda: self._fix(hessian="ggn"))  # fmt: skip
         q = sl.stop - sl.start
-        evidence = loglik + logprior + 0.5 * q * _LOG_2PI - 0.5 * logdet
-        state = _State(theta, precision, loglik, logprior, evidence, curvature, ssr)
-        state.fallback = fallback
+        evidence = loglik + logprior + 0.5 * q * _LOG_2PI - 0.5 * built.logdet
+        state = _State(theta, built.precision, loglik, logprior, evidence, curvature, ssr)
+        state.fallback = built.fallback
         # the precision's Cholesky factor, for the covariance and the posterior
-        state.factor = factor
+        state.factor = built.factor
         # Gauss-Newton's matrix, positive definite, solved by the polishing steps
-        ggn = factor if self.hessian == "ggn" or fallback else None
-        if self.hessian == "full" and not fallback:
-            ggn = cho_factor(lik + np.diag(prior_prec), lower=True)
-        state.ggn_solve = None if ggn is None else (lambda g, ggn=ggn: cho_solve(ggn, g))
+        state.ggn_solve = built.ggn_solve
         return state
 
-    def _kron_precision(self, target, curvature, prior_prec, first_layer) -> KronPrecision:
-        """The Kronecker-factored precision: the curvature's factors under the current
-        noise precisions, plus each weight matrix's and bias vector's prior precision,
-        which must be one number per group (the Kronecker structure has no room for more).
-        """
-        layout = target.layout
-        start = int(layout.offsets[first_layer])
-        deltas = []
-        for layer in range(first_layer, layout.n_layers):
-            for g in layout.slices(layer):
-                prec = prior_prec[g.start - start : g.stop - start]
-                if np.ptp(prec) > 1e-12 * np.max(prec):
-                    raise ValueError(
-                        "Laplace(hessian='kron') needs one prior precision per weight matrix "
-                        "and bias vector, as the Gaussian prior gives; this prior's curvature "
-                        f"varies within them. Use {self._fix(hessian='ggn')}."
-                    )
-                deltas.append(float(np.mean(prec)))
-        tau = target.tau if target.likelihood == "gaussian" else np.ones(1)
-        G = [np.tensordot(tau, g, axes=1) for g in curvature.G]
-        return KronPrecision(layout, first_layer, curvature.A, G, deltas)
-
     def _factorize(self, precision):
-        """``(H, log det H)``, with ``H`` made positive definite (with a warning) when it
-        is not."""
-        if precision.ndim == 1:
-            if np.all(precision > 0) and np.all(np.isfinite(precision)):
-                return precision, float(np.sum(np.log(precision))), None
-            raise ValueError(
-                "the diagonal Hessian has non-positive or non-finite entries; check the data"
-            )
-        if not np.all(np.isfinite(precision)):
-            raise ValueError(
-                "the Hessian at the MAP is not finite; lower learning_rate_init or check the data"
-            )
-        try:
-            factor = cho_factor(precision, lower=True)
-            return precision, 2.0 * float(np.sum(np.log(np.diag(factor[0])))), factor
-        except LinAlgError:
-            pass
-        vals, vecs = eigh(precision)
-        floor = max(vals.max(), 1.0) * 1e-8
-        low = int(np.sum(vals < floor))
-        warn(
-            f"the Hessian of the negative log posterior at the MAP is not positive definite "
-            f"({low} of {vals.size} eigenvalues below {floor:.3g}, the smallest "
-            f"{vals.min():.3g}): the MAP is not a strict mode, or the 'full' Hessian's "
-            "differences are too coarse. Those eigenvalues were raised to the floor, so the "
-            "covariance and evidence are finite but not a Laplace approximation there. "
-            f"Use the Gauss-Newton matrix, positive definite by construction: "
-            f"{self._fix(hessian='ggn')}.",
-            ConvergenceWarning,
-        )
-        vals = np.maximum(vals, floor)
-        repaired = (vecs * vals) @ vecs.T
-        return repaired, float(np.sum(np.log(vals))), cho_factor(repaired, lower=True)
+        """:func:`~skbnn.methods._curvature.factorize`, naming this object's fix."""
+        return factorize(precision, lambda: self._fix(hessian="ggn"))
 
     def _polish(self, target, net, theta, first_layer, sl, n_jobs, evaluator,
                 lbfgs_iter=POLISH_LBFGS_ITER, newton=True,
@@ -526,7 +394,7 @@ class Laplace(_Trainer):
             theta = res.x
         state = self._assemble(target, net, theta, first_layer, sl, n_jobs, evaluator)
         state.decrement = 0.0
-        if self.hessian == "diag" or not newton:
+        if not self._hessian.polishes or not newton:
             return state, 0
 
         def ggn(state):
@@ -534,7 +402,7 @@ class Laplace(_Trainer):
 
         def exact(state):
             try:
-                H = cho_factor(self._full_hessian(target, state.theta, sl, n_jobs), lower=True)
+                H = cho_factor(full_hessian(target, state.theta, sl, n_jobs), lower=True)
             except LinAlgError:
                 return None
             return lambda g: cho_solve(H, g)
@@ -597,15 +465,7 @@ class Laplace(_Trainer):
         divergence its mean shift makes (``0.5 d' G d / n``, ``G`` the likelihood's GGN)."""
         current, grad = evaluator(state.theta)
         step = state.ggn_solve(grad[sl].copy())
-        if isinstance(state.precision, KronPrecision):
-            prec = state.precision
-            quad = float(step @ (prec.matvec(step) - prec.prior_diagonal() * step))
-        else:
-            if target.likelihood == "gaussian":
-                lik = np.tensordot(target.tau, state.curvature, axes=1)
-            else:
-                lik = state.curvature[0]
-            quad = float(step @ (lik * step if lik.ndim == 1 else lik @ step))
+        quad = self._hessian.ggn_quadratic(target, state, step)
         predictive = 0.5 * quad / target.weight_sum
         for _ in range(20):
             trial = state.theta.copy()
@@ -617,19 +477,12 @@ class Laplace(_Trainer):
             step = 0.5 * step
         return 0.0, predictive
 
-    @staticmethod
-    def _covariance(state):
+    def _covariance(self, state):
         """The posterior covariance ``H^-1`` of ``state`` (its diagonal for a diagonal or
         Kronecker-factored ``H``), computed once: empirical Bayes and the symmetry count
         both read it."""
         if state.covariance is None:
-            H = state.precision
-            if isinstance(H, KronPrecision):
-                state.covariance = H.diag_inverse()
-            elif H.ndim == 1:
-                state.covariance = 1.0 / H
-            else:
-                state.covariance = cholesky_inverse(state.factor[0])
+            state.covariance = self._hessian.covariance(state)
         return state.covariance
 
     def _log_symmetric_modes(self, target, state, first_layer):
@@ -637,8 +490,7 @@ class Laplace(_Trainer):
         whose evidence is conditional on the features below it."""
         if first_layer > 0 or target.layout.n_layers == 1:
             return 0.0
-        cov = self._covariance(state)
-        var = cov if cov.ndim == 1 else np.diag(cov)
+        var = self._hessian.variances(self._covariance(state))
         return log_symmetric_modes(target.layout, state.theta, var, target.activation)
 
     # -- empirical Bayes --------------------------------------------------------------
@@ -657,10 +509,7 @@ class Laplace(_Trainer):
         and of the noise precisions (``noise``), written into ``target``; returns the
         effective number of parameters ``gamma`` at ``state``."""
         cov = self._covariance(state)
-        if cov.ndim == 1:
-            cov_diag, cov = cov, None
-        else:
-            cov_diag = np.diag(cov)
+        cov_diag = self._hessian.variances(cov)
         theta = state.theta
         prior_prec = 1.0 / target.prior_scale**2
         gamma_total = 0.0
@@ -686,15 +535,8 @@ class Laplace(_Trainer):
                 # effective parameters the output o's likelihood determines
                 if k == 1:
                     gamma_o = gamma_total
-                elif isinstance(state.curvature, KronFactors):
-                    curv = state.curvature
-                    gamma_o = target.tau[o] * state.precision.trace_inverse_times(
-                        curv.A, [g[o] for g in curv.G]
-                    )
-                elif cov is None:
-                    gamma_o = float(np.sum(target.tau[o] * state.curvature[o] * cov_diag))
                 else:
-                    gamma_o = float(np.sum(target.tau[o] * state.curvature[o] * cov))
+                    gamma_o = self._hessian.output_effective_parameters(target, state, o, cov)
                 tau = (n - gamma_o + 2.0 * (a - 1.0)) / (state.ssr[o] + 2.0 * b)
                 target.tau[o] = min(max(tau, PRECISION_RANGE[0]), PRECISION_RANGE[1])
         return gamma_total
@@ -890,7 +732,7 @@ class Laplace(_Trainer):
         target = fit.target
         target.prior_scale[:] = scales
         target.tau[:] = tau
-        if fit.updating and self.hessian != "diag":
+        if fit.updating and self._hessian.polishes:
             evaluator = target.evaluator()
             state, more = self._polish(target, fit.net, state.theta, fit.first_layer, fit.sl,
                                        fit.jobs, evaluator)  # fmt: skip
