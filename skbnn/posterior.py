@@ -397,15 +397,21 @@ class LaplacePosterior(GaussianPosterior):
     def deviations(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` draws of ``theta - theta*`` over the covered parameters, shape ``(n, q)``."""
         z = rng.standard_normal((n, self.stop - self.start))
-        if self._kron is not None:
-            return self._kron.sample_deviations(z)
-        return z * self._sd if self._scale is None else z @ self._scale
+        return self._form.sample_deviations(z)
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` fresh draws of ``theta``."""
         out = np.repeat(self.mean[:1], n, axis=0)
         out[:, self.start : self.stop] += self.deviations(n, rng)
         return out
+
+    @property
+    def _form(self) -> _CovarianceForm:
+        """The covariance's form (full, diagonal or Kronecker-factored), built from the
+        stored factors, so that pickles hold what they always held."""
+        if self._kron is not None:
+            return _KronForm(self._kron)
+        return _DiagonalForm(self._sd) if self._scale is None else _FullForm(self._scale)
 
     def covariance_root(self) -> np.ndarray:
         """A square root ``F`` of the covariance of the covered parameters, ``F^T F =
@@ -419,7 +425,7 @@ class LaplacePosterior(GaussianPosterior):
             block-diagonal root of a Kronecker-factored one (``q x q`` numbers: for
             exports of small networks).
         """
-        if self._kron is None and self._scale is None:
+        if isinstance(self._form, _DiagonalForm):
             return self._sd.copy()
         q = self.stop - self.start
         return self._times_factor(np.eye(q)[None])[0]
@@ -432,27 +438,14 @@ class LaplacePosterior(GaussianPosterior):
 
     def _times_factor(self, J):
         # J (k, q, m) -> G (k, q', m) with G^T G = J^T Sigma J per row
-        if self._kron is not None:
-            return self._kron.inverse_sqrt_times(J)
-        if self._scale is None:
-            return J * self._sd[None, :, None]
-        return np.matmul(self._scale, J)
+        return self._form.times_factor(J)
 
     def _map_linearized(self, net: ForwardPass, X, fn) -> list:
         """``[fn(rows, f, lin) for each chunk of rows]``: the outputs at the MAP and the
         network linearized there (:class:`_JacobianChunk`, or :class:`_KronChunk`, which
         never forms the Jacobian), the chunks on threads as
         :meth:`ForwardPass.map_jacobians` runs them."""
-        if self._kron is not None:
-            kron = self._kron
-            return net.map_derivatives(
-                X, self.theta, self.first_layer,
-                lambda rows, f, inputs, deltas: fn(rows, f, _KronChunk(kron, inputs, deltas)),
-            )  # fmt: skip
-        return net.map_jacobians(
-            X, self.theta, self.first_layer,
-            lambda rows, f, J: fn(rows, f, _JacobianChunk(self._times_factor, J)),
-        )  # fmt: skip
+        return self._form.map_linearized(net, X, self.theta, self.first_layer, fn)
 
     def _tau(self, n_targets):
         return np.broadcast_to(self.noise_precision, (self.n_draws, n_targets))[0]
@@ -554,23 +547,106 @@ class LaplacePosterior(GaussianPosterior):
 
     def covariance(self, component: int = 0) -> np.ndarray:
         """The full covariance matrix (``n_params`` squared: small models)."""
-        if self._kron is None:
+        block = self._form.block_covariance()
+        if block is None:
             return super().covariance(component)
         cov = np.zeros((self.mean.shape[1],) * 2)
-        block = slice(self.start, self.stop)
-        cov[block, block] = self._kron.inverse()
+        cov[self.start : self.stop, self.start : self.stop] = block
         return cov
 
     def __repr__(self) -> str:
-        kind = (
-            "Kronecker-factored"
-            if self._kron is not None
-            else ("diagonal" if self._scale is None else "full")
-        )
+        kind = self._form.kind
         return (
             f"LaplacePosterior({kind} covariance over {self.stop - self.start} of "
             f"{self.mean.shape[1]} parameters, {self.predictive_kind} predictive)"
         )
+
+
+class _CovarianceForm:
+    """How a :class:`LaplacePosterior`'s covariance ``Sigma`` over the covered parameters
+    is held, and what its predictions ask of it: draws of ``theta - theta*``, the
+    linearized network's chunks, and the matrix itself."""
+
+    #: the form's name in the posterior's repr
+    kind: str = ""
+
+    def sample_deviations(self, z: np.ndarray) -> np.ndarray:
+        """``(n, q)`` draws of ``N(0, Sigma)`` from standard normal ``z``."""
+        raise NotImplementedError
+
+    def times_factor(self, J: np.ndarray) -> np.ndarray:
+        """``J`` ``(k, q, m)`` -> ``G`` ``(k, q', m)`` with ``G^T G = J^T Sigma J`` per row."""
+        raise NotImplementedError
+
+    def map_linearized(self, net: ForwardPass, X, theta, first_layer: int, fn) -> list:
+        """``[fn(rows, f, lin) for each chunk of rows]``, ``lin`` a :class:`_JacobianChunk`."""
+        return net.map_jacobians(
+            X,
+            theta,
+            first_layer,
+            lambda rows, f, J: fn(rows, f, _JacobianChunk(self.times_factor, J)),
+        )
+
+    def block_covariance(self) -> np.ndarray | None:
+        """``Sigma`` as a matrix, or None where the Gaussian's own factors give it."""
+        return None
+
+
+class _FullForm(_CovarianceForm):
+    """``Sigma = F^T F`` by the inverse ``F`` of the precision's Cholesky factor."""
+
+    kind = "full"
+
+    def __init__(self, scale: np.ndarray):
+        self.scale = scale
+
+    def sample_deviations(self, z: np.ndarray) -> np.ndarray:
+        return z @ self.scale
+
+    def times_factor(self, J: np.ndarray) -> np.ndarray:
+        return np.matmul(self.scale, J)
+
+
+class _DiagonalForm(_CovarianceForm):
+    """A diagonal ``Sigma`` by its standard deviations."""
+
+    kind = "diagonal"
+
+    def __init__(self, sd: np.ndarray):
+        self.sd = sd
+
+    def sample_deviations(self, z: np.ndarray) -> np.ndarray:
+        return z * self.sd
+
+    def times_factor(self, J: np.ndarray) -> np.ndarray:
+        return J * self.sd[None, :, None]
+
+
+class _KronForm(_CovarianceForm):
+    """A Kronecker-factored ``Sigma`` (:class:`~skbnn._kron.KronPrecision`): the
+    linearized network from the layers' inputs and output derivatives, never the
+    Jacobian."""
+
+    kind = "Kronecker-factored"
+
+    def __init__(self, kron: KronPrecision):
+        self.kron = kron
+
+    def sample_deviations(self, z: np.ndarray) -> np.ndarray:
+        return self.kron.sample_deviations(z)
+
+    def times_factor(self, J: np.ndarray) -> np.ndarray:
+        return self.kron.inverse_sqrt_times(J)
+
+    def map_linearized(self, net: ForwardPass, X, theta, first_layer: int, fn) -> list:
+        kron = self.kron
+        return net.map_derivatives(
+            X, theta, first_layer,
+            lambda rows, f, inputs, deltas: fn(rows, f, _KronChunk(kron, inputs, deltas)),
+        )  # fmt: skip
+
+    def block_covariance(self) -> np.ndarray:
+        return self.kron.inverse()
 
 
 class _JacobianChunk:
