@@ -146,7 +146,7 @@ class LogPosterior:
         activation,
         likelihood,
         prior=None,
-        noise="fixed",
+        noise: str = NoiseMode.FIXED.value,
         noise_precision=1.0,
         noise_shape=NOISE_PRECISION_SHAPE,
         noise_rate=NOISE_PRECISION_RATE,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from sklearn.base import BaseEstimator
 
 from ..kernels._compile import compile_once
-from ..log_posterior import LogPosterior
+from ..log_posterior import LogPosterior, NoiseMode
 from ..posterior import WeightedDraws
 
 
@@ -54,7 +54,7 @@ class BaseMethod(BaseEstimator):
     name: str = ""
     #: How the method wants a Gaussian likelihood's unknown noise handled by the target:
     #: ``"gibbs"`` (kept outside theta and updated by the method) or ``"theta"``.
-    noise_handling: str = "gibbs"
+    noise_handling: str = NoiseMode.GIBBS.value
     #: Posterior draws kept when the estimator's ``n_samples`` is None: draws for the
     #: samplers and approximations, members for the ensembles.
     default_n_samples: int = 1000

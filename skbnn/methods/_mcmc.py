@@ -24,6 +24,7 @@ from ..exceptions import ConvergenceWarning, SlowFitWarning, warn
 from ..kernels import chain as kchain
 from ..kernels import density as knet
 from ..kernels.linalg import DENSE, DIAGONAL, LOW_RANK
+from ..log_posterior import NoiseMode
 from ..posterior import WeightedDraws
 from ..priors import PriorKind
 from ..utils import backend_elsewhere, seed_sequence
@@ -47,6 +48,9 @@ from ._warmup import longest_window, restart_step_size, stan_windows
 #: The kernels' kind of each ``metric`` option (:mod:`skbnn.kernels.linalg`)
 METRIC_KINDS = {"diagonal": DIAGONAL, "diagonal_grad": DIAGONAL, "dense": DENSE,
                 "low_rank": LOW_RANK}  # fmt: skip
+
+#: The kernels' code of each noise mode a sampler updates (any other is held fixed)
+NOISE_UPDATES = {NoiseMode.GIBBS: kchain.NOISE_GIBBS, NoiseMode.MARGINAL: kchain.NOISE_MARGINAL}
 
 #: The block kernel of each transition kind of :mod:`skbnn.kernels.chain`.
 _BLOCK_KERNELS = {
@@ -298,15 +302,13 @@ class _HMCFamily(BaseMethod):
         """The block kernel's :data:`skbnn.kernels.chain.SETTINGS` for a fit of ``target``."""
         # both exact moves use the conditionals of a Gaussian prior
         gaussian_prior = target.prior_kind == PriorKind.GAUSSIAN
-        gaussian = target.likelihood == "gaussian" and target.noise != "theta"
+        gaussian = target.likelihood == "gaussian" and target.noise != NoiseMode.THETA
         # only ReLU and identity units have the scale symmetry; no hidden layer, no units
         symmetric = target.activation in ("identity", "relu") and target.layout.n_layers > 1
         return kchain.make_settings(
             **self._settings(),
             kind=self._kind,
-            noise_update={"gibbs": kchain.NOISE_GIBBS, "marginal": kchain.NOISE_MARGINAL}.get(
-                target.noise, kchain.NOISE_FIXED
-            ),
+            noise_update=NOISE_UPDATES.get(target.noise, kchain.NOISE_FIXED),
             metric=METRIC_KINDS[self.metric],
             gibbs_output_layer=self.gibbs_output_layer and gaussian and gaussian_prior,
             rescale_units=self.rescale_units and symmetric and gaussian_prior,

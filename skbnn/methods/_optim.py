@@ -32,6 +32,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..exceptions import ConvergenceWarning, warn
 from ..kernels import density as knet
 from ..kernels import optim as kopt
+from ..log_posterior import NoiseMode
 from ..posterior import single_threaded_blas
 from ..utils import backend_elsewhere, check_interrupt, thread_map
 from ._base import BaseMethod, default_repr
@@ -511,7 +512,7 @@ class _Trainer(BaseMethod):
     turn the members into a posterior in ``run``.
     """
 
-    noise_handling = "theta"
+    noise_handling = NoiseMode.THETA.value
 
     def _kernels(self, target) -> tuple:
         """The epoch kernel and the network kernel for ``target``'s codes."""

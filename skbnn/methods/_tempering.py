@@ -8,6 +8,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from ..kernels import density as knet
+from ..log_posterior import NoiseMode
 from ..utils import thread_map
 
 #: Constraints of the parallel-tempering parameters (NUTS and HMC).
@@ -62,7 +63,7 @@ class ReplicaExchange:
         self.phase = [np.zeros(n_temps, dtype=np.int8) for _ in ladders]
         self.round_trips = np.zeros(n_chains, dtype=int)
         self._track_ends()
-        self.marginal = target.likelihood == "gaussian" and target.noise == "marginal"
+        self.marginal = target.likelihood == "gaussian" and target.noise == NoiseMode.MARGINAL
         # the kernel's own marginal likelihood, evaluated at other betas than a replica's
         self.n, self.k = target.weight_sum, target.n_outputs
         self.noise_prior = target.noise_prior

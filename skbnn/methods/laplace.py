@@ -256,7 +256,7 @@ class Laplace(_Trainer):
     """
 
     name = "laplace"
-    noise_handling = "gibbs"
+    noise_handling = NoiseMode.GIBBS.value
     provides_evidence = True
     default_n_samples = 100
 

@@ -139,7 +139,7 @@ class SMC(BaseMethod):
     """
 
     name = "smc"
-    noise_handling = "marginal"
+    noise_handling = NoiseMode.MARGINAL.value
     provides_evidence = True
 
     _parameter_constraints: dict = {
@@ -589,7 +589,7 @@ class _TemperedLoglik:
     """
 
     def __init__(self, target):
-        self.marginal = target.likelihood == "gaussian" and target.noise == "marginal"
+        self.marginal = target.likelihood == "gaussian" and target.noise == NoiseMode.MARGINAL
         self.n = target.weight_sum
         self.a, self.b = target.noise_prior
         self.likelihood = target.likelihood
