@@ -9,7 +9,14 @@ import numpy as np
 
 from .kernels import density as knet
 from .layout import ACTIVATIONS, LIKELIHOODS, NetworkLayout
-from .priors import NOISE_PRECISION_RATE, NOISE_PRECISION_SHAPE, GaussianPrior, PriorKind
+from .priors import (
+    NOISE_PRECISION_RATE,
+    NOISE_PRECISION_SHAPE,
+    GaussianPrior,
+    PriorDensity,
+    PriorKind,
+    prior_density,
+)
 
 #: The kernels' rows are padded to a multiple of this many (one 64-byte cache line of
 #: float64) with zero-weight rows, and their arrays start on a cache line: every row of the
@@ -272,14 +279,7 @@ class LogPosterior:
         """Prior variance of each network parameter: ``s^2`` for the Gaussian prior,
         ``(pi s)^2 / 3`` for the logistic, ``w s^2 + (1 - w) (r s)^2`` for the scale
         mixture (weight ``w``, sd ratio ``r``)."""
-        if self.prior_kind == PriorKind.LOGISTIC:
-            factor = np.pi**2 / 3.0
-        elif self.prior_kind == PriorKind.SCALE_MIXTURE:
-            w, r = self.mixture
-            factor = w + (1.0 - w) * r * r
-        else:
-            factor = 1.0
-        return factor * self.prior_scale**2
+        return self.prior_density.variance_factor(self.mixture) * self.prior_scale**2
 
     @property
     def mixture(self) -> tuple[float, float]:
@@ -295,6 +295,12 @@ class LogPosterior:
     def prior_kind(self) -> PriorKind:
         """The prior's density (an int for the kernels)."""
         return PriorKind(int(self._cfg("prior")))
+
+    @property
+    def prior_density(self) -> PriorDensity:
+        """The prior's density outside the kernels: its variance, draws, log density and
+        curvature, and whether it is Gaussian."""
+        return prior_density(self.prior_kind)
 
     @property
     def noise_in_theta(self) -> bool:
@@ -564,15 +570,9 @@ class LogPosterior:
 
     def sample_prior(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """Draws of ``theta`` from the prior, shape ``(size, n_params)``."""
-        if self.prior_kind == PriorKind.LOGISTIC:
-            out = rng.logistic(size=(size, self.n_params))
-        else:
-            out = rng.standard_normal((size, self.n_params))
-        if self.prior_kind == PriorKind.SCALE_MIXTURE:
-            # the second component's draws, scaled by its sd over the first's
-            w, r = self.mixture
-            second = rng.random((size, self.layout.n_weights)) >= w
-            out[:, : self.layout.n_weights][second] *= r
+        out = self.prior_density.standard_draws(
+            rng, size, self.n_params, self.layout.n_weights, self.mixture
+        )
         out[:, : self.layout.n_weights] *= self.prior_scale
         out[:, : self.layout.n_weights] += self.prior_mean
         if self.layout.n_noise:

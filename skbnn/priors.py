@@ -32,6 +32,107 @@ class PriorKind(IntEnum):
     SCALE_MIXTURE = 2
 
 
+class PriorDensity:
+    """What a prior's density computes outside the kernels, per :class:`PriorKind`: its
+    variance, standardized draws, and log density with the negative Hessian's diagonal.
+
+    The fitted target knows its prior by the kernels' code (:class:`PriorKind`); it asks
+    :func:`prior_density` for the kind's object instead of branching on the code. The
+    scale mixture's parameters ``mixture = (w, ratio)`` are passed to every method
+    (``w N(0, s^2) + (1 - w) N(0, (ratio s)^2)``); the other kinds ignore them.
+    """
+
+    kind: PriorKind
+    #: whether the density is Gaussian (the conjugate updates, exact Gibbs moves and
+    #: variational closed forms need it)
+    gaussian: bool = False
+
+    def variance_factor(self, mixture: tuple[float, float]) -> float:
+        """The variance of a parameter over the square of its scale."""
+        raise NotImplementedError
+
+    def standard_draws(self, rng: np.random.Generator, size: int, n_params: int,
+                       n_weights: int, mixture: tuple[float, float]) -> np.ndarray:  # fmt: skip
+        """``(size, n_params)`` draws at unit scale and zero location for the first
+        ``n_weights`` columns (the network's parameters; the rest are overwritten)."""
+        return rng.standard_normal((size, n_params))
+
+    def log_density_curvature(self, theta, mean, scale, mixture=None) -> tuple:
+        """See :func:`log_density_curvature`."""
+        raise NotImplementedError
+
+
+class _Gaussian(PriorDensity):
+    kind = PriorKind.GAUSSIAN
+    gaussian = True
+
+    def variance_factor(self, mixture):
+        return 1.0
+
+    def log_density_curvature(self, theta, mean, scale, mixture=None):
+        z = (theta - mean) / scale
+        logp = float(np.sum(-0.5 * z * z - np.log(scale)) - 0.5 * z.size * _LOG_2PI)
+        return logp, 1.0 / (scale * scale)
+
+
+class _Logistic(PriorDensity):
+    kind = PriorKind.LOGISTIC
+
+    def variance_factor(self, mixture):
+        return np.pi**2 / 3.0
+
+    def standard_draws(self, rng, size, n_params, n_weights, mixture):
+        return rng.logistic(size=(size, n_params))
+
+    def log_density_curvature(self, theta, mean, scale, mixture=None):
+        z = (theta - mean) / scale
+        a = np.abs(z)
+        logp = float(np.sum(-a - 2.0 * np.log1p(np.exp(-a)) - np.log(scale)))
+        return logp, (1.0 - np.tanh(0.5 * z) ** 2) / (2.0 * scale * scale)
+
+
+class _ScaleMixture(PriorDensity):
+    kind = PriorKind.SCALE_MIXTURE
+
+    def variance_factor(self, mixture):
+        w, r = mixture
+        return w + (1.0 - w) * r * r
+
+    def standard_draws(self, rng, size, n_params, n_weights, mixture):
+        out = rng.standard_normal((size, n_params))
+        # the second component's draws, scaled by its sd over the first's
+        w, r = mixture
+        second = rng.random((size, n_weights)) >= w
+        out[:, :n_weights][second] *= r
+        return out
+
+    def log_density_curvature(self, theta, mean, scale, mixture=None):
+        # w1 N(0, s1^2) + w2 N(0, s2^2): with responsibilities r_k, the negative second
+        # derivative is A - d^2 V, A and V the mean and variance of 1/s_k^2 under r
+        w, ratio = mixture
+        d = theta - mean
+        inv = np.stack([1.0 / scale**2, 1.0 / (ratio * scale) ** 2])
+        log_comp = np.stack([
+            math.log(w) - 0.5 * d * d * inv[0] - np.log(scale),
+            math.log1p(-w) - 0.5 * d * d * inv[1] - np.log(ratio * scale),
+        ])  # fmt: skip
+        top = np.max(log_comp, axis=0)
+        log_total = top + np.log(np.sum(np.exp(log_comp - top), axis=0))
+        r = np.exp(log_comp - log_total)
+        mean_inv = np.sum(r * inv, axis=0)
+        var_inv = np.sum(r * inv * inv, axis=0) - mean_inv * mean_inv
+        logp = float(np.sum(log_total) - 0.5 * d.size * _LOG_2PI)
+        return logp, mean_inv - d * d * var_inv
+
+
+_DENSITIES = {d.kind: d for d in (_Gaussian(), _Logistic(), _ScaleMixture())}
+
+
+def prior_density(kind: PriorKind) -> PriorDensity:
+    """The density object of a prior's kernel code."""
+    return _DENSITIES[PriorKind(kind)]
+
+
 def log_density_curvature(kind: PriorKind, theta, mean, scale, mixture=None):
     """The prior's log density at ``theta`` and its negative Hessian's diagonal there.
 
@@ -51,30 +152,7 @@ def log_density_curvature(kind: PriorKind, theta, mean, scale, mixture=None):
         ``-d^2 log p / d theta^2``, the prior's share of the Laplace approximation's
         precision.
     """
-    z = (theta - mean) / scale
-    if kind == PriorKind.LOGISTIC:
-        a = np.abs(z)
-        logp = float(np.sum(-a - 2.0 * np.log1p(np.exp(-a)) - np.log(scale)))
-        return logp, (1.0 - np.tanh(0.5 * z) ** 2) / (2.0 * scale * scale)
-    if kind == PriorKind.SCALE_MIXTURE:
-        # w1 N(0, s1^2) + w2 N(0, s2^2): with responsibilities r_k, the negative second
-        # derivative is A - d^2 V, A and V the mean and variance of 1/s_k^2 under r
-        w, ratio = mixture
-        d = theta - mean
-        inv = np.stack([1.0 / scale**2, 1.0 / (ratio * scale) ** 2])
-        log_comp = np.stack([
-            math.log(w) - 0.5 * d * d * inv[0] - np.log(scale),
-            math.log1p(-w) - 0.5 * d * d * inv[1] - np.log(ratio * scale),
-        ])  # fmt: skip
-        top = np.max(log_comp, axis=0)
-        log_total = top + np.log(np.sum(np.exp(log_comp - top), axis=0))
-        r = np.exp(log_comp - log_total)
-        mean_inv = np.sum(r * inv, axis=0)
-        var_inv = np.sum(r * inv * inv, axis=0) - mean_inv * mean_inv
-        logp = float(np.sum(log_total) - 0.5 * d.size * _LOG_2PI)
-        return logp, mean_inv - d * d * var_inv
-    logp = float(np.sum(-0.5 * z * z - np.log(scale)) - 0.5 * z.size * _LOG_2PI)
-    return logp, 1.0 / (scale * scale)
+    return prior_density(kind).log_density_curvature(theta, mean, scale, mixture)
 
 
 def _layer_scales(layout: NetworkLayout, weight: float, bias: float, fan_in_scaling: bool):

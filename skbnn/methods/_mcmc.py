@@ -26,7 +26,6 @@ from ..kernels import density as knet
 from ..kernels.linalg import DENSE, DIAGONAL, LOW_RANK
 from ..log_posterior import NoiseMode
 from ..posterior import WeightedDraws
-from ..priors import PriorKind
 from ..utils import backend_elsewhere, seed_sequence
 from ._base import BaseMethod, FitResult
 from ._chains import ChainBlocks, ChainState, Runner, grad_evals, new_chain, restore, saved
@@ -301,7 +300,7 @@ class _HMCFamily(BaseMethod):
     def _kernel_settings(self, target) -> np.ndarray:
         """The block kernel's :data:`skbnn.kernels.chain.SETTINGS` for a fit of ``target``."""
         # both exact moves use the conditionals of a Gaussian prior
-        gaussian_prior = target.prior_kind == PriorKind.GAUSSIAN
+        gaussian_prior = target.prior_density.gaussian
         gaussian = target.likelihood == "gaussian" and target.noise != NoiseMode.THETA
         # only ReLU and identity units have the scale symmetry; no hidden layer, no units
         symmetric = target.activation in ("identity", "relu") and target.layout.n_layers > 1

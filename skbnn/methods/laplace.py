@@ -19,7 +19,6 @@ from ..kernels import backprop as kbackprop
 from ..kernels import density as knet
 from ..log_posterior import NoiseMode
 from ..posterior import ForwardPass, LaplacePosterior, single_threaded_blas
-from ..priors import PriorKind, log_density_curvature
 from ..utils import seed_sequence
 from ._base import FitResult, store_params
 from ._curvature import CURVATURES, Curvature, factorize, full_hessian
@@ -332,12 +331,8 @@ class Laplace(_Trainer):
         value = evaluator.value(theta)
         loglik = float(evaluator.stats[0])
         ssr = np.array(evaluator.stats[2 : 2 + target.n_outputs], dtype=np.float64)
-        logprior, prior_prec = log_density_curvature(
-            target.prior_kind,
-            theta[sl],
-            target.prior_mean[sl],
-            target.prior_scale[sl],
-            target.mixture,
+        logprior, prior_prec = target.prior_density.log_density_curvature(
+            theta[sl], target.prior_mean[sl], target.prior_scale[sl], target.mixture
         )
         if not math.isfinite(value):
             raise ValueError(
@@ -558,7 +553,7 @@ class Laplace(_Trainer):
             return self._run(target, n_samples, random_state, n_jobs, verbose)
 
     def _run(self, target, n_samples, random_state, n_jobs, verbose):
-        if self.optimize_prior and target.prior_kind != PriorKind.GAUSSIAN:
+        if self.optimize_prior and not target.prior_density.gaussian:
             raise ValueError(
                 "Laplace(optimize_prior=True) needs a Gaussian prior (MacKay's updates are "
                 "for Gaussian precisions); use optimize_prior=False with the logistic or "

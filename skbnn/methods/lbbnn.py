@@ -25,7 +25,6 @@ from ..posterior import (
     SpikeSlabPosterior,
     spike_slab_draws,
 )
-from ..priors import PriorKind
 from ..utils import seed_sequence
 from ._base import FitResult, store_params
 from ._optim import ENGINE_DEFAULTS, _Trainer, engine_parameters, glorot_init
@@ -291,7 +290,7 @@ class LBBNN(VariationalInference):
         return out
 
     def _vcfg(self, target) -> np.ndarray:
-        if target.prior_kind != PriorKind.GAUSSIAN:
+        if not target.prior_density.gaussian:
             raise ValueError(
                 "LBBNN's slab is Gaussian: use prior='gaussian' or 'hierarchical' (its "
                 "precisions held at their prior mean), and slab_std for its scale"

@@ -16,7 +16,6 @@ from ..kernels import lrt as klrt
 from ..kernels import optim as kopt
 from ..kernels import vi as kvi
 from ..posterior import GaussianPosterior
-from ..priors import PriorKind
 from ..utils import check_interrupt, seed_sequence
 from ._base import FitResult, store_params
 from ._optim import (
@@ -259,7 +258,7 @@ class VariationalInference(_Trainer):
         vcfg[0] = (
             int(self.n_mc),
             0 if lowrank or local is False else 1,
-            1 if target.prior_kind == PriorKind.GAUSSIAN else 0,
+            1 if target.prior_density.gaussian else 0,
             int(self.rank) if lowrank else 0,
             1,
             0,
