@@ -1480,3 +1480,14 @@ def test_empirical_bayes_at_a_held_map_on_many_rows(monkeypatch):
     optimum = BayesianMLPRegressor((), method=Laplace(evidence_tol=1e-6), random_state=0)
     gap = optimum.fit(X, y).log_evidence_ - est.log_evidence_
     assert -1e-6 < gap < 1e-2
+
+
+def test_a_diagonal_laplace_at_a_held_map_reports_its_best_update(monkeypatch):
+    # at a held MAP the updates assemble states that no polish has judged, and the
+    # diagonal curvature, never polished, reports such a state when a later update wins
+    monkeypatch.setattr(laplace_module, "RETRAIN_MAX_ROWS", 0)
+    X, y, _ = _linear_data()
+    est = BayesianMLPRegressor((4,), method=Laplace(hessian="diag"), random_state=1).fit(X, y)
+    diag = est.diagnostics_
+    assert diag["n_prior_updates"] > 0 and np.argmax(diag["evidence_trace"]) > 0
+    assert diag["newton_decrement"] == 0.0 and np.isfinite(est.log_evidence_)

@@ -90,6 +90,9 @@ class _State:
         self.ssr = ssr
         #: H^-1 once computed (see Laplace._covariance)
         self.covariance = None
+        #: the gain a further Gauss-Newton step predicts (Laplace._newton); 0 until one
+        #: judges the state, as for the diagonal curvature, which is never polished
+        self.decrement = 0.0
 
 
 @dataclass
@@ -388,7 +391,6 @@ class Laplace(_Trainer):
         if np.isfinite(res.fun) and res.fun <= fun(theta)[0]:
             theta = res.x
         state = self._assemble(target, net, theta, first_layer, sl, n_jobs, evaluator)
-        state.decrement = 0.0
         if not self._hessian.polishes or not newton:
             return state, 0
 
@@ -448,7 +450,6 @@ class Laplace(_Trainer):
                 break
             small = np.max(np.abs(step)) <= 1e-12 * (1.0 + np.max(np.abs(state.theta[sl])))
             state = self._assemble(target, net, trial, first_layer, sl, n_jobs, evaluator)
-            state.decrement = 0.0
             steps += 1
             if small:
                 break
