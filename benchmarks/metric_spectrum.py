@@ -68,21 +68,21 @@ def run(dataset: str, args, emit) -> None:
     X, y, _, _ = load_split(dataset, 0, args.data_dir)
     X, _ = standardize(X, X)
     captured = {}
-    assemble = _mcmc._HMCFamily._assemble
+    assemble = _mcmc.HMCFamily._assemble
 
     def grab(self, target, plan, fleet, t_start):
         # the chains' final metrics and the target are not public: keep them here
         captured.update(target=target, chains=fleet.chains)
         return assemble(self, target, plan, fleet, t_start)
 
-    _mcmc._HMCFamily._assemble = grab
+    _mcmc.HMCFamily._assemble = grab
     try:
         reg = BayesianMLPRegressor(
             hidden_layer_sizes=(50,), method=NUTS(n_chains=args.chains, init="map"),
             n_samples=args.chains * args.draws, random_state=args.seed, n_jobs=args.n_jobs,
         ).fit(X, y)  # fmt: skip
     finally:
-        _mcmc._HMCFamily._assemble = assemble
+        _mcmc.HMCFamily._assemble = assemble
     target, diag = captured["target"], reg.diagnostics_
     rows = []
     for c, chain in enumerate(captured["chains"]):

@@ -30,7 +30,7 @@ from sklearn.preprocessing import StandardScaler
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.log_posterior import LogPosterior
 from skbnn.methods import METHODS, SWAG, DeepEnsemble, RandomizedMAP
-from skbnn.methods._optim import _minibatch_epochs, _Settings, glorot_init
+from skbnn.methods._optim import Settings, glorot_init, minibatch_epochs
 from skbnn.model_selection import log_predictive_scorer
 from skbnn.posterior import GaussianPosterior
 from skbnn.priors import GaussianPrior
@@ -222,7 +222,7 @@ def test_early_stopping_keeps_the_best_validation_parameters():
     target = LogPosterior(X, z, (20,), "tanh", "gaussian", noise="fixed", noise_precision=tau)
     train, val = np.arange(30), np.arange(30, 40)
     theta = glorot_init(target, np.random.default_rng(0))
-    settings = _Settings(
+    settings = Settings(
         solver="adam",
         learning_rate_init=0.02,
         batch_size=10,
@@ -231,7 +231,7 @@ def test_early_stopping_keeps_the_best_validation_parameters():
         early_stopping=True,
         n_iter_no_change=10,
     )
-    member = _minibatch_epochs(
+    member = minibatch_epochs(
         target, theta, train, val, settings, None, None, 1000, rng=np.random.default_rng(1)
     )
     assert member.converged and member.n_iter < 1000

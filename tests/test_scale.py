@@ -28,7 +28,7 @@ from skbnn.methods._optim import (
     MIN_BUDGET_EPOCHS,
     ROW_BUDGET,
     Member,
-    _Settings,
+    Settings,
     row_budget,
     still_improving,
 )
@@ -182,7 +182,7 @@ def _member(curve):
 
 
 def test_still_improving_tells_a_trend_from_noise():
-    s = _Settings(solver="adam", tol=1e-4, n_iter_no_change=10)
+    s = Settings(solver="adam", tol=1e-4, n_iter_no_change=10)
     rng = np.random.default_rng(0)
     noise = 0.002 * rng.standard_normal(30)
     # flat: the stopping rule may never fire (a new best now and then), but nothing to gain
@@ -192,4 +192,4 @@ def test_still_improving_tells_a_trend_from_noise():
     # too few epochs to tell: counted as not converged, as before
     assert still_improving(_member([1.0, 0.9, 0.95]), s)
     # L-BFGS reports its own convergence
-    assert still_improving(_member(-0.01 + noise), _Settings(solver="lbfgs"))
+    assert still_improving(_member(-0.01 + noise), Settings(solver="lbfgs"))

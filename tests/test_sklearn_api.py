@@ -708,13 +708,13 @@ def test_diagnostics_keys_and_per_chain_lengths(cls, method, monkeypatch):
 
     # the step size each kept draw was made with, from the chains' own traces
     traces = []
-    diagnostics = _mcmc._HMCFamily._diagnostics
+    diagnostics = _mcmc.HMCFamily._diagnostics
 
     def spy(self, target, chains, n_keep):
         traces.append(np.stack([c.arrays.trace for c in chains]))
         return diagnostics(self, target, chains, n_keep)
 
-    monkeypatch.setattr(_mcmc._HMCFamily, "_diagnostics", spy)
+    monkeypatch.setattr(_mcmc.HMCFamily, "_diagnostics", spy)
     X, y = _data_for(cls)
     n_chains = 3  # not the 2 used elsewhere, so a hard-coded length would show
     est = _fast(cls, FAST_METHODS[method](n_chains=n_chains)).fit(X, y)

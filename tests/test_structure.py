@@ -112,23 +112,10 @@ def test_no_module_imports_another_in_a_loop():
 #: Private names a module may take from another, and why. Within ``skbnn.kernels`` the
 #: numba helpers (``_FM``, ``_dispatch``, ``_libm``'s functions, ``_backward``, ...) are
 #: shared freely: jitted kernels compose by calling jitted helpers, and the package is the
-#: unit of privacy there. Everywhere else each name is listed.
+#: unit of privacy there. Everywhere else each name is listed. (What a private module
+#: offers its siblings has no underscore: ``methods._optim.Trainer``,
+#: ``methods._mcmc.HMCFamily``.)
 ALLOWED_IMPORTS = {
-    # the base classes of the samplers and of the optimization methods, and the training
-    # engine's parts the methods that run it (SWAG, VI, SGHMC) drive epoch by epoch
-    "skbnn.methods._mcmc": {"_HMCFamily"},
-    "skbnn.methods._optim": {
-        "_NoiseHead",
-        "_Trainer",
-        "_Settings",
-        "_minibatch_epochs",
-        "_schedule",
-        "_record_epoch",
-        "_validation_epoch",
-        "_ended_far_above_best",
-    },
-    # LBBNN's variances start where VI's do
-    "skbnn.methods.vi": {"_inverse_softplus"},
     # the convergence advice names the feature scale the input checks warn above
     "skbnn._data": {"_MAX_FEATURE_RMS"},
     # the posteriors' weighted moments and entropy, beside WeightedDraws

@@ -37,7 +37,7 @@ from ._convergence import (
     extend_until_converged,
 )
 from ._modes import weigh_modes
-from ._optim import _NoiseHead
+from ._optim import NoiseHead
 from ._progress import SLOW_FIT, ProgressBar, duration
 from ._sampler_params import SAMPLER_CONSTRAINTS
 from ._starts import finite_start, map_starts
@@ -107,7 +107,7 @@ class _Fleet:
         return [r for ladder in self.ladders for r in ladder]
 
 
-class _HMCFamily(BaseMethod):
+class HMCFamily(BaseMethod):
     """Chain driver and warm-up shared by NUTS, HMC, MALA and AdaptiveMetropolis (not
     public): each sampler gives its transition kind and the hooks below."""
 
@@ -132,10 +132,10 @@ class _HMCFamily(BaseMethod):
 
     def likelihood(self, likelihood: str, infer_noise: bool = True) -> str:
         """The heteroscedastic Gaussian in place of the Gaussian with ``heteroscedastic``
-        (see :class:`~skbnn.methods._optim._NoiseHead`)."""
+        (see :class:`~skbnn.methods._optim.NoiseHead`)."""
         if getattr(self, "heteroscedastic", False) is False:
             return likelihood
-        return _NoiseHead.likelihood(self, likelihood, infer_noise)
+        return NoiseHead.likelihood(self, likelihood, infer_noise)
 
     @property
     def noise_handling(self) -> str:

@@ -11,7 +11,7 @@ each seeded from ``random_state`` through ``SeedSequence``, so results never dep
 ``n_jobs``.
 
 The methods (:class:`~skbnn.methods.DeepEnsemble`, :class:`~skbnn.methods.RandomizedMAP`,
-:class:`~skbnn.methods.SWAG`, and later Laplace and VI) subclass :class:`_Trainer`, which
+:class:`~skbnn.methods.SWAG`, and later Laplace and VI) subclass :class:`Trainer`, which
 holds the knobs with scikit-learn's MLP names, and say only how a member starts and what is
 kept from it.
 """
@@ -253,7 +253,7 @@ def glorot_init(target, rng: np.random.Generator) -> np.ndarray:
 
 
 @dataclass
-class _Settings:
+class Settings:
     solver: str = "adam"
     learning_rate_init: float = 1e-3
     learning_rate: str = "constant"
@@ -269,7 +269,7 @@ class _Settings:
     n_iter_no_change: int = 10
 
 
-def _schedule(kind: str, lr0: float, epoch: int, n_epochs: int, n_steps: int,
+def schedule(kind: str, lr0: float, epoch: int, n_epochs: int, n_steps: int,
               cycle: int = 1) -> np.ndarray:  # fmt: skip
     """The learning rate of each step of ``epoch``: constant, cosine decay to 0 over all
     steps, a step decay (x0.1 at half and at three quarters of the epochs), or SWAG's
@@ -297,7 +297,7 @@ def _no_improvement(curve, best, count, tol):
     return count + 1 if curve[-1] > best - tol else 0
 
 
-def _record_epoch(member, loss: float, n_evals: int, bar) -> bool:
+def record_epoch(member, loss: float, n_evals: int, bar) -> bool:
     """Count an epoch and its loss into ``member``; False (and ``diverged``) when the loss
     is not finite."""
     member.n_grad_evals += n_evals
@@ -312,7 +312,7 @@ def _record_epoch(member, loss: float, n_evals: int, bar) -> bool:
     return True
 
 
-def _validation_epoch(validation, val_weight, params, member, best, count, tol):
+def validation_epoch(validation, val_weight, params, member, best, count, tol):
     """Record the validation loss at ``params``; returns whether it is the best so far,
     the best, and the count of epochs without improvement (scikit-learn's rule)."""
     validation.value(params)
@@ -323,7 +323,7 @@ def _validation_epoch(validation, val_weight, params, member, best, count, tol):
     return improved, min(best, member.validation_curve[-1]), count
 
 
-def _ended_far_above_best(curve, sampled: bool = False) -> bool:
+def ended_far_above_best(curve, sampled: bool = False) -> bool:
     """Whether a run ended with its loss over a nat per row (or 100 %) above its best: an
     optimizer diverging without overflowing yet, not a plateau (Adam's passing spikes
     recover before the end and do not count).
@@ -374,7 +374,7 @@ def batches(n_train: int, batch_size: int) -> tuple[int, int]:
     return batch, -(-n_train // batch)
 
 
-def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rng=None,
+def minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rng=None,
                       plan=None, moments=None, sgd=False, bar=None, member=None,
                       aside=False, codes=None):  # fmt: skip
     """Run up to ``n_epochs`` minibatch epochs on the rows ``train``; returns a Member.
@@ -425,15 +425,15 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
             lrs, noise, keep = plan(epoch, n_steps)
             noise = none if noise is None else noise
         else:
-            lrs, noise, keep = _schedule(lr_kind, lr0, epoch, n_epochs, n_steps), none, none
+            lrs, noise, keep = schedule(lr_kind, lr0, epoch, n_epochs, n_steps), none, none
         loss = kopt.run_epoch(theta, tgt, data, batch, lrs, noise, keep, opt, moments, ws,
                               grad, stats, rng)  # fmt: skip
-        if not _record_epoch(member, loss, n_steps, bar):
+        if not record_epoch(member, loss, n_steps, bar):
             return member
         if collecting:
             continue
         if validation is not None:
-            improved, best, count = _validation_epoch(validation, val_weight, theta, member,
+            improved, best, count = validation_epoch(validation, val_weight, theta, member,
                                                       best, count, s.tol)  # fmt: skip
             if improved:
                 best_theta = theta.copy()
@@ -451,7 +451,7 @@ def _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rn
                 continue
             member.converged = True
             break
-    if not collecting and member.loss_curve and _ended_far_above_best(member.loss_curve):
+    if not collecting and member.loss_curve and ended_far_above_best(member.loss_curve):
         member.diverged = True
         return member
     if best_theta is not None:
@@ -505,7 +505,7 @@ def _lbfgs(target, theta, train, s, prior_mean, YT, member):
     return member
 
 
-class _Trainer(BaseMethod):
+class Trainer(BaseMethod):
     """Knobs of the training engine, with scikit-learn MLP's names and meanings.
 
     Subclasses implement ``_member_start(target, rng) -> (theta0, prior_mean, YT)`` and
@@ -522,12 +522,12 @@ class _Trainer(BaseMethod):
         """One epoch on ``tiny`` (the network kernel compiles in a helper process meanwhile,
         where it can)."""
         theta = glorot_init(tiny, np.random.default_rng(0))
-        _minibatch_epochs(tiny, theta, np.arange(tiny.n_rows), None, _Settings(), None, None,
+        minibatch_epochs(tiny, theta, np.arange(tiny.n_rows), None, Settings(), None, None,
                           1, aside=True, codes=tiny.kernel_codes)  # fmt: skip
 
     _parameter_constraints: dict = ENGINE_CONSTRAINTS
 
-    def _settings(self, target) -> _Settings:
+    def _settings(self, target) -> Settings:
         n_rows = target.n_rows
         early = self.early_stopping
         if early == "auto":
@@ -547,7 +547,7 @@ class _Trainer(BaseMethod):
         elif max_iter is None:
             _, steps = batches(n_rows, batch)
             max_iter = row_budget(n_rows, max(MIN_EPOCHS, -(-DEFAULT_STEPS // steps)))
-        return _Settings(
+        return Settings(
             solver=solver,
             learning_rate_init=float(self.learning_rate_init),
             learning_rate=self.learning_rate,
@@ -593,7 +593,7 @@ class _Trainer(BaseMethod):
             if bar is not None:
                 bar.update(s.max_iter)
         else:
-            _minibatch_epochs(target, theta, train, val, s, prior_mean, YT, s.max_iter,
+            minibatch_epochs(target, theta, train, val, s, prior_mean, YT, s.max_iter,
                               rng=rng, bar=bar, member=member)  # fmt: skip
 
     def _lower_rate(self, settings) -> str:
@@ -746,7 +746,7 @@ class _Trainer(BaseMethod):
         return kept, diagnostics
 
 
-class _NoiseHead:
+class NoiseHead:
     """``heteroscedastic``: the members of a regressor with the noise inferred predict the
     noise of every row (a variance head per target) instead of learning one noise."""
 

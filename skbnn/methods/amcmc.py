@@ -9,7 +9,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..exceptions import warn
 from ..kernels import chain as kchain
 from ._base import store_params
-from ._mcmc import _HMCFamily
+from ._mcmc import HMCFamily
 from ._sampler_params import SAMPLER_DEFAULTS, sampler_parameters
 
 #: Above this many parameters a dense proposal covariance costs more than it is worth:
@@ -20,7 +20,7 @@ _SHARED = SAMPLER_DEFAULTS
 
 
 @sampler_parameters
-class AdaptiveMetropolis(_HMCFamily):
+class AdaptiveMetropolis(HMCFamily):
     """Adaptive random-walk Metropolis (``method="amcmc"``).
 
     The proposal is ``N(theta, Sigma_t)`` with ``Sigma_t = (gamma * 2.4^2 / K)(C_t + 1e-8 I)``,
@@ -72,7 +72,7 @@ class AdaptiveMetropolis(_HMCFamily):
     _kind = kchain.RANDOM_WALK
     _uses_step_size = False
     _parameter_constraints: dict = {
-        **_HMCFamily._parameter_constraints,
+        **HMCFamily._parameter_constraints,
         "gamma": [Interval(Real, 0, None, closed="neither")],
         "t0": [Interval(Integral, 2, None, closed="left")],
         "t_adapt": [Interval(Integral, 1, None, closed="left")],

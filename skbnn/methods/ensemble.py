@@ -11,8 +11,8 @@ from ..posterior import WeightedDraws
 from ._base import FitResult, store_params
 from ._optim import (
     ENGINE_DEFAULTS,
-    _NoiseHead,
-    _Trainer,
+    NoiseHead,
+    Trainer,
     engine_parameters,
     glorot_init,
     noise_of,
@@ -22,7 +22,7 @@ _ENGINE = ENGINE_DEFAULTS["members"]
 
 
 @engine_parameters()
-class DeepEnsemble(_NoiseHead, _Trainer):
+class DeepEnsemble(NoiseHead, Trainer):
     """Independently initialized and trained networks, averaged as equally weighted draws.
 
     Each of the estimator's ``n_samples`` members minimizes the negative log posterior (the
@@ -74,7 +74,7 @@ class DeepEnsemble(_NoiseHead, _Trainer):
     default_n_samples = 5
 
     _parameter_constraints: dict = {
-        **_Trainer._parameter_constraints,
+        **Trainer._parameter_constraints,
         "heteroscedastic": ["boolean", StrOptions({"auto"})],
         "data_fraction": [Interval(Real, 0, 1, closed="right")],
     }

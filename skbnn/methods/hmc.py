@@ -10,14 +10,14 @@ from sklearn.utils._param_validation import Interval
 from ..kernels import chain as kchain
 from ._base import store_params
 from ._convergence import e_bfmi
-from ._mcmc import _HMCFamily
+from ._mcmc import HMCFamily
 from ._sampler_params import SAMPLER_DEFAULTS, sampler_parameters
 
 _SHARED = SAMPLER_DEFAULTS
 
 
 @sampler_parameters
-class HMC(_HMCFamily):
+class HMC(HMCFamily):
     """Hamiltonian Monte Carlo with a fixed integration time (``method="hmc"``).
 
     Each transition takes ``ceil(path_length / step_size)`` leapfrog steps with the step
@@ -57,7 +57,7 @@ class HMC(_HMCFamily):
     name = "hmc"
     _kind = kchain.HMC
     _parameter_constraints: dict = {
-        **_HMCFamily._parameter_constraints,
+        **HMCFamily._parameter_constraints,
         "path_length": [Interval(Real, 0, None, closed="neither")],
         "step_jitter": [Interval(Real, 0, 1, closed="left")],
         "max_steps": [Interval(Integral, 1, None, closed="left")],

@@ -25,7 +25,7 @@ from ._curvature import CURVATURES, Curvature, factorize, full_hessian
 from ._optim import (
     ENGINE_DEFAULTS,
     ENGINE_DOCS,
-    _Trainer,
+    Trainer,
     engine_parameters,
     glorot_init,
     row_budget,
@@ -145,7 +145,7 @@ class _Search:
     See :class:`DeepEnsemble` for True and ``"auto"``.""",
     ),
 )
-class Laplace(_Trainer):
+class Laplace(Trainer):
     """The Laplace approximation: a Gaussian at the MAP with the log posterior's curvature.
 
     The MAP is trained by the shared training engine (``solver`` and its knobs, as for
@@ -263,7 +263,7 @@ class Laplace(_Trainer):
     default_n_samples = 100
 
     _parameter_constraints: dict = {
-        **_Trainer._parameter_constraints,
+        **Trainer._parameter_constraints,
         "hessian": [StrOptions({"ggn", "full", "diag", "kron"})],
         "subset": [StrOptions({"all", "last_layer"})],
         "optimize_prior": ["boolean"],

@@ -27,8 +27,8 @@ from ..posterior import (
 )
 from ..utils import seed_sequence
 from ._base import FitResult, store_params
-from ._optim import ENGINE_DEFAULTS, _Trainer, engine_parameters, glorot_init
-from .vi import VARIATIONAL_ENGINE_DOCS, VariationalInference, _inverse_softplus
+from ._optim import ENGINE_DEFAULTS, Trainer, engine_parameters, glorot_init
+from .vi import VARIATIONAL_ENGINE_DOCS, VariationalInference, inverse_softplus
 
 _ENGINE = ENGINE_DEFAULTS["variational"]
 
@@ -215,7 +215,7 @@ class LBBNN(VariationalInference):
     _family = kvi.SPIKE_SLAB
 
     _parameter_constraints: dict = {
-        **_Trainer._parameter_constraints,
+        **Trainer._parameter_constraints,
         "inclusion_prior": [Interval(Real, 0, 1, closed="right"), "array-like"],
         "slab_std": [Interval(Real, 0, None, closed="neither"), None],
         "temperature": [Interval(Real, 0, None, closed="neither")],
@@ -330,7 +330,7 @@ class LBBNN(VariationalInference):
         p = target.n_params
         vparams = np.empty(3 * p)
         vparams[:p] = glorot_init(target, rng)
-        vparams[p : 2 * p] = _inverse_softplus(float(self.init_std))
+        vparams[p : 2 * p] = inverse_softplus(float(self.init_std))
         vparams[2 * p :] = logit(float(self.init_inclusion))
         if self._lowrank():
             # the factors as VI's low-rank family starts them
@@ -357,7 +357,7 @@ class LBBNN(VariationalInference):
             block = out[lay[layer, 0] : lay[layer + 1, 0]]
             base = block[: kflows.BASE_VECTORS * d].reshape(kflows.BASE_VECTORS, d)
             base[0] = 1.0
-            base[1] = _inverse_softplus(std)
+            base[1] = inverse_softplus(std)
             base[2] = rng.standard_normal(d)
             base[3:5] = 0.01 * rng.standard_normal((2, d))
             base[5] = 1.0

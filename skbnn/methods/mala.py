@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from ..kernels import chain as kchain
 from ._base import store_params
-from ._mcmc import _HMCFamily
+from ._mcmc import HMCFamily
 from ._sampler_params import SAMPLER_DEFAULTS, sampler_parameters
 
 _SHARED = SAMPLER_DEFAULTS
 
 
 @sampler_parameters
-class MALA(_HMCFamily):
+class MALA(HMCFamily):
     """Metropolis-adjusted Langevin algorithm (``method="mala"``).
 
     Each transition proposes ``theta' = theta + (eps^2 / 2) M^-1 grad log p(theta) +
@@ -58,7 +58,7 @@ class MALA(_HMCFamily):
     name = "mala"
     _kind = kchain.MALA
     _parameter_constraints: dict = {
-        **_HMCFamily._parameter_constraints,
+        **HMCFamily._parameter_constraints,
     }
 
     def __init__(

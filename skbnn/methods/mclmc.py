@@ -12,7 +12,7 @@ from ..kernels import microcanonical as kmicro
 from ..kernels.linalg import Metric
 from ._base import store_params
 from ._convergence import chain_diagnostics, convergence_message
-from ._mcmc import _HMCFamily
+from ._mcmc import HMCFamily
 from ._sampler_params import SAMPLER_DEFAULTS, sampler_parameters
 
 _INTEGRATORS = {"mclachlan": kmicro.MCLACHLAN, "leapfrog": kmicro.LEAPFROG}
@@ -44,11 +44,11 @@ def mclmc_schedule(n_warmup: int) -> tuple[np.ndarray, int]:
     return sched, n_warmup - first - metric - again
 
 
-class _Microcanonical(_HMCFamily):
+class _Microcanonical(HMCFamily):
     """What MCLMC and MAMS share: a diagonal metric, the integrator and their advice."""
 
     _parameter_constraints: dict = {
-        **_HMCFamily._parameter_constraints,
+        **HMCFamily._parameter_constraints,
         # the velocity is unit-norm in the coordinates a diagonal metric scales
         "metric": [StrOptions({"diagonal", "diagonal_grad"})],
         "integrator": [StrOptions(set(_INTEGRATORS))],

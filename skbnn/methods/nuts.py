@@ -10,14 +10,14 @@ from sklearn.utils._param_validation import Interval
 from ..kernels import chain as kchain
 from ._base import store_params
 from ._convergence import e_bfmi
-from ._mcmc import _HMCFamily
+from ._mcmc import HMCFamily
 from ._sampler_params import SAMPLER_DEFAULTS, sampler_parameters
 
 _SHARED = SAMPLER_DEFAULTS
 
 
 @sampler_parameters
-class NUTS(_HMCFamily):
+class NUTS(HMCFamily):
     """No-U-Turn Sampler with multinomial trajectory sampling (``method="nuts"``).
 
     The trajectory doubles in a random direction until the generalized no-U-turn criterion
@@ -77,7 +77,7 @@ class NUTS(_HMCFamily):
     _kind = kchain.NUTS
     _after_aside = True
     _parameter_constraints: dict = {
-        **_HMCFamily._parameter_constraints,
+        **HMCFamily._parameter_constraints,
         "max_tree_depth": [Interval(Integral, 1, 20, closed="both")],
     }
 

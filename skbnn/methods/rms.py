@@ -10,8 +10,8 @@ from ._base import FitResult, store_params
 from ._optim import (
     ENGINE_DEFAULTS,
     ENGINE_DOCS,
-    _NoiseHead,
-    _Trainer,
+    NoiseHead,
+    Trainer,
     engine_parameters,
     noise_of,
 )
@@ -29,7 +29,7 @@ _ENGINE = ENGINE_DEFAULTS["members"]
     optimum: ``RandomizedMAP(solver="lbfgs")`` trains to it on all rows.""",
     )
 )
-class RandomizedMAP(_NoiseHead, _Trainer):
+class RandomizedMAP(NoiseHead, Trainer):
     """Posterior draws as optima of randomly perturbed posteriors.
 
     Member ``m`` draws an anchor ``theta_m`` from the prior and minimizes the negative log
@@ -63,7 +63,7 @@ class RandomizedMAP(_NoiseHead, _Trainer):
     default_n_samples = 10
 
     _parameter_constraints: dict = {
-        **_Trainer._parameter_constraints,
+        **Trainer._parameter_constraints,
         "heteroscedastic": ["boolean", StrOptions({"auto"})],
     }
 

@@ -18,11 +18,11 @@ from ._optim import (
     AUTO_BATCH,
     AUTO_BATCH_STEPS,
     ENGINE_CONSTRAINTS,
-    _minibatch_epochs,
-    _Settings,
-    _Trainer,
+    Settings,
+    Trainer,
     batches,
     glorot_init,
+    minibatch_epochs,
     noise_of,
     row_budget,
 )
@@ -109,12 +109,12 @@ def cycle_diverged(loss_curve, keep, steps_per_epoch: int, n_weights: int,
 
 
 @dataclass
-class _ChainSettings(_Settings):
+class _ChainSettings(Settings):
     #: draws each chain keeps
     n_keep: int = 1
 
 
-class SGHMC(_Trainer):
+class SGHMC(Trainer):
     """Stochastic-gradient Hamiltonian Monte Carlo with a cyclical step size (cSGHMC).
 
     Each of ``n_chains`` chains (members of the training engine, run in parallel) starts
@@ -218,7 +218,7 @@ class SGHMC(_Trainer):
     ):
         store_params(self, locals())
 
-    def _settings(self, target) -> _Settings:
+    def _settings(self, target) -> Settings:
         n_rows = target.n_rows
         if self.batch_size == "auto":
             batch = min(n_rows, max(AUTO_BATCH, -(-n_rows // AUTO_BATCH_STEPS)))
@@ -241,7 +241,7 @@ class SGHMC(_Trainer):
             early_stopping=False,
         )
 
-    def _schedule(self, n_steps: int, n_keep: int, n_train: float, s: _Settings):
+    def _schedule(self, n_steps: int, n_keep: int, n_train: float, s: Settings):
         """Every step's learning rate, injected noise sd and keep flag, over a chain of
         ``n_steps`` steps that keeps ``n_keep`` draws."""
         m = int(self.n_cycles)
@@ -281,7 +281,7 @@ class SGHMC(_Trainer):
             part = slice(epoch * n, (epoch + 1) * n)
             return lrs[part], noise[part], keep[part]
 
-        _minibatch_epochs(target, theta, train, None, s, prior_mean, YT, s.max_iter,
+        minibatch_epochs(target, theta, train, None, s, prior_mean, YT, s.max_iter,
                           rng=rng, plan=plan, moments=draws, bar=bar,
                           member=member)  # fmt: skip
         member.converged = True

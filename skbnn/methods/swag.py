@@ -16,12 +16,12 @@ from ._base import FitResult, store_params
 from ._optim import (
     ENGINE_DEFAULTS,
     MAX_RESTARTS,
-    _minibatch_epochs,
-    _schedule,
-    _Trainer,
+    Trainer,
     batches,
     engine_parameters,
     glorot_init,
+    minibatch_epochs,
+    schedule,
 )
 
 _ENGINE = ENGINE_DEFAULTS["members"]
@@ -78,7 +78,7 @@ def largest_curvature(evaluate, theta, n, rng, iterations=POWER_ITERATIONS) -> f
 
 
 @engine_parameters()
-class SWAG(_Trainer):
+class SWAG(Trainer):
     """A Gaussian fitted to the iterates of SGD around an optimum.
 
     After a pre-training phase (the training engine's ``solver`` for ``max_iter``), SGD
@@ -132,7 +132,7 @@ class SWAG(_Trainer):
     default_n_samples = 100
 
     _parameter_constraints: dict = {
-        **_Trainer._parameter_constraints,
+        **Trainer._parameter_constraints,
         "swa_epochs": [Interval(Integral, 1, None, closed="left")],
         "swa_learning_rate": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "swa_schedule": [StrOptions({"constant", "cyclic"})],
@@ -246,10 +246,10 @@ class SWAG(_Trainer):
         def plan(epoch, n_steps, lr=lr, n_epochs=n_epochs):
             # a snapshot after every ``every``-th step since the phase began
             step = epoch * n_steps + np.arange(1, n_steps + 1)
-            lrs = _schedule(self.swa_schedule, lr, epoch, n_epochs, n_steps, every)
+            lrs = schedule(self.swa_schedule, lr, epoch, n_epochs, n_steps, every)
             return lrs, None, (step % every == 0).astype(np.int8)
 
-        _minibatch_epochs(
+        minibatch_epochs(
             target, theta, train, None, s, prior_mean, YT, n_epochs, rng=rng,
             plan=plan, moments=mom, sgd=True, member=member, bar=bar,
         )  # fmt: skip

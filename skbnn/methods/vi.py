@@ -24,17 +24,17 @@ from ._optim import (
     ENGINE_DEFAULTS,
     ENGINE_DOCS,
     Member,
-    _ended_far_above_best,
-    _record_epoch,
-    _schedule,
-    _Settings,
-    _Trainer,
-    _validation_epoch,
+    Settings,
+    Trainer,
     batches,
+    ended_far_above_best,
     engine_parameters,
     glorot_init,
     loss_trend,
+    record_epoch,
     row_budget,
+    schedule,
+    validation_epoch,
 )
 
 _ENGINE = ENGINE_DEFAULTS["variational"]
@@ -56,7 +56,7 @@ def _variant(vcfg) -> int:
     return code if code in (klbbnn.LBBNN_FLOW, klbbnn.LBBNN_LOWRANK) else 0
 
 
-def _inverse_softplus(s: float) -> float:
+def inverse_softplus(s: float) -> float:
     return float(s + np.log(-np.expm1(-s)))
 
 
@@ -87,7 +87,7 @@ VARIATIONAL_ENGINE_DOCS = {
 
 
 @engine_parameters(**VARIATIONAL_ENGINE_DOCS)
-class VariationalInference(_Trainer):
+class VariationalInference(Trainer):
     """Variational inference by Bayes by Backprop: a Gaussian ``q`` over the weights
     that maximizes the evidence lower bound (ELBO).
 
@@ -190,7 +190,7 @@ class VariationalInference(_Trainer):
         tiny_vcfg = fast._vcfg(tiny)
         tiny_vcfg[0]["local"] = int(self._local(target))
         vparams = fast._start(tiny, rng, tiny_vcfg)
-        fast._epochs(tiny, vparams, np.arange(tiny.n_rows), None, _Settings(max_iter=1), None,
+        fast._epochs(tiny, vparams, np.arange(tiny.n_rows), None, Settings(max_iter=1), None,
                      rng, None, Member(vparams), tiny_vcfg)  # fmt: skip
         fast._elbo(tiny, vparams, tiny_vcfg, rng, 2)
 
@@ -198,7 +198,7 @@ class VariationalInference(_Trainer):
     _family = kvi.GAUSSIAN
 
     _parameter_constraints: dict = {
-        **_Trainer._parameter_constraints,
+        **Trainer._parameter_constraints,
         "family": [StrOptions({"meanfield", "lowrank"})],
         "rank": [Interval(Integral, 1, None, closed="left")],
         "local_reparameterization": ["boolean", StrOptions({"auto"})],
@@ -233,8 +233,8 @@ class VariationalInference(_Trainer):
     ):
         store_params(self, locals())
 
-    def _settings(self, target) -> _Settings:
-        s = _Trainer._settings(self, target)
+    def _settings(self, target) -> Settings:
+        s = Trainer._settings(self, target)
         n_rows = target.n_rows
         s.solver = "adam" if self.solver == "auto" else self.solver
         if self.batch_size == "auto":
@@ -276,7 +276,7 @@ class VariationalInference(_Trainer):
         rank = int(vcfg[0]["rank"])
         vparams = np.empty((2 + rank) * p)
         vparams[:p] = glorot_init(target, rng)
-        vparams[p : 2 * p] = _inverse_softplus(float(self.init_std))
+        vparams[p : 2 * p] = inverse_softplus(float(self.init_std))
         vparams[2 * p :] = rng.standard_normal(rank * p) * (self.init_std / math.sqrt(max(rank, 1)))
         return vparams
 
@@ -317,7 +317,7 @@ class VariationalInference(_Trainer):
         for epoch in range(s.max_iter):
             check_interrupt()  # a member on the pool stops here on Ctrl-C
             data = data._replace(rows=rng.permutation(train))
-            lrs = _schedule(s.learning_rate, lr0, epoch, s.max_iter, n_steps)
+            lrs = schedule(s.learning_rate, lr0, epoch, s.max_iter, n_steps)
             try:
                 loss = epoch_kernel(vparams, tgt, data, batch, lrs, opt, vcfg, work, ws, stats,
                                     rng)  # fmt: skip
@@ -325,12 +325,12 @@ class VariationalInference(_Trainer):
                 # the low-rank family's Cholesky factor of a matrix a divergent step made
                 # non-finite: a diverged loss, restarted like any other
                 loss = math.nan
-            if not _record_epoch(member, loss, n_steps * int(vcfg[0]["n_mc"]), bar):
+            if not record_epoch(member, loss, n_steps * int(vcfg[0]["n_mc"]), bar):
                 return member
             if validation is not None:
                 # the mean network's validation loss, as the engine's early stopping
                 mean = self._mean_params(vparams, p, work, target)
-                improved, best, count = _validation_epoch(validation, val_weight, mean, member,
+                improved, best, count = validation_epoch(validation, val_weight, mean, member,
                                                           best, count, s.tol)  # fmt: skip
                 if improved:
                     best_vparams = vparams.copy()
@@ -361,7 +361,7 @@ class VariationalInference(_Trainer):
                 member.trend = (float("nan"), float("nan"), w)
         # a run too short for the trend's windows cannot tell a divergence from noise in
         # its sampled losses; a non-finite one was caught above
-        if len(curve) >= 2 * window and _ended_far_above_best(curve, sampled=True):
+        if len(curve) >= 2 * window and ended_far_above_best(curve, sampled=True):
             member.diverged = True
             return member
         if best_vparams is not None:
