@@ -835,6 +835,29 @@ def test_warm_start_continues_the_chains_bit_for_bit(method):
     np.testing.assert_array_equal(est.diagnostics_["loglik"], long.diagnostics_["loglik"])
 
 
+def test_warm_start_continues_a_state_pickled_as_a_mapping():
+    # estimators pickled before the resume state was a record held a dict of its fields
+    # (and a dict per chain, without warmup_grad_evals when it was None); they continue
+    X, y = _data()
+    method = NUTS(n_chains=2, n_warmup=40)
+    long = BayesianMLPRegressor((3,), method=method, n_samples=80, random_state=5).fit(X, y)
+    est = BayesianMLPRegressor((3,), method=method, n_samples=40, random_state=5,
+                               warm_start=True).fit(X, y)  # fmt: skip
+    record = est._sampler_state["chains"]
+    chains = []
+    for c in record.chains:
+        old = {"rng": c.rng, "arrays": c.arrays, "tau": c.tau, "cfg": c.cfg,
+               "prior_scale": c.prior_scale}  # fmt: skip
+        if c.warmup_grad_evals is not None:
+            old["warmup_grad_evals"] = c.warmup_grad_evals
+        chains.append(old)
+    fields = ("n_keep", "n_iter", "n_samples", "init_grad_evals", "init_time")
+    est._sampler_state["chains"] = {**{f: getattr(record, f) for f in fields}, "chains": chains}
+    est.set_params(n_samples=80).fit(X, y)
+    np.testing.assert_array_equal(est.posterior_.thetas, long.posterior_.thetas)
+    assert est.diagnostics_["n_grad_evals"] == long.diagnostics_["n_grad_evals"]
+
+
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # short runs
 def test_warm_start_refuses_other_data_or_fewer_draws_and_others_fit_anew():
     X, y = _data()

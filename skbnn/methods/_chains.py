@@ -99,32 +99,73 @@ def new_chain(
     )
 
 
-def restore(chain: ChainState, state: dict, n_keep: int, hierarchical: bool) -> None:
+@dataclass
+class SavedChain:
+    """One chain as a fit left it: what :func:`restore` needs to continue it."""
+
+    #: the chain's random stream
+    rng: np.random.Generator
+    #: the kernels' arrays: state, metric, draws
+    arrays: kchain.Chain
+    #: its noise precisions, kernel settings and a hierarchical prior's scales
+    tau: np.ndarray
+    cfg: np.ndarray
+    prior_scale: np.ndarray
+    #: the gradient evaluations its warm-up spent (None before warm-up ends)
+    warmup_grad_evals: int | None = None
+
+
+@dataclass
+class ResumeState:
+    """What a sampler's fit leaves for a later ``run(..., resume=state)``
+    (``FitResult.state``; the estimators' ``warm_start``)."""
+
+    #: kept draws per chain, iterations per chain, and the draws asked for in all
+    n_keep: int
+    n_iter: int
+    n_samples: int
+    #: what the MAP starts cost, counted once
+    init_grad_evals: int
+    init_time: float
+    chains: list[SavedChain]
+
+    @classmethod
+    def of(cls, state) -> ResumeState:
+        """``state`` as a record: estimators pickled before it held a mapping of the same
+        fields (and each chain a mapping), which still continue."""
+        if isinstance(state, cls):
+            return state
+        fields = dict(state)
+        fields["chains"] = [
+            c if isinstance(c, SavedChain) else SavedChain(**c) for c in fields["chains"]
+        ]
+        return cls(**fields)
+
+
+def restore(chain: ChainState, state: SavedChain, n_keep: int, hierarchical: bool) -> None:
     """``chain`` as a previous fit left it (``state``, one of that fit's saved chains):
     state, metric, noise and random stream, with room for ``n_keep`` draws."""
-    chain.arrays = state["arrays"]
+    chain.arrays = state.arrays
     chain.grow(n_keep - chain.arrays.draws.shape[0])
-    chain.rng = state["rng"]
-    chain.tgt.tau[:] = state["tau"]
-    chain.tgt.cfg[:] = state["cfg"]
+    chain.rng = state.rng
+    chain.tgt.tau[:] = state.tau
+    chain.tgt.cfg[:] = state.cfg
     if hierarchical:
-        chain.tgt.prior_scale[:] = state["prior_scale"]
-    if "warmup_grad_evals" in state:
-        chain.warmup_grad_evals = state["warmup_grad_evals"]
+        chain.tgt.prior_scale[:] = state.prior_scale
+    if state.warmup_grad_evals is not None:
+        chain.warmup_grad_evals = state.warmup_grad_evals
 
 
-def saved(chain: ChainState) -> dict:
+def saved(chain: ChainState) -> SavedChain:
     """What :func:`restore` needs of ``chain`` (a fit's ``state`` holds it)."""
-    out = {
-        "rng": chain.rng,
-        "arrays": chain.arrays,
-        "tau": chain.tgt.tau.copy(),
-        "cfg": chain.tgt.cfg.copy(),
-        "prior_scale": chain.tgt.prior_scale.copy(),
-    }
-    if chain.warmup_grad_evals is not None:
-        out["warmup_grad_evals"] = chain.warmup_grad_evals
-    return out
+    return SavedChain(
+        rng=chain.rng,
+        arrays=chain.arrays,
+        tau=chain.tgt.tau.copy(),
+        cfg=chain.tgt.cfg.copy(),
+        prior_scale=chain.tgt.prior_scale.copy(),
+        warmup_grad_evals=chain.warmup_grad_evals,
+    )
 
 
 def run_interleaved(

@@ -28,7 +28,16 @@ from ..log_posterior import NoiseMode
 from ..posterior import WeightedDraws
 from ..utils import backend_elsewhere, seed_sequence
 from ._base import BaseMethod, FitResult
-from ._chains import ChainBlocks, ChainState, Runner, grad_evals, new_chain, restore, saved
+from ._chains import (
+    ChainBlocks,
+    ChainState,
+    ResumeState,
+    Runner,
+    grad_evals,
+    new_chain,
+    restore,
+    saved,
+)
 from ._convergence import (
     MIN_TIMED_DRAWS,
     StopRule,
@@ -279,7 +288,7 @@ class HMCFamily(BaseMethod):
         t_start = time.perf_counter()
         if resume is not None:
             # a private copy: a continuation that fails leaves the stored state as it was
-            resume = copy.deepcopy(resume)
+            resume = copy.deepcopy(ResumeState.of(resume))
         plan = self._plan(target, n_samples, resume)
         fleet = self._start_chains(target, plan, random_state, n_jobs, resume)
         if resume is None:
@@ -369,10 +378,10 @@ class HMCFamily(BaseMethod):
         n_warmup = self.n_warmup
         n_keep = math.ceil(n_samples / self.n_chains)
         thin = self._thin()
-        if resume is not None and n_keep < resume["n_keep"]:
+        if resume is not None and n_keep < resume.n_keep:
             raise ValueError(
                 f"warm_start=True continues the chains: n_samples={n_samples} must be at "
-                f"least the previous fit's {resume['n_samples']}"
+                f"least the previous fit's {resume.n_samples}"
             )
         settings = self._kernel_settings(target)
         self._check_target(target)
@@ -397,7 +406,7 @@ class HMCFamily(BaseMethod):
         init_grad_evals, init_time = 0, 0.0
         starts = None
         if resume is not None:
-            init_grad_evals, init_time = resume["init_grad_evals"], resume["init_time"]
+            init_grad_evals, init_time = resume.init_grad_evals, resume.init_time
         elif self._n_modes > 1:
             # one optimum per mode, each trained from its own initialization as an
             # ensemble member is: a start short of the optimum sits on the slope, and
@@ -432,7 +441,7 @@ class HMCFamily(BaseMethod):
             chains.append(ladder[0])
             ladders.append(ladder)
         if resume is not None:
-            for chain, state in zip(chains, resume["chains"], strict=True):
+            for chain, state in zip(chains, resume.chains, strict=True):
                 restore(chain, state, plan.n_keep, target.hierarchical)
         return _Fleet(chains, ladders, swap_rngs, betas, init_grad_evals, init_time)
 
@@ -462,7 +471,7 @@ class HMCFamily(BaseMethod):
         )
         if resume is not None:
             # the previous fit ran its iterations; the chains go on from there
-            stops = [resume["n_iter"], *(x for x in stops if x > resume["n_iter"])]
+            stops = [resume.n_iter, *(x for x in stops if x > resume.n_iter)]
         return stops
 
     def _exchange(self, target, plan: _Plan, fleet: _Fleet) -> ReplicaExchange:
@@ -567,11 +576,11 @@ class HMCFamily(BaseMethod):
             diagnostics.update(fleet.extension)
         state = None
         if self.can_resume:
-            state = {
-                "n_keep": n_keep, "n_iter": plan.n_iter, "n_samples": plan.n_samples,
-                "init_grad_evals": fleet.init_grad_evals, "init_time": fleet.init_time,
-                "chains": [saved(c) for c in chains],
-            }  # fmt: skip
+            state = ResumeState(
+                n_keep=n_keep, n_iter=plan.n_iter, n_samples=plan.n_samples,
+                init_grad_evals=fleet.init_grad_evals, init_time=fleet.init_time,
+                chains=[saved(c) for c in chains],
+            )  # fmt: skip
         diagnostics["compile_time"] = plan.compile_time
         diagnostics["init"] = self.init
         diagnostics["init_grad_evals"] = fleet.init_grad_evals
