@@ -83,6 +83,47 @@ def test_gradient_of_the_elbo_estimate_is_exact(likelihood, local):
     assert np.all(grad[2 * p :][psi >= 1] == 0) and np.any(grad[2 * p :][psi < 1] != 0)
 
 
+@pytest.mark.parametrize("likelihood", ["gaussian", "bernoulli", "categorical"])
+@pytest.mark.parametrize("n_mc", [1, 3])
+def test_prepared_step_is_the_reference_step(likelihood, n_mc):
+    # The epoch kernel's mean-field step by the local reparameterization trick fuses the
+    # closed-form terms with the draws' moments (spike_slab_prepare) and applies the chain
+    # rule once after its draws (spike_slab_finish): the same value and gradient as the
+    # reference composition (the one the finite-difference test above checks), draw for
+    # draw, up to rounding
+    target, method, vcfg, lam = _case(likelihood, True)
+    p, n_w = target.n_params, target.layout.n_weights
+    tgt = target.kernel_target(own=True)
+    tgt.cfg[0]["beta"] = 1.7
+    sizes = target.layout.sizes
+    ws = np.empty(max(klrt.lrt_workspace_size(sizes, 7), knet.workspace_size(sizes, 7)))
+    stats_ = np.empty(2 + int(sizes[-1]))
+    act, lik = int(tgt.cfg[0]["activation"]), int(tgt.cfg[0]["likelihood"])
+    ref = method._work(target, vcfg)
+    kvi.set_sigmas(lam, p, ref)
+    klbbnn.set_alphas(lam, p, ref)
+    ref.glam[:] = 0.0
+    expected = klbbnn.spike_slab_terms(lam, p, n_w, ref, True)
+    rng = np.random.default_rng(5)
+    for _ in range(n_mc):
+        expected += kvi.mc_term(lam, p, tgt, vcfg, ref, ws, stats_, rng, True, 1.0 / n_mc) / n_mc
+    work = method._work(target, vcfg)
+    work.glam[:] = np.nan  # every entry is written, none read
+    value = klbbnn.spike_slab_prepare(lam, p, n_w, work)
+    rng = np.random.default_rng(5)
+    for _ in range(n_mc):
+        value += klbbnn.lbbnn_lrt_prepared_term(lam, p, tgt, work, ws, stats_, rng, 1.0 / n_mc,
+                                                act, lik) / n_mc  # fmt: skip
+    assert not klbbnn.spike_slab_finish(lam, p, n_w, work, 1.0 / n_mc)
+    assert value == pytest.approx(expected, rel=1e-13)
+    np.testing.assert_allclose(work.glam, ref.glam, rtol=0,
+                               atol=1e-13 * np.max(np.abs(ref.glam)))  # fmt: skip
+    np.testing.assert_array_equal(work.alpha, ref.alpha)
+    # a non-finite gradient is reported, as the epoch kernel needs it to be
+    work.w[0] = np.inf
+    assert klbbnn.spike_slab_finish(lam, p, n_w, work, 1.0)
+
+
 def test_closed_form_kl_of_the_spike_and_slab_pair():
     target, method, vcfg, lam = _case("gaussian", True)
     p, n_w = target.n_params, target.layout.n_weights

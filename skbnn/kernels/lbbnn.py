@@ -10,8 +10,8 @@ import math
 import numpy as np
 
 from . import flows as kflows
-from ._compile import njit
-from ._libm import _LOG_2PI
+from ._compile import _FM, njit
+from ._libm import _LOG_2PI, _exp_neg, _log, _log1p_unit
 from ._vcommon import _noise_draw, _noise_grad, _sigmoid, softplus
 from .backprop import _backward
 from .density import weight_sum
@@ -27,12 +27,19 @@ from .lrt import _bases, lrt_backward, lrt_forward
 # always in: alpha = 1 and their lambda is never moved, so the family is mean-field VI's.
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def set_alphas(vparams, p, work):
     """``alpha = sigmoid(lambda)`` where the prior has an indicator (``psi < 1``), 1
     elsewhere, into ``work.alpha``."""
+    lam = vparams[2 * p : 3 * p]
+    psi = work.psi
+    alpha = work.alpha
     for i in range(p):
-        work.alpha[i] = _sigmoid(vparams[2 * p + i]) if work.psi[i] < 1.0 else 1.0
+        # the logistic from one exponential of _libm's, which keeps the loop vectorized
+        li = lam[i]
+        e = _exp_neg(-abs(li))
+        a = (1.0 if li >= 0.0 else e) / (1.0 + e)
+        alpha[i] = a if psi[i] < 1.0 else 1.0
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -45,54 +52,67 @@ def spike_slab_terms(vparams, p, n_w, work, with_grad):
     Per weight with an indicator, ``KL = alpha (log(alpha / psi) + KL_N) + (1 - alpha)
     log((1 - alpha) / (1 - psi))`` with ``KL_N = KL(N(kappa, sigma^2) || N(0, slab^2))``;
     ``KL_N`` alone for the parameters that are always in."""
-    return _spike_slab_kl(vparams, vparams, p, n_w, work, with_grad, 1.0, work.glam)
+    return spike_slab_kl_grad(vparams, vparams, p, n_w, work, with_grad, 1.0, work.glam)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def spike_slab_kl(kappa, vparams, p, n_w, work):
     """:func:`spike_slab_terms` at the slab means ``kappa`` (for the flow family, those
     given a draw of ``z``), without the gradient."""
-    return _spike_slab_kl(kappa, vparams, p, n_w, work, False, 1.0, work.grad)
+    return spike_slab_kl_grad(kappa, vparams, p, n_w, work, False, 1.0, work.grad)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _spike_slab_kl(kappa, vparams, p, n_w, work, with_grad, scale, gk):
-    # spike_slab_terms with the slab means kappa (for the flow estimator, those scaled by a
-    # draw of z), its gradient times scale: in kappa to gk, in rho and lambda to work.glam
-    glam = work.glam
+def _pair_kl(s, k, s0, psi, li, lo):
+    # one weight's KL terms (KL_N, d_in, d_out): its KL is KL_N without an indicator and
+    # alpha d_in + (1 - alpha) d_out with one (spike_slab_terms), lo = log(1 + e^-|lambda|).
+    # log(alpha) and log(1 - alpha) come without cancellation at either end; psi = 1 (no
+    # indicator) leaves d_out = -inf, which the callers' selects leave unused
+    kln = _log(s0) - _log(s) + 0.5 * (s * s + k * k) / (s0 * s0) - 0.5
+    d_in = -((-li if li < 0.0 else 0.0) + lo) - _log(psi) + kln
+    d_out = -((li if li > 0.0 else 0.0) + lo) - _log(1.0 - psi)
+    return kln, d_in, d_out
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+def spike_slab_kl_grad(kappa, vparams, p, n_w, work, with_grad, scale, gk):
+    """:func:`spike_slab_terms` with the slab means ``kappa`` (for the flow family, those
+    scaled by a draw of ``z``), its gradient times ``scale`` added, in ``kappa`` to ``gk``
+    and in ``rho`` and ``lambda`` to ``work.glam``, when ``with_grad``."""
+    lam = vparams[2 * p : 3 * p]
+    # views per part, never glam[p + i], and _libm's logs: either would keep the loop
+    # scalar (see skbnn.kernels._compile)
+    gkv = gk[:p]
+    grho = work.glam[p : 2 * p]
+    glam = work.glam[2 * p : 3 * p]
+    sigma = work.sigma
+    dsigma = work.dsigma
+    alpha = work.alpha
+    psi_all = work.psi
+    slab = work.slab
     value = 0.0
-    for i in range(p):
-        s = work.sigma[i]
-        ds = work.dsigma[i]
-        if i >= n_w:
-            value += math.log(s) + 0.5 * (1.0 + _LOG_2PI)
-            if with_grad:
-                glam[p + i] += scale * ds / s
-            continue
+    for i in range(n_w):
+        s = sigma[i]
+        ds = dsigma[i]
         k = kappa[i]
-        s0 = work.slab[i]
-        s02 = s0 * s0
-        kln = math.log(s0 / s) + 0.5 * (s * s + k * k) / s02 - 0.5
-        psi = work.psi[i]
-        if psi >= 1.0:
-            value -= kln
-            if with_grad:
-                gk[i] -= scale * k / s02
-                glam[p + i] -= scale * (s / s02 - 1.0 / s) * ds
-            continue
-        a = work.alpha[i]
-        li = vparams[2 * p + i]
-        # log(alpha) and log(1 - alpha) without cancellation at either end
-        log_a = -softplus(-li)
-        log_1a = -softplus(li)
-        d_in = log_a - math.log(psi) + kln
-        d_out = log_1a - math.log1p(-psi)
-        value -= a * d_in + (1.0 - a) * d_out
+        s0 = slab[i]
+        inv = 1.0 / (s0 * s0)
+        psi = psi_all[i]
+        spike = psi < 1.0
+        a = alpha[i]
+        li = lam[i]
+        kln, d_in, d_out = _pair_kl(s, k, s0, psi, li, _log1p_unit(_exp_neg(-abs(li))))
+        value -= a * d_in + (1.0 - a) * d_out if spike else kln
         if with_grad:
-            gk[i] -= scale * a * k / s02
-            glam[p + i] -= scale * a * (s / s02 - 1.0 / s) * ds
+            gkv[i] -= scale * a * k * inv
+            grho[i] -= scale * a * (s * inv - 1.0 / s) * ds
             # d KL / d alpha = d_in - d_out (the derivatives of the logs cancel)
-            glam[2 * p + i] -= scale * (d_in - d_out) * a * (1.0 - a)
+            glam[i] -= scale * (d_in - d_out) * a * (1.0 - a) if spike else 0.0
+    for i in range(n_w, p):
+        s = sigma[i]
+        value += _log(s) + 0.5 * (1.0 + _LOG_2PI)
+        if with_grad:
+            grho[i] += scale * dsigma[i] / s
     return value
 
 
@@ -157,17 +177,157 @@ def _spike_lrt_moment_grads(tgt, work, ws, act):
 def _spike_lrt_chain(keff, p, n_w, work, scale, gk):
     # from the moments' gradients (work.w, work.eps) to the slab means keff (times scale,
     # into gk), rho and lambda (into work.glam)
-    glam = work.glam
+    # views per part, never glam[p + i] (see spike_slab_kl_grad)
+    grho = work.glam[p : 2 * p]
+    glam = work.glam[2 * p : 3 * p]
     gm = work.w
     gv = work.eps
+    alpha = work.alpha
+    sigma = work.sigma
+    dsigma = work.dsigma
     for i in range(n_w):
-        a = work.alpha[i]
+        a = alpha[i]
         kk = keff[i]
-        s = work.sigma[i]
+        s = sigma[i]
         gk[i] += scale * (gm[i] * a + gv[i] * 2.0 * a * (1.0 - a) * kk)
-        glam[p + i] += scale * gv[i] * 2.0 * a * s * work.dsigma[i]
-        glam[2 * p + i] += (scale * (gm[i] * kk + gv[i] * (s * s + (1.0 - 2.0 * a) * kk * kk))
-                            * a * (1.0 - a))  # fmt: skip
+        grho[i] += scale * gv[i] * 2.0 * a * s * dsigma[i]
+        glam[i] += (scale * (gm[i] * kk + gv[i] * (s * s + (1.0 - 2.0 * a) * kk * kk))
+                    * a * (1.0 - a))  # fmt: skip
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+def spike_slab_prepare(vparams, p, n_w, work):
+    """A step of the mean-field family by the local reparameterization trick, before its
+    draws: :func:`set_sigmas`, :func:`set_alphas` and :func:`spike_slab_terms` (with its
+    gradient, assigned to all of ``work.glam`` rather than added) in one pass over the
+    parameters, which also leaves the weights' moments of :func:`lbbnn_lrt_term` in
+    ``work.meff`` and ``work.gvar`` and zeros ``work.w`` and ``work.eps`` (where the draws'
+    :func:`lrt_backward` adds the moments' gradients) for ``[0, n_w)``. Returns
+    ``-KL`` plus the log noise precisions' entropy, as :func:`spike_slab_terms` does.
+    :func:`spike_slab_finish` completes the step's gradient after the draws."""
+    kappa = vparams[:p]
+    rho = vparams[p : 2 * p]
+    lam = vparams[2 * p : 3 * p]
+    # views per part, never glam[p + i]: an offset index that LLVM cannot prove
+    # non-negative keeps the loop scalar (see skbnn.kernels._compile)
+    gk = work.glam[:p]
+    grho = work.glam[p : 2 * p]
+    glam = work.glam[2 * p : 3 * p]
+    sigma = work.sigma
+    dsigma = work.dsigma
+    alpha = work.alpha
+    psi_all = work.psi
+    slab = work.slab
+    meff = work.meff
+    var = work.gvar
+    gm = work.w
+    gv = work.eps
+    # softplus, the logistic and the logs from _libm's polynomials, one exponential per
+    # parameter for each of rho and lambda: math's libm calls would keep the loop scalar,
+    # and this pass over every weight is most of a step's time outside the BLAS products
+    value = 0.0
+    for i in range(n_w):
+        r = rho[i]
+        e = _exp_neg(-abs(r))
+        s = (r if r > 0.0 else 0.0) + _log1p_unit(e)
+        ds = (1.0 if r >= 0.0 else e) / (1.0 + e)
+        li = lam[i]
+        el = _exp_neg(-abs(li))
+        lo = _log1p_unit(el)
+        psi = psi_all[i]
+        spike = psi < 1.0
+        a_l = (1.0 if li >= 0.0 else el) / (1.0 + el)
+        a = a_l if spike else 1.0
+        k = kappa[i]
+        s0 = slab[i]
+        inv = 1.0 / (s0 * s0)
+        kln, d_in, d_out = _pair_kl(s, k, s0, psi, li, lo)
+        a1 = a * (1.0 - a)
+        value -= a * d_in + (1.0 - a) * d_out if spike else kln
+        gk[i] = -a * k * inv
+        grho[i] = -a * (s * inv - 1.0 / s) * ds
+        glam[i] = -(d_in - d_out) * a1 if spike else 0.0
+        sigma[i] = s
+        dsigma[i] = ds
+        alpha[i] = a
+        meff[i] = a * k
+        var[i] = a * (s * s + (1.0 - a) * k * k)
+        gm[i] = 0.0
+        gv[i] = 0.0
+    for i in range(n_w, p):
+        # the log noise precisions: always in, their entropy here (their Gamma prior is
+        # a Monte Carlo term)
+        r = rho[i]
+        e = _exp_neg(-abs(r))
+        s = (r if r > 0.0 else 0.0) + _log1p_unit(e)
+        ds = (1.0 if r >= 0.0 else e) / (1.0 + e)
+        sigma[i] = s
+        dsigma[i] = ds
+        alpha[i] = 1.0
+        value += _log(s) + 0.5 * (1.0 + _LOG_2PI)
+        gk[i] = 0.0
+        grho[i] = ds / s
+        glam[i] = 0.0
+    return value
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def lbbnn_lrt_prepared_term(vparams, p, tgt, work, ws, stats, rng, scale, act, lik):
+    """:func:`lbbnn_lrt_term` with its gradient after :func:`spike_slab_prepare`: the
+    draw's moments' gradients added to ``work.w`` and ``work.eps`` (unscaled by ``scale``,
+    which :func:`spike_slab_finish` applies once for all draws), the noise's to
+    ``work.glam``."""
+    XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
+    cfg = cfgs[0]
+    n = XT.shape[0] // sizes[0]
+    k = sizes[sizes.shape[0] - 1]
+    n_w = p - cfg.n_noise
+    sw = weight_sum(tgt) if lik == 0 else 0.0
+    lp = _noise_draw(vparams, p, n_w, k, tau, cfg, work, rng)
+    out_base = lrt_forward(work.meff, work.gvar, XT, sizes, offsets, act, n, ws, rng)
+    _, _, _, vbuf, wn = _bases(sizes, n)
+    ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, vbuf + wn, stats, cfg, 0)
+    lrt_backward(work.meff, work.gvar, XT, sizes, offsets, act, n, ws, work.w, work.eps,
+                 cfg.beta)  # fmt: skip
+    _spike_noise_grad(p, tgt, work, stats, lik, scale)
+    return cfg.beta * ll + lp
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+def spike_slab_finish(vparams, p, n_w, work, scale):
+    """Ends a step prepared by :func:`spike_slab_prepare`: chains the moments' gradients
+    that the draws added to ``work.w`` and ``work.eps``, times ``scale``, into ``work.glam``
+    (as :func:`lbbnn_lrt_term` does per draw). Returns whether any of ``work.glam[:3 p]``
+    is inf or NaN."""
+    # views per part, as in spike_slab_prepare
+    gk = work.glam[:p]
+    grho = work.glam[p : 2 * p]
+    glam = work.glam[2 * p : 3 * p]
+    kappa = vparams[:p]
+    alpha = work.alpha
+    sigma = work.sigma
+    dsigma = work.dsigma
+    gm = work.w
+    gv = work.eps
+    flag = 0.0
+    for i in range(n_w):
+        a = alpha[i]
+        k = kappa[i]
+        s = sigma[i]
+        m = scale * gm[i]
+        v = scale * gv[i]
+        g0 = gk[i] + (m * a + v * 2.0 * a * (1.0 - a) * k)
+        g1 = grho[i] + v * 2.0 * a * s * dsigma[i]
+        g2 = glam[i] + (m * k + v * (s * s + (1.0 - 2.0 * a) * k * k)) * a * (1.0 - a)
+        gk[i] = g0
+        grho[i] = g1
+        glam[i] = g2
+        # 0 * x is 0 for finite x and NaN for inf or NaN, and _FM does not assume finite
+        # values: one vectorized sum says whether any is
+        flag += g0 * 0.0 + g1 * 0.0 + g2 * 0.0
+    for i in range(n_w, p):
+        flag += gk[i] * 0.0 + grho[i] * 0.0 + glam[i] * 0.0
+    return flag != 0.0
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -296,7 +456,7 @@ def lbbnn_flow_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale,
     if with_grad:
         for i in range(p):
             gk[i] = 0.0
-    value += _spike_slab_kl(keff, vparams, p, n_w, work, with_grad, scale, gk)
+    value += spike_slab_kl_grad(keff, vparams, p, n_w, work, with_grad, scale, gk)
     # the log-likelihood by the local reparameterization trick at the scaled means
     value += _spike_lrt_loglik(keff, vparams, p, tgt, work, ws, stats, rng, act, lik)
     # log r(z | W), keeping what its gradient needs

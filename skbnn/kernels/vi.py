@@ -41,19 +41,23 @@ import numpy as np
 from . import flows as kflows
 from ._compile import _FM, _named, njit, record
 from ._libm import _LOG_2PI, _exp_neg, _log, _log1p_unit
-from ._vcommon import _noise_draw, _noise_grad, _sigmoid, softplus
+from ._vcommon import _noise_draw, _noise_grad
 from .backprop import _backward
 from .density import weight_sum
 from .layers import forward
 from .lbbnn import (
     LBBNN_FLOW,
     LBBNN_LOWRANK,
+    LBBNN_LRT,
     _spike_slab_mc_term,
     lbbnn_flow_term,
     lbbnn_lowrank_term,
+    lbbnn_lrt_prepared_term,
     lowrank_layout,
     lowrank_slab_terms,
     set_alphas,
+    spike_slab_finish,
+    spike_slab_prepare,
     spike_slab_terms,
 )
 from .likelihoods import _loglik_delta
@@ -120,12 +124,19 @@ def new_work(n_params: int, rank: int, psi=None, slab=None, sizes=None, flow_hid
     )  # fmt: skip
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def set_sigmas(vparams, p, work):
     """``sigma = softplus(rho)`` and its derivative ``sigmoid(rho)`` into ``work``."""
+    rho = vparams[p : 2 * p]
+    sigma = work.sigma
+    dsigma = work.dsigma
     for i in range(p):
-        work.sigma[i] = softplus(vparams[p + i])
-        work.dsigma[i] = _sigmoid(vparams[p + i])
+        # both from one exponential of _libm's, as in meanfield_terms: math's libm calls
+        # would keep the loop scalar
+        r = rho[i]
+        e = _exp_neg(-abs(r))
+        sigma[i] = (r if r > 0.0 else 0.0) + _log1p_unit(e)
+        dsigma[i] = (1.0 if r >= 0.0 else e) / (1.0 + e)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -524,6 +535,16 @@ def _diagonal_entropy_path(p, work):
         g[i] += work.eps[i] / work.sigma[i]
 
 
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _clear_step(vparams, p, work):
+    # a step's start where its closed-form terms add to the gradient: current sigmas, and
+    # the gradient zeroed
+    set_sigmas(vparams, p, work)
+    glam = work.glam
+    for i in range(glam.shape[0]):
+        glam[i] = 0.0
+
+
 @functools.cache
 def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, local: bool,
                      lbbnn: int = 0, factors: bool = False):  # fmt: skip
@@ -584,16 +605,18 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
         # the local reparameterization's variances straight from the mean-field pass
         prep = meanfield and local and vc.closed_kl != 0
         log_scale = prior_log_scale(tgt.prior_scale, p - cfg.n_noise) if meanfield else 0.0
+        # LBBNN's mean-field family by the local reparameterization trick: its closed-form
+        # terms and the draws' moments in one pass, the chain rule once after the draws
+        spike_lrt = spike and not flow and not lowrank and vc.lbbnn == LBBNN_LRT
         for i0 in range(0, n, batch_size):
             nb = min(batch_size, n - i0)
             bt = batch_target(tgt, data, i0, nb)
             cfg.beta = n / nb
             glam = work.glam
-            if spike or lowrank_gaussian:
-                set_sigmas(vparams, p, work)
-                for i in range(glam.shape[0]):
-                    glam[i] = 0.0
-            if spike:
+            if spike_lrt:
+                value = spike_slab_prepare(vparams, p, p - cfg.n_noise, work)
+            elif spike:
+                _clear_step(vparams, p, work)
                 set_alphas(vparams, p, work)
                 # the flow family's KL depends on the draw of z: its term has it
                 if lowrank:
@@ -604,6 +627,7 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
                 else:
                     value = spike_slab_terms(vparams, p, p - cfg.n_noise, work, True)
             elif lowrank_gaussian:
+                _clear_step(vparams, p, work)
                 value = analytic_terms(vparams, p, p - cfg.n_noise, vc.rank, vc.closed_kl,
                                        tgt.prior_mean, tgt.prior_scale, work, True,
                                        vc.local or not vc.stl)  # fmt: skip
@@ -619,6 +643,9 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
                 elif lowrank:
                     value += inv_mc * lbbnn_lowrank_term(vparams, p, bt, vc, work, ws, stats, rng,
                                                          True, inv_mc, act, lik)  # fmt: skip
+                elif spike_lrt:
+                    value += inv_mc * lbbnn_lrt_prepared_term(vparams, p, bt, work, ws, stats,
+                                                              rng, inv_mc, act, lik)  # fmt: skip
                 elif spike:
                     value += inv_mc * _spike_slab_mc_term(vparams, p, bt, vc, work, ws, stats, rng,
                                                           True, inv_mc, act, lik)  # fmt: skip
@@ -628,6 +655,8 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
                                                         local, lowrank_gaussian, prep)  # fmt: skip
             if prep:
                 bad = local_finish(glam, work, p, p - cfg.n_noise)
+            elif spike_lrt:
+                bad = spike_slab_finish(vparams, p, p - cfg.n_noise, work, inv_mc)
             else:
                 bad = nonfinite(glam, glam.shape[0])
             if bad or not math.isfinite(value):
