@@ -95,10 +95,17 @@ def spike_slab_draws(mean, var, alpha, n: int, rng: np.random.Generator,
         The draws; an excluded parameter is exactly 0.
     """
     p = np.shape(mean)[-1]
-    beta = mean + np.sqrt(var) * rng.standard_normal((n, p))
+    # in place, and the indicators' uniforms a draw at a time (the stream of one call for
+    # all of them): at MNIST's size each n x p temporary is hundreds of megabytes
+    beta = rng.standard_normal((n, p))
+    beta *= np.sqrt(var)
+    beta += mean
     if median:
-        return beta * (alpha > 0.5)
-    return beta * (rng.random((n, p)) < alpha)
+        beta *= alpha > 0.5
+        return beta
+    for s in range(n):
+        beta[s] *= rng.random(p) < alpha
+    return beta
 
 
 def _latent_index(layout) -> np.ndarray:
