@@ -519,7 +519,7 @@ def lowrank_layout(sizes, rank):
     return out
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
 def lowrank_slab_terms(vparams, p, n_w, sizes, offsets, rank, work, with_grad):
     """``-KL(q || prior)`` of the low-rank family in closed form, plus the entropy of the log
     noise precisions; adds its gradient in ``vparams`` to ``work.glam`` when asked.
@@ -530,56 +530,80 @@ def lowrank_slab_terms(vparams, p, n_w, sizes, offsets, rank, work, with_grad):
     slab's variances: ``sum KL_N(kappa, sigma) + sum V^2 / (2 s^2) - log det(M) / 2``, ``M
     = I + V D^-1 V'`` (the determinant lemma); per weight with an indicator,
     ``KL(Bernoulli(alpha) || Bernoulli(psi))``; the biases' ``KL_N``."""
-    glam = work.glam
+    # per-part and per-factor views, never buf[base + i], and _libm's logs: either would
+    # keep these loops scalar (see skbnn.kernels._compile), and at MNIST's size each is a
+    # pass over hundreds of thousands of weights per factor
+    gk = work.glam[:p]
+    grho = work.glam[p : 2 * p]
+    glam_l = work.glam[2 * p : 3 * p]
+    sigma = work.sigma
+    dsigma = work.dsigma
+    lam = vparams[2 * p : 3 * p]
     fc = work.fcache
     lay = work.flay
     value = 0.0
     for i in range(n_w, p):
-        s = work.sigma[i]
-        value += math.log(s) + 0.5 * (1.0 + _LOG_2PI)
+        s = sigma[i]
+        value += _log(s) + 0.5 * (1.0 + _LOG_2PI)
         if with_grad:
-            glam[p + i] += work.dsigma[i] / s
+            grho[i] += dsigma[i] / s
     for layer in range(sizes.shape[0] - 1):
         n_in = sizes[layer]
         n_out = sizes[layer + 1]
         w_start = offsets[layer]
         n_wl = n_in * n_out
+        stop = w_start + n_wl + n_out
         vb = 3 * p + lay[layer, 0]
-        for i in range(w_start, w_start + n_wl + n_out):
-            # KL_N of every slab and bias, and the indicators' KL
-            s = work.sigma[i]
-            k = vparams[i]
-            s0 = work.slab[i]
-            s02 = s0 * s0
-            value -= math.log(s0 / s) + 0.5 * (s * s + k * k) / s02 - 0.5
+        # KL_N of every slab and bias, and the indicators' KL
+        kap = vparams[w_start:stop]
+        sg = sigma[w_start:stop]
+        dsg = dsigma[w_start:stop]
+        slab = work.slab[w_start:stop]
+        psis = work.psi[w_start:stop]
+        alpha = work.alpha[w_start:stop]
+        lm = lam[w_start:stop]
+        gkl = gk[w_start:stop]
+        grl = grho[w_start:stop]
+        gll = glam_l[w_start:stop]
+        for i in range(stop - w_start):
+            s = sg[i]
+            k = kap[i]
+            s0 = slab[i]
+            psi = psis[i]
+            li = lm[i]
+            kln, d_in, d_out = _pair_kl(s, k, s0, psi, li, _log1p_unit(_exp_neg(-abs(li))))
+            # d_in without KL_N: here the slab's KL does not depend on the indicator
+            d_in -= kln
+            a = alpha[i]
+            spike = psi < 1.0
+            value -= kln + (a * d_in + (1.0 - a) * d_out if spike else 0.0)
             if with_grad:
-                glam[i] -= k / s02
-                glam[p + i] -= (s / s02 - 1.0 / s) * work.dsigma[i]
-            psi = work.psi[i]
-            if psi < 1.0:
-                a = work.alpha[i]
-                li = vparams[2 * p + i]
-                d_in = -softplus(-li) - math.log(psi)
-                d_out = -softplus(li) - math.log1p(-psi)
-                value -= a * d_in + (1.0 - a) * d_out
-                if with_grad:
-                    glam[2 * p + i] -= (d_in - d_out) * a * (1.0 - a)
+                inv = 1.0 / (s0 * s0)
+                gkl[i] -= k * inv
+                grl[i] -= (s * inv - 1.0 / s) * dsg[i]
+                gll[i] -= (d_in - d_out) * a * (1.0 - a) if spike else 0.0
         if rank == 0:
             continue
+        sgw = sigma[w_start : w_start + n_wl]
+        slw = work.slab[w_start : w_start + n_wl]
         m = np.eye(rank)
         for a in range(rank):
+            va = vparams[vb + a * n_wl : vb + (a + 1) * n_wl]
+            acc = 0.0
             for t in range(n_wl):
-                va = vparams[vb + a * n_wl + t]
-                s2 = work.slab[w_start + t] ** 2
-                value -= 0.5 * va * va / s2
-                if with_grad:
-                    glam[vb + a * n_wl + t] -= va / s2
+                acc += va[t] * va[t] / (slw[t] * slw[t])
+            value -= 0.5 * acc
+            if with_grad:
+                ga = work.glam[vb + a * n_wl : vb + (a + 1) * n_wl]
+                for t in range(n_wl):
+                    ga[t] -= va[t] / (slw[t] * slw[t])
         for a in range(rank):
+            va = vparams[vb + a * n_wl : vb + (a + 1) * n_wl]
             for b in range(a, rank):
+                vb_ = vparams[vb + b * n_wl : vb + (b + 1) * n_wl]
                 acc = 0.0
                 for t in range(n_wl):
-                    sg = work.sigma[w_start + t]
-                    acc += vparams[vb + a * n_wl + t] * vparams[vb + b * n_wl + t] / (sg * sg)
+                    acc += va[t] * vb_[t] / (sgw[t] * sgw[t])
                 m[a, b] += acc
                 m[b, a] = m[a, b]
         chol = np.linalg.cholesky(m)
@@ -592,18 +616,26 @@ def lowrank_slab_terms(vparams, p, n_w, sizes, offsets, rank, work, with_grad):
                 fc[mb + a * rank + b] = minv[a, b]
         if not with_grad:
             continue
-        # d/dV = M^-1 U, d/dsigma_t = -sigma_t (U' M^-1 U)_tt, U = V D^-1
-        for t in range(n_wl):
-            sg = work.sigma[w_start + t]
-            diag = 0.0
-            for a in range(rank):
-                mu_a = 0.0
-                for b in range(rank):
-                    mu_a += minv[a, b] * vparams[vb + b * n_wl + t]
-                mu_a /= sg * sg
-                glam[vb + a * n_wl + t] += mu_a
-                diag += vparams[vb + a * n_wl + t] / (sg * sg) * mu_a
-            glam[p + w_start + t] -= sg * diag * work.dsigma[w_start + t]
+        # d/dV = M^-1 U, d/dsigma_t = -sigma_t (U' M^-1 U)_tt, U = V D^-1: per factor a,
+        # (M^-1 V)_a in work.grad (free until the draws' term), then both gradients
+        grw = grho[w_start : w_start + n_wl]
+        dsw = dsigma[w_start : w_start + n_wl]
+        mv = work.grad[:n_wl]
+        for a in range(rank):
+            for t in range(n_wl):
+                mv[t] = 0.0
+            for b in range(rank):
+                c = minv[a, b]
+                vb_ = vparams[vb + b * n_wl : vb + (b + 1) * n_wl]
+                for t in range(n_wl):
+                    mv[t] += c * vb_[t]
+            va = vparams[vb + a * n_wl : vb + (a + 1) * n_wl]
+            ga = work.glam[vb + a * n_wl : vb + (a + 1) * n_wl]
+            for t in range(n_wl):
+                inv2 = 1.0 / (sgw[t] * sgw[t])
+                mu_a = mv[t] * inv2
+                ga[t] += mu_a
+                grw[t] -= sgw[t] * (va[t] * inv2 * mu_a) * dsw[t]
     return value
 
 
@@ -628,11 +660,14 @@ def lbbnn_lowrank_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, sca
         n_wl = sizes[layer] * sizes[layer + 1]
         w_start = offsets[layer]
         vb = 3 * p + lay[layer, 0]
+        # views, never buf[base + t] (see skbnn.kernels._compile)
+        kl = keff[w_start : w_start + n_wl]
         for a in range(rank):
             u = rng.standard_normal()
             fc[lay[layer, 1] + a] = u
+            va = vparams[vb + a * n_wl : vb + (a + 1) * n_wl]
             for t in range(n_wl):
-                keff[w_start + t] += vparams[vb + a * n_wl + t] * u
+                kl[t] += va[t] * u
     value = _spike_lrt_loglik(keff, vparams, p, tgt, work, ws, stats, rng, act, lik)
     if not with_grad:
         return value
@@ -648,10 +683,12 @@ def lbbnn_lowrank_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, sca
         n_wl = sizes[layer] * sizes[layer + 1]
         w_start = offsets[layer]
         vb = 3 * p + lay[layer, 0]
+        gl = gk[w_start : w_start + n_wl]
         for a in range(rank):
             u = fc[lay[layer, 1] + a]
+            ga = glam[vb + a * n_wl : vb + (a + 1) * n_wl]
             for t in range(n_wl):
-                glam[vb + a * n_wl + t] += gk[w_start + t] * u
+                ga[t] += gl[t] * u
     _spike_noise_grad(p, tgt, work, stats, lik, scale)
     return value
 
