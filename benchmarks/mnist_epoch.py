@@ -47,6 +47,9 @@ One JSON line per (library, model, dtype), then the ratio line::
     python benchmarks/mnist_epoch.py --torch-python /path/to/torch-env/bin/python \\
         --repeats 3 --out benchmarks/results/mnist_epoch.jsonl
     python benchmarks/mnist_epoch.py --rows 2000 --repeats 2   # a smoke run
+    # LBBNN's three families, which have no peer here, on the first 6,000 images
+    python benchmarks/mnist_epoch.py --rows 6000 --no-torch \\
+        --models lbbnn_meanfield lbbnn_flow lbbnn_lowrank vi
 """
 
 from __future__ import annotations
@@ -72,17 +75,22 @@ LR = 1e-3
 #: Rows of the warm-up fit that compiles a model's kernels.
 WARM_ROWS = 200
 MODELS = ("vi", "mlp")
+#: skbnn's other models at the talk's size, which have no PyTorch peer here: LBBNN's
+#: three families (``--models``).
+LBBNN_MODELS = ("lbbnn_meanfield", "lbbnn_flow", "lbbnn_lowrank")
 
 
 def make_classifier(model: str, seed: int):
-    """The one-epoch classifier of ``model`` (``"vi"`` or ``"mlp"``)."""
+    """The one-epoch classifier of ``model`` (``"vi"``, ``"mlp"`` or ``"lbbnn_<posterior>"``)."""
     from skbnn import BayesianMLPClassifier
-    from skbnn.methods import DeepEnsemble, VariationalInference
+    from skbnn.methods import LBBNN, DeepEnsemble, VariationalInference
 
     common = {"batch_size": BATCH, "max_iter": 1, "tol": 0.0, "learning_rate_init": LR,
               "learning_rate": "constant", "early_stopping": False}  # fmt: skip
     if model == "vi":
         method = VariationalInference(elbo_samples=2, **common)
+    elif model.startswith("lbbnn_"):
+        method = LBBNN(posterior=model.removeprefix("lbbnn_"), elbo_samples=2, **common)
     else:
         method = DeepEnsemble(solver="adam", **common)
     return BayesianMLPClassifier(hidden_layer_sizes=HIDDEN, activation="relu", method=method,
@@ -109,7 +117,7 @@ def run_skbnn(args, X, y) -> list[dict]:
     """skbnn's lines: each model warmed up on ``WARM_ROWS`` rows, then ``--repeats`` timed
     one-epoch fits."""
     lines = []
-    for model in MODELS:
+    for model in args.models:
         skbnn_epoch(model, X[:WARM_ROWS], y[:WARM_ROWS], args.seed)
         load = os.getloadavg()[0]
         runs = [skbnn_epoch(model, X, y, args.seed + r) for r in range(args.repeats)]
@@ -166,6 +174,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", default=None, help="default: ../shared/data/mnist")
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        choices=MODELS + LBBNN_MODELS,
+        default=list(MODELS),
+        help="skbnn's models (default: the peer's)",
+    )
+    parser.add_argument("--no-torch", action="store_true", help="skbnn's lines only")
     args = parser.parse_args()
     emit = emitter(args.out)
     info = provenance("mnist_epoch.py", None)
@@ -175,6 +191,8 @@ def main() -> None:
     for line in lines:
         emit({**line, **info})
     del X, y
+    if args.no_torch:
+        return
     torch_lines = run_torch(args)
     for line in torch_lines:
         emit({**line, **info, "torch_python": args.torch_python})
