@@ -16,7 +16,7 @@ from .exceptions import DataScaleWarning, RepeatedRowsWarning, warn
 
 # A feature whose root mean square exceeds this is far from standardized: the priors assume
 # inputs of unit scale (StandardScaler gives 1; a 0/1 or one-hot feature stays below 1).
-_MAX_FEATURE_RMS = 10.0
+MAX_FEATURE_RMS = 10.0
 
 
 class TrainingRows(NamedTuple):
@@ -102,10 +102,10 @@ def warn_repeated(n_rows: int, data: TrainingRows, sample_weight) -> None:
 def warn_unscaled(X, estimator) -> None:
     """A DataScaleWarning when a feature is far from standardized."""
     rms = np.sqrt(np.mean(X**2, axis=0)) if X.shape[0] else np.zeros(0)
-    if rms.size and rms.max() > _MAX_FEATURE_RMS:
+    if rms.size and rms.max() > MAX_FEATURE_RMS:
         j = int(np.argmax(rms))
         warn(
-            f"X has {int(np.sum(rms > _MAX_FEATURE_RMS))} feature(s) far from standardized "
+            f"X has {int(np.sum(rms > MAX_FEATURE_RMS))} feature(s) far from standardized "
             f"(the largest root mean square is {rms[j]:.3g}, in column {j}). The priors "
             "assume inputs of unit scale: unscaled features make the posterior narrow in "
             "some directions, which slows every method, and the prior a poor fit. Put a "

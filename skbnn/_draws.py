@@ -19,12 +19,12 @@ def class_probabilities(f, binary: bool) -> np.ndarray:
     return softmax(np.transpose(f, (0, 2, 1)), axis=-1)
 
 
-def _entropy(p: np.ndarray) -> np.ndarray:
+def shannon_entropy(p: np.ndarray) -> np.ndarray:
     """Shannon entropy in nats over the last axis, with ``0 log 0 = 0``."""
     return entr(p).sum(axis=-1)
 
 
-def _weighted_mean_sd(w, p):
+def draws_mean_sd(w, p):
     """Weighted mean and sd over the first axis (two passes: ``E[p^2] - m^2`` cancels
     catastrophically for p near 0 or 1)."""
     m = np.einsum("s,s...->...", w, p)
@@ -161,7 +161,7 @@ class WeightedDraws:
         """
         w = self.normalized_weights()
         for rows, f in net.outputs(X, self.thetas):
-            yield (rows, *_weighted_mean_sd(w, class_probabilities(f, binary)))
+            yield (rows, *draws_mean_sd(w, class_probabilities(f, binary)))
 
     def class_entropies(self, net, X, binary: bool):
         """Posterior-averaged class probabilities and the posterior average of each draw's
@@ -173,7 +173,7 @@ class WeightedDraws:
         w = self.normalized_weights()
         for rows, f in net.outputs(X, self.thetas):
             p = class_probabilities(f, binary)
-            yield rows, np.einsum("s,s...->...", w, p), w @ _entropy(p)
+            yield rows, np.einsum("s,s...->...", w, p), w @ shannon_entropy(p)
 
     def __repr__(self) -> str:
         kind = "weighted" if self.weights is not None else "equally weighted"

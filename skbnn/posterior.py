@@ -22,9 +22,9 @@ import numpy as np
 
 from ._draws import (
     WeightedDraws,
-    _entropy,
-    _weighted_mean_sd,
     class_probabilities,
+    draws_mean_sd,
+    shannon_entropy,
     stored_draws,
 )
 from ._kron import KronPrecision, output_derivatives
@@ -537,11 +537,11 @@ class LaplacePosterior(GaussianPosterior):
 
         def part(rows, f, lin):
             draws = class_probabilities(f[None] + lin.shifts(delta), binary)
-            mean, sd = _weighted_mean_sd(w, draws)
+            mean, sd = draws_mean_sd(w, draws)
             if self.link_approx == "probit":
                 kappa = 1.0 / np.sqrt(1.0 + (math.pi / 8.0) * lin.variances())
                 mean = class_probabilities((kappa * f)[None], binary)[0]
-            return rows, mean, (w @ _entropy(draws) if entropy else sd)
+            return rows, mean, (w @ shannon_entropy(draws) if entropy else sd)
 
         return part
 

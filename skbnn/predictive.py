@@ -20,7 +20,7 @@ from joblib import effective_n_jobs
 from scipy.special import entr, logsumexp
 
 from .kernels.predict import mixture_quantiles
-from .metrics._scores import _mixture_log_density
+from .metrics._scores import mixture_log_density
 from .posterior import ForwardPass, class_probabilities
 from .utils import seed_sequence, thread_map
 
@@ -497,7 +497,7 @@ class Predictive(_Shared):
         Z = (Y - self.y_mean) / self.y_std
         out = np.empty(X.shape[0])
         for rows, w, mu, sd in self._standardized_mixture(X, n_jobs):
-            out[rows] = _mixture_log_density(Z[rows], mu, sd, w)
+            out[rows] = mixture_log_density(Z[rows], mu, sd, w)
         return out - np.sum(np.log(self.y_std))
 
     def per_draw(self, X, index=None, n_jobs=None):

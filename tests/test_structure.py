@@ -112,18 +112,11 @@ def test_no_module_imports_another_in_a_loop():
 #: Private names a module may take from another, and why. Within ``skbnn.kernels`` the
 #: numba helpers (``_FM``, ``_dispatch``, ``_libm``'s functions, ``_backward``, ...) are
 #: shared freely: jitted kernels compose by calling jitted helpers, and the package is the
-#: unit of privacy there. Everywhere else each name is listed. (What a private module
-#: offers its siblings has no underscore: ``methods._optim.Trainer``,
-#: ``methods._mcmc.HMCFamily``.)
-ALLOWED_IMPORTS = {
-    # the convergence advice names the feature scale the input checks warn above
-    "skbnn._data": {"_MAX_FEATURE_RMS"},
-    # the posteriors' weighted moments and entropy, beside WeightedDraws
-    "skbnn._draws": {"_entropy", "_weighted_mean_sd"},
-    # the predictive's exact mixture density is the metrics' one
-    "skbnn.metrics._scores": {"_mixture_log_density", "_finite"},
-    "skbnn.metrics._plot": {"_axes"},
-}
+#: unit of privacy there. Everywhere else a name would be listed here with its reason,
+#: and none is: what a private module offers its siblings has no underscore
+#: (``methods._optim.Trainer``, ``methods._mcmc.HMCFamily``, ``metrics._scores.
+#: mixture_log_density``).
+ALLOWED_IMPORTS: dict[str, set[str]] = {}
 
 
 def test_private_names_cross_modules_only_where_stated():

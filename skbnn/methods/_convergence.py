@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit, softmax
 
-from .._data import _MAX_FEATURE_RMS
+from .._data import MAX_FEATURE_RMS
 from ..diagnostics import ess_bulk, ess_mean, ess_tail, rhat
 from ..kernels import chain as kchain
 from ..kernels import density as knet
@@ -527,7 +527,7 @@ def convergence_message(method, diag: dict) -> str | None:
             f"posterior; raise the acceptance target: {method._fix(target_accept=accept)}"
         )
     rms = diag.get("x_rms_max", 0.0)
-    if rms > _MAX_FEATURE_RMS:
+    if rms > MAX_FEATURE_RMS:
         regression = diag.get("likelihood") in ("gaussian", "heteroscedastic")
         estimator = "BayesianMLPRegressor" if regression else "BayesianMLPClassifier"
         # the cause the other advice cannot mend: followed first, it often ends the rest

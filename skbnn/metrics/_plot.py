@@ -26,7 +26,7 @@ def _pyplot():
     return plt
 
 
-def _axes(ax):
+def axes_or_new(ax):
     if ax is None:
         _, ax = _pyplot().subplots()
     else:
@@ -135,7 +135,7 @@ class PredictiveBandDisplay:
         -------
         PredictiveBandDisplay
         """
-        ax = _axes(ax)
+        ax = axes_or_new(ax)
         name = name if name is not None else self.estimator_name
         color = (line_kwargs or {}).get("color", "C0")
         self.bands_ = []
@@ -342,7 +342,7 @@ class PITDisplay:
             raise ValueError(f"kind must be 'coverage' or 'histogram', got {kind!r}")
         if not (isinstance(n_bins, Integral) and n_bins >= 1):
             raise ValueError(f"n_bins must be a positive int, got {n_bins!r}")
-        ax = _axes(ax)
+        ax = axes_or_new(ax)
         name = name if name is not None else self.estimator_name
         pit = np.asarray(self.pit, dtype=np.float64).ravel()
         n = pit.size

@@ -24,7 +24,7 @@ def _validated(*arrays: str, optional: tuple = (), **constraints):
     return validate_params(spec, prefer_skip_nested_validation=True)
 
 
-def _finite(name: str, a) -> np.ndarray:
+def checked_finite(name: str, a) -> np.ndarray:
     a = np.asarray(a, dtype=np.float64)
     if not np.all(np.isfinite(a)):
         raise ValueError(f"{name} contains NaN or infinity")
@@ -33,7 +33,7 @@ def _finite(name: str, a) -> np.ndarray:
 
 def _targets(y_true) -> tuple[np.ndarray, bool]:
     """``y_true`` as ``(n, k)`` and whether it came as one target."""
-    y = _finite("y_true", y_true)
+    y = checked_finite("y_true", y_true)
     if y.ndim == 1:
         return y[:, None], True
     if y.ndim == 2:
@@ -45,7 +45,7 @@ def _per_row(name: str, a, y: np.ndarray, single: bool, last_axis: bool) -> np.n
     """An array of one value per row and target as ``(n, k)``; with ``last_axis``, of
     several per row and target (draws or components) as ``(n, k, S)``, where the shape of
     ``y_true`` is one."""
-    a = _finite(name, a)
+    a = checked_finite(name, a)
     n, k = y.shape
     layout = "(n_samples,)" if single else "(n_samples, n_outputs)"
     if last_axis:
@@ -71,7 +71,7 @@ def _stds(name: str, sd: np.ndarray, means: np.ndarray) -> np.ndarray:
 def _mixture_weights(weights, n_components: int) -> np.ndarray:
     if weights is None:
         return np.full(n_components, 1.0 / n_components)
-    w = _finite("weights", weights).ravel()
+    w = checked_finite("weights", weights).ravel()
     if w.shape != (n_components,):
         raise ValueError(f"weights must have one entry per component ({n_components}), "
                          f"got shape {np.shape(weights)}")  # fmt: skip
@@ -83,7 +83,7 @@ def _mixture_weights(weights, n_components: int) -> np.ndarray:
 def _average(scores: np.ndarray, sample_weight, multioutput, single: bool):
     """Average ``(n, k)`` scores over rows, then over targets as sklearn's metrics do."""
     if sample_weight is not None:
-        sample_weight = _finite("sample_weight", column_or_1d(sample_weight))
+        sample_weight = checked_finite("sample_weight", column_or_1d(sample_weight))
         check_consistent_length(scores, sample_weight)
         if np.any(sample_weight < 0) or sample_weight.sum() <= 0:
             raise ValueError("sample_weight must be non-negative with a positive sum")
@@ -92,7 +92,7 @@ def _average(scores: np.ndarray, sample_weight, multioutput, single: bool):
         return per_target
     if isinstance(multioutput, str):
         return float(np.mean(per_target))
-    mo = _finite("multioutput", multioutput).ravel()
+    mo = checked_finite("multioutput", multioutput).ravel()
     if mo.shape != per_target.shape:
         raise ValueError(f"multioutput has {mo.size} weights for {per_target.size} targets")
     return float(np.average(per_target, weights=mo))
@@ -428,7 +428,7 @@ def pit_mixture(
     return pit[:, 0] if single else pit
 
 
-def _mixture_log_density(y: np.ndarray, mu: np.ndarray, sd: np.ndarray, w: np.ndarray):
+def mixture_log_density(y: np.ndarray, mu: np.ndarray, sd: np.ndarray, w: np.ndarray):
     """Log density of each row's targets ``(n, k)`` under the mixture whose components
     are ``(n, k, S)``, joint over the targets (each component is independent across
     them); a component of weight 0 drops out."""
@@ -476,7 +476,7 @@ def log_predictive_density(
     -1.4189
     """
     y, single, mu, sd, w = _mixture(y_true, y_means, y_stds, weights)
-    return _average(_mixture_log_density(y, mu, sd, w)[:, None], sample_weight,
+    return _average(mixture_log_density(y, mu, sd, w)[:, None], sample_weight,
                     "uniform_average", True)  # fmt: skip
 
 
@@ -537,7 +537,7 @@ def expected_calibration_error(
     0.2
     """
     y = column_or_1d(y_true)
-    p = _finite("y_prob", y_prob)
+    p = checked_finite("y_prob", y_prob)
     check_consistent_length(y, p)
     if np.any(p < 0) or np.any(p > 1):
         raise ValueError("y_prob has values outside [0, 1]")
@@ -564,7 +564,7 @@ def expected_calibration_error(
     else:
         raise ValueError(f"y_prob must be 1-D or 2-D, got shape {p.shape}")
     sw = np.ones(conf.shape[0]) if sample_weight is None else column_or_1d(sample_weight)
-    sw = _finite("sample_weight", sw)
+    sw = checked_finite("sample_weight", sw)
     check_consistent_length(conf, sw)
     if strategy == "quantile":
         bins = np.percentile(conf, np.linspace(0, 100, n_bins + 1))

@@ -14,8 +14,8 @@ from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_is_fitted
 
 from ..utils import last_step
-from ._plot import _axes
-from ._scores import _finite
+from ._plot import axes_or_new
+from ._scores import checked_finite
 
 #: The scores :func:`uncertainty_score` computes, by the kind of estimator.
 REGRESSION_SCORES = ("epistemic_std", "total_std")
@@ -79,8 +79,8 @@ def uncertainty_score(estimator, X: ArrayLike, score: str = "auto") -> np.ndarra
 
 
 def _two_samples(scores_in, scores_out) -> tuple[np.ndarray, np.ndarray]:
-    a = _finite("scores_in", column_or_1d(scores_in))
-    b = _finite("scores_out", column_or_1d(scores_out))
+    a = checked_finite("scores_in", column_or_1d(scores_in))
+    b = checked_finite("scores_out", column_or_1d(scores_out))
     if a.size == 0 or b.size == 0:
         raise ValueError("scores_in and scores_out each need at least one value")
     return a, b
@@ -216,7 +216,7 @@ class OutOfDistributionDisplay:
         self.auroc_ = ood_auroc(a, b)
         self.fpr_at_95_tpr_ = ood_fpr_at_tpr(a, b)
         self.threshold_ = float(np.quantile(a, 0.95, method="inverted_cdf"))
-        ax = _axes(ax)
+        ax = axes_or_new(ax)
         edges = np.histogram_bin_edges(np.r_[a, b], bins=n_bins)
         ax.hist(a, bins=edges, density=True, alpha=0.6, label=f"familiar ({a.size})")
         ax.hist(b, bins=edges, density=True, alpha=0.6, label=f"shifted ({b.size})")
