@@ -16,13 +16,13 @@ and prints the test accuracy, the density of the network and the pixels
 
 With ``--mnist DIR`` (the four gzipped IDX files of MNIST) it fits the talk's
 ``784 -> 400 -> 600 -> 10`` network instead, with Adam in batches of 100 at the rate
-``1e-3``, pixels scaled to [0, 1], and draws the 28x28 map.
+``1e-3``, pixels scaled to [0, 1], and draws the 28x28 map (``--max-iter 10`` for a
+first look: LBBNN's default epochs at 60,000 rows take long on few cores).
 
     pip install ".[plot]"
     python examples/lbbnn_inclusion.py                  # writes lbbnn_inclusion.png
     python examples/lbbnn_inclusion.py --max-iter 50 --out /tmp/quick.png
-    python examples/lbbnn_inclusion.py --mnist ../shared/data/mnist --max-iter 250 \\
-        --out mnist_inclusion.png                       # hours on two cores
+    python examples/lbbnn_inclusion.py --mnist ../shared/data/mnist --out mnist.png
 """
 
 from __future__ import annotations
