@@ -284,8 +284,8 @@ class _BaseBayesianMLP(BaseEstimator):
         self._method_attributes = tuple(result.attributes)
         self.method_ = method
         self.hidden_layer_sizes_ = hidden
-        self.diagnostics_ = dict(result.diagnostics)
-        self.diagnostics_["wall_time"] = time.perf_counter() - start
+        result.diagnostics.wall_time = time.perf_counter() - start
+        self.diagnostics_ = result.diagnostics.as_dict()
         return result
 
 
@@ -456,9 +456,8 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
                 self.log_evidence_ -= jacobian
             else:
                 self.elbo_ -= jacobian
-            for key in ("evidence_trace", "init_log_evidence"):
-                if key in self.diagnostics_:
-                    self.diagnostics_[key] = self.diagnostics_[key] - jacobian
+            result.diagnostics.shift_evidence(-jacobian)
+            self.diagnostics_ = result.diagnostics.as_dict()
             # the evidence is of these rows only: evidence_scorer refuses any others
             self._evidence_data = data_fingerprint(X, y)
         return self

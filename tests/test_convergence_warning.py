@@ -2,11 +2,14 @@
 by its full path. Built from constructed diagnostics: which figures trigger which advice is
 a property of the message, not of any one run."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from skbnn.methods import HMC, MALA, NUTS, AdaptiveMetropolis
 from skbnn.methods._convergence import ERROR_WARN, predictive_error
+from skbnn.methods._records import ChainDiagnostics, PredictiveModes
 
 
 def _modes(error, n_modes=4, rows=5):
@@ -16,29 +19,29 @@ def _modes(error, n_modes=4, rows=5):
     shape = (n_modes, rows, 1)
     with np.errstate(divide="ignore"):
         ess = np.divide(1.0, n_modes * np.float64(error) ** 2)
-    return {
-        "mean": np.zeros(shape),
-        "mean_var": np.ones(shape),
-        "mean_ess": np.full(shape, ess),
-        "second": np.ones(shape),
-        "second_var": np.zeros(shape),
-        "second_ess": np.ones(shape),
-    }
+    return PredictiveModes(
+        mean=np.zeros(shape),
+        mean_var=np.ones(shape),
+        mean_ess=np.full(shape, ess),
+        second=np.ones(shape),
+        second_var=np.zeros(shape),
+        second_ess=np.ones(shape),
+    )
 
 
 def _diag(rhat=1.0, outputs=1.0, divergences=0, draws=250, chains=4, depth_hits=0, depth=3.0,
           error=0.02):  # fmt: skip
-    return {
-        "n_chains": chains,
-        "n_draws_per_chain": draws,
-        "rhat_loglik": rhat,
-        "rhat_outputs": np.full((5, 1), outputs),
-        "ess_bulk_loglik": 321.0,
-        "divergences": divergences,
-        "mean_tree_depth": np.full(chains, depth),
-        "max_tree_depth_hits": np.full(chains, depth_hits),
-        "predictive_modes": _modes(error, n_modes=chains),
-    }
+    return ChainDiagnostics(
+        n_chains=chains,
+        n_draws_per_chain=draws,
+        rhat_loglik=rhat,
+        rhat_outputs=np.full((5, 1), outputs),
+        ess_bulk_loglik=321.0,
+        divergences=divergences,
+        mean_tree_depth=np.full(chains, depth),
+        max_tree_depth_hits=np.full(chains, depth_hits),
+        predictive_modes=_modes(error, n_modes=chains),
+    )
 
 
 def test_the_constructed_error_is_the_one_judged():
@@ -47,8 +50,8 @@ def test_the_constructed_error_is_the_one_judged():
     diag = _diag(error=0.0)
     # four modes of weight 1/4 whose variances each err by 0.4: the mixture's by 0.2,
     # its sd by 0.1
-    diag["predictive_modes"]["second_var"][:] = 1.0
-    diag["predictive_modes"]["second_ess"][:] = 1 / 0.4**2
+    diag.predictive_modes.second_var[:] = 1.0
+    diag.predictive_modes.second_ess[:] = 1 / 0.4**2
     assert np.allclose(predictive_error(diag), np.sqrt(2) * 0.1)
 
 
@@ -102,7 +105,7 @@ def test_depth_cap_is_named_with_the_next_setting():
 
 def test_divergences_point_at_target_accept_of_that_method():
     diag = _diag(divergences=7)
-    del diag["mean_tree_depth"], diag["max_tree_depth_hits"]  # NUTS's alone
+    diag.mean_tree_depth = diag.max_tree_depth_hits = None  # NUTS's alone
     msg = HMC(target_accept=0.8)._convergence_message(diag)
     assert msg.startswith("HMC may not have converged")
     assert "7 divergent transitions after warm-up" in msg
@@ -120,7 +123,7 @@ def test_too_few_draws_says_so_and_only_then_mentions_nan():
 @pytest.mark.parametrize("method", [MALA(), AdaptiveMetropolis()])
 def test_slow_samplers_suggest_nuts(method):
     diag = _diag(rhat=2.4, divergences=3, error=0.4)
-    del diag["mean_tree_depth"], diag["max_tree_depth_hits"]
+    diag.mean_tree_depth = diag.max_tree_depth_hits = None
     msg = method._convergence_message(diag)
     assert "method='nuts'" in msg
     if isinstance(method, MALA):
@@ -137,9 +140,9 @@ def test_slow_samplers_suggest_nuts(method):
 
 
 def _extended(stopped, **kw):
-    diag = _diag(**kw)
-    diag.update(stopped_because=stopped, n_draws_sampled_per_chain=4321, budget_time=600.4)
-    return diag
+    return replace(
+        _diag(**kw), stopped_because=stopped, n_draws_sampled_per_chain=4321, budget_time=600.4
+    )
 
 
 def test_out_of_time_says_so_and_what_to_do_instead():
@@ -173,9 +176,9 @@ def test_a_chain_that_never_moved_is_named_with_a_longer_warm_up():
     # every proposal rejected: the chain's draws are one point, whose variance (and so
     # whose Monte Carlo error) looks like 0 and whose R-hat is NaN
     diag = _diag(rhat=np.nan, outputs=np.nan)
-    diag["loglik"] = np.vstack([np.full(250, -3.0), np.random.default_rng(0).normal(size=(3, 250))])
+    diag.loglik = np.vstack([np.full(250, -3.0), np.random.default_rng(0).normal(size=(3, 250))])
     msg = NUTS(n_warmup=100)._convergence_message(diag)
     assert "1 of 4 chains never moved after warm-up" in msg
     assert "method=NUTS(n_warmup=200)" in msg and "too few draws" not in msg.lower()
-    diag["loglik"][0, 7] = -2.9
+    diag.loglik[0, 7] = -2.9
     assert "never moved" not in (NUTS()._convergence_message(diag) or "")

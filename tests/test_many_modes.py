@@ -8,6 +8,7 @@ from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.log_posterior import LogPosterior
 from skbnn.methods import HMC, MALA, MAMS, MCLMC, NUTS
 from skbnn.methods._modes import loo_pointwise, stacking_objective, weigh_modes
+from skbnn.methods._records import ChainDiagnostics, ModeFigures
 
 
 def _data(n=60, seed=0):
@@ -36,26 +37,28 @@ def _mode_diag(mcse=0.02, across=1.6, chains=4, n_modes=2, draws=250):
         "ess_bulk_outputs": np.full((5, 1), 300.0),
     }
     shape = (n_modes, 5, 1)
-    return {
-        "n_chains": chains,
-        "n_draws_per_chain": draws,
-        "rhat_loglik": across,
-        "rhat_outputs": np.full((5, 1), across),
-        "ess_bulk_loglik": 20.0,
-        "divergences": 0,
-        "mean_tree_depth": np.full(chains, 3.0),
-        "max_tree_depth_hits": np.zeros(chains),
-        "modes": [dict(mode) for _ in range(n_modes)],
-        # draws of variance 1 in every mode, as many effective ones as give ``mcse``
-        "predictive_modes": {
-            "mean": np.zeros(shape),
-            "mean_var": np.ones(shape),
-            "mean_ess": np.broadcast_to(np.reshape(mcse, (-1, 1, 1)) ** -2.0, shape).copy(),
-            "second": np.ones(shape),
-            "second_var": np.zeros(shape),
-            "second_ess": np.ones(shape),
-        },
-    }
+    return ChainDiagnostics.from_dict(
+        {
+            "n_chains": chains,
+            "n_draws_per_chain": draws,
+            "rhat_loglik": across,
+            "rhat_outputs": np.full((5, 1), across),
+            "ess_bulk_loglik": 20.0,
+            "divergences": 0,
+            "mean_tree_depth": np.full(chains, 3.0),
+            "max_tree_depth_hits": np.zeros(chains),
+            "modes": [dict(mode) for _ in range(n_modes)],
+            # draws of variance 1 in every mode, as many effective ones as give ``mcse``
+            "predictive_modes": {
+                "mean": np.zeros(shape),
+                "mean_var": np.ones(shape),
+                "mean_ess": np.broadcast_to(np.reshape(mcse, (-1, 1, 1)) ** -2.0, shape).copy(),
+                "second": np.ones(shape),
+                "second_var": np.zeros(shape),
+                "second_ess": np.ones(shape),
+            },
+        }
+    )
 
 
 def test_modes_that_differ_do_not_warn():
@@ -77,13 +80,13 @@ def test_a_mode_without_weight_adds_no_error():
     # a mode that stacking all but drops hardly moves the predictive: its coarse draws
     # are no reason to warn, while the same draws in a mode that carries weight are
     diag = _mode_diag(mcse=[0.02, 1.0])
-    diag["mode_weights"] = np.array([0.99, 0.01])
+    diag.mode_weights = np.array([0.99, 0.01])
     assert NUTS(n_modes=2)._convergence_message(diag) is None
-    diag["mode_weights"] = np.array([0.8, 0.2])
+    diag.mode_weights = np.array([0.8, 0.2])
     assert "up to 0.201 of its sd" in NUTS(n_modes=2)._convergence_message(diag)
     # a mode of weight 0 whose chains were too short to judge adds nothing either
     diag = _mode_diag(mcse=[0.02, np.nan])
-    diag["mode_weights"] = np.array([1.0, 0.0])
+    diag.mode_weights = np.array([1.0, 0.0])
     assert NUTS(n_modes=2)._convergence_message(diag) is None
 
 
@@ -185,21 +188,20 @@ def test_stacking_drops_a_mode_that_predicts_badly():
     draws = np.vstack([good + 0.01 * rng.standard_normal((50, 3)),
                        bad + 0.01 * rng.standard_normal((50, 3))])  # fmt: skip
     mode_of_draw = np.repeat([0, 1], 50)
-    modes = [{} for _ in range(2)]
-    diag = {"modes": modes}
+    diag = ChainDiagnostics(modes=[ModeFigures() for _ in range(2)])
     w = weigh_modes(target, draws, None, mode_of_draw, "equal", diag)
-    np.testing.assert_allclose(diag["mode_weights"], [0.5, 0.5])
+    np.testing.assert_allclose(diag.mode_weights, [0.5, 0.5])
     np.testing.assert_allclose(w.sum(), 1.0)
     w = weigh_modes(target, draws, None, mode_of_draw, "stacking", diag)
     np.testing.assert_allclose(w.sum(), 1.0)
-    stacked = diag["mode_weights"]
+    stacked = diag.mode_weights
     assert stacked[1] < 0.1
     lpd = np.column_stack([loo_pointwise(target.pointwise_loglik(draws[mode_of_draw == m]))[0]
                            for m in range(2)])  # fmt: skip
     grid = np.linspace(0, 1, 2001)
     best = max(stacking_objective(lpd, [1 - g, g]) for g in grid)
     assert stacking_objective(lpd, stacked) >= best - 1e-6
-    assert modes[0]["elpd_loo"] > modes[1]["elpd_loo"]
+    assert diag.modes[0].elpd_loo > diag.modes[1].elpd_loo
 
 
 def test_pointwise_loglik_sums_to_the_kernels():

@@ -11,6 +11,7 @@ from sklearn.base import clone
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.diagnostics import ess_mean
 from skbnn.methods import MAMS, MCLMC, METHODS
+from skbnn.methods._records import ChainDiagnostics
 
 #: Diagnostics every sampler of the family reports (the design's binding list)
 KEYS = ("wall_time", "compile_time", "n_grad_evals", "n_chains", "step_size", "accept_rate",
@@ -64,7 +65,7 @@ def test_mclmc_advises_a_lower_energy_target_on_divergences():
     X, y = _data()
     reg = BayesianMLPRegressor((3,), method=_fast("mclmc"), n_samples=40, random_state=0)
     d = reg.fit(X, y).diagnostics_
-    message = reg.method._convergence_message({**d, "divergences": 3})
+    message = reg.method._convergence_message(ChainDiagnostics.from_dict({**d, "divergences": 3}))
     assert "3 divergent steps" in message and "target_accept" not in message
     fixes = [eval(code, vars(skbnn.methods))
              for code in re.findall(r"method=(MCLMC\([^()]*\))", message)]  # fmt: skip

@@ -612,13 +612,13 @@ def test_adaptive_metropolis_gamma_scales_the_proposal(seed):
                          verbose=0)  # fmt: skip
         scale = gamma * 2.4**2 / d
         np.testing.assert_allclose(
-            fit.diagnostics["inverse_mass_matrix"],
+            fit.diagnostics.inverse_mass_matrix,
             np.broadcast_to(scale * target.prior_var, (n_chains, d)),
             rtol=1e-12,
         )
         step = np.sqrt(scale)
         exact = chi(d).expect(lambda r, step=step: 2 * norm.cdf(-step * r / 2))
-        acc = fit.diagnostics["accept_rate"]
+        acc = fit.diagnostics.accept_rate
         se = acc.std(ddof=1) / np.sqrt(n_chains)
         assert abs(acc.mean() - exact) < bound * se, (gamma, acc.mean(), exact, se)
 

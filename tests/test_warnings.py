@@ -39,6 +39,7 @@ from skbnn.methods import (
 )
 from skbnn.methods import laplace as laplace_module
 from skbnn.methods import smc as smc_module
+from skbnn.methods._records import ChainDiagnostics
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +140,9 @@ def test_unscaled_inputs_lead_the_samplers_advice_and_scaling_mends_them(seed):
     diag = unscaled.diagnostics_
     assert diag["x_rms_max"] > 10
     # whatever else the run shows, a warning on these inputs leads with the scaler
-    message = unscaled.method_._convergence_message({**diag, "divergences": 5})
+    message = unscaled.method_._convergence_message(
+        ChainDiagnostics.from_dict({**diag, "divergences": 5})
+    )
     first = message.split(". ", 1)[1]
     pipeline = re.search(r"make_pipeline\(StandardScaler\(\), (\w+)\(\.\.\.\)\)", first)
     assert first.startswith("The inputs are far from standardized") and pipeline
@@ -463,7 +466,8 @@ def _nuts_fit(X, y, n_samples, seed, n_warmup=100):
             random_state=seed,
         ).fit(X, y)  # fmt: skip
     texts = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
-    return float(np.nanmax(predictive_error(est.diagnostics_))), texts
+    diag = ChainDiagnostics.from_dict(est.diagnostics_)
+    return float(np.nanmax(predictive_error(diag))), texts
 
 
 @pytest.mark.statistical

@@ -10,6 +10,7 @@ from sklearn.base import BaseEstimator
 from ..kernels._compile import compile_once
 from ..log_posterior import LogPosterior, NoiseMode
 from ..posterior import WeightedDraws
+from ._records import RunDiagnostics
 
 
 @dataclass
@@ -24,8 +25,9 @@ class FitResult:
         Log marginal likelihood of the (standardized) data, for methods that estimate it.
     elbo : float or None
         The evidence lower bound of the (standardized) data, for variational methods.
-    diagnostics : dict
-        Figures of the run (see ``BayesianMLPRegressor.diagnostics_``).
+    diagnostics : RunDiagnostics
+        Figures of the run, a typed record whose mapping is the estimator's
+        ``diagnostics_``.
     attributes : dict
         Further fitted attributes the estimator takes as they are (LBBNN's
         ``inclusion_probabilities_``, ...), by name.
@@ -37,7 +39,7 @@ class FitResult:
     posterior: WeightedDraws
     log_evidence: float | None = None
     elbo: float | None = None
-    diagnostics: dict = field(default_factory=dict)
+    diagnostics: RunDiagnostics = field(default_factory=RunDiagnostics)
     attributes: dict = field(default_factory=dict)
     state: object = None
 

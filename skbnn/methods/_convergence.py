@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -15,6 +16,7 @@ from ..diagnostics import ess_bulk, ess_mean, ess_tail, rhat
 from ..kernels import chain as kchain
 from ..kernels import density as knet
 from ..kernels.likelihoods import HETERO_MIN_VAR
+from ._records import ChainDiagnostics, ModeFigures, PredictiveModes
 
 #: ``target_rhat`` / ``target_ess`` without ``max_time``: the chains grow to at most this
 #: many times the ``n_samples`` they were asked for (``stopped_because="max_draws"``).
@@ -90,13 +92,13 @@ class StopRule(NamedTuple):
         return any(value is not None for value in self)
 
 
-def _worst(diag: dict) -> tuple[float, float]:
+def _worst(diag: ChainDiagnostics) -> tuple[float, float]:
     """The highest R-hat and the lowest bulk ESS of the monitored quantities (an infinite
     R-hat when the log-likelihood's cannot be computed yet)."""
     diag = judged(diag)
-    worst_rhat = float(np.nanmax(np.append(diag["rhat_outputs"], diag["rhat_loglik"])))
-    least_ess = float(np.nanmin(np.append(diag["ess_bulk_outputs"], diag["ess_bulk_loglik"])))
-    if np.isnan(diag["rhat_loglik"]):
+    worst_rhat = float(np.nanmax(np.append(diag.rhat_outputs, diag.rhat_loglik)))
+    least_ess = float(np.nanmin(np.append(diag.ess_bulk_outputs, diag.ess_bulk_loglik)))
+    if np.isnan(diag.rhat_loglik):
         worst_rhat = math.inf
     return worst_rhat, least_ess
 
@@ -121,12 +123,12 @@ def _grow(chains, stops: list, rows: int, thin: int, block: int) -> None:
 
 
 def extend_until_converged(method, target, chains, stops, n_keep, thin, block, bar,
-                           run_all, t_budget, cut) -> dict:  # fmt: skip
+                           run_all, t_budget, cut) -> ChainDiagnostics:  # fmt: skip
     """Extend every chain in blocks, with its adapted step size and metric, until R-hat
     and bulk ESS of the log-likelihood and the monitored outputs meet their targets,
     ``max_time`` is spent, or the chains hold as many draws as they may
     (``MAX_EXTENSION``, ``MAX_EXTENSION_BYTES``); then thin each chain evenly to its
-    ``n_keep`` draws. Returns the diagnostics it adds."""
+    ``n_keep`` draws. Returns the figures it adds."""
     target_rhat, target_ess, max_time = method._stop_rule()
     deadline = t_budget + max_time if max_time is not None else math.inf
     kept = n_keep
@@ -142,7 +144,7 @@ def extend_until_converged(method, target, chains, stops, n_keep, thin, block, b
         worst_rhat, least_ess = _worst(diag)
         bar.status = f"R-hat {worst_rhat:.3f}, ESS {least_ess:.0f}"
         bar.update(0, "extending")
-        divergences = diag["divergences_per_chain"]
+        divergences = diag.divergences_per_chain
         met = (target_rhat is None or worst_rhat <= target_rhat) and (
             target_ess is None or least_ess >= target_ess
         )
@@ -187,53 +189,53 @@ def extend_until_converged(method, target, chains, stops, n_keep, thin, block, b
         idx = np.round(np.linspace(0, kept - 1, n_keep)).astype(int)
         for chain in chains:
             chain.keep(idx)
-    return {
-        "stopped_because": stopped,
-        "stop_rhat": worst_rhat,
-        "stop_ess": least_ess,
-        "n_draws_sampled_per_chain": n_sampled,
+    return ChainDiagnostics(
+        stopped_because=stopped,
+        stop_rhat=worst_rhat,
+        stop_ess=least_ess,
+        n_draws_sampled_per_chain=n_sampled,
         # over every sampled transition, not only the kept ones
-        "divergences": int(np.sum(divergences)),
-        "divergences_per_chain": np.asarray(divergences),
-        "extension_round_times": np.array(round_times),
-        "extension_round_starts": np.array(round_starts),
-        "budget_time": time.perf_counter() - t_budget,
-    }
+        divergences=int(np.sum(divergences)),
+        divergences_per_chain=np.asarray(divergences),
+        extension_round_times=np.array(round_times),
+        extension_round_starts=np.array(round_starts),
+        budget_time=time.perf_counter() - t_budget,
+    )
 
 
-def chain_diagnostics(method, target, chains, n_keep) -> dict:
+def chain_diagnostics(method, target, chains, n_keep) -> ChainDiagnostics:
     """The figures of ``chains`` (each with ``n_keep`` kept draws) that every sampler of
     the family reports, and those ``method``'s kernel adds."""
     trace = np.stack([c.arrays.trace for c in chains])  # (chains, draws, fields)
     field = {name: i for i, name in enumerate(kchain.TRACE_FIELDS)}
     states = [c.arrays.state[0] for c in chains]
     loglik = trace[:, :, field["loglik"]]
-    out = {
-        "method": method.name,
-        "n_chains": len(chains),
-        "n_warmup": method.n_warmup,
-        "n_draws_per_chain": n_keep,
-        "accept_rate": trace[:, :, field["accept_stat"]].mean(axis=1),
-        "divergences": int(trace[:, :, field["divergent"]].sum()),
-        "divergences_per_chain": trace[:, :, field["divergent"]].sum(axis=1).astype(int),
-        "warmup_divergences": int(sum(s["warmup_divergences"] for s in states)),
-        "n_grad_evals": int(sum(s["n_grad_evals"] for s in states)),
-        "n_grad_evals_per_chain": np.array([int(s["n_grad_evals"]) for s in states]),
-        "mean_n_leapfrog": trace[:, :, field["n_leapfrog"]].mean(axis=1),
-        "chain_time": np.array([c.time for c in chains]),
-        "inverse_mass_matrix": np.stack([c.arrays.metric.inv_m for c in chains]),
-        "loglik": loglik,
-        "ess_bulk_loglik": ess_bulk(loglik),
-        "ess_tail_loglik": ess_tail(loglik),
-        "rhat_loglik": rhat(loglik),
-    }
-    if method._uses_step_size:
-        out["step_size"] = np.array([s["step_size"] for s in states])
-    out.update(method._kernel_diagnostics(trace, field))
     X = target.XT.reshape(target.n_features, target.n_rows)
-    # the largest feature root mean square: unscaled inputs narrow the posterior
-    out["x_rms_max"] = float(np.sqrt(np.mean(X**2, axis=1)).max()) if X.size else 0.0
-    out["likelihood"] = target.likelihood
+    out = ChainDiagnostics(
+        method=method.name,
+        n_chains=len(chains),
+        n_warmup=method.n_warmup,
+        n_draws_per_chain=n_keep,
+        accept_rate=trace[:, :, field["accept_stat"]].mean(axis=1),
+        divergences=int(trace[:, :, field["divergent"]].sum()),
+        divergences_per_chain=trace[:, :, field["divergent"]].sum(axis=1).astype(int),
+        warmup_divergences=int(sum(s["warmup_divergences"] for s in states)),
+        n_grad_evals=int(sum(s["n_grad_evals"] for s in states)),
+        n_grad_evals_per_chain=np.array([int(s["n_grad_evals"]) for s in states]),
+        mean_n_leapfrog=trace[:, :, field["n_leapfrog"]].mean(axis=1),
+        chain_time=np.array([c.time for c in chains]),
+        inverse_mass_matrix=np.stack([c.arrays.metric.inv_m for c in chains]),
+        loglik=loglik,
+        ess_bulk_loglik=ess_bulk(loglik),
+        ess_tail_loglik=ess_tail(loglik),
+        rhat_loglik=rhat(loglik),
+        # the largest feature root mean square: unscaled inputs narrow the posterior
+        x_rms_max=float(np.sqrt(np.mean(X**2, axis=1)).max()) if X.size else 0.0,
+        likelihood=target.likelihood,
+    )
+    if method._uses_step_size:
+        out.step_size = np.array([s["step_size"] for s in states])
+    method._kernel_diagnostics(trace, field, out)
     rows = np.unique(np.linspace(0, target.n_rows - 1, min(5, target.n_rows)).astype(int))
     xt = X[:, rows]
     thetas = np.concatenate([c.arrays.draws for c in chains])
@@ -245,13 +247,13 @@ def chain_diagnostics(method, target, chains, n_keep) -> dict:
     )  # fmt: skip
     monitored = monitored_predictions(outputs, target.likelihood)
     monitored = monitored.reshape(len(chains), n_keep, *monitored.shape[1:])
-    out["rhat_outputs"] = _per_output(rhat, monitored)
-    out["ess_bulk_outputs"] = _per_output(ess_bulk, monitored)
+    out.rhat_outputs = _per_output(rhat, monitored)
+    out.ess_bulk_outputs = _per_output(ess_bulk, monitored)
     if method._n_modes > 1:
-        out.update(_mode_diagnostics(method, out, monitored))
+        _mode_diagnostics(method, out, monitored)
     taus = np.stack([c.arrays.taus for c in chains])
     groups = method._mode_of_chain() if method._n_modes > 1 else np.arange(len(chains))
-    out["predictive_modes"] = predictive_modes(
+    out.predictive_modes = predictive_modes(
         groups, monitored, taus, target.likelihood, target.n_outputs
     )
     return out
@@ -270,7 +272,8 @@ def _variance_and_ess(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return var, ess
 
 
-def predictive_modes(groups, monitored, taus, likelihood: str, n_targets: int) -> dict:
+def predictive_modes(groups, monitored, taus, likelihood: str,
+                     n_targets: int) -> PredictiveModes:  # fmt: skip
     """What the predictive's Monte Carlo error is judged by, per mode (a group of chains:
     ``groups[c]`` is chain ``c``'s), at each monitored row and output.
 
@@ -289,23 +292,23 @@ def predictive_modes(groups, monitored, taus, likelihood: str, n_targets: int) -
     else:
         f, noise = monitored, None
     modes = np.unique(groups)
-    keys = ("mean", "mean_var", "mean_ess")
+    shape = (modes.size, f.shape[3], f.shape[2])
+    out = PredictiveModes(mean=np.empty(shape), mean_var=np.empty(shape), mean_ess=np.empty(shape))
     if noise is not None:
-        keys += ("second", "second_var", "second_ess")
-    out = {k: np.empty((modes.size, f.shape[3], f.shape[2])) for k in keys}
+        out.second, out.second_var, out.second_ess = (np.empty(shape) for _ in range(3))
     for i, m in enumerate(modes):
         x = f[groups == m]
         mean = x.mean(axis=(0, 1))
-        out["mean"][i] = mean.T
-        out["mean_var"][i], out["mean_ess"][i] = _variance_and_ess(x)
+        out.mean[i] = mean.T
+        out.mean_var[i], out.mean_ess[i] = _variance_and_ess(x)
         if noise is not None:
             q = (x - mean) ** 2 + noise[groups == m]
-            out["second"][i] = q.mean(axis=(0, 1)).T
-            out["second_var"][i], out["second_ess"][i] = _variance_and_ess(q)
+            out.second[i] = q.mean(axis=(0, 1)).T
+            out.second_var[i], out.second_ess[i] = _variance_and_ess(q)
     return out
 
 
-def predictive_error(diag: dict) -> np.ndarray:
+def predictive_error(diag: ChainDiagnostics) -> np.ndarray:
     """The Monte Carlo error of the predictive at each monitored row and output, in units
     of the predictive sd (see ``ERROR_WARN``); shape (rows, outputs).
 
@@ -315,28 +318,30 @@ def predictive_error(diag: dict) -> np.ndarray:
     classifier's error in a class probability ``p`` is in units of ``sqrt(p (1 - p))``,
     the Bernoulli form of the same log-density cost.
     """
-    pm = diag["predictive_modes"]
-    n = pm["mean"].shape[0]
-    w = np.asarray(diag.get("mode_weights", np.full(n, 1.0 / n)))[:, None, None]
-    mean = np.sum(w * pm["mean"], axis=0)
+    pm = diag.predictive_modes
+    n = pm.mean.shape[0]
+    weights = diag.mode_weights if diag.mode_weights is not None else np.full(n, 1.0 / n)
+    w = np.asarray(weights)[:, None, None]
+    mean = np.sum(w * pm.mean, axis=0)
 
     def combined(key):
         """The mixture's standard error of ``key``: each mode's from its ESS and the
         larger of its own variance and the modes' average, since a chain that hardly
         moves has a small variance as well as a small ESS; a mode of weight 0 adds none,
         however short its chains."""
-        average = np.sum(np.where(w > 0, w * pm[f"{key}_var"], 0.0), axis=0)
-        var = np.maximum(pm[f"{key}_var"], average)
+        own_var, ess = getattr(pm, f"{key}_var"), getattr(pm, f"{key}_ess")
+        average = np.sum(np.where(w > 0, w * own_var, 0.0), axis=0)
+        var = np.maximum(own_var, average)
         with np.errstate(divide="ignore", invalid="ignore"):
-            terms = np.where(var == 0, 0.0, w**2 * var / pm[f"{key}_ess"])
+            terms = np.where(var == 0, 0.0, w**2 * var / ess)
         return np.sqrt(np.sum(np.where(w > 0, terms, 0.0), axis=0))
 
     mcse = combined("mean")
     with np.errstate(divide="ignore", invalid="ignore"):
         # an error of exactly 0 is none, even where the predictive does not vary
-        if "second" not in pm:
+        if pm.second is None:
             return np.where(mcse == 0, 0.0, mcse / np.sqrt(mean * (1.0 - mean)))
-        var = np.sum(w * (pm["second"] + pm["mean"] ** 2), axis=0) - mean**2
+        var = np.sum(w * (pm.second + pm.mean**2), axis=0) - mean**2
         var_mcse = combined("second")
         mean_part = np.where(mcse == 0, 0.0, mcse**2 / var)
         sd_part = np.where(var_mcse == 0, 0.0, (var_mcse / (2 * var)) ** 2)
@@ -353,75 +358,73 @@ def _per_output(statistic, monitored: np.ndarray) -> np.ndarray:
     )
 
 
-def _mode_diagnostics(method, out: dict, monitored: np.ndarray) -> dict:
-    """The figures of each mode's chains alone: R-hat and ESS within a mode, where
-    chains started at one optimum can agree, while chains in separate modes never do
-    in a run's time (their R-hat across modes stays in ``rhat_loglik``)."""
+def _mode_diagnostics(method, out: ChainDiagnostics, monitored: np.ndarray) -> None:
+    """Add the figures of each mode's chains alone to ``out``: R-hat and ESS within a
+    mode, where chains started at one optimum can agree, while chains in separate modes
+    never do in a run's time (their R-hat across modes stays in ``rhat_loglik``)."""
     mode_of_chain = method._mode_of_chain()
-    loglik = out["loglik"]
+    loglik = out.loglik
     modes = []
     for m in range(method._n_modes):
         c = np.flatnonzero(mode_of_chain == m)
         modes.append(
-            {
-                "chains": c,
-                "rhat_loglik": rhat(loglik[c]),
-                "rhat_outputs": _per_output(rhat, monitored[c]),
-                "ess_bulk_loglik": ess_bulk(loglik[c]),
-                "ess_bulk_outputs": _per_output(ess_bulk, monitored[c]),
-                "divergences": int(out["divergences_per_chain"][c].sum()),
-                "mean_loglik": float(np.mean(loglik[c])),
-            }
+            ModeFigures(
+                chains=c,
+                rhat_loglik=rhat(loglik[c]),
+                rhat_outputs=_per_output(rhat, monitored[c]),
+                ess_bulk_loglik=ess_bulk(loglik[c]),
+                ess_bulk_outputs=_per_output(ess_bulk, monitored[c]),
+                divergences=int(out.divergences_per_chain[c].sum()),
+                mean_loglik=float(np.mean(loglik[c])),
+            )
         )
-    return {
-        "n_modes": method._n_modes,
-        "mode_of_chain": mode_of_chain,
-        "modes": modes,
-        "rhat_loglik_within_modes": max(m["rhat_loglik"] for m in modes),
-    }
+    out.n_modes = method._n_modes
+    out.mode_of_chain = mode_of_chain
+    out.modes = modes
+    out.rhat_loglik_within_modes = max(m.rhat_loglik for m in modes)
 
 
-def judged(diag: dict) -> dict:
+def judged(diag: ChainDiagnostics) -> ChainDiagnostics:
     """The figures that convergence is judged by: with several modes, each mode's own
     (the worst R-hat and the least ESS within any mode that carries at least
     ``MIN_JUDGED_WEIGHT`` of the predictive); else all chains together."""
-    if "modes" not in diag:
+    if diag.modes is None:
         return diag
     # with more than 20 equally weighted modes none reaches the bar: then judge them all
-    modes = [m for m in diag["modes"] if m.get("weight", 1.0) >= MIN_JUDGED_WEIGHT]
-    modes = modes or diag["modes"]
-    return {
-        **diag,
-        "rhat_loglik": max(m["rhat_loglik"] for m in modes),
-        "rhat_outputs": np.fmax.reduce([m["rhat_outputs"] for m in modes]),
-        "ess_bulk_loglik": min(m["ess_bulk_loglik"] for m in modes),
-        "ess_bulk_outputs": np.fmin.reduce([m["ess_bulk_outputs"] for m in modes]),
-    }
+    modes = [m for m in diag.modes if (m.weight is None or m.weight >= MIN_JUDGED_WEIGHT)]
+    modes = modes or diag.modes
+    return replace(
+        diag,
+        rhat_loglik=max(m.rhat_loglik for m in modes),
+        rhat_outputs=np.fmax.reduce([m.rhat_outputs for m in modes]),
+        ess_bulk_loglik=min(m.ess_bulk_loglik for m in modes),
+        ess_bulk_outputs=np.fmin.reduce([m.ess_bulk_outputs for m in modes]),
+    )
 
 
-def _figures(method, diag: dict, error: float | None) -> list[str]:
+def _figures(method, diag: ChainDiagnostics, error: float | None) -> list[str]:
     """The figures a ConvergenceWarning opens with (with several modes, within them)."""
-    within = " within modes" if "modes" in diag else ""
+    within = " within modes" if diag.modes is not None else ""
     diag = judged(diag)
     figures = []
     if error is not None and np.isfinite(error):
         figures.append(f"Monte Carlo error of the predictive up to {error:.3f} of its sd")
-    figures.append(f"R-hat of the log-likelihood{within} {diag['rhat_loglik']:.3f}")
-    if np.isfinite(np.nanmax(diag["rhat_outputs"], initial=-np.inf)):
-        figures.append(f"max R-hat of training predictions {np.nanmax(diag['rhat_outputs']):.3f}")
-    figures.append(f"bulk ESS of the log-likelihood {diag['ess_bulk_loglik']:.0f}")
+    figures.append(f"R-hat of the log-likelihood{within} {diag.rhat_loglik:.3f}")
+    if np.isfinite(np.nanmax(diag.rhat_outputs, initial=-np.inf)):
+        figures.append(f"max R-hat of training predictions {np.nanmax(diag.rhat_outputs):.3f}")
+    figures.append(f"bulk ESS of the log-likelihood {diag.ess_bulk_loglik:.0f}")
     if method._uses_step_size:
-        figures.append(f"{diag['divergences']} divergent transitions after warm-up")
-    if "mean_tree_depth" in diag:
+        figures.append(f"{diag.divergences} divergent transitions after warm-up")
+    if diag.mean_tree_depth is not None:
         figures.append(
-            f"mean tree depth {np.mean(diag['mean_tree_depth']):.1f} of "
+            f"mean tree depth {np.mean(diag.mean_tree_depth):.1f} of "
             f"max_tree_depth={method.max_tree_depth}"
         )
-    stopped = diag.get("stopped_because")
+    stopped = diag.stopped_because
     if stopped is not None:
         figures.append(
-            f"after {diag['n_draws_sampled_per_chain']} draws per chain in "
-            f"{diag['budget_time']:.0f} s (stopped_because={stopped!r})"
+            f"after {diag.n_draws_sampled_per_chain} draws per chain in "
+            f"{diag.budget_time:.0f} s (stopped_because={stopped!r})"
         )
     return figures
 
@@ -436,7 +439,7 @@ def wanted_draws(n_kept: int, n_chains: int, error: float) -> int:
     return n_chains * max(per_chain, math.ceil(n_kept / n_chains) + 1)
 
 
-def convergence_message(method, diag: dict) -> str | None:
+def convergence_message(method, diag: ChainDiagnostics) -> str | None:
     """The ConvergenceWarning's text for a run's diagnostics, or None when nothing is
     wrong: the figures, then what went wrong and the knob that addresses it, by its
     full path (``method=NUTS(...)``: the method's knobs live on the method object).
@@ -447,22 +450,22 @@ def convergence_message(method, diag: dict) -> str | None:
     their mixture, and its error is judged within each mode (each chain, when the
     chains were not started at ``n_modes`` optima)."""
     error = None
-    if "predictive_modes" in diag:
+    if diag.predictive_modes is not None:
         errors = predictive_error(diag)
         error = float(np.nanmax(errors)) if not np.all(np.isnan(errors)) else float("nan")
     figures = _figures(method, diag, error)
     diag = judged(diag)
-    rhats = np.append(diag["rhat_outputs"], diag["rhat_loglik"])
-    divergent = method._uses_step_size and diag["divergences"] > 0
-    n_kept = diag["n_chains"] * diag["n_draws_per_chain"]
+    rhats = np.append(diag.rhat_outputs, diag.rhat_loglik)
+    divergent = method._uses_step_size and diag.divergences > 0
+    n_kept = diag.n_chains * diag.n_draws_per_chain
     depth_share = 0.0
-    if "max_tree_depth_hits" in diag and n_kept:
-        depth_share = float(np.sum(diag["max_tree_depth_hits"])) / n_kept
+    if diag.max_tree_depth_hits is not None and n_kept:
+        depth_share = float(np.sum(diag.max_tree_depth_hits)) / n_kept
     capped = depth_share > 0.05
     coarse = error is not None and error > ERROR_WARN
     # a chain whose every proposal after warm-up was rejected holds one point: its
     # variance and its error both look like 0
-    loglik = diag.get("loglik")
+    loglik = diag.loglik
     stuck = 0
     if loglik is not None and loglik.shape[1] >= 4:
         stuck = int(np.sum(np.ptp(loglik, axis=1) == 0))
@@ -474,25 +477,24 @@ def convergence_message(method, diag: dict) -> str | None:
     if not (too_short or divergent or coarse or stuck):
         return None
     cls = type(method).__name__
-    stopped = diag.get("stopped_because")
+    stopped = diag.stopped_because
     out_of_time = stopped == "max_time"
     advice = []
     max_time = method._stop_rule().max_time
     longer_time = None if max_time is None else 2 * max_time
     if too_short:
         advice.append(
-            f"too few draws to judge: {diag['n_draws_per_chain']} per chain, and split "
+            f"too few draws to judge: {diag.n_draws_per_chain} per chain, and split "
             "R-hat needs at least 4 (nan above); "
             + (
                 f"the time ran out first: {method._fix(max_time=longer_time)}"
                 if out_of_time
-                else f"raise the estimator's n_samples (now {n_kept} over "
-                f"{diag['n_chains']} chains)"
+                else f"raise the estimator's n_samples (now {n_kept} over {diag.n_chains} chains)"
             )
         )
     if stuck:
         advice.append(
-            f"{stuck} of {diag['n_chains']} chains never moved after warm-up (every "
+            f"{stuck} of {diag.n_chains} chains never moved after warm-up (every "
             "proposal rejected): their step size or metric adapted poorly; lengthen the "
             f"warm-up: {method._fix(n_warmup=2 * method.n_warmup)}"
         )
@@ -511,7 +513,7 @@ def convergence_message(method, diag: dict) -> str | None:
                 f"the run instead: {method._fix(max_time=600)}"
             )
         else:
-            text += method._coarse_advice(n_kept, wanted_draws(n_kept, diag["n_chains"], error))
+            text += method._coarse_advice(n_kept, wanted_draws(n_kept, diag.n_chains, error))
         advice.append(text)
     if capped:
         advice.append(
@@ -526,9 +528,9 @@ def convergence_message(method, diag: dict) -> str | None:
             "divergent transitions: the step size is too large for parts of the "
             f"posterior; raise the acceptance target: {method._fix(target_accept=accept)}"
         )
-    rms = diag.get("x_rms_max", 0.0)
+    rms = diag.x_rms_max or 0.0
     if rms > MAX_FEATURE_RMS:
-        regression = diag.get("likelihood") in ("gaussian", "heteroscedastic")
+        regression = diag.likelihood in ("gaussian", "heteroscedastic")
         estimator = "BayesianMLPRegressor" if regression else "BayesianMLPClassifier"
         # the cause the other advice cannot mend: followed first, it often ends the rest
         advice.insert(

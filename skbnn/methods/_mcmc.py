@@ -48,6 +48,7 @@ from ._convergence import (
 from ._modes import weigh_modes
 from ._optim import NoiseHead
 from ._progress import SLOW_FIT, ProgressBar, duration
+from ._records import ChainDiagnostics
 from ._sampler_params import SAMPLER_CONSTRAINTS
 from ._starts import finite_start, map_starts
 from ._tempering import ReplicaExchange, ladder_betas
@@ -183,11 +184,10 @@ class HMCFamily(BaseMethod):
             return StopRule()
         return StopRule(self.target_rhat, self.target_ess, self.max_time)
 
-    def _kernel_diagnostics(self, trace: np.ndarray, field: dict) -> dict:
-        """The figures only this sampler's kernel records, from the kept draws' ``trace``
-        (chains, draws, fields; ``field`` maps a name of
+    def _kernel_diagnostics(self, trace: np.ndarray, field: dict, out: ChainDiagnostics) -> None:
+        """Add to ``out`` the figures only this sampler's kernel records, from the kept
+        draws' ``trace`` (chains, draws, fields; ``field`` maps a name of
         :data:`skbnn.kernels.chain.TRACE_FIELDS` to its column)."""
-        return {}
 
     def _title(self) -> str:
         """The sampler's name at the head of its ConvergenceWarning."""
@@ -566,12 +566,12 @@ class HMCFamily(BaseMethod):
         if fleet.exchange is not None:
             # the hot replicas' work is part of the cost of every kept draw
             ladders = fleet.ladders
-            diagnostics["n_grad_evals"] = int(sum(grad_evals(c) for c in fleet.replicas))
-            diagnostics["n_grad_evals_per_chain"] = np.array(
+            diagnostics.n_grad_evals = int(sum(grad_evals(c) for c in fleet.replicas))
+            diagnostics.n_grad_evals_per_chain = np.array(
                 [int(sum(grad_evals(c) for c in ladder)) for ladder in ladders]
             )
-            diagnostics["chain_time"] = np.array([sum(c.time for c in ld) for ld in ladders])
-            diagnostics["tempering"] = fleet.exchange.summary()
+            diagnostics.chain_time = np.array([sum(c.time for c in ld) for ld in ladders])
+            diagnostics.tempering = fleet.exchange.summary()
         if fleet.extension is not None:
             diagnostics.update(fleet.extension)
         state = None
@@ -581,25 +581,25 @@ class HMCFamily(BaseMethod):
                 init_grad_evals=fleet.init_grad_evals, init_time=fleet.init_time,
                 chains=[saved(c) for c in chains],
             )  # fmt: skip
-        diagnostics["compile_time"] = plan.compile_time
-        diagnostics["init"] = self.init
-        diagnostics["init_grad_evals"] = fleet.init_grad_evals
-        diagnostics["init_time"] = fleet.init_time
+        diagnostics.compile_time = plan.compile_time
+        diagnostics.init = self.init
+        diagnostics.init_grad_evals = fleet.init_grad_evals
+        diagnostics.init_time = fleet.init_time
         # what the chains spent on warm-up (their MAP starts: init_grad_evals)
-        diagnostics["warmup_grad_evals"] = int(sum(c.warmup_grad_evals or 0 for c in chains))
-        diagnostics["wall_time"] = time.perf_counter() - t_start
+        diagnostics.warmup_grad_evals = int(sum(c.warmup_grad_evals or 0 for c in chains))
+        diagnostics.wall_time = time.perf_counter() - t_start
         self._warn(diagnostics)
         return FitResult(posterior=posterior, diagnostics=diagnostics, state=state)
 
-    def _diagnostics(self, target, chains: list[ChainState], n_keep: int) -> dict:
+    def _diagnostics(self, target, chains: list[ChainState], n_keep: int) -> ChainDiagnostics:
         return chain_diagnostics(self, target, chains, n_keep)
 
-    def _warn(self, diag: dict) -> None:
+    def _warn(self, diag: ChainDiagnostics) -> None:
         message = self._convergence_message(diag)
         if message is not None:
             warn(message, ConvergenceWarning)
 
-    def _convergence_message(self, diag: dict) -> str | None:
+    def _convergence_message(self, diag: ChainDiagnostics) -> str | None:
         """The ConvergenceWarning's text for a run's diagnostics, or None when nothing is
         wrong (see :func:`~skbnn.methods._convergence.convergence_message`)."""
         return convergence_message(self, diag)

@@ -37,6 +37,8 @@ import scipy.optimize
 import scipy.special
 from numpy.typing import ArrayLike, NDArray
 
+from ._records import ChainDiagnostics
+
 __all__ = [
     "draw_weights",
     "loo_pointwise",
@@ -601,7 +603,8 @@ def draw_weights(mode_of_draw: ArrayLike, mode_w: ArrayLike) -> NDArray[np.float
     return per_draw / total
 
 
-def weigh_modes(target, draws, noise, mode_of_draw, how: str, diagnostics: dict) -> np.ndarray:
+def weigh_modes(target, draws, noise, mode_of_draw, how: str,
+                diagnostics: ChainDiagnostics) -> np.ndarray:  # fmt: skip
     """Weights of a multi-mode run's draws: each mode's weight, equal or by stacking,
     spread evenly over its draws.
 
@@ -609,7 +612,8 @@ def weigh_modes(target, draws, noise, mode_of_draw, how: str, diagnostics: dict)
     predicts each training row left out, the modes' leave-one-out densities estimated by
     PSIS from each mode's own draws; a row's ``sample_weight`` counts it that many times.
     The modes' weights and leave-one-out figures go into ``diagnostics`` (its
-    ``"mode_weights"``, and ``"weight"``, ``"elpd_loo"``, ``"khat_max"`` per mode).
+    ``mode_weights``, and ``weight``, ``elpd_loo``, ``khat_max`` of each of its
+    ``modes``).
 
     Parameters
     ----------
@@ -619,15 +623,15 @@ def weigh_modes(target, draws, noise, mode_of_draw, how: str, diagnostics: dict)
         Each draw's noise precision (regression).
     mode_of_draw : ndarray of int, shape (n_draws,)
     how : {"equal", "stacking"}
-    diagnostics : dict
-        The run's diagnostics, with its ``"modes"``; updated in place.
+    diagnostics : ChainDiagnostics
+        The run's figures, with its ``modes``; updated in place.
 
     Returns
     -------
     ndarray of shape (n_draws,)
         Weights summing to one.
     """
-    modes = diagnostics["modes"]
+    modes = diagnostics.modes
     n_modes = len(modes)
     lpd = np.empty((target.n_rows, n_modes))
     for m, mode in enumerate(modes):
@@ -635,14 +639,14 @@ def weigh_modes(target, draws, noise, mode_of_draw, how: str, diagnostics: dict)
         # a mode at a time: the pointwise matrix of every draw may not fit in memory
         loglik = target.pointwise_loglik(draws[rows], None if noise is None else noise[rows])
         lpd[:, m], khat = loo_pointwise(loglik)
-        mode["elpd_loo"] = float(target.W @ lpd[:, m])
-        mode["khat_max"] = float(np.max(khat))
+        mode.elpd_loo = float(target.W @ lpd[:, m])
+        mode.khat_max = float(np.max(khat))
     if how == "stacking":
         weights = stacking_weights(lpd, sample_weight=target.W)
     else:
         weights = np.full(n_modes, 1.0 / n_modes)
     for mode, w in zip(modes, weights, strict=True):
-        mode["weight"] = float(w)
-    diagnostics["mode_weights"] = weights
-    diagnostics["mode_weighting"] = how
+        mode.weight = float(w)
+    diagnostics.mode_weights = weights
+    diagnostics.mode_weighting = how
     return draw_weights(mode_of_draw, weights)

@@ -37,6 +37,7 @@ from ..posterior import single_threaded_blas
 from ..utils import backend_elsewhere, check_interrupt, thread_map
 from ._base import BaseMethod, default_repr
 from ._progress import ProgressBar
+from ._records import TrainingDiagnostics
 
 #: Rows up to which ``solver="auto"`` picks full-batch L-BFGS: there one pass over the data
 #: is cheap and L-BFGS needs no learning rate; above it, minibatch Adam.
@@ -727,22 +728,22 @@ class Trainer(BaseMethod):
         slow = sum(not m.converged and still_improving(m, settings) for m in kept)
         if slow:
             warn(self._not_converged(settings, slow, kept), ConvergenceWarning)
-        diagnostics = {
-            "solver": settings.solver,
-            "max_iter": settings.max_iter,
-            "n_members": len(kept),
-            "n_dropped": dropped,
-            "n_restarts": np.array([m.restarts for m in kept]),
-            "n_iter": np.array([m.n_iter for m in kept]),
-            "converged": np.array([m.converged for m in kept]),
-            "loss_curve": [np.asarray(m.loss_curve) for m in kept],
-            "final_loss": np.array([m.loss_curve[-1] for m in kept]),
-            "n_grad_evals": int(sum(m.n_grad_evals for m in members if m is not None)),
-            "compile_time": compile_time,
-            "train_time": time.perf_counter() - t0 - compile_time,
-        }
+        diagnostics = TrainingDiagnostics(
+            solver=settings.solver,
+            max_iter=settings.max_iter,
+            n_members=len(kept),
+            n_dropped=dropped,
+            n_restarts=np.array([m.restarts for m in kept]),
+            n_iter=np.array([m.n_iter for m in kept]),
+            converged=np.array([m.converged for m in kept]),
+            loss_curve=[np.asarray(m.loss_curve) for m in kept],
+            final_loss=np.array([m.loss_curve[-1] for m in kept]),
+            n_grad_evals=int(sum(m.n_grad_evals for m in members if m is not None)),
+            compile_time=compile_time,
+            train_time=time.perf_counter() - t0 - compile_time,
+        )
         if settings.early_stopping and settings.solver != "lbfgs":
-            diagnostics["validation_loss_curve"] = [np.asarray(m.validation_curve) for m in kept]
+            diagnostics.validation_loss_curve = [np.asarray(m.validation_curve) for m in kept]
         return kept, diagnostics
 
 

@@ -11,6 +11,7 @@ from ..kernels import chain as kchain
 from ._base import store_params
 from ._convergence import e_bfmi
 from ._mcmc import HMCFamily
+from ._records import ChainDiagnostics
 from ._sampler_params import SAMPLER_DEFAULTS, sampler_parameters
 
 _SHARED = SAMPLER_DEFAULTS
@@ -91,9 +92,9 @@ class HMC(HMCFamily):
     def _max_gradients(self) -> int:
         return int(self.max_steps)
 
-    def _kernel_diagnostics(self, trace: np.ndarray, field: dict) -> dict:
+    def _kernel_diagnostics(self, trace: np.ndarray, field: dict, out: ChainDiagnostics) -> None:
         # E-BFMI needs the Hamiltonian at each resampled momentum
-        return {"e_bfmi": e_bfmi(trace[:, :, field["energy"]])}
+        out.e_bfmi = e_bfmi(trace[:, :, field["energy"]])
 
     def _settings(self):
         return {

@@ -30,6 +30,7 @@ from ._optim import (
     glorot_init,
     row_budget,
 )
+from ._records import LaplaceDiagnostics, TrainingDiagnostics
 from ._symmetry import log_symmetric_modes
 
 _ENGINE = ENGINE_DEFAULTS["laplace"]
@@ -127,7 +128,7 @@ class _Search:
     init_log_evidence: np.ndarray | None = None
     #: the warnings and diagnostics of the last training
     caught: list = field(default_factory=list)
-    train_diag: dict = field(default_factory=dict)
+    train_diag: TrainingDiagnostics = field(default_factory=TrainingDiagnostics)
 
 
 @engine_parameters(
@@ -571,14 +572,10 @@ class Laplace(Trainer):
         gamma = self._update(fit.target, state, fit.sl, fit.groups, fit.first_layer, False,
                              False)  # fmt: skip
         posterior = self._posterior(fit, state, n_samples, posterior_seed)
-        diagnostics = {"init_log_evidence": search.init_log_evidence}
-        diagnostics.update(search.train_diag)
-        diagnostics.update(
-            self._diagnostics(fit, search, state, steps, gamma, compile_time,
-                              evidence_change, predictive_change, t0)
-        )  # fmt: skip
+        diagnostics = self._diagnostics(fit, search, state, steps, gamma, compile_time,
+                                        evidence_change, predictive_change, t0)  # fmt: skip
         if fit.target.likelihood == "gaussian":
-            diagnostics["noise_precision"] = fit.target.tau.copy()
+            diagnostics.noise_precision = fit.target.tau.copy()
         return FitResult(posterior, log_evidence=state.log_evidence, diagnostics=diagnostics)
 
     # -- the phases of a run ------------------------------------------------------------
@@ -792,24 +789,27 @@ class Laplace(Trainer):
         )
 
     def _diagnostics(self, fit: _Fit, search: _Search, state, steps, gamma, compile_time,
-                     evidence_change, predictive_change, t0) -> dict:  # fmt: skip
+                     evidence_change, predictive_change, t0) -> LaplaceDiagnostics:  # fmt: skip
         """The run's figures beside the training engine's (see the class's Notes)."""
         target = fit.target
         grad = target.evaluator()(state.theta)[1]
         scales = target.prior_scale
-        return {
-            "compile_time": search.train_diag["compile_time"] + compile_time,
-            "hessian": "ggn" if state.fallback else self.hessian,
-            "prior_groups": [name for name, _ in fit.groups],
-            "prior_precision": np.array([1.0 / np.mean(scales[g]) ** 2 for _, g in fit.groups]),
-            "evidence_trace": np.array(search.trace),
-            "n_prior_updates": search.n_updates,
-            "log_symmetric_modes": state.log_symmetry,
-            "effective_parameters": gamma,
-            "newton_steps": steps,
-            "newton_decrement": state.decrement,
-            "newton_evidence_change": evidence_change,
-            "newton_predictive_change": predictive_change,
-            "gradient_norm": float(np.max(np.abs(grad[fit.sl]))),
-            "laplace_time": time.perf_counter() - t0,
-        }
+        train = search.train_diag
+        return LaplaceDiagnostics.extending(
+            train,
+            compile_time=train.compile_time + compile_time,
+            init_log_evidence=search.init_log_evidence,
+            hessian="ggn" if state.fallback else self.hessian,
+            prior_groups=[name for name, _ in fit.groups],
+            prior_precision=np.array([1.0 / np.mean(scales[g]) ** 2 for _, g in fit.groups]),
+            evidence_trace=np.array(search.trace),
+            n_prior_updates=search.n_updates,
+            log_symmetric_modes=state.log_symmetry,
+            effective_parameters=gamma,
+            newton_steps=steps,
+            newton_decrement=state.decrement,
+            newton_evidence_change=evidence_change,
+            newton_predictive_change=predictive_change,
+            gradient_norm=float(np.max(np.abs(grad[fit.sl]))),
+            laplace_time=time.perf_counter() - t0,
+        )

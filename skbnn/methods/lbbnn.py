@@ -28,6 +28,7 @@ from ..posterior import (
 from ..utils import seed_sequence
 from ._base import FitResult, store_params
 from ._optim import ENGINE_DEFAULTS, Trainer, engine_parameters, glorot_init
+from ._records import LBBNNDiagnostics
 from .vi import VARIATIONAL_ENGINE_DOCS, VariationalInference, inverse_softplus
 
 _ENGINE = ENGINE_DEFAULTS["variational"]
@@ -490,18 +491,21 @@ class LBBNN(VariationalInference):
         def start(target, rng):
             return self._start(target, rng, vcfg), None, None
 
-        members, diagnostics = self._train_members(target, 1, fit_seed, n_jobs, verbose, start)
+        members, train = self._train_members(target, 1, fit_seed, n_jobs, verbose, start)
         vparams = members[0].theta
         rng = np.random.default_rng(elbo_seed)
         n_draws, threads = int(self.elbo_samples), effective_n_jobs(n_jobs)
         draws, alpha, sigma = self._elbo(target, vparams, vcfg, rng, n_draws, threads)
-        diagnostics["elbo_se"] = float(draws.std(ddof=1) / math.sqrt(draws.size))
-        diagnostics["local_reparameterization"] = bool(self.local_reparameterization)
         layout = target.layout
         alphas = [c.copy() for c in layout.unpack(alpha)[0]]
         n_weights = sum(a.size for a in alphas)
         density = sum(int((a > 0.5).sum()) for a in alphas) / n_weights
-        diagnostics["expected_density"] = sum(float(a.sum()) for a in alphas) / n_weights
+        diagnostics = LBBNNDiagnostics.extending(
+            train,
+            elbo_se=float(draws.std(ddof=1) / math.sqrt(draws.size)),
+            local_reparameterization=bool(self.local_reparameterization),
+            expected_density=sum(float(a.sum()) for a in alphas) / n_weights,
+        )
         posterior = self._posterior(target, vparams, sigma**2, alpha, n_samples, draw_seed)
         attributes = {
             "inclusion_probabilities_": alphas,

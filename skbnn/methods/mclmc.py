@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from numbers import Integral, Real
 
 import numpy as np
@@ -13,6 +14,7 @@ from ..kernels.linalg import Metric
 from ._base import store_params
 from ._convergence import chain_diagnostics, convergence_message
 from ._mcmc import HMCFamily
+from ._records import ChainDiagnostics
 from ._sampler_params import SAMPLER_DEFAULTS, sampler_parameters
 
 _INTEGRATORS = {"mclachlan": kmicro.MCLACHLAN, "leapfrog": kmicro.LEAPFROG}
@@ -222,19 +224,19 @@ class MCLMC(_Microcanonical):
             chain.arrays = a._replace(w_m2=np.ascontiguousarray(a.w_m2[:3]))
         return super()._assemble(target, plan, fleet, *args, **kwargs)
 
-    def _diagnostics(self, target, chains, n_keep) -> dict:
+    def _diagnostics(self, target, chains, n_keep) -> ChainDiagnostics:
         out = chain_diagnostics(self, target, chains, n_keep)
         # the kernel records each step's squared energy error per parameter in place of an
         # acceptance statistic: every step is kept
-        out["energy_var_per_dim"] = out["accept_rate"]
-        out["accept_rate"] = np.full(len(chains), np.nan)
-        out["path_length"] = np.array([c.arrays.state[0]["path_length"] for c in chains])
+        out.energy_var_per_dim = out.accept_rate
+        out.accept_rate = np.full(len(chains), np.nan)
+        out.path_length = np.array([c.arrays.state[0]["path_length"] for c in chains])
         return out
 
-    def _convergence_message(self, diag: dict) -> str | None:
+    def _convergence_message(self, diag: ChainDiagnostics) -> str | None:
         # the shared message, with MCLMC's own advice on divergences (no acceptance target)
-        message = convergence_message(self, {**diag, "divergences": 0})
-        n_div = diag["divergences"]
+        message = convergence_message(self, replace(diag, divergences=0))
+        n_div = diag.divergences
         if n_div == 0:
             return message
         steps = f"{n_div} divergent steps after warm-up"
@@ -344,7 +346,7 @@ class MAMS(_Microcanonical):
             "integrator": _INTEGRATORS[self.integrator],
         }
 
-    def _diagnostics(self, target, chains, n_keep) -> dict:
+    def _diagnostics(self, target, chains, n_keep) -> ChainDiagnostics:
         out = chain_diagnostics(self, target, chains, n_keep)
-        out["path_length"] = np.array([c.arrays.state[0]["path_length"] for c in chains])
+        out.path_length = np.array([c.arrays.state[0]["path_length"] for c in chains])
         return out

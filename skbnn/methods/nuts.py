@@ -11,6 +11,7 @@ from ..kernels import chain as kchain
 from ._base import store_params
 from ._convergence import e_bfmi
 from ._mcmc import HMCFamily
+from ._records import ChainDiagnostics
 from ._sampler_params import SAMPLER_DEFAULTS, sampler_parameters
 
 _SHARED = SAMPLER_DEFAULTS
@@ -107,14 +108,12 @@ class NUTS(HMCFamily):
     def _max_gradients(self) -> int:
         return 2**self.max_tree_depth - 1
 
-    def _kernel_diagnostics(self, trace: np.ndarray, field: dict) -> dict:
+    def _kernel_diagnostics(self, trace: np.ndarray, field: dict, out: ChainDiagnostics) -> None:
         # E-BFMI needs the Hamiltonian at each resampled momentum
         depth = trace[:, :, field["tree_depth"]]
-        return {
-            "e_bfmi": e_bfmi(trace[:, :, field["energy"]]),
-            "mean_tree_depth": depth.mean(axis=1),
-            "max_tree_depth_hits": (depth >= self.max_tree_depth).sum(axis=1),
-        }
+        out.e_bfmi = e_bfmi(trace[:, :, field["energy"]])
+        out.mean_tree_depth = depth.mean(axis=1)
+        out.max_tree_depth_hits = (depth >= self.max_tree_depth).sum(axis=1)
 
     def _settings(self):
         return {

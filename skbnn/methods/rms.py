@@ -15,6 +15,7 @@ from ._optim import (
     engine_parameters,
     noise_of,
 )
+from ._records import RMSDiagnostics
 
 _ENGINE = ENGINE_DEFAULTS["members"]
 
@@ -106,7 +107,7 @@ class RandomizedMAP(NoiseHead, Trainer):
                 YT = target.YT + noise_sd.ravel() * rng.standard_normal(target.YT.size)
             return theta, anchor, YT
 
-        members, diagnostics = self._train_members(
+        members, train = self._train_members(
             target, n_samples, random_state, n_jobs, verbose, start
         )
         thetas = np.stack([m.theta for m in members])
@@ -115,5 +116,5 @@ class RandomizedMAP(NoiseHead, Trainer):
             noise_precision=noise_of(target, thetas),
             heteroscedastic=target.likelihood == "heteroscedastic",
         )
-        diagnostics["perturbed_targets"] = perturb
+        diagnostics = RMSDiagnostics.extending(train, perturbed_targets=perturb)
         return FitResult(posterior, diagnostics=diagnostics)

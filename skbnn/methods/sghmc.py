@@ -26,6 +26,7 @@ from ._optim import (
     noise_of,
     row_budget,
 )
+from ._records import SGHMCDiagnostics
 from .ensemble import DeepEnsemble
 
 #: ``max_iter=None``: epochs enough for this many steps per cycle. A cycle's exploration
@@ -344,15 +345,17 @@ class SGHMC(Trainer):
                     return random_start(target, rng)
                 return member.theta, None, None
 
-        members, diagnostics = self._train_members(
+        members, train = self._train_members(
             target, n_chains, random_state, n_jobs, verbose, start, settings=s
         )
         gains = cycle_gains([m.loss_curve for m in members], n_cycles, steps_per_epoch, s.max_iter)
-        diagnostics["cycle_gains"] = gains
-        diagnostics["init"] = self.init
+        diagnostics = SGHMCDiagnostics.extending(
+            train, cycle_gains=gains, init=self.init, n_chains=len(members),
+            n_cycles=int(self.n_cycles),
+        )  # fmt: skip
         if gains is not None and gains.size > 1 and np.all(np.isfinite(gains)):
             spread = math.sqrt(target.n_params / 2) / float(target.W.sum())
-            diagnostics["loss_spread"] = spread
+            diagnostics.loss_spread = spread
             if still_fitting(gains, spread):
                 self._warn_still_fitting(gains, spread, len(members), s.max_iter)
         thetas = np.concatenate([m.draws for m in members])[:n_samples]
@@ -362,6 +365,4 @@ class SGHMC(Trainer):
             noise_precision=noise_of(target, thetas),
             chain_shape=(len(members), n_keep) if whole else None,
         )
-        diagnostics["n_chains"] = len(members)
-        diagnostics["n_cycles"] = int(self.n_cycles)
         return FitResult(posterior, diagnostics=diagnostics)

@@ -22,6 +22,7 @@ from ..posterior import WeightedDraws
 from ..utils import seed_sequence, thread_map
 from ._base import BaseMethod, FitResult
 from ._progress import SLOW_FIT, ProgressBar, duration
+from ._records import SMCDiagnostics
 
 #: Stages fewer than which a run rarely takes: the first stage's time times this is the
 #: least a run may last, for the SlowFitWarning.
@@ -362,27 +363,27 @@ class SMC(BaseMethod):
             posterior.prior_precision = _layer_precisions(target, run.prior_stds)
         return posterior
 
-    def _diagnostics(self, run: _Run, compile_time: float, wall_time: float) -> dict:
+    def _diagnostics(self, run: _Run, compile_time: float, wall_time: float) -> SMCDiagnostics:
         """``diagnostics_``: the run's figures, and per stage under ``"smc"``."""
         rec = run.rec
         smc = {key: np.array(rec[key]) for key in _STAGE_KEYS}
         smc.update(n_stages=len(rec["lambda"]), n_grad_evals=run.n_grad, wall_time=wall_time)
         w = np.exp(run.logw)
-        return {
-            "method": self.name,
-            "smc": smc,
-            "n_stages": smc["n_stages"],
-            "n_particles": run.n,
-            "ess": 1.0 / np.sum(w**2),
-            "n_unique": int(np.unique(run.thetas, axis=0).shape[0]),
-            "accept_rate": smc["accept_rate"][-1],
-            "n_grad_evals": run.n_grad,
-            "compile_time": compile_time,
-            "wall_time": smc["wall_time"],
-            "stopped_because": run.stopped,
-        }
+        return SMCDiagnostics(
+            method=self.name,
+            smc=smc,
+            n_stages=smc["n_stages"],
+            n_particles=run.n,
+            ess=1.0 / np.sum(w**2),
+            n_unique=int(np.unique(run.thetas, axis=0).shape[0]),
+            accept_rate=smc["accept_rate"][-1],
+            n_grad_evals=run.n_grad,
+            compile_time=compile_time,
+            wall_time=wall_time,
+            stopped_because=run.stopped,
+        )
 
-    def _warn_if_unconverged(self, run: _Run, diagnostics: dict) -> None:
+    def _warn_if_unconverged(self, run: _Run, diagnostics: SMCDiagnostics) -> None:
         """A ConvergenceWarning when the exponent jumped to 1, or the last moves barely
         moved the particles."""
         rec, n = run.rec, run.n
@@ -404,10 +405,10 @@ class SMC(BaseMethod):
                 "particles (n_samples), or method='laplace' for an evidence on many rows.",
                 ConvergenceWarning,
             )
-        elif diagnostics["accept_rate"] < MIN_FINAL_ACCEPT:
+        elif diagnostics.accept_rate < MIN_FINAL_ACCEPT:
             warn(
-                f"SMC's moves at the posterior accepted only {diagnostics['accept_rate']:.2f} "
-                f"of proposals; {diagnostics['n_unique']} of {n} particles are distinct. "
+                f"SMC's moves at the posterior accepted only {diagnostics.accept_rate:.2f} "
+                f"of proposals; {diagnostics.n_unique} of {n} particles are distinct. "
                 f"Move the particles more, {self._fix(n_mcmc_steps=2 * self.n_mcmc_steps)}, "
                 "or raise n_samples, or simplify the network.",
                 ConvergenceWarning,

@@ -23,6 +23,7 @@ from ._optim import (
     minibatch_epochs,
     schedule,
 )
+from ._records import SWAGDiagnostics
 
 _ENGINE = ENGINE_DEFAULTS["members"]
 
@@ -179,16 +180,19 @@ class SWAG(Trainer):
         """Pre-train, collect and fit the Gaussian(s); see :meth:`BaseMethod.run`."""
         self._validate_params()
         ss = seed_sequence(random_state)
-        members, diagnostics = self._train_members(
+        members, train = self._train_members(
             target, int(self.n_members), ss, n_jobs, verbose, _glorot_start,
             after=self._collect,
             epochs_per_member=self._settings(target).max_iter + int(self.swa_epochs),
         )  # fmt: skip
         posterior = self._gaussian(target, members, n_samples, ss)
-        diagnostics["n_snapshots"] = np.array([m.moments[3] for m in members])
-        diagnostics["swa_learning_rate"] = np.array([m.swa_learning_rate for m in members])
+        diagnostics = SWAGDiagnostics.extending(
+            train,
+            n_snapshots=np.array([m.moments[3] for m in members]),
+            swa_learning_rate=np.array([m.swa_learning_rate for m in members]),
+        )
         if self.swa_learning_rate == "auto":
-            diagnostics["swa_curvature"] = np.array([m.curvature for m in members])
+            diagnostics.swa_curvature = np.array([m.curvature for m in members])
         self._warn_if_unstable(members)
         return FitResult(posterior, diagnostics=diagnostics)
 

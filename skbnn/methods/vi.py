@@ -36,6 +36,7 @@ from ._optim import (
     schedule,
     validation_epoch,
 )
+from ._records import VIDiagnostics
 
 _ENGINE = ENGINE_DEFAULTS["variational"]
 
@@ -424,7 +425,7 @@ class VariationalInference(Trainer):
         def start(target, rng):
             return self._start(target, rng, vcfg), None, None
 
-        members, diagnostics = self._train_members(target, 1, fit_seed, n_jobs, verbose, start)
+        members, train = self._train_members(target, 1, fit_seed, n_jobs, verbose, start)
         vparams = members[0].theta
         p = target.n_params
         rank = int(vcfg[0]["rank"])
@@ -433,9 +434,12 @@ class VariationalInference(Trainer):
         draws = self._elbo(target, vparams, vcfg, np.random.default_rng(elbo_seed),
                            int(self.elbo_samples), effective_n_jobs(n_jobs))  # fmt: skip
         elbo = float(draws.mean())
-        diagnostics["elbo_se"] = float(draws.std(ddof=1) / math.sqrt(draws.size))
-        diagnostics["local_reparameterization"] = bool(vcfg[0]["local"])
-        diagnostics["closed_form_kl"] = bool(vcfg[0]["closed_kl"])
+        diagnostics = VIDiagnostics.extending(
+            train,
+            elbo_se=float(draws.std(ddof=1) / math.sqrt(draws.size)),
+            local_reparameterization=bool(vcfg[0]["local"]),
+            closed_form_kl=bool(vcfg[0]["closed_kl"]),
+        )
         posterior = GaussianPosterior(
             vparams[None, :p],
             sigma[None] ** 2,
