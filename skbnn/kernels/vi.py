@@ -46,10 +46,12 @@ from .backprop import _backward
 from .density import weight_sum
 from .layers import forward
 from .lbbnn import (
+    LBBNN_CONCRETE,
     LBBNN_FLOW,
     LBBNN_LOWRANK,
     LBBNN_LRT,
     _spike_slab_mc_term,
+    lbbnn_concrete_term,
     lbbnn_flow_term,
     lbbnn_lowrank_term,
     lbbnn_lrt_prepared_term,
@@ -554,14 +556,14 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
 
     The family, the network's activation, likelihood and prior codes (those of
     :func:`skbnn.kernels.density.logp_grad_for`), whether the Gaussian family draws its
-    pre-activations per row (``vcfg``'s ``local``) and whether the spike and slab is
-    LBBNN's flow or low-rank family (``lbbnn``, :mod:`skbnn.kernels.lbbnn`'s flow or low-rank code
-    as in ``vcfg``; 0 for the others, whose estimator ``vcfg`` chooses) and whether the
-    Gaussian family has low-rank factors (``factors``, ``vcfg``'s ``rank`` above 0) are
-    constants of the kernel, so numba compiles their branches only: a VI fit compiles
-    neither LBBNN's terms nor the other activations', likelihoods', priors' or estimator's,
-    and a mean-field fit none of the low-rank family's linear algebra. ``vcfg`` and
-    the target must agree with them. Cached on disk per combination, like any kernel.
+    pre-activations per row (``vcfg``'s ``local``), the spike and slab's estimator
+    (``lbbnn``, one of :mod:`skbnn.kernels.lbbnn`'s codes, as in ``vcfg``; ignored for the
+    Gaussian family) and whether the Gaussian family has low-rank factors (``factors``,
+    ``vcfg``'s ``rank`` above 0) are constants of the kernel, so numba compiles their
+    branches only: a VI fit compiles neither LBBNN's terms nor the other activations',
+    likelihoods', priors' or estimator's, a mean-field fit none of the low-rank family's
+    linear algebra, and LBBNN's fit none of its other estimators'. ``vcfg`` and the target
+    must agree with them. Cached on disk per combination, like any kernel.
 
     The kernel's parameters:
 
@@ -585,12 +587,24 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
     ``-ELBO / n_w``; NaN as soon as a step meets a non-finite objective.
     """
     # constants of the closure: numba prunes the other branches before typing them, and the
-    # codes reach the kernels below as literals (skbnn.kernels._compile.LITERAL_PARAMETERS)
+    # codes reach the kernels below as literals (skbnn.kernels._compile.LITERAL_PARAMETERS).
+    # A branch is pruned only where its condition is one of these itself, not a variable
+    # of the kernel computed from them.
     spike = int(fam) == SPIKE_SLAB
     act, lik, prior, local = int(activation), int(likelihood), int(prior), bool(local)
-    flow = spike and int(lbbnn) == LBBNN_FLOW
-    lowrank = spike and int(lbbnn) == LBBNN_LOWRANK
+    estimator = int(lbbnn) if spike else 0
+    if spike and estimator not in (LBBNN_LRT, LBBNN_CONCRETE, LBBNN_FLOW, LBBNN_LOWRANK):
+        raise ValueError(f"the spike-and-slab family needs its estimator's code, got {lbbnn!r}")
+    flow = estimator == LBBNN_FLOW
+    lowrank = estimator == LBBNN_LOWRANK
+    # LBBNN's mean-field family by the local reparameterization trick: its closed-form
+    # terms and the draws' moments in one pass, the chain rule once after the draws
+    spike_lrt = estimator == LBBNN_LRT
     lowrank_gaussian = not spike and bool(factors)
+    meanfield = not spike and not lowrank_gaussian
+    # the Gaussian mean-field family's local reparameterization, which prepares its steps
+    # where the weights' prior term is in closed form
+    meanfield_local = meanfield and local
 
     def kernel(vparams, tgt, data, batch_size, lrs, opt, vcfg, work, ws, stats, rng):
         n = data.rows.shape[0]
@@ -601,13 +615,9 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
         total = 0.0
         b = 0
         inv_mc = 1.0 / vc.n_mc
-        meanfield = not spike and not lowrank_gaussian
         # the local reparameterization's variances straight from the mean-field pass
-        prep = meanfield and local and vc.closed_kl != 0
+        prep = vc.closed_kl != 0 if meanfield_local else False
         log_scale = prior_log_scale(tgt.prior_scale, p - cfg.n_noise) if meanfield else 0.0
-        # LBBNN's mean-field family by the local reparameterization trick: its closed-form
-        # terms and the draws' moments in one pass, the chain rule once after the draws
-        spike_lrt = spike and not flow and not lowrank and vc.lbbnn == LBBNN_LRT
         for i0 in range(0, n, batch_size):
             nb = min(batch_size, n - i0)
             bt = batch_target(tgt, data, i0, nb)
@@ -647,16 +657,20 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
                     value += inv_mc * lbbnn_lrt_prepared_term(vparams, p, bt, work, ws, stats,
                                                               rng, inv_mc, act, lik)  # fmt: skip
                 elif spike:
-                    value += inv_mc * _spike_slab_mc_term(vparams, p, bt, vc, work, ws, stats, rng,
-                                                          True, inv_mc, act, lik)  # fmt: skip
+                    value += inv_mc * lbbnn_concrete_term(vparams, p, bt, vc.temperature, work, ws,
+                                                          stats, rng, True, inv_mc, act,
+                                                          lik)  # fmt: skip
                 else:
                     value += inv_mc * _gaussian_mc_term(vparams, p, bt, vc, work, ws, stats, rng,
                                                         True, inv_mc, act, lik, prior,
                                                         local, lowrank_gaussian, prep)  # fmt: skip
-            if prep:
-                bad = local_finish(glam, work, p, p - cfg.n_noise)
-            elif spike_lrt:
+            if spike_lrt:
                 bad = spike_slab_finish(vparams, p, p - cfg.n_noise, work, inv_mc)
+            elif meanfield_local:
+                if prep:
+                    bad = local_finish(glam, work, p, p - cfg.n_noise)
+                else:
+                    bad = nonfinite(glam, glam.shape[0])
             else:
                 bad = nonfinite(glam, glam.shape[0])
             if bad or not math.isfinite(value):
@@ -668,6 +682,7 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
         cfg.beta = 1.0
         return total / n_w
 
-    variant = "_flow" if flow else "_lowrank" if lowrank or lowrank_gaussian else ""
+    variant = ("_flow" if flow else "_lowrank" if lowrank or lowrank_gaussian
+               else "_concrete" if estimator == LBBNN_CONCRETE else "")  # fmt: skip
     name = f"run_vi_epoch_{fam}_{act}_{lik}_{prior}_{int(local)}{variant}"
     return njit(cache=True, nogil=True, error_model="numpy")(_named(kernel, name))

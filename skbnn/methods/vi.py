@@ -11,7 +11,6 @@ from sklearn.base import clone
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..kernels import density as knet
-from ..kernels import lbbnn as klbbnn
 from ..kernels import lrt as klrt
 from ..kernels import optim as kopt
 from ..kernels import vi as kvi
@@ -51,10 +50,9 @@ VI_BATCH = 200
 
 
 def _variant(vcfg) -> int:
-    """:func:`~skbnn.kernels.vi.run_vi_epoch_for`'s ``lbbnn``: LBBNN's flow or low-rank code,
-    which the epoch kernel is specialized for, else 0."""
-    code = int(vcfg[0]["lbbnn"])
-    return code if code in (klbbnn.LBBNN_FLOW, klbbnn.LBBNN_LOWRANK) else 0
+    """:func:`~skbnn.kernels.vi.run_vi_epoch_for`'s ``lbbnn``: LBBNN's estimator, which the
+    epoch kernel is specialized for, else 0."""
+    return int(vcfg[0]["lbbnn"])
 
 
 def inverse_softplus(s: float) -> float:
