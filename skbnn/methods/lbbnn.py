@@ -427,8 +427,13 @@ class LBBNN(VariationalInference):
         p = target.n_params
         n_w = target.layout.n_weights
         work = self._work(target, vcfg)
-        kvi.set_sigmas(vparams, p, work)
-        klbbnn.set_alphas(vparams, p, work)
+        if int(vcfg[0]["lbbnn"]) == klbbnn.LBBNN_LRT:
+            # the same sigmas and alphas, bit for bit, from the kernel that the epoch
+            # kernel of this estimator compiled, rather than two that it did not
+            klbbnn.spike_slab_prepare(vparams, p, n_w, work)
+        else:
+            kvi.set_sigmas(vparams, p, work)
+            klbbnn.set_alphas(vparams, p, work)
         alpha = work.alpha.copy()
         var = work.sigma**2
         if self._flow():
