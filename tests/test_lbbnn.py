@@ -24,6 +24,7 @@ from skbnn.kernels import density as knet
 from skbnn.kernels import lbbnn as klbbnn
 from skbnn.kernels import lrt as klrt
 from skbnn.kernels import vi as kvi
+from skbnn.kernels._compile import call
 from skbnn.log_posterior import LogPosterior
 from skbnn.methods import LBBNN, VariationalInference
 from skbnn.methods.lbbnn import path_probabilities
@@ -114,14 +115,14 @@ def test_prepared_step_is_the_reference_step(likelihood, n_mc):
     for _ in range(n_mc):
         value += klbbnn.lbbnn_lrt_prepared_term(lam, p, tgt, work, ws, stats_, rng, 1.0 / n_mc,
                                                 act, lik) / n_mc  # fmt: skip
-    assert not klbbnn.spike_slab_finish(lam, p, n_w, work, 1.0 / n_mc)
+    assert not call(klbbnn.spike_slab_finish, lam, p, n_w, work, 1.0 / n_mc)
     assert value == pytest.approx(expected, rel=1e-13)
     np.testing.assert_allclose(work.glam, ref.glam, rtol=0,
                                atol=1e-13 * np.max(np.abs(ref.glam)))  # fmt: skip
     np.testing.assert_array_equal(work.alpha, ref.alpha)
     # a non-finite gradient is reported, as the epoch kernel needs it to be
     work.w[0] = np.inf
-    assert klbbnn.spike_slab_finish(lam, p, n_w, work, 1.0)
+    assert call(klbbnn.spike_slab_finish, lam, p, n_w, work, 1.0)
 
 
 def test_closed_form_kl_of_the_spike_and_slab_pair():

@@ -74,7 +74,7 @@ def _pair_kl(s, k, s0, psi, li, lo):
     return kln, d_in, d_out
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def spike_slab_kl_grad(kappa, vparams, p, n_w, work, with_grad, scale, gk):
     """:func:`spike_slab_terms` with the slab means ``kappa`` (for the flow family, those
     scaled by a draw of ``z``), its gradient times ``scale`` added, in ``kappa`` to ``gk``
@@ -293,7 +293,7 @@ def lbbnn_lrt_prepared_term(vparams, p, tgt, work, ws, stats, rng, scale, act, l
     return cfg.beta * ll + lp
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def spike_slab_finish(vparams, p, n_w, work, scale):
     """Ends a step prepared by :func:`spike_slab_prepare`: chains the moments' gradients
     that the draws added to ``work.w`` and ``work.eps``, times ``scale``, into ``work.glam``
