@@ -7,10 +7,12 @@ relaxation), the flow family (:mod:`skbnn.kernels.flows`) and the low-rank famil
 
 import math
 
+import numba
 import numpy as np
+from numba.core import types
 
 from . import flows as kflows
-from ._compile import _FM, njit
+from ._compile import _FM, CompiledKernel, compiled_kernel, njit
 from ._libm import _LOG_2PI, _exp_neg, _log, _log1p_unit
 from ._vcommon import _noise_draw, _noise_grad, _sigmoid, softplus
 from .backprop import _backward
@@ -53,6 +55,15 @@ def spike_slab_terms(vparams, p, n_w, work, with_grad):
     log((1 - alpha) / (1 - psi))`` with ``KL_N = KL(N(kappa, sigma^2) || N(0, slab^2))``;
     ``KL_N`` alone for the parameters that are always in."""
     return spike_slab_kl_grad(vparams, vparams, p, n_w, work, with_grad, 1.0, work.glam)
+
+
+def spike_slab_terms_kernel(vparams, work) -> CompiledKernel:
+    """:func:`spike_slab_terms` compiled for ``vparams`` and ``work``'s types, as Python
+    calls it (``with_grad`` a bool): what a fit's helper process can compile
+    (:func:`~skbnn.kernels._compile.compile_aside`)."""
+    sig = types.float64(numba.typeof(vparams), types.int64, types.int64, numba.typeof(work),
+                        types.boolean)  # fmt: skip
+    return compiled_kernel(sig, (__name__, "spike_slab_terms", None))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

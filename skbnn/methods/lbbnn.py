@@ -325,6 +325,14 @@ class LBBNN(VariationalInference):
             more = (klbbnn.lowrank_slab_terms,)
         return (*super()._kernels(target), *more)
 
+    def _aside(self, target, vparams, vcfg) -> tuple:
+        # the default estimator's epoch kernel compiles none of the ELBO's closed-form
+        # term, and the helper process, done with the network kernel before this one is
+        # with the epoch kernel, compiles it meanwhile
+        if int(vcfg[0]["lbbnn"]) != klbbnn.LBBNN_LRT:
+            return ()
+        return (klbbnn.spike_slab_terms_kernel(vparams, self._work(target, vcfg)),)
+
     def _start(self, target, rng, vcfg) -> np.ndarray:
         """The initial variational parameters: slab means, raw slab sds and inclusion
         logits, flat; for the flow family, the flows' parameters after them."""

@@ -184,14 +184,25 @@ class VariationalInference(Trainer):
         """One epoch and one ELBO estimate on ``tiny`` with the fit's estimator (the network
         kernel compiles in a helper process meanwhile, where it can)."""
         rng = np.random.default_rng(0)
-        knet.density_target(tiny.kernel_target(), aside=True, codes=tiny.kernel_codes)
         fast = clone(self).set_params(max_iter=1, elbo_samples=2)
         tiny_vcfg = fast._vcfg(tiny)
         tiny_vcfg[0]["local"] = int(self._local(target))
         vparams = fast._start(tiny, rng, tiny_vcfg)
+        aside = fast._aside(tiny, vparams, tiny_vcfg)
+        knet.density_target(tiny.kernel_target(), aside=True, codes=tiny.kernel_codes,
+                            aside_with=aside)  # fmt: skip
         fast._epochs(tiny, vparams, np.arange(tiny.n_rows), None, Settings(max_iter=1), None,
                      rng, None, Member(vparams), tiny_vcfg)  # fmt: skip
+        for kernel in aside:
+            # waits for the helper to cache it, and loads it, rather than compile it again
+            kernel.resolve()
         fast._elbo(tiny, vparams, tiny_vcfg, rng, 2)
+
+    def _aside(self, target, vparams, vcfg) -> tuple:
+        """Kernels that the ELBO's estimate calls from Python, as
+        :class:`~skbnn.kernels._compile.CompiledKernel` for the helper process to compile
+        after the network kernel while this one compiles the epoch kernel; none here."""
+        return ()
 
     #: the variational family, :func:`skbnn.kernels.vi.run_vi_epoch_for`'s ``fam``
     _family = kvi.GAUSSIAN
