@@ -228,7 +228,11 @@ def _collect(theta, mom):
     rank = mom.dev.shape[0]
     if cfg.raw != 0:
         if rank > 0:
-            mom.dev[(cfg.n - 1) % rank, :] = theta
+            # a loop, not a slice assignment: that compiles numba's shape-mismatch message
+            # (its string formatting), seconds of a cold fit for an error that cannot occur
+            row = mom.dev[(cfg.n - 1) % rank]
+            for i in range(theta.shape[0]):
+                row[i] = theta[i]
         return
     w = 1.0 / cfg.n
     mean = mom.mean
