@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from enum import StrEnum
 
@@ -440,32 +441,46 @@ class LogPosterior:
         return ev.stats[0], ev.stats[1], value
 
     def loglik_batch(self, thetas, n_jobs: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        """Log-likelihood and log-prior of each row of ``thetas``.
+        """Log-likelihood and log-prior of each row of ``thetas``: what
+        :meth:`loglik_logprior` gives for one, without the gradient's kernel.
 
-        The rows are split over ``n_jobs`` threads of the shared pool, as in
-        :meth:`logp_grad_batch` (without the gradient); the result does not depend on
+        The log-likelihood is :meth:`pointwise_loglik`'s, summed with the rows' weights
+        (the network's forward pass, which prediction compiles too, on ``n_jobs``
+        threads); the log-prior :meth:`log_prior_batch`'s. The result does not depend on
         ``n_jobs``.
         """
-        from .utils import thread_map
-
         thetas = np.ascontiguousarray(thetas, dtype=np.float64)
-        m = thetas.shape[0]
-        logp = np.empty(m)
-        stats = np.empty((m, 2 + int(self.layout.sizes[-1])))
-        cuts = np.linspace(0, m, max(1, min(int(n_jobs), m)) + 1).astype(int)
+        if self.noise != NoiseMode.MARGINAL:
+            loglik = np.zeros(thetas.shape[0])
+            for rows, terms in self._pointwise_chunks(thetas, None, n_jobs):
+                loglik += terms @ self.W[rows]
+            return loglik, self.log_prior_batch(thetas)
+        # the network kernel's under marginalized noise: the Gaussian's at each output's
+        # precision given the weighted residuals, (a + sw / 2) / (b + ssr / 2)
+        ssr = np.zeros((thetas.shape[0], self.n_outputs))
+        for rows, y, f in self._outputs(thetas, n_jobs):
+            ssr += (y - f) ** 2 @ self.W[rows]
+        a, b = self.noise_prior
+        sw = self.weight_sum
+        tau = (a + 0.5 * sw) / (b + 0.5 * ssr)
+        loglik = np.sum(0.5 * sw * (np.log(tau) - math.log(2 * math.pi)) - 0.5 * tau * ssr, axis=1)
+        return loglik, self.log_prior_batch(thetas)
 
-        def part(bounds):
-            a, b = bounds
-            if self.n_rows > block_rows(self.layout.sizes):
-                self._blocked_batch(thetas[a:b], 1.0, logp[a:b], None, stats[a:b])
-                return
-            tgt = knet.density_target(self.kernel_target(own=True, padded=True),
-                                      codes=self.kernel_codes)  # fmt: skip
-            knet.logp_grad_batch(thetas[a:b], tgt, self.workspace(padded=True), logp[a:b],
-                                 np.empty((0, 0)), stats[a:b])  # fmt: skip
-
-        thread_map(part, list(zip(cuts[:-1], cuts[1:], strict=True)), int(n_jobs))
-        return stats[:, 0].copy(), stats[:, 1].copy()
+    def log_prior_batch(self, thetas) -> np.ndarray:
+        """The log prior density of each row of ``thetas``: the weights' prior at the
+        current :attr:`prior_scale`, and with ``noise="theta"`` the Gamma prior of each
+        noise precision, as a density of its log."""
+        thetas = np.asarray(thetas, dtype=np.float64)
+        n_w = self.layout.n_weights
+        density, mixture = self.prior_density, self.mixture
+        mean, scale = self.prior_mean[:n_w], self.prior_scale[:n_w]
+        out = np.array([density.log_density_curvature(theta[:n_w], mean, scale, mixture)[0]
+                        for theta in thetas])  # fmt: skip
+        if self.layout.n_noise:
+            a, b = self.noise_prior
+            eta = thetas[:, n_w:]
+            out += np.sum(a * eta - b * np.exp(eta) + a * math.log(b) - math.lgamma(a), axis=1)
+        return out
 
     def _blocked_batch(self, thetas, beta, logp, grads, stats) -> None:
         # many rows: one evaluator whose blocks bound the workspace, draw after draw
@@ -535,12 +550,26 @@ class LogPosterior:
         -------
         ndarray of shape (n_thetas, n_rows)
         """
+        thetas = np.ascontiguousarray(thetas, dtype=np.float64)
+        out = np.empty((thetas.shape[0], self.n_rows))
+        for rows, terms in self._pointwise_chunks(thetas, noise_precision, n_jobs):
+            out[:, rows] = terms
+        return out
+
+    def _outputs(self, thetas, n_jobs: int):
+        # (rows slice, their targets (k, m), each draw's outputs (S, k_net, m)) over the
+        # forward pass's chunks of rows
         from .posterior import ForwardPass
 
-        thetas = np.ascontiguousarray(thetas, dtype=np.float64)
         X = self.XT.reshape(self.n_features, self.n_rows).T
         Y = self.YT.reshape(self.n_outputs, self.n_rows)
-        out = np.empty((thetas.shape[0], self.n_rows))
+        net = ForwardPass(self.layout, self.activation_code, n_jobs)
+        for rows, f in net.outputs(X, thetas):
+            yield rows, Y[:, rows], f
+
+    def _pointwise_chunks(self, thetas, noise_precision, n_jobs: int):
+        # (rows slice, each draw's log-likelihood of each of those rows) over the forward
+        # pass's chunks of rows
         if self.likelihood == "gaussian":
             if noise_precision is not None:
                 tau = np.asarray(noise_precision, dtype=np.float64)
@@ -549,24 +578,21 @@ class LogPosterior:
             else:
                 tau = np.broadcast_to(self.tau, (thetas.shape[0], self.n_outputs))
             tau = tau[:, :, None]
-        net = ForwardPass(self.layout, self.activation_code, n_jobs)
-        for rows, f in net.outputs(X, thetas):
-            y = Y[:, rows]
+        for rows, y, f in self._outputs(thetas, n_jobs):
             if self.likelihood == "gaussian":
                 ll = 0.5 * (np.log(tau) - np.log(2 * np.pi) - tau * (y - f) ** 2)
-                out[:, rows] = ll.sum(axis=1)
+                yield rows, ll.sum(axis=1)
             elif self.likelihood == "heteroscedastic":
                 k = self.n_outputs
                 var = np.logaddexp(0.0, f[:, k:]) + 1e-6
                 ll = -0.5 * (np.log(2 * np.pi * var) + (y - f[:, :k]) ** 2 / var)
-                out[:, rows] = ll.sum(axis=1)
+                yield rows, ll.sum(axis=1)
             elif self.likelihood == "bernoulli":
                 # log sigmoid(+-f) without overflow
-                out[:, rows] = -np.logaddexp(0.0, np.where(y[0] > 0.5, -f[:, 0], f[:, 0]))
+                yield rows, -np.logaddexp(0.0, np.where(y[0] > 0.5, -f[:, 0], f[:, 0]))
             else:
                 lse = np.logaddexp.reduce(f, axis=1)
-                out[:, rows] = np.einsum("skn,kn->sn", f, y) - lse
-        return out
+                yield rows, np.einsum("skn,kn->sn", f, y) - lse
 
     def sample_prior(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """Draws of ``theta`` from the prior, shape ``(size, n_params)``."""
