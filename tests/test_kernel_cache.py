@@ -209,8 +209,9 @@ def test_concurrent_saves_keep_the_index_and_the_data_in_step(tmp_path):
         assert f.load(key) == "data of " + key
 
 
-def _json_of_two_processes(code, env=None):
-    """The last line of what ``code`` prints, as JSON, from two processes run in turn."""
+def _json_of_two_processes(code, env=None, *args):
+    """The last line of what ``code`` prints, as JSON, from two processes run in turn
+    (``args`` its ``sys.argv[1:]``)."""
     import json
     import subprocess
     import sys
@@ -218,7 +219,7 @@ def _json_of_two_processes(code, env=None):
     return [
         json.loads(
             subprocess.run(
-                [sys.executable, "-W", "ignore", "-c", code],
+                [sys.executable, "-W", "ignore", "-c", code, *args],
                 env=env,
                 capture_output=True,
                 text=True,
@@ -348,6 +349,41 @@ def test_a_mean_field_fit_compiles_none_of_the_low_rank_familys_algebra(tmp_path
     first, _ = _json_of_two_processes(_COLD_MEANFIELD, env)
     assert first == {"meanfield_terms": 1, "analytic_terms": 0, "_lowrank_entropy": 0,
                      "_entropy_path": 0}  # fmt: skip
+
+
+_COLD_VI = """
+import json, sys, numpy as np
+from skbnn import BayesianMLPRegressor
+from skbnn.kernels import _compile, density, lrt, optim, vi
+from skbnn.methods import LBBNN, VariationalInference
+method = LBBNN(max_iter=2) if sys.argv[1] == "lbbnn" else VariationalInference(max_iter=2)
+X = np.linspace(-1, 1, 20)[:, None]
+BayesianMLPRegressor((2,), method=method, n_samples=10, random_state=0).fit(X, X[:, 0])
+kernels = (lrt.lrt_backward_for(2), density.forward_batch_for(2))
+out = {k.__name__: [len(k.stats.cache_hits), len(k.stats.cache_misses)] for k in kernels}
+# compiled in this process: nothing but the network kernel's gradient would compile these
+out["here"] = {f.__name__: len(f.signatures) for f in (
+    density.logp_grad_for(2, 0, 0), lrt.lrt_backward, optim._sghmc, optim._explore,
+    vi._draw_theta)}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("method", ["vi", "lbbnn"])
+def test_a_cold_variational_fit_compiles_the_backward_pass_in_the_helper(tmp_path, method):
+    # A cold VI or LBBNN fit compiles the epoch kernel, which calls the local
+    # reparameterization's backward pass through its address, while the helper compiles
+    # that pass and then the forward pass, which the ELBO's estimate and prediction run:
+    # the fit's process loads both (a hit, no miss). It never compiles the network
+    # kernel's gradient, nor the optimizers and Monte Carlo prior terms it does not run.
+    import os
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "SKBNN_COMPILE_ASIDE": "1"}
+    first, second = _json_of_two_processes(_COLD_VI, env, method)
+    here = {"logp_grad_2_0_0": 0, "lrt_backward": 0, "_sghmc": 0, "_explore": 0,
+            "_draw_theta": 0}  # fmt: skip
+    assert first == {"lrt_backward_2": [1, 0], "forward_batch_2": [1, 0], "here": here}
+    assert second == first
 
 
 _ASIDE = """

@@ -19,7 +19,7 @@ from .backprop import _backward
 from .density import weight_sum
 from .layers import forward
 from .likelihoods import _loglik_delta
-from .lrt import _bases, lrt_backward, lrt_forward
+from .lrt import _bases, backward_pass, lrt_backward, lrt_forward
 
 # --- the spike-and-slab family of latent binary BNNs (LBBNN; Hubin and Storvik 2019,
 # Skaaret-Lund et al. 2024). vparams = [kappa, rho, lambda]: a weight is
@@ -283,11 +283,12 @@ def spike_slab_prepare(vparams, p, n_w, work):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def lbbnn_lrt_prepared_term(vparams, p, tgt, work, ws, stats, rng, scale, act, lik):
+def lbbnn_lrt_prepared_term(vparams, p, tgt, work, ws, stats, rng, scale, act, lik, backward=None):
     """:func:`lbbnn_lrt_term` with its gradient after :func:`spike_slab_prepare`: the
     draw's moments' gradients added to ``work.w`` and ``work.eps`` (unscaled by ``scale``,
     which :func:`spike_slab_finish` applies once for all draws), the noise's to
-    ``work.glam``."""
+    ``work.glam``. ``backward``: the backward pass by address
+    (:func:`skbnn.kernels.lrt.lrt_backward_kernel`), or None to link it."""
     XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
     cfg = cfgs[0]
     n = XT.shape[0] // sizes[0]
@@ -298,8 +299,8 @@ def lbbnn_lrt_prepared_term(vparams, p, tgt, work, ws, stats, rng, scale, act, l
     out_base = lrt_forward(work.meff, work.gvar, XT, sizes, offsets, act, n, ws, rng)
     _, _, _, vbuf, wn = _bases(sizes, n)
     ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, vbuf + wn, stats, cfg, 0)
-    lrt_backward(work.meff, work.gvar, XT, sizes, offsets, act, n, ws, work.w, work.eps,
-                 cfg.beta)  # fmt: skip
+    backward_pass(backward, work.meff, work.gvar, XT, sizes, offsets, act, n, ws, work.w,
+                  work.eps, cfg.beta)  # fmt: skip
     _spike_noise_grad(p, tgt, work, stats, lik, scale)
     return cfg.beta * ll + lp
 

@@ -13,11 +13,15 @@ gradients through :mod:`.layers` and :mod:`.backprop`, which choose it themselve
 delta of the layer below, ``delta mu_W^T + 2 a (dv var_W^T)``, as two ``dgemm`` calls here.
 """
 
+import functools
 import math
 
+import numba
 import numpy as np
+from numba.core import types
+from numba.extending import overload
 
-from ._compile import _FM, njit
+from ._compile import _FM, _OVERLOAD, CompiledKernel, _named, compiled_kernel, njit
 from .backprop import _wgrad
 from .gemm import gemm, wide
 from .layers import _activate, _dense
@@ -149,6 +153,59 @@ def lrt_backward(mu, var, XT, sizes, offsets, act, n, ws, gmu, gvar, beta):
                         nd[t] += wm * d[t] + w2 * a[t] * e[t]
                 _times_derivative(nd, a, act)
         cur, nxt = nxt, cur
+
+
+@functools.cache
+def lrt_backward_for(activation: int) -> numba.core.registry.CPUDispatcher:
+    """:func:`lrt_backward` compiled for one activation: a kernel with its parameters but
+    ``act``, which other kernels can take by address (:func:`lrt_backward_kernel`)."""
+    act = int(activation)
+
+    def kernel(mu, var, XT, sizes, offsets, n, ws, gmu, gvar, beta):
+        lrt_backward(mu, var, XT, sizes, offsets, act, n, ws, gmu, gvar, beta)
+
+    return njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)(
+        _named(kernel, f"lrt_backward_{act}")
+    )
+
+
+_VECTOR = types.Array(types.float64, 1, "C")
+
+
+def lrt_backward_kernel(activation: int, sizes: np.ndarray) -> CompiledKernel:
+    """:func:`lrt_backward_for` ``activation`` as a
+    :class:`~skbnn.kernels._compile.CompiledKernel` for float64 C vectors and the index
+    arrays' type of ``sizes`` (a target's ``sizes`` and ``offsets``): an epoch kernel that
+    takes it (:func:`skbnn.kernels.vi.run_vi_epoch_for`) compiles without the backward
+    pass's code, which a fit's helper process compiles meanwhile
+    (:func:`~skbnn.kernels._compile.compile_aside`)."""
+    index = numba.typeof(sizes)
+    sig = types.void(_VECTOR, _VECTOR, _VECTOR, index, index, types.int64, _VECTOR, _VECTOR,
+                     _VECTOR, types.float64)  # fmt: skip
+    return compiled_kernel(sig, (__name__, "lrt_backward_for", (int(activation),)))
+
+
+def backward_pass(backward, mu, var, XT, sizes, offsets, act, n, ws, gmu, gvar, beta):
+    """:func:`lrt_backward`, through ``backward`` (:func:`lrt_backward_kernel`'s, by
+    address) unless it is None (compiled by its overload)."""
+    # run only without numba's compiler (NUMBA_DISABLE_JIT): the overload's choice
+    args = (backward, mu, var, XT, sizes, offsets, act, n, ws, gmu, gvar, beta)
+    _backward_pass_overload(*args)(*args)
+
+
+@overload(backward_pass, **_OVERLOAD)
+def _backward_pass_overload(backward, mu, var, XT, sizes, offsets, act, n, ws, gmu, gvar, beta):
+    if backward is None or isinstance(backward, types.NoneType):
+
+        def linked(backward, mu, var, XT, sizes, offsets, act, n, ws, gmu, gvar, beta):
+            lrt_backward(mu, var, XT, sizes, offsets, act, n, ws, gmu, gvar, beta)
+
+        return linked
+
+    def by_address(backward, mu, var, XT, sizes, offsets, act, n, ws, gmu, gvar, beta):
+        backward(mu, var, XT, sizes, offsets, n, ws, gmu, gvar, beta)
+
+    return by_address
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, inline="always")

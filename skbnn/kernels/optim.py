@@ -129,7 +129,6 @@ def _step(theta, g, scale, lr, sd, opt, rng):
     # noise while it samples
     cfg = opt.cfg[0]
     cfg.t += 1
-    m1 = opt.m1
     if cfg.kind == 0:
         _adam(theta, g, scale, lr, opt, cfg.t)
     elif cfg.kind == 2:
@@ -138,13 +137,34 @@ def _step(theta, g, scale, lr, sd, opt, rng):
         else:
             _sghmc(theta, g, scale, lr, sd, opt, rng)
     else:
-        mu = cfg.momentum
-        nesterov = cfg.nesterov != 0
-        for i in range(theta.shape[0]):
-            gi = scale * g[i]
-            m1[i] = mu * m1[i] - lr * gi
-            # Nesterov's look-ahead in the form scikit-learn's SGD uses
-            theta[i] += mu * m1[i] - lr * gi if nesterov else m1[i]
+        _sgd(theta, g, scale, lr, opt)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def descent_step(theta, g, scale, lr, opt, adam):
+    """:func:`_step` of an optimizer that never samples: Adam when ``adam``, else SGD
+    (``opt``'s ``kind`` 0 or 1). A caller that passes ``adam`` as a constant of its own
+    (the variational methods' epoch kernels) compiles that optimizer's step alone."""
+    cfg = opt.cfg[0]
+    cfg.t += 1
+    if adam:
+        _adam(theta, g, scale, lr, opt, cfg.t)
+    else:
+        _sgd(theta, g, scale, lr, opt)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def _sgd(theta, g, scale, lr, opt):
+    # SGD with momentum: m1 is the velocity
+    cfg = opt.cfg[0]
+    m1 = opt.m1
+    mu = cfg.momentum
+    nesterov = cfg.nesterov != 0
+    for i in range(theta.shape[0]):
+        gi = scale * g[i]
+        m1[i] = mu * m1[i] - lr * gi
+        # Nesterov's look-ahead in the form scikit-learn's SGD uses
+        theta[i] += mu * m1[i] - lr * gi if nesterov else m1[i]
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)

@@ -63,8 +63,8 @@ from .lbbnn import (
     spike_slab_terms,
 )
 from .likelihoods import _loglik_delta
-from .lrt import _bases, lrt_backward, lrt_forward
-from .optim import _step, batch_target, rows_weight
+from .lrt import _bases, backward_pass, lrt_forward
+from .optim import batch_target, descent_step, rows_weight
 from .priors import log_prior
 
 VI_CONFIG = record(
@@ -428,11 +428,13 @@ def mc_term(vparams, p, tgt, vcfg, work, ws, stats, rng, with_grad, scale):
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _gaussian_mc_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale, act, lik, prior,
-                      local, lowrank, prepared=False):  # fmt: skip
+                      local, lowrank, prepared=False, closed=-1, backward=None):  # fmt: skip
     # mc_term for the Gaussian family; vc is the VI_CONFIG record, act, lik and prior the
     # network's codes, local its vc.local and lowrank whether vc.rank > 0, constants in a
     # specialized epoch kernel; prepared: meanfield_terms prepared the step (local), whose
-    # gradient in the variances local_finish completes after the draws
+    # gradient in the variances local_finish completes after the draws; closed: 1 or 0,
+    # the kernel's constant for vc.closed_kl, which -1 reads; backward: lrt_backward by
+    # address (lrt.lrt_backward_kernel), or None to link it
     XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
     cfg = cfgs[0]
     n = XT.shape[0] // sizes[0]
@@ -457,8 +459,8 @@ def _gaussian_mc_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scal
         if with_grad and prepared:
             # straight into glam, and the variances' gradient summed over the draws: no
             # zeroing and no accumulating pass per draw
-            lrt_backward(mu, var, XT, sizes, offsets, act, n, ws, work.glam, work.w,
-                         beta * scale)  # fmt: skip
+            backward_pass(backward, mu, var, XT, sizes, offsets, act, n, ws, work.glam, work.w,
+                          beta * scale)  # fmt: skip
             _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale)
         elif with_grad:
             for i in range(p):
@@ -466,12 +468,12 @@ def _gaussian_mc_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scal
             gv = work.w  # free until the prior's draw below
             for i in range(n_w):
                 gv[i] = 0.0
-            lrt_backward(mu, var, XT, sizes, offsets, act, n, ws, g, gv, beta)
+            backward_pass(backward, mu, var, XT, sizes, offsets, act, n, ws, g, gv, beta)
             for i in range(n_w):
                 work.glam[i] += scale * g[i]
                 work.glam[p + i] += scale * gv[i] * 2.0 * work.sigma[i] * work.dsigma[i]
             _noise_grad(p, n_w, k, tau, cfg, stats, sw, beta, work, scale)
-        if not vc.closed_kl:
+        if closed == 0 or (closed < 0 and not vc.closed_kl):
             _draw_theta(vparams, p, 0, work, rng, 0, n_w)
             lp += log_prior(work.w, prior_mean, prior_scale, cfg, n_w, g, with_grad, prior)
             if with_grad:
@@ -487,7 +489,7 @@ def _gaussian_mc_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scal
     out_base = forward(w, XT, sizes, offsets, act, n, ws)
     ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, out_base + k * n, stats,
                        cfg, 0)  # fmt: skip
-    if vc.closed_kl:
+    if closed == 1 or (closed < 0 and vc.closed_kl):
         if with_grad:
             for i in range(n_w):
                 g[i] = 0.0
@@ -549,7 +551,7 @@ def _clear_step(vparams, p, work):
 
 @functools.cache
 def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, local: bool,
-                     lbbnn: int = 0, factors: bool = False):  # fmt: skip
+                     lbbnn: int = 0, factors: bool = False, adam: bool = True):  # fmt: skip
     """The kernel of one epoch of VI for the family ``fam`` (:data:`GAUSSIAN` or
     :data:`SPIKE_SLAB`): one pass over ``data.rows`` in minibatches, one optimizer step on
     the negative ELBO per batch.
@@ -558,12 +560,15 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
     :func:`skbnn.kernels.density.logp_grad_for`), whether the Gaussian family draws its
     pre-activations per row (``vcfg``'s ``local``), the spike and slab's estimator
     (``lbbnn``, one of :mod:`skbnn.kernels.lbbnn`'s codes, as in ``vcfg``; ignored for the
-    Gaussian family) and whether the Gaussian family has low-rank factors (``factors``,
-    ``vcfg``'s ``rank`` above 0) are constants of the kernel, so numba compiles their
-    branches only: a VI fit compiles neither LBBNN's terms nor the other activations',
-    likelihoods', priors' or estimator's, a mean-field fit none of the low-rank family's
-    linear algebra, and LBBNN's fit none of its other estimators'. ``vcfg`` and the target
-    must agree with them. Cached on disk per combination, like any kernel.
+    Gaussian family), whether the Gaussian family has low-rank factors (``factors``,
+    ``vcfg``'s ``rank`` above 0) and whether the optimizer is Adam (``adam``; else SGD, the
+    optimizer's ``kind`` 1) are constants of the kernel, so numba compiles their branches
+    only: a VI fit compiles neither LBBNN's terms nor the other activations', likelihoods',
+    priors', estimator's or optimizers', a mean-field fit none of the low-rank family's
+    linear algebra, and LBBNN's fit none of its other estimators'. The Gaussian family's
+    KL is in closed form where the prior is Gaussian (``vcfg``'s ``closed_kl``). ``vcfg``,
+    the optimizer and the target must agree with them. Cached on disk per combination,
+    like any kernel.
 
     The kernel's parameters:
 
@@ -581,6 +586,12 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
         Workspace for ``batch_size`` rows (the larger of the two passes').
     stats : ndarray of shape (2 + n_outputs,)
     rng : numpy.random.Generator
+    backward : CompiledKernel or None
+        The local reparameterization's backward pass by address
+        (:func:`skbnn.kernels.lrt.lrt_backward_kernel`), for the Gaussian mean-field
+        family's and the spike and slab's local reparameterization estimator, so that this
+        kernel compiles without it; None: the kernel links
+        :func:`skbnn.kernels.lrt.lrt_backward` itself where it needs it.
 
     It returns ``-(sum over batches of (B / n) ELBO_B) / n_w``, with ``ELBO_B`` the
     step's estimate ``(n / B) loglik_B + E_q[log p] + H``: an unbiased estimate of
@@ -603,10 +614,13 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
     lowrank_gaussian = not spike and bool(factors)
     meanfield = not spike and not lowrank_gaussian
     # the Gaussian mean-field family's local reparameterization, which prepares its steps
-    # where the weights' prior term is in closed form
+    # where the weights' prior term is in closed form: where the prior is Gaussian
     meanfield_local = meanfield and local
+    closed_kl = 1 if prior == 0 else 0  # prior 0: the Gaussian (kernels.priors.log_prior)
+    prep = meanfield_local and closed_kl == 1
+    use_adam = bool(adam)
 
-    def kernel(vparams, tgt, data, batch_size, lrs, opt, vcfg, work, ws, stats, rng):
+    def kernel(vparams, tgt, data, batch_size, lrs, opt, vcfg, work, ws, stats, rng, backward):
         n = data.rows.shape[0]
         p = work.sigma.shape[0]
         vc = vcfg[0]
@@ -615,8 +629,6 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
         total = 0.0
         b = 0
         inv_mc = 1.0 / vc.n_mc
-        # the local reparameterization's variances straight from the mean-field pass
-        prep = vc.closed_kl != 0 if meanfield_local else False
         log_scale = prior_log_scale(tgt.prior_scale, p - cfg.n_noise) if meanfield else 0.0
         for i0 in range(0, n, batch_size):
             nb = min(batch_size, n - i0)
@@ -655,7 +667,8 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
                                                          True, inv_mc, act, lik)  # fmt: skip
                 elif spike_lrt:
                     value += inv_mc * lbbnn_lrt_prepared_term(vparams, p, bt, work, ws, stats,
-                                                              rng, inv_mc, act, lik)  # fmt: skip
+                                                              rng, inv_mc, act, lik,
+                                                              backward)  # fmt: skip
                 elif spike:
                     value += inv_mc * lbbnn_concrete_term(vparams, p, bt, vc.temperature, work, ws,
                                                           stats, rng, True, inv_mc, act,
@@ -663,7 +676,8 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
                 else:
                     value += inv_mc * _gaussian_mc_term(vparams, p, bt, vc, work, ws, stats, rng,
                                                         True, inv_mc, act, lik, prior,
-                                                        local, lowrank_gaussian, prep)  # fmt: skip
+                                                        local, lowrank_gaussian, prep, closed_kl,
+                                                        backward)  # fmt: skip
             if spike_lrt:
                 bad = spike_slab_finish(vparams, p, p - cfg.n_noise, work, inv_mc)
             elif meanfield_local:
@@ -677,7 +691,7 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
                 cfg.beta = 1.0
                 return np.nan
             total += -value * nb / n
-            _step(vparams, glam, -1.0 / n_w, lrs[b], 0.0, opt, rng)
+            descent_step(vparams, glam, -1.0 / n_w, lrs[b], opt, use_adam)
             b += 1
         cfg.beta = 1.0
         return total / n_w

@@ -326,12 +326,17 @@ class LBBNN(VariationalInference):
         return (*super()._kernels(target), *more)
 
     def _aside(self, target, vparams, vcfg) -> tuple:
-        # the default estimator's epoch kernel compiles none of the ELBO's closed-form
-        # term, and the helper process, done with the network kernel before this one is
-        # with the epoch kernel, compiles it meanwhile
+        # the default estimator's epoch kernel compiles neither its backward pass nor the
+        # ELBO's closed-form term: the helper process compiles them meanwhile, the first
+        # first, which the epoch runs
         if int(vcfg[0]["lbbnn"]) != klbbnn.LBBNN_LRT:
             return ()
-        return (klbbnn.spike_slab_terms_kernel(vparams, self._work(target, vcfg)),)
+        return (*super()._aside(target, vparams, vcfg),
+                klbbnn.spike_slab_terms_kernel(vparams, self._work(target, vcfg)))  # fmt: skip
+
+    def _backward_by_address(self, vcfg) -> bool:
+        # the local reparameterization estimator; the others' passes are their own
+        return int(vcfg[0]["lbbnn"]) == klbbnn.LBBNN_LRT
 
     def _start(self, target, rng, vcfg) -> np.ndarray:
         """The initial variational parameters: slab means, raw slab sds and inclusion

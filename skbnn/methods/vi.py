@@ -14,6 +14,7 @@ from ..kernels import density as knet
 from ..kernels import lrt as klrt
 from ..kernels import optim as kopt
 from ..kernels import vi as kvi
+from ..kernels._compile import compile_aside
 from ..posterior import GaussianPosterior
 from ..utils import check_interrupt, seed_sequence
 from ._base import FitResult, store_params
@@ -172,25 +173,27 @@ class VariationalInference(Trainer):
         return bool(self._vcfg(target)[0]["local"]) and self._family == kvi.GAUSSIAN
 
     def _kernels(self, target) -> tuple:
-        """The variational family's epoch kernel for ``target``'s codes and estimator, the
-        network kernel of the ELBO's estimate and :attr:`_more_kernels`."""
+        """The variational family's epoch kernel for ``target``'s codes, estimator and
+        optimizer, the forward pass of the ELBO's estimate and :attr:`_more_kernels`."""
         codes = target.kernel_codes
         vcfg = self._vcfg(target)
         epoch = kvi.run_vi_epoch_for(self._family, *codes, self._local(target), _variant(vcfg),
-                                     bool(vcfg[0]["rank"]))  # fmt: skip
-        return (epoch, knet.logp_grad_for(*codes), knet.logp_grad_batch, *self._more_kernels)
+                                     bool(vcfg[0]["rank"]), self.solver != "sgd")  # fmt: skip
+        backward = (klrt.lrt_backward_for(codes[0]),) if self._backward(target, vcfg) else ()
+        return (epoch, *backward, knet.forward_batch_kernel(codes[0]), *self._more_kernels)
 
     def _warm_up(self, tiny, target) -> None:
-        """One epoch and one ELBO estimate on ``tiny`` with the fit's estimator (the network
-        kernel compiles in a helper process meanwhile, where it can)."""
+        """One epoch and one ELBO estimate on ``tiny`` with the fit's estimator. Where it
+        can, a helper process compiles meanwhile the kernels the epoch kernel calls by
+        address and the ELBO's (:meth:`_aside`), then the forward pass of the ELBO and of
+        prediction."""
         rng = np.random.default_rng(0)
         fast = clone(self).set_params(max_iter=1, elbo_samples=2)
         tiny_vcfg = fast._vcfg(tiny)
         tiny_vcfg[0]["local"] = int(self._local(target))
         vparams = fast._start(tiny, rng, tiny_vcfg)
         aside = fast._aside(tiny, vparams, tiny_vcfg)
-        knet.density_target(tiny.kernel_target(), aside=True, codes=tiny.kernel_codes,
-                            aside_with=aside)  # fmt: skip
+        compile_aside(*aside, activation=int(tiny.kernel_codes[0]))
         fast._epochs(tiny, vparams, np.arange(tiny.n_rows), None, Settings(max_iter=1), None,
                      rng, None, Member(vparams), tiny_vcfg)  # fmt: skip
         for kernel in aside:
@@ -199,10 +202,24 @@ class VariationalInference(Trainer):
         fast._elbo(tiny, vparams, tiny_vcfg, rng, 2)
 
     def _aside(self, target, vparams, vcfg) -> tuple:
-        """Kernels that the ELBO's estimate calls from Python, as
-        :class:`~skbnn.kernels._compile.CompiledKernel` for the helper process to compile
-        after the network kernel while this one compiles the epoch kernel; none here."""
-        return ()
+        """Kernels for the helper process to compile while this one compiles the epoch
+        kernel, as :class:`~skbnn.kernels._compile.CompiledKernel`: those the epoch kernel
+        calls by address (:meth:`_backward`) and the ELBO's estimate from Python."""
+        backward = self._backward(target, vcfg)
+        return () if backward is None else (backward,)
+
+    def _backward(self, target, vcfg):
+        """The local reparameterization's backward pass, which the epoch kernel calls by
+        address (:func:`~skbnn.kernels.lrt.lrt_backward_kernel`) where
+        :meth:`_backward_by_address`; else None."""
+        if not self._backward_by_address(vcfg):
+            return None
+        return klrt.lrt_backward_kernel(target.kernel_codes[0], target.layout.sizes)
+
+    def _backward_by_address(self, vcfg) -> bool:
+        """Whether the epoch kernel runs the local reparameterization's backward pass, and
+        takes it by address: the mean-field family's local reparameterization."""
+        return bool(vcfg[0]["local"]) and not vcfg[0]["rank"]
 
     #: the variational family, :func:`skbnn.kernels.vi.run_vi_epoch_for`'s ``fam``
     _family = kvi.GAUSSIAN
@@ -321,7 +338,9 @@ class VariationalInference(Trainer):
         best, best_vparams, count = np.inf, None, 0
         local = bool(vcfg[0]["local"]) and self._family == kvi.GAUSSIAN
         epoch_kernel = kvi.run_vi_epoch_for(self._family, *target.kernel_codes, local,
-                                            _variant(vcfg), bool(vcfg[0]["rank"]))  # fmt: skip
+                                            _variant(vcfg), bool(vcfg[0]["rank"]),
+                                            s.solver != "sgd")  # fmt: skip
+        backward = self._backward(target, vcfg)
         member.converged = False
         lr0, reductions, since = s.learning_rate_init, 0, 0
         for epoch in range(s.max_iter):
@@ -330,7 +349,7 @@ class VariationalInference(Trainer):
             lrs = schedule(s.learning_rate, lr0, epoch, s.max_iter, n_steps)
             try:
                 loss = epoch_kernel(vparams, tgt, data, batch, lrs, opt, vcfg, work, ws, stats,
-                                    rng)  # fmt: skip
+                                    rng, backward)  # fmt: skip
             except np.linalg.LinAlgError:
                 # the low-rank family's Cholesky factor of a matrix a divergent step made
                 # non-finite: a diverged loss, restarted like any other
