@@ -486,10 +486,7 @@ class LogPosterior:
         # many rows: one evaluator whose blocks bound the workspace, draw after draw
         ev = self.evaluator()
         for s in range(thetas.shape[0]):
-            if grads is None:
-                logp[s] = ev.value(thetas[s], beta)
-            else:
-                logp[s], grads[s] = ev(thetas[s], beta)
+            logp[s], grads[s] = ev(thetas[s], beta)
             stats[s] = ev.stats
 
     def logp_grad_batch(

@@ -179,7 +179,7 @@ class VariationalInference(Trainer):
         vcfg = self._vcfg(target)
         epoch = kvi.run_vi_epoch_for(self._family, *codes, self._local(target), _variant(vcfg),
                                      bool(vcfg[0]["rank"]), self.solver != "sgd")  # fmt: skip
-        backward = (klrt.lrt_backward_for(codes[0]),) if self._backward(target, vcfg) else ()
+        backward = (klrt.lrt_backward_for(codes[0]),) if self._backward_by_address(vcfg) else ()
         return (epoch, *backward, knet.forward_batch_kernel(codes[0]), *self._more_kernels)
 
     def _warm_up(self, tiny, target) -> None:
