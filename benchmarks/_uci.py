@@ -67,10 +67,12 @@ def standardize(X_train: np.ndarray, X_test: np.ndarray) -> tuple[np.ndarray, np
 
 
 def machine() -> dict:
-    """Cores and CPU model of this machine, and the CPU numba compiles for (``NUMBA_CPU_NAME``
-    and ``NUMBA_CPU_FEATURES``, ``host`` when unset), for the record."""
+    """Cores and CPU model of this machine, the numba release, and the CPU numba compiles for
+    (``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES``, ``host`` when unset), for the record."""
     import os
     import platform
+
+    import numba
 
     cpu = platform.processor() or platform.machine()
     try:
@@ -82,6 +84,7 @@ def machine() -> dict:
         "cores": os.cpu_count(),
         "cpu": cpu,
         "python": platform.python_version(),
+        "numba": numba.__version__,
         "numba_cpu_name": os.environ.get("NUMBA_CPU_NAME", "host"),
         "numba_cpu_features": os.environ.get("NUMBA_CPU_FEATURES", "host"),
     }
