@@ -1491,3 +1491,25 @@ def test_a_diagonal_laplace_at_a_held_map_reports_its_best_update(monkeypatch):
     diag = est.diagnostics_
     assert diag["n_prior_updates"] > 0 and np.argmax(diag["evidence_trace"]) > 0
     assert diag["newton_decrement"] == 0.0 and np.isfinite(est.log_evidence_)
+
+
+@pytest.mark.parametrize("max_work, trainings", [(0, 1), (10**12, None)])
+def test_a_wide_network_holds_its_map_as_many_rows_do(monkeypatch, max_work, trainings):
+    # rows x parameters above RETRAIN_MAX_WORK hold the MAP during empirical Bayes, as
+    # rows above RETRAIN_MAX_ROWS do: one training, then updates at its curvature; below
+    # it every update retrains from the MAP before it
+    monkeypatch.setattr(laplace_module, "RETRAIN_MAX_ROWS", 10**9)
+    monkeypatch.setattr(laplace_module, "RETRAIN_MAX_WORK", max_work)
+    calls = []
+    train = laplace_module.Laplace._train_members
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return train(self, *args, **kwargs)
+
+    monkeypatch.setattr(laplace_module.Laplace, "_train_members", counted)
+    X, y, _ = _linear_data()
+    est = BayesianMLPRegressor((4,), method=Laplace(), random_state=0).fit(X, y)
+    n_updates = est.diagnostics_["n_prior_updates"]
+    assert n_updates > 0
+    assert len(calls) == (trainings or n_updates + 1)

@@ -58,6 +58,11 @@ MIN_POLISH_ITER = 5
 #: Rows above which empirical Bayes holds the MAP (the prior barely moves it, and a
 #: retraining costs many passes) and polishes it once, under the best hyperparameters.
 RETRAIN_MAX_ROWS = 100_000
+#: Rows times parameters above which it holds the MAP too: what one pass of a retraining
+#: costs, so a wide network on fewer rows (784-400-600-10 on 60,000 images: 3.4e10, each
+#: retraining hundreds of epochs of seconds each) is held where a small one is retrained.
+#: A (100, 100) network reaches it at about RETRAIN_MAX_ROWS rows.
+RETRAIN_MAX_WORK = 10**9
 #: Iterations of the short polish that ranks the n_init initializations by their evidence
 #: (modes worth telling apart differ by nats; the full polish then changes the winner's
 #: evidence by tenths at most)
@@ -206,7 +211,10 @@ class Laplace(Trainer):
         closed-form regression moments and intervals, and for the classifier the probit
         approximation (see ``link_approx``). ``"mc"``: ``n_samples`` draws of ``theta``
         pushed through the network. ``predict_std(kind=...)``, ``predict_interval`` and
-        ``sample_y`` follow it.
+        ``sample_y`` follow it. The Gaussian is fitted to the linearized network, which is
+        what ``"glm"`` predicts with; pushed through a wide non-linear network its draws
+        leave the region where that holds and can predict far worse than the MAP
+        (Immer et al. 2021), so prefer ``"glm"`` there.
     link_approx : {"probit", "mc"}, default="probit"
         Classifier under the GLM predictive: the averaged probabilities by the probit
         approximation ``softmax(f / sqrt(1 + pi/8 var(f)))``, or by averaging over 100
@@ -221,8 +229,9 @@ class Laplace(Trainer):
         the evidence, 5 or more; ``diagnostics_["init_log_evidence"]`` shows the spread.
     max_prior_updates : int, default=30
         Most empirical Bayes updates, each of which retrains the MAP from the one before
-        it under the new hyperparameters; a warning says when the evidence still rose
-        materially at the last one.
+        it under the new hyperparameters (on more than 100,000 rows, or when rows times
+        parameters exceed 10^9, the MAP is held and polished once at the end); a warning
+        says when the evidence still rose materially at the last one.
     evidence_tol : float, default=1e-3
         Stop the updates when one moves the best evidence by less than this many nats.
     <engine parameters>
@@ -643,11 +652,12 @@ class Laplace(Trainer):
                     n_jobs, verbose) -> tuple:  # fmt: skip
         """One update's MAP and its approximation, and the Newton steps of its polish: the
         first from ``n_init`` initializations; each later one retrained from the MAP
-        before it under the new hyperparameters, or on many rows held (its approximation
-        reassembled at its curvature, a pass of the likelihood each)."""
+        before it under the new hyperparameters, or held on many rows or a wide network
+        (:meth:`_holds_map`; its approximation reassembled at its curvature, a pass of the
+        likelihood each)."""
         target = fit.target
         evaluator = target.evaluator()
-        if update > 0 and target.n_rows > RETRAIN_MAX_ROWS:
+        if update > 0 and self._holds_map(target):
             state = self._assemble(target, fit.net, search.theta, fit.first_layer, fit.sl,
                                    fit.jobs, evaluator,
                                    curvature=search.state.curvature)  # fmt: skip
@@ -672,6 +682,13 @@ class Laplace(Trainer):
         if update == 0 and search.init_log_evidence is None:
             search.init_log_evidence = np.array([state.log_evidence])
         return state, steps
+
+    @staticmethod
+    def _holds_map(target) -> bool:
+        """Whether empirical Bayes's later updates hold the MAP rather than retrain it:
+        on many rows, or on rows times parameters that make a retraining costly."""
+        n_rows = target.n_rows
+        return n_rows > RETRAIN_MAX_ROWS or n_rows * target.n_params > RETRAIN_MAX_WORK
 
     def _best_initialization(self, fit: _Fit, members, evaluator, search: _Search):
         """The MAP of the initialization with the highest evidence after a short polish;
