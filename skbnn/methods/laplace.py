@@ -59,9 +59,9 @@ MIN_POLISH_ITER = 5
 #: retraining costs many passes) and polishes it once, under the best hyperparameters.
 RETRAIN_MAX_ROWS = 100_000
 #: Rows times parameters above which it holds the MAP too: what one pass of a retraining
-#: costs, so a wide network on fewer rows (784-400-600-10 on 60,000 images: 3.4e10, each
-#: retraining hundreds of epochs of seconds each) is held where a small one is retrained.
-#: A (100, 100) network reaches it at about RETRAIN_MAX_ROWS rows.
+#: costs, so a wide network on fewer rows (784-400-600-10 on 60,000 images: 3.4e10, and a
+#: retraining is hundreds of such passes) is held where a small one is retrained. A
+#: (100, 100) network on 20 inputs reaches it at about 81,000 rows.
 RETRAIN_MAX_WORK = 10**9
 #: Iterations of the short polish that ranks the n_init initializations by their evidence
 #: (modes worth telling apart differ by nats; the full polish then changes the winner's
