@@ -68,12 +68,16 @@ def standardize(X_train: np.ndarray, X_test: np.ndarray) -> tuple[np.ndarray, np
 
 def machine() -> dict:
     """Cores and CPU model of this machine, the numba release, and the CPU numba compiles for
-    (``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES``, ``host`` when unset), for the record."""
+    (``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES``, ``host`` when unset), for the record.
+    The numba release is None in a peer's environment that has no numba."""
+    import importlib.metadata
     import os
     import platform
 
-    import numba
-
+    try:
+        numba_release = importlib.metadata.version("numba")
+    except importlib.metadata.PackageNotFoundError:
+        numba_release = None
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
@@ -84,7 +88,7 @@ def machine() -> dict:
         "cores": os.cpu_count(),
         "cpu": cpu,
         "python": platform.python_version(),
-        "numba": numba.__version__,
+        "numba": numba_release,
         "numba_cpu_name": os.environ.get("NUMBA_CPU_NAME", "host"),
         "numba_cpu_features": os.environ.get("NUMBA_CPU_FEATURES", "host"),
     }

@@ -80,7 +80,7 @@ MODELS = ("vi", "mlp")
 LBBNN_MODELS = ("lbbnn_meanfield", "lbbnn_flow", "lbbnn_lowrank")
 
 
-def make_classifier(model: str, seed: int):
+def make_classifier(model: str, seed: int, n_jobs: int = 1):
     """The one-epoch classifier of ``model`` (``"vi"``, ``"mlp"`` or ``"lbbnn_<posterior>"``)."""
     from skbnn import BayesianMLPClassifier
     from skbnn.methods import LBBNN, DeepEnsemble, VariationalInference
@@ -94,13 +94,13 @@ def make_classifier(model: str, seed: int):
     else:
         method = DeepEnsemble(solver="adam", **common)
     return BayesianMLPClassifier(hidden_layer_sizes=HIDDEN, activation="relu", method=method,
-                                 n_samples=1, random_state=seed, n_jobs=1)  # fmt: skip
+                                 n_samples=1, random_state=seed, n_jobs=n_jobs)  # fmt: skip
 
 
-def skbnn_epoch(model: str, X, y, seed: int) -> dict:
+def skbnn_epoch(model: str, X, y, seed: int, n_jobs: int = 1) -> dict:
     """Fit ``model`` for one epoch: its ``train_time``, the fit's wall and CPU seconds and
     the epoch's loss per row."""
-    clf = make_classifier(model, seed)
+    clf = make_classifier(model, seed, n_jobs)
     with warnings.catch_warnings():
         # one epoch cannot converge, and MNIST's pixels are not standardized: both known
         warnings.simplefilter("ignore")
@@ -118,13 +118,14 @@ def run_skbnn(args, X, y) -> list[dict]:
     one-epoch fits."""
     lines = []
     for model in args.models:
-        skbnn_epoch(model, X[:WARM_ROWS], y[:WARM_ROWS], args.seed)
+        skbnn_epoch(model, X[:WARM_ROWS], y[:WARM_ROWS], args.seed, args.n_jobs)
         load = os.getloadavg()[0]
-        runs = [skbnn_epoch(model, X, y, args.seed + r) for r in range(args.repeats)]
+        runs = [skbnn_epoch(model, X, y, args.seed + r, args.n_jobs)
+                for r in range(args.repeats)]  # fmt: skip
         times = [r["epoch_time"] for r in runs]
         lines.append({
             "library": "skbnn", "model": model, "dtype": "float64", "rows": len(X),
-            "hidden": list(HIDDEN), "batch_size": BATCH, "lr": LR,
+            "hidden": list(HIDDEN), "batch_size": BATCH, "lr": LR, "n_jobs": args.n_jobs,
             "epoch_time_median": statistics.median(times), "epoch_time_min": min(times),
             "epoch_times": times, "fit_times": [r["fit_time"] for r in runs],
             "fit_cpu_times": [r["cpu_time"] for r in runs],
@@ -172,6 +173,9 @@ def main() -> None:
     parser.add_argument("--torch-python", default=sys.executable,
                         help="the Python that has torch (default: this one)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--n-jobs", type=int, default=2,
+                        help="skbnn's n_jobs (2: its helper thread takes half of each "
+                             "wide product)")  # fmt: skip
     parser.add_argument("--data-dir", default=None, help="default: ../shared/data/mnist")
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
     parser.add_argument(

@@ -84,7 +84,10 @@ default="gaussian"
         seeded chain takes another path there (as with NumPyro and Stan); the posterior it
         samples is the same.
     n_jobs : int, default=None
-        Threads for chains and predictions (``None`` means 1, ``-1`` all cores).
+        Threads for chains, members and predictions (``None`` means 1, ``-1`` all
+        cores). A method that trains fewer networks than it has threads (VI, LBBNN,
+        Laplace's MAP, a one-member ensemble) gives one more thread half of every wide
+        layer's products, minibatch gathers and Adam steps; the result is the same.
     verbose : int, default=0
         A progress bar when > 0.
     warm_start : bool, default=False

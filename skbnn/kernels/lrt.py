@@ -132,11 +132,13 @@ def lrt_backward(mu, var, XT, sizes, offsets, act, n, ws, gmu, gvar, beta):
         if wide(n_in, n_out):
             # the variance term first, so that a multiplies it alone before the mean's
             # product adds into the same buffer (beta = 1): no second buffer of n_in rows
-            gemm(0, 0, n, n_in, n_out, 2.0, dv, 0, n, var, w_start, n_out, 0.0, ws, nxt, n)
+            gemm(0, 0, n, n_in, n_out, 2.0, dv, 0, n, var, w_start, n_out, 0.0, ws, nxt, n,
+                 n_in * n_out)  # fmt: skip
             nd = ws[nxt : nxt + n_in * n]
             for t in range(n_in * n):
                 nd[t] *= a_all[t]
-            gemm(0, 0, n, n_in, n_out, 1.0, delta, 0, n, mu, w_start, n_out, 1.0, ws, nxt, n)
+            gemm(0, 0, n, n_in, n_out, 1.0, delta, 0, n, mu, w_start, n_out, 1.0, ws, nxt, n,
+                 n_in * n_out)  # fmt: skip
             _times_derivative(nd, a_all, act)
         else:
             for i in range(n_in):

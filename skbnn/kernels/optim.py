@@ -30,13 +30,42 @@ The state is held in named tuples so the kernels read fields by name:
     ``sq_mean`` may then be empty).
 """
 
+import contextlib
 import math
+import threading
+import time
 from collections import namedtuple
 
+import numba
 import numpy as np
 
-from ._compile import njit, record
+from ._compile import DISABLED, njit, record
 from .density import KernelTarget, n_rows
+from .gemm import gemm_task
+from .team import (
+    ADAM,
+    CTL,
+    GATHER,
+    GEMM,
+    IDLE,
+    address,
+    as_bits,
+    collect,
+    done,
+    doubles_at,
+    from_bits,
+    integers_at,
+    next_task,
+    post,
+    store,
+    task,
+    team_close,
+)
+
+#: The fewest parameters whose Adam step the team's helper shares (:mod:`.team`).
+TEAM_MIN_PARAMS = 2**16
+#: The fewest values (features x rows) of a minibatch whose gather the helper shares.
+TEAM_MIN_GATHER = 2**14
 
 Batches = namedtuple("Batches", ["XT", "YT", "W", "rows", "xb", "yb", "wb"])
 Optimizer = namedtuple("Optimizer", ["cfg", "m1", "m2"])
@@ -106,13 +135,16 @@ def batch_target(tgt, data, i0, nb):
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _gather(data, i0, nb, d, ky, n_all):
-    # rows[i0:i0 + nb] of the feature-major data into the batch buffers
+    # rows[i0:i0 + nb] of the feature-major data into the batch buffers; on a wide batch
+    # the team's helper gathers the second half of the features (a gather is bound by
+    # memory latency, which two cores' outstanding loads halve)
     XT, YT, W, rows, xb, yb, wb = data
-    for j in range(d):
-        src = XT[j * n_all : (j + 1) * n_all]
-        dst = xb[j * nb : (j + 1) * nb]
-        for t in range(nb):
-            dst[t] = src[rows[i0 + t]]
+    h = d // 2
+    helped = d * nb >= TEAM_MIN_GATHER and rows.itemsize == 8 and post(
+        GATHER, address(XT, 0), address(rows, i0), address(xb, 0), nb, n_all, h, d, 0, 0, 0,
+        0, 0, 0,
+    )  # fmt: skip
+    _gather_features(XT, rows[i0 : i0 + nb], xb, nb, n_all, 0, h if helped else d)
     for o in range(ky):
         src = YT[o * n_all : (o + 1) * n_all]
         dst = yb[o * nb : (o + 1) * nb]
@@ -120,6 +152,27 @@ def _gather(data, i0, nb, d, ky, n_all):
             dst[t] = src[rows[i0 + t]]
     for t in range(nb):
         wb[t] = W[rows[i0 + t]]
+    if helped:
+        collect()
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def _gather_features(XT, rows, xb, nb, n_all, j0, j1):
+    # features j0..j1 - 1 of the rows ``rows`` of XT into the batch buffer xb
+    for j in range(j0, j1):
+        src = XT[j * n_all : (j + 1) * n_all]
+        dst = xb[j * nb : (j + 1) * nb]
+        for t in range(nb):
+            dst[t] = src[rows[t]]
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def gather_task(xt, rows, xb, nb, n_all, j0, j1):
+    """A posted gather (:data:`~skbnn.kernels.team.GATHER`), on addresses."""
+    XT = numba.carray(doubles_at(xt), (j1 * n_all,))
+    R = numba.carray(integers_at(rows), (nb,))
+    XB = numba.carray(doubles_at(xb), (j1 * nb,))
+    _gather_features(XT, R, XB, nb, n_all, j0, j1)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
@@ -189,24 +242,70 @@ def _explore(theta, g, scale, lr, opt):
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _adam(theta, g, scale, lr, opt, t):
-    # Adam's step t (Kingma and Ba 2015) on the gradient scale * g. No reduction here: a
-    # sum in this loop (without reassociation, to keep its bits) kept it scalar. The bias
-    # corrections are factors taken out of the loop, as PyTorch's Adam takes them: one
-    # division per parameter instead of three, and the divisions bound the vectorized
-    # loop, not its memory traffic
+    # Adam's step t (Kingma and Ba 2015) on the gradient scale * g. The bias corrections
+    # are factors taken out of the loop, as PyTorch's Adam takes them: one division per
+    # parameter instead of three. On many parameters the team's helper steps the second
+    # half: each parameter's update is its own, so the bits are the same
     cfg = opt.cfg[0]
-    m1 = opt.m1
-    m2 = opt.m2
     b1 = cfg.beta1
     b2 = cfg.beta2
     step = lr / (1.0 - b1**t)
     root_c2 = 1.0 / math.sqrt(1.0 - b2**t)
     eps = cfg.epsilon
-    for i in range(theta.shape[0]):
+    n = theta.shape[0]
+    h = n // 2
+    helped = n >= TEAM_MIN_PARAMS and post(
+        ADAM, address(theta, 0), address(g, 0), address(opt.m1, 0), address(opt.m2, 0), h, n,
+        as_bits(scale), as_bits(b1), as_bits(b2), as_bits(step), as_bits(root_c2),
+        as_bits(eps), 0,
+    )  # fmt: skip
+    _adam_range(theta, g, opt.m1, opt.m2, 0, h if helped else n, scale, b1, b2, step,
+                root_c2, eps)  # fmt: skip
+    if helped:
+        collect()
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def _adam_range(theta, g, m1, m2, lo, hi, scale, b1, b2, step, root_c2, eps):
+    # No reduction here: a sum in this loop (without reassociation, to keep its bits) kept
+    # it scalar, and the divisions bound the vectorized loop, not its memory traffic
+    for i in range(lo, hi):
         gi = scale * g[i]
         m1[i] = b1 * m1[i] + (1.0 - b1) * gi
         m2[i] = b2 * m2[i] + (1.0 - b2) * gi * gi
         theta[i] -= step * m1[i] / (math.sqrt(m2[i]) * root_c2 + eps)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def adam_task(theta, g, m1, m2, lo, hi, scale, b1, b2, step, root_c2, eps):
+    """A posted Adam step (:data:`~skbnn.kernels.team.ADAM`): addresses, and the floats
+    as bits."""
+    _adam_range(numba.carray(doubles_at(theta), (hi,)), numba.carray(doubles_at(g), (hi,)),
+                numba.carray(doubles_at(m1), (hi,)), numba.carray(doubles_at(m2), (hi,)),
+                lo, hi, from_bits(scale), from_bits(b1), from_bits(b2), from_bits(step),
+                from_bits(root_c2), from_bits(eps))  # fmt: skip
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def serve() -> int:
+    """The team's helper (:mod:`skbnn.kernels.team`): run each posted task until the team
+    closes. Returns the number of tasks it ran.
+
+    It opens the slot itself (``OFF`` to ``IDLE``): until it runs, without the GIL, no
+    kernel can post a task it would wait for, whether or not that kernel holds the GIL."""
+    store(0, IDLE)
+    served = 0
+    while next_task():
+        kind, x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12 = task()
+        if kind == GEMM:
+            gemm_task(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12)
+        elif kind == GATHER:
+            gather_task(x0, x1, x2, x3, x4, x5, x6)
+        elif kind == ADAM:
+            adam_task(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11)
+        done()
+        served += 1
+    return served
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
@@ -328,3 +427,49 @@ def run_epoch(theta, tgt, data, batch_size, lrs, noise, keep, opt, mom, ws, grad
         b += 1
     cfg.beta = 1.0
     return total / n_w
+
+
+_lock = threading.Lock()
+_members = 0
+_helper: threading.Thread | None = None
+#: Tasks the helpers of this process have run (tests read it).
+served = [0]
+
+
+@contextlib.contextmanager
+def team(enabled: bool = True):
+    """A helper thread (:mod:`skbnn.kernels.team`) that takes half of every wide product,
+    gather and Adam step while the context lasts.
+
+    The helper runs :func:`serve`. Nested and concurrent teams share one helper, which
+    stops when the last context ends. ``enabled=False`` (or ``NUMBA_DISABLE_JIT``) runs
+    without one: the same bits.
+    """
+    global _members, _helper
+    if not enabled or DISABLED:
+        yield
+        return
+    with _lock:
+        _members += 1
+        if _members == 1:
+
+            def run():
+                served[0] += serve()
+
+            _helper = threading.Thread(target=run, name="skbnn-team", daemon=True)
+            _helper.start()
+            # the helper opens the slot once it runs; until then kernels compute alone
+            while CTL[0] != IDLE:
+                if not _helper.is_alive():
+                    _members = 0
+                    raise RuntimeError("skbnn's team helper thread ended before it started")
+                time.sleep(1e-4)
+    try:
+        yield
+    finally:
+        with _lock:
+            _members -= 1
+            if _members == 0:
+                team_close()
+                _helper.join()
+                _helper = None

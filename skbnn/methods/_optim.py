@@ -696,13 +696,16 @@ class Trainer(BaseMethod):
                 )
                 bar.update(n_members * per_member)
             else:
-                with single_threaded_blas():
+                # a core the members leave idle takes half of each wide layer's products
+                # (skbnn.kernels.team): the same bits as without it
+                jobs = effective_n_jobs(n_jobs)
+                with single_threaded_blas(), kopt.team(jobs > n_members):
                     members = thread_map(
                         lambda ss: self._train(
                             target, settings, start, ss, data_fraction, bar, after
                         ),
                         seeds,
-                        effective_n_jobs(n_jobs),
+                        jobs,
                     )
         finally:
             bar.close()

@@ -1,0 +1,174 @@
+"""The team's helper thread (skbnn.kernels.team): half of each wide product, gather and Adam
+step of a lone network on a second core, with the same bits as on one."""
+
+import multiprocessing
+import sys
+import threading
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+
+from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
+from skbnn.kernels import optim, team
+from skbnn.kernels._compile import DISABLED, call
+from skbnn.kernels.gemm import gemm
+from skbnn.methods import LBBNN, DeepEnsemble, Laplace, VariationalInference
+
+pytestmark = pytest.mark.skipif(DISABLED, reason="the team runs compiled kernels only")
+
+
+def _helpers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "skbnn-team"]
+
+
+def _product(trans_a, trans_b, m, n, k, weights):
+    # op(A) op(B) through the kernel, in column-major buffers with an offset and padded
+    # leading dimensions, as the network kernels hold them
+    rng = np.random.default_rng(0)
+    opa, opb = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    a, b = (opa.T if trans_a else opa), (opb.T if trans_b else opb)
+    lda, ldb, ldc = a.shape[0] + 3, b.shape[0] + 1, m + 2
+    A = np.zeros(5 + lda * a.shape[1])
+    B = np.zeros(7 + ldb * b.shape[1])
+    C = np.full(2 + ldc * n, 0.5)
+    for j in range(a.shape[1]):
+        A[5 + j * lda : 5 + j * lda + a.shape[0]] = a[:, j]
+    for j in range(b.shape[1]):
+        B[7 + j * ldb : 7 + j * ldb + b.shape[0]] = b[:, j]
+    call(gemm, trans_a, trans_b, m, n, k, 2.0, A, 5, lda, B, 7, ldb, 0.25, C, 2, ldc, weights)
+    out = np.stack([C[2 + j * ldc : 2 + j * ldc + m] for j in range(n)], axis=1)
+    return out, 2.0 * opa @ opb + 0.125, C
+
+
+@pytest.mark.parametrize("trans_a", [0, 1])
+@pytest.mark.parametrize("trans_b", [0, 1])
+@pytest.mark.parametrize("n", [37, 90])
+def test_split_product_is_the_product_with_and_without_a_helper(trans_a, trans_b, n):
+    weights = team.SPLIT_MIN_WEIGHTS
+    alone, expected, buffer_alone = _product(trans_a, trans_b, 11, n, 13, weights)
+    np.testing.assert_allclose(alone, expected, rtol=1e-12, atol=1e-12)
+    before = optim.served[0]
+    with optim.team():
+        helped, _, buffer_helped = _product(trans_a, trans_b, 11, n, 13, weights)
+    assert optim.served[0] > before
+    # the same two BLAS calls either way, and nothing outside C's columns written
+    np.testing.assert_array_equal(buffer_helped, buffer_alone)
+    assert buffer_alone[0] == buffer_alone[1] == 0.5
+
+
+def test_team_stops_its_helper_also_on_an_error():
+    with pytest.raises(RuntimeError, match="inside"), optim.team():
+        assert len(_helpers()) == 1
+        raise RuntimeError("inside")
+    assert not _helpers()
+    assert team.CTL[0] == team.OFF
+
+
+def test_nested_teams_share_one_helper():
+    with optim.team():
+        with optim.team():
+            assert len(_helpers()) == 1
+        assert len(_helpers()) == 1
+    assert not _helpers()
+
+
+def _wide_data(classes=3, rows=300, features=180):
+    # a first layer of 180 x 256 and a second of 256 x 256 weights: products, gathers and
+    # Adam steps all reach the team's thresholds
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((rows, features))
+    y = (X[:, :classes] @ rng.standard_normal(classes)).argsort().argsort() * classes // rows
+    return X, y
+
+
+LONE_METHODS = {
+    "vi": lambda: VariationalInference(max_iter=2, batch_size=100),
+    "lbbnn": lambda: LBBNN(max_iter=2, batch_size=100),
+    "ensemble": lambda: DeepEnsemble(solver="adam", max_iter=2, batch_size=100),
+}
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("name", sorted(LONE_METHODS))
+def test_a_lone_network_has_the_same_bits_on_two_cores(name):
+    X, y = _wide_data()
+    n_samples = 1 if name == "ensemble" else 10
+    fits = {}
+    for n_jobs in (1, 2):
+        before = optim.served[0]
+        fits[n_jobs] = BayesianMLPClassifier(
+            (256, 256), activation="relu", method=LONE_METHODS[name](), n_samples=n_samples,
+            random_state=0, n_jobs=n_jobs,
+        ).fit(X, y)  # fmt: skip
+        # one core: no helper; two: the helper took its share of every step
+        assert (optim.served[0] > before) == (n_jobs == 2)
+        assert not _helpers()
+    np.testing.assert_array_equal(fits[1].posterior_.thetas, fits[2].posterior_.thetas)
+    np.testing.assert_array_equal(fits[1].predict_proba(X), fits[2].predict_proba(X))
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_laplace_map_has_the_same_bits_on_two_cores():
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((200, 260))
+    y = X[:, 0] - X[:, 1] + 0.1 * rng.standard_normal(200)
+    fits = [
+        BayesianMLPRegressor(
+            (256,),
+            method=Laplace(hessian="kron", solver="adam", max_iter=2, batch_size=50),
+            random_state=0,
+            n_jobs=n_jobs,
+        ).fit(X, y)  # fmt: skip
+        for n_jobs in (1, 2)
+    ]
+    np.testing.assert_array_equal(fits[0].posterior_.mean, fits[1].posterior_.mean)
+    np.testing.assert_array_equal(fits[0].predict(X), fits[1].predict(X))
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_two_lone_fits_at_once_share_the_helper_and_keep_their_bits():
+    X, y = _wide_data()
+
+    def fit(n_jobs):
+        return BayesianMLPClassifier(
+            (256, 256), activation="relu", method=LONE_METHODS["vi"](), n_samples=5,
+            random_state=0, n_jobs=n_jobs,
+        ).fit(X, y)  # fmt: skip
+
+    alone = fit(1)
+    out = [None, None]
+
+    def run(i):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            out[i] = fit(2)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for fitted in out:
+        np.testing.assert_array_equal(fitted.posterior_.thetas, alone.posterior_.thetas)
+    assert not _helpers()
+
+
+def _wide_product_in_child(queue):
+    out, expected, _ = _product(0, 1, 7, 64, 9, team.SPLIT_MIN_WEIGHTS)
+    queue.put(bool(np.allclose(out, expected)))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="fork is the Linux start method")
+def test_a_child_forked_during_a_team_computes_alone():
+    # the child has no helper thread: a posted product there would wait for ever
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    with optim.team():
+        child = ctx.Process(target=_wide_product_in_child, args=(queue,))
+        child.start()
+        child.join(timeout=120)
+    assert child.exitcode == 0
+    assert queue.get(timeout=5)
