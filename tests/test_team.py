@@ -10,7 +10,7 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
-from skbnn.kernels import optim, team
+from skbnn.kernels import helper, team
 from skbnn.kernels._compile import DISABLED, call
 from skbnn.kernels.gemm import gemm
 from skbnn.methods import LBBNN, DeepEnsemble, Laplace, VariationalInference
@@ -48,17 +48,17 @@ def test_split_product_is_the_product_with_and_without_a_helper(trans_a, trans_b
     weights = team.SPLIT_MIN_WEIGHTS
     alone, expected, buffer_alone = _product(trans_a, trans_b, 11, n, 13, weights)
     np.testing.assert_allclose(alone, expected, rtol=1e-12, atol=1e-12)
-    before = optim.served[0]
-    with optim.team():
+    before = helper.served[0]
+    with helper.team():
         helped, _, buffer_helped = _product(trans_a, trans_b, 11, n, 13, weights)
-    assert optim.served[0] > before
+    assert helper.served[0] > before
     # the same two BLAS calls either way, and nothing outside C's columns written
     np.testing.assert_array_equal(buffer_helped, buffer_alone)
     assert buffer_alone[0] == buffer_alone[1] == 0.5
 
 
 def test_team_stops_its_helper_also_on_an_error():
-    with pytest.raises(RuntimeError, match="inside"), optim.team():
+    with pytest.raises(RuntimeError, match="inside"), helper.team():
         assert len(_helpers()) == 1
         raise RuntimeError("inside")
     assert not _helpers()
@@ -66,8 +66,8 @@ def test_team_stops_its_helper_also_on_an_error():
 
 
 def test_nested_teams_share_one_helper():
-    with optim.team():
-        with optim.team():
+    with helper.team():
+        with helper.team():
             assert len(_helpers()) == 1
         assert len(_helpers()) == 1
     assert not _helpers()
@@ -96,13 +96,13 @@ def test_a_lone_network_has_the_same_bits_on_two_cores(name):
     n_samples = 1 if name == "ensemble" else 10
     fits = {}
     for n_jobs in (1, 2):
-        before = optim.served[0]
+        before = helper.served[0]
         fits[n_jobs] = BayesianMLPClassifier(
             (256, 256), activation="relu", method=LONE_METHODS[name](), n_samples=n_samples,
             random_state=0, n_jobs=n_jobs,
         ).fit(X, y)  # fmt: skip
         # one core: no helper; two: the helper took its share of every step
-        assert (optim.served[0] > before) == (n_jobs == 2)
+        assert (helper.served[0] > before) == (n_jobs == 2)
         assert not _helpers()
     np.testing.assert_array_equal(fits[1].posterior_.thetas, fits[2].posterior_.thetas)
     np.testing.assert_array_equal(fits[1].predict_proba(X), fits[2].predict_proba(X))
@@ -166,9 +166,30 @@ def test_a_child_forked_during_a_team_computes_alone():
     # the child has no helper thread: a posted product there would wait for ever
     ctx = multiprocessing.get_context("fork")
     queue = ctx.Queue()
-    with optim.team():
+    with helper.team():
         child = ctx.Process(target=_wide_product_in_child, args=(queue,))
         child.start()
         child.join(timeout=120)
     assert child.exitcode == 0
     assert queue.get(timeout=5)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_lbbnn_passes_over_the_weights_run_on_the_helper_too():
+    # a layer of 2^16 weights or more: the mean-field step's two passes over its weights
+    # split in fixed halves, so the fit is the same with the helper and without
+    X, y = _wide_data()
+    fits = [
+        BayesianMLPClassifier(
+            (256, 256),
+            activation="relu",
+            method=LBBNN(max_iter=2, batch_size=100),
+            n_samples=5,
+            random_state=4,
+            n_jobs=n_jobs,
+        ).fit(X, y)  # fmt: skip
+        for n_jobs in (1, 2)
+    ]
+    np.testing.assert_array_equal(fits[0].posterior_.thetas, fits[1].posterior_.thetas)
+    assert fits[0].elbo_ == fits[1].elbo_
+    assert np.isfinite(fits[0].elbo_)

@@ -5,8 +5,9 @@
 * ``layers``, ``backprop``: the forward pass; the weight gradient, backpropagation and the
   Jacobian.
 * ``gemm``: the same three products on wide layers, by BLAS's matrix product.
-* ``team``: a helper thread that takes half of a lone network's wide products, minibatch
-  gathers and Adam steps, with the same bits as one thread.
+* ``team``, ``helper``: a helper thread that takes half of a lone network's wide
+  products, minibatch gathers, Adam steps and LBBNN passes, with the same bits as one
+  thread; the hand-off slot and its atomics, and the helper's loop and context.
 * ``likelihoods``, ``priors``: the log-likelihood and log-prior terms and their gradients.
 * ``_libm``: exp, log, tanh and the logistic function in vectorizable arithmetic.
 * ``cpu``: what the kernels' code depends on of the CPU they compile for.

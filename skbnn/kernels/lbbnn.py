@@ -9,6 +9,7 @@ import math
 
 import numba
 import numpy as np
+from numba import carray
 from numba.core import types
 
 from . import flows as kflows
@@ -20,6 +21,17 @@ from .density import weight_sum
 from .layers import forward
 from .likelihoods import _loglik_delta
 from .lrt import _bases, backward_pass, lrt_backward, lrt_forward
+from .team import (
+    FINISH,
+    PREPARE,
+    SPLIT_MIN_WEIGHTS,
+    address,
+    as_bits,
+    collect,
+    doubles_at,
+    from_bits,
+    post,
+)
 
 # --- the spike-and-slab family of latent binary BNNs (LBBNN; Hubin and Storvik 2019,
 # Skaaret-Lund et al. 2024). vparams = [kappa, rho, lambda]: a weight is
@@ -215,29 +227,72 @@ def spike_slab_prepare(vparams, p, n_w, work):
     ``work.meff`` and ``work.gvar`` and zeros ``work.w`` and ``work.eps`` (where the draws'
     :func:`lrt_backward` adds the moments' gradients) for ``[0, n_w)``. Returns
     ``-KL`` plus the log noise precisions' entropy, as :func:`spike_slab_terms` does.
-    :func:`spike_slab_finish` completes the step's gradient after the draws."""
-    kappa = vparams[:p]
+    :func:`spike_slab_finish` completes the step's gradient after the draws.
+
+    On :data:`~skbnn.kernels.team.SPLIT_MIN_WEIGHTS` weights or more, the pass runs as two
+    over fixed halves, the second on the team's helper where one runs: the KL's two
+    partial sums are added in the same order either way."""
+    glam = work.glam
+    if n_w < SPLIT_MIN_WEIGHTS:
+        value = _prepare_weights(vparams, p, glam, work, 0, n_w)
+    else:
+        h = n_w // 2
+        helped = post(
+            PREPARE, address(vparams, h), p, address(glam, h), address(work.psi, h),
+            address(work.slab, h), address(work.sigma, h), address(work.dsigma, h),
+            address(work.alpha, h), address(work.meff, h), address(work.gvar, h),
+            address(work.w, h), address(work.eps, h), n_w - h,
+        )  # fmt: skip
+        value = _prepare_weights(vparams, p, glam, work, 0, h)
+        if helped:
+            value += from_bits(collect())
+        else:
+            value += _prepare_weights(vparams, p, glam, work, h, n_w)
     rho = vparams[p : 2 * p]
-    lam = vparams[2 * p : 3 * p]
-    # views per part, never glam[p + i]: an offset index that LLVM cannot prove
-    # non-negative keeps the loop scalar (see skbnn.kernels._compile)
-    gk = work.glam[:p]
-    grho = work.glam[p : 2 * p]
-    glam = work.glam[2 * p : 3 * p]
+    gk = glam[:p]
+    grho = glam[p : 2 * p]
+    glm = glam[2 * p : 3 * p]
     sigma = work.sigma
     dsigma = work.dsigma
     alpha = work.alpha
-    psi_all = work.psi
-    slab = work.slab
-    meff = work.meff
-    var = work.gvar
-    gm = work.w
-    gv = work.eps
+    for i in range(n_w, p):
+        # the log noise precisions: always in, their entropy here (their Gamma prior is
+        # a Monte Carlo term)
+        r = rho[i]
+        e = _exp_neg(-abs(r))
+        s = (r if r > 0.0 else 0.0) + _log1p_unit(e)
+        ds = (1.0 if r >= 0.0 else e) / (1.0 + e)
+        sigma[i] = s
+        dsigma[i] = ds
+        alpha[i] = 1.0
+        value += _log(s) + 0.5 * (1.0 + _LOG_2PI)
+        gk[i] = 0.0
+        grho[i] = ds / s
+        glm[i] = 0.0
+    return value
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def _prepare_weights(vparams, p, glam, work, lo, hi):
+    # spike_slab_prepare's pass over the weights lo..hi - 1, on views that start at lo
+    return _prepare_pass(
+        vparams[lo:p], vparams[p + lo : 2 * p], vparams[2 * p + lo : 3 * p], glam[lo:p],
+        glam[p + lo : 2 * p], glam[2 * p + lo : 3 * p], work.psi[lo:], work.slab[lo:],
+        work.sigma[lo:], work.dsigma[lo:], work.alpha[lo:], work.meff[lo:], work.gvar[lo:],
+        work.w[lo:], work.eps[lo:], hi - lo,
+    )  # fmt: skip
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
+def _prepare_pass(kappa, rho, lam, gk, grho, glam, psi_all, slab, sigma, dsigma, alpha, meff,
+                  var, gm, gv, n):  # fmt: skip
     # softplus, the logistic and the logs from _libm's polynomials, one exponential per
     # parameter for each of rho and lambda: math's libm calls would keep the loop scalar,
-    # and this pass over every weight is most of a step's time outside the BLAS products
+    # and this pass over every weight is most of a step's time outside the BLAS products.
+    # Views per part, never glam[p + i]: an offset index that LLVM cannot prove
+    # non-negative keeps the loop scalar (see skbnn.kernels._compile)
     value = 0.0
-    for i in range(n_w):
+    for i in range(n):
         r = rho[i]
         e = _exp_neg(-abs(r))
         s = (r if r > 0.0 else 0.0) + _log1p_unit(e)
@@ -265,21 +320,24 @@ def spike_slab_prepare(vparams, p, n_w, work):
         var[i] = a * (s * s + (1.0 - a) * k * k)
         gm[i] = 0.0
         gv[i] = 0.0
-    for i in range(n_w, p):
-        # the log noise precisions: always in, their entropy here (their Gamma prior is
-        # a Monte Carlo term)
-        r = rho[i]
-        e = _exp_neg(-abs(r))
-        s = (r if r > 0.0 else 0.0) + _log1p_unit(e)
-        ds = (1.0 if r >= 0.0 else e) / (1.0 + e)
-        sigma[i] = s
-        dsigma[i] = ds
-        alpha[i] = 1.0
-        value += _log(s) + 0.5 * (1.0 + _LOG_2PI)
-        gk[i] = 0.0
-        grho[i] = ds / s
-        glam[i] = 0.0
     return value
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def prepare_task(vp, p, glam, psi, slab, sigma, dsigma, alpha, meff, var, gm, gv, n):
+    """A posted half of :func:`spike_slab_prepare`'s pass
+    (:data:`~skbnn.kernels.team.PREPARE`), on addresses of its first weight; returns its
+    partial sum's bits."""
+    return as_bits(_prepare_pass(
+        carray(doubles_at(vp), (n,)), carray(doubles_at(vp + 8 * p), (n,)),
+        carray(doubles_at(vp + 16 * p), (n,)), carray(doubles_at(glam), (n,)),
+        carray(doubles_at(glam + 8 * p), (n,)), carray(doubles_at(glam + 16 * p), (n,)),
+        carray(doubles_at(psi), (n,)), carray(doubles_at(slab), (n,)),
+        carray(doubles_at(sigma), (n,)), carray(doubles_at(dsigma), (n,)),
+        carray(doubles_at(alpha), (n,)), carray(doubles_at(meff), (n,)),
+        carray(doubles_at(var), (n,)), carray(doubles_at(gm), (n,)),
+        carray(doubles_at(gv), (n,)), n,
+    ))  # fmt: skip
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -310,19 +368,36 @@ def spike_slab_finish(vparams, p, n_w, work, scale):
     """Ends a step prepared by :func:`spike_slab_prepare`: chains the moments' gradients
     that the draws added to ``work.w`` and ``work.eps``, times ``scale``, into ``work.glam``
     (as :func:`lbbnn_lrt_term` does per draw). Returns whether any of ``work.glam[:3 p]``
-    is inf or NaN."""
-    # views per part, as in spike_slab_prepare
-    gk = work.glam[:p]
-    grho = work.glam[p : 2 * p]
-    glam = work.glam[2 * p : 3 * p]
-    kappa = vparams[:p]
-    alpha = work.alpha
-    sigma = work.sigma
-    dsigma = work.dsigma
-    gm = work.w
-    gv = work.eps
+    is inf or NaN. On many weights the team's helper chains the second half (each
+    weight's gradient is its own: the same bits)."""
+    glam = work.glam
+    h = n_w // 2
+    helped = n_w >= SPLIT_MIN_WEIGHTS and post(
+        FINISH, address(vparams, h), p, address(glam, h), address(work.alpha, h),
+        address(work.sigma, h), address(work.dsigma, h), address(work.w, h),
+        address(work.eps, h), as_bits(scale), n_w - h, 0, 0, 0,
+    )  # fmt: skip
+    end = h if helped else n_w
+    flag = _finish_pass(vparams[:p], glam[:p], glam[p : 2 * p], glam[2 * p : 3 * p],
+                        work.alpha, work.sigma, work.dsigma, work.w, work.eps, scale,
+                        end)  # fmt: skip
+    if helped:
+        flag += from_bits(collect())
+    gk = glam[:p]
+    grho = glam[p : 2 * p]
+    glm = glam[2 * p : 3 * p]
+    for i in range(n_w, p):
+        flag += gk[i] * 0.0 + grho[i] * 0.0 + glm[i] * 0.0
+    return flag != 0.0
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
+def _finish_pass(kappa, gk, grho, glam, alpha, sigma, dsigma, gm, gv, scale, n):
+    # spike_slab_finish's pass over the first n weights of the views; views per part, as
+    # in spike_slab_prepare. 0 * x is 0 for finite x and NaN for inf or NaN, and _FM does
+    # not assume finite values: one vectorized sum says whether any is
     flag = 0.0
-    for i in range(n_w):
+    for i in range(n):
         a = alpha[i]
         k = kappa[i]
         s = sigma[i]
@@ -334,12 +409,22 @@ def spike_slab_finish(vparams, p, n_w, work, scale):
         gk[i] = g0
         grho[i] = g1
         glam[i] = g2
-        # 0 * x is 0 for finite x and NaN for inf or NaN, and _FM does not assume finite
-        # values: one vectorized sum says whether any is
         flag += g0 * 0.0 + g1 * 0.0 + g2 * 0.0
-    for i in range(n_w, p):
-        flag += gk[i] * 0.0 + grho[i] * 0.0 + glam[i] * 0.0
-    return flag != 0.0
+    return flag
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def finish_task(vp, p, glam, alpha, sigma, dsigma, gm, gv, scale, n):
+    """A posted half of :func:`spike_slab_finish`'s pass
+    (:data:`~skbnn.kernels.team.FINISH`), on addresses of its first weight; returns its
+    flag's bits."""
+    return as_bits(_finish_pass(
+        carray(doubles_at(vp), (n,)), carray(doubles_at(glam), (n,)),
+        carray(doubles_at(glam + 8 * p), (n,)), carray(doubles_at(glam + 16 * p), (n,)),
+        carray(doubles_at(alpha), (n,)), carray(doubles_at(sigma), (n,)),
+        carray(doubles_at(dsigma), (n,)), carray(doubles_at(gm), (n,)),
+        carray(doubles_at(gv), (n,)), from_bits(scale), n,
+    ))  # fmt: skip
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")

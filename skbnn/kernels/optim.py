@@ -30,36 +30,24 @@ The state is held in named tuples so the kernels read fields by name:
     ``sq_mean`` may then be empty).
 """
 
-import contextlib
 import math
-import threading
-import time
 from collections import namedtuple
 
 import numba
 import numpy as np
 
-from ._compile import DISABLED, njit, record
+from ._compile import njit, record
 from .density import KernelTarget, n_rows
-from .gemm import gemm_task
 from .team import (
     ADAM,
-    CTL,
     GATHER,
-    GEMM,
-    IDLE,
     address,
     as_bits,
     collect,
-    done,
     doubles_at,
     from_bits,
     integers_at,
-    next_task,
     post,
-    store,
-    task,
-    team_close,
 )
 
 #: The fewest parameters whose Adam step the team's helper shares (:mod:`.team`).
@@ -286,28 +274,6 @@ def adam_task(theta, g, m1, m2, lo, hi, scale, b1, b2, step, root_c2, eps):
                 from_bits(root_c2), from_bits(eps))  # fmt: skip
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def serve() -> int:
-    """The team's helper (:mod:`skbnn.kernels.team`): run each posted task until the team
-    closes. Returns the number of tasks it ran.
-
-    It opens the slot itself (``OFF`` to ``IDLE``): until it runs, without the GIL, no
-    kernel can post a task it would wait for, whether or not that kernel holds the GIL."""
-    store(0, IDLE)
-    served = 0
-    while next_task():
-        kind, x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12 = task()
-        if kind == GEMM:
-            gemm_task(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12)
-        elif kind == GATHER:
-            gather_task(x0, x1, x2, x3, x4, x5, x6)
-        elif kind == ADAM:
-            adam_task(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11)
-        done()
-        served += 1
-    return served
-
-
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _sghmc(theta, g, scale, lr, sd, opt, rng):
     # SGHMC (Chen et al. 2014) preconditioned by the scalar P = 1 / (sqrt(v) + epsilon),
@@ -427,49 +393,3 @@ def run_epoch(theta, tgt, data, batch_size, lrs, noise, keep, opt, mom, ws, grad
         b += 1
     cfg.beta = 1.0
     return total / n_w
-
-
-_lock = threading.Lock()
-_members = 0
-_helper: threading.Thread | None = None
-#: Tasks the helpers of this process have run (tests read it).
-served = [0]
-
-
-@contextlib.contextmanager
-def team(enabled: bool = True):
-    """A helper thread (:mod:`skbnn.kernels.team`) that takes half of every wide product,
-    gather and Adam step while the context lasts.
-
-    The helper runs :func:`serve`. Nested and concurrent teams share one helper, which
-    stops when the last context ends. ``enabled=False`` (or ``NUMBA_DISABLE_JIT``) runs
-    without one: the same bits.
-    """
-    global _members, _helper
-    if not enabled or DISABLED:
-        yield
-        return
-    with _lock:
-        _members += 1
-        if _members == 1:
-
-            def run():
-                served[0] += serve()
-
-            _helper = threading.Thread(target=run, name="skbnn-team", daemon=True)
-            _helper.start()
-            # the helper opens the slot once it runs; until then kernels compute alone
-            while CTL[0] != IDLE:
-                if not _helper.is_alive():
-                    _members = 0
-                    raise RuntimeError("skbnn's team helper thread ended before it started")
-                time.sleep(1e-4)
-    try:
-        yield
-    finally:
-        with _lock:
-            _members -= 1
-            if _members == 0:
-                team_close()
-                _helper.join()
-                _helper = None

@@ -5,7 +5,7 @@ chain of minibatch steps, each of which needs the last: the members' threads hav
 to share out. What does split is each step's work. :func:`skbnn.kernels.gemm.gemm` cuts
 the product of a wide layer (:data:`SPLIT_MIN_WEIGHTS` weights or more, by the layer's
 shape alone) into two fixed halves of its columns, always: one BLAS call per half. With a
-team running (:func:`skbnn.kernels.optim.team`), the calling thread hands the second half
+team running (:func:`skbnn.kernels.helper.team`), the calling thread hands the second half
 to the helper and computes the first; without one it computes both. Either way the same
 two single-threaded BLAS calls make the same bits, so a result never depends on
 ``n_jobs``, where BLAS's own threads (which split a product by the thread count) would
@@ -45,13 +45,14 @@ SPINS = 2000
 
 # the slot's states
 OFF, IDLE, CLAIMED, POSTED, DONE = -1, 0, 1, 2, 3
-# the task's fields: its kind, then its arguments
-_KIND, _X = 1, 2
+# the task's fields: its kind, its arguments, and the helper's result (a float's bits)
+_KIND, _X, _RESULT = 1, 2, 15
 _SLOTS = 16
 #: The kinds of task: a matrix product (:func:`skbnn.kernels.gemm.gemm`), the gather of a
 #: minibatch's features and an Adam step on a range of parameters
-#: (:mod:`skbnn.kernels.optim`).
-GEMM, GATHER, ADAM = 0, 1, 2
+#: (:mod:`skbnn.kernels.optim`), and the two passes of an LBBNN step over its weights
+#: (:func:`skbnn.kernels.lbbnn.spike_slab_prepare` and ``spike_slab_finish``).
+GEMM, GATHER, ADAM, PREPARE, FINISH = 0, 1, 2, 3, 4
 
 #: The hand-off slot, shared by every thread of the process.
 CTL = np.full(_SLOTS, OFF, dtype=np.int64)
@@ -234,12 +235,14 @@ def post(kind, x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12) -> bool:
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
-def collect() -> None:
-    """Wait for the posted product, then free the slot."""
+def collect() -> int:
+    """Wait for the posted task, free the slot, and return the helper's result (bits)."""
     spins = 0
     while load(0) != DONE:
         spins = _pause(spins)
+    result = load(_RESULT)
     store(0, IDLE)
+    return result
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
@@ -264,8 +267,9 @@ def task():
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
-def done() -> None:
-    """The helper's product is in place."""
+def done(result) -> None:
+    """The helper's part is in place, and ``result`` (bits) is its value."""
+    store(_RESULT, result)
     store(0, DONE)
 
 

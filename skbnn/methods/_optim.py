@@ -32,6 +32,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..exceptions import ConvergenceWarning, warn
 from ..kernels import density as knet
 from ..kernels import optim as kopt
+from ..kernels.helper import team
 from ..log_posterior import NoiseMode
 from ..posterior import single_threaded_blas
 from ..utils import backend_elsewhere, check_interrupt, thread_map
@@ -699,7 +700,7 @@ class Trainer(BaseMethod):
                 # a core the members leave idle takes half of each wide layer's products
                 # (skbnn.kernels.team): the same bits as without it
                 jobs = effective_n_jobs(n_jobs)
-                with single_threaded_blas(), kopt.team(jobs > n_members):
+                with single_threaded_blas(), team(jobs > n_members):
                     members = thread_map(
                         lambda ss: self._train(
                             target, settings, start, ss, data_fraction, bar, after

@@ -1,0 +1,100 @@
+"""The team's helper thread (:mod:`skbnn.kernels.team`): the loop that runs the tasks the
+kernels post, and the context in which it runs (:func:`team`)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+from ._compile import DISABLED, njit
+from .gemm import gemm_task
+from .lbbnn import finish_task, prepare_task
+from .optim import adam_task, gather_task
+from .team import (
+    ADAM,
+    CTL,
+    FINISH,
+    GATHER,
+    GEMM,
+    IDLE,
+    PREPARE,
+    done,
+    next_task,
+    store,
+    task,
+    team_close,
+)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def serve() -> int:
+    """The team's helper: run each posted task until the team
+    closes. Returns the number of tasks it ran.
+
+    It opens the slot itself (``OFF`` to ``IDLE``): until it runs, without the GIL, no
+    kernel can post a task it would wait for, whether or not that kernel holds the GIL."""
+    store(0, IDLE)
+    served = 0
+    while next_task():
+        kind, x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12 = task()
+        result = 0
+        if kind == GEMM:
+            gemm_task(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12)
+        elif kind == GATHER:
+            gather_task(x0, x1, x2, x3, x4, x5, x6)
+        elif kind == ADAM:
+            adam_task(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11)
+        elif kind == PREPARE:
+            result = prepare_task(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12)
+        elif kind == FINISH:
+            result = finish_task(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9)
+        done(result)
+        served += 1
+    return served
+
+
+_lock = threading.Lock()
+_members = 0
+_helper: threading.Thread | None = None
+#: Tasks the helpers of this process have run (tests read it).
+served = [0]
+
+
+@contextlib.contextmanager
+def team(enabled: bool = True):
+    """A helper thread (:mod:`skbnn.kernels.team`) that takes half of every wide product,
+    gather and Adam step while the context lasts.
+
+    The helper runs :func:`serve`. Nested and concurrent teams share one helper, which
+    stops when the last context ends. ``enabled=False`` (or ``NUMBA_DISABLE_JIT``) runs
+    without one: the same bits.
+    """
+    global _members, _helper
+    if not enabled or DISABLED:
+        yield
+        return
+    with _lock:
+        _members += 1
+        if _members == 1:
+
+            def run():
+                served[0] += serve()
+
+            _helper = threading.Thread(target=run, name="skbnn-team", daemon=True)
+            _helper.start()
+            # the helper opens the slot once it runs; until then kernels compute alone
+            while CTL[0] != IDLE:
+                if not _helper.is_alive():
+                    _members = 0
+                    raise RuntimeError("skbnn's team helper thread ended before it started")
+                time.sleep(1e-4)
+    try:
+        yield
+    finally:
+        with _lock:
+            _members -= 1
+            if _members == 0:
+                team_close()
+                _helper.join()
+                _helper = None
