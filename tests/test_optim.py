@@ -701,3 +701,49 @@ def test_swag_progress_bar(capsys):
     # one member: 5 pre-training epochs (fewer than n_iter_no_change, so all run) and 3
     # collection epochs
     assert re.search(r"SWAG\b.*\b1 member", err) and "8/8" in err
+
+
+def test_adam_sends_weights_without_a_data_gradient_to_zero_not_to_subnormals():
+    # a weight whose only gradient is a weak prior's (an input that is zero on every row,
+    # many rows): Adam's step, lr m1 / (sqrt(m2) + eps), decays it geometrically once
+    # sqrt(m2) is below eps. Without the flush, it and its first moment reach the
+    # subnormal range at about step 13,100 (where products run a hundred times slower);
+    # with it the first moment turns zero below FLUSH, and the weight stops, tiny but
+    # normal
+    from numba import njit
+
+    from skbnn.kernels import optim as kopt
+
+    @njit
+    def decay(steps, c):
+        theta, g, m1, m2 = np.full(1, 0.05), np.zeros(1), np.zeros(1), np.zeros(1)
+        tiny = 2.2250738585072014e-308
+        subnormal = 0
+        for t in range(1, steps + 1):
+            g[0] = c * theta[0]
+            step = 1e-3 / (1.0 - 0.9**t)
+            kopt._adam_range(theta, g, m1, m2, 0, 1, 1.0, 0.9, 0.999, step,
+                             1.0 / math.sqrt(1.0 - 0.999**t), 1e-8)  # fmt: skip
+            for v in (theta[0], m1[0], m2[0]):
+                if v != 0.0 and abs(v) < tiny:
+                    subnormal += 1
+        return subnormal, theta[0], m1[0]
+
+    for c in (1e-5, 1e-6):
+        subnormal, theta, m1 = decay(20_000, c)
+        assert subnormal == 0
+        assert abs(theta) < 1e-100 and m1 == 0.0
+
+
+def test_adam_flush_keeps_nan_and_inf():
+    from skbnn.kernels import optim as kopt
+    from skbnn.kernels._compile import call
+
+    theta = np.array([1e-130, 1.0, 1.0, 0.5])
+    g = np.array([0.0, np.nan, np.inf, 1.0])
+    m1, m2 = np.zeros(4), np.zeros(4)
+    call(kopt._adam_range, theta, g, m1, m2, 0, 4, 1.0, 0.9, 0.999, 1e-3, 1.0, 1e-8)
+    assert theta[0] == 0.0 and m1[0] == 0.0 and m2[0] == 0.0
+    assert np.isnan(theta[1]) and np.isnan(m1[1])
+    assert not np.isfinite(theta[2])
+    assert 0.49 < theta[3] < 0.5

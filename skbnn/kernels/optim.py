@@ -50,6 +50,9 @@ from .team import (
     post,
 )
 
+#: Adam's parameters and first moments below this magnitude (and second moments below its
+#: square) are set to zero: see :func:`_adam_range`.
+FLUSH = 2.0**-400
 #: The fewest parameters whose Adam step the team's helper shares (:mod:`.team`).
 TEAM_MIN_PARAMS = 2**16
 #: The fewest values (features x rows) of a minibatch whose gather the helper shares.
@@ -259,9 +262,19 @@ def _adam_range(theta, g, m1, m2, lo, hi, scale, b1, b2, step, root_c2, eps):
     # it scalar, and the divisions bound the vectorized loop, not its memory traffic
     for i in range(lo, hi):
         gi = scale * g[i]
-        m1[i] = b1 * m1[i] + (1.0 - b1) * gi
-        m2[i] = b2 * m2[i] + (1.0 - b2) * gi * gi
-        theta[i] -= step * m1[i] / (math.sqrt(m2[i]) * root_c2 + eps)
+        # A weight whose only gradient is the prior's (an input that is zero on every
+        # row, a dead unit's) decays geometrically under Adam, whose step does not shrink
+        # with the gradient, and with it its moments: into the subnormal range, where
+        # every product with it (BLAS's too) runs a hundred times slower. Values below
+        # FLUSH, far below any rounding of a sum they enter, are zero; NaN stays NaN
+        a1 = b1 * m1[i] + (1.0 - b1) * gi
+        a2 = b2 * m2[i] + (1.0 - b2) * gi * gi
+        a1 = 0.0 if abs(a1) < FLUSH else a1
+        a2 = 0.0 if a2 < FLUSH * FLUSH else a2
+        t = theta[i] - step * a1 / (math.sqrt(a2) * root_c2 + eps)
+        m1[i] = a1
+        m2[i] = a2
+        theta[i] = 0.0 if abs(t) < FLUSH else t
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
