@@ -47,6 +47,10 @@ One JSON line per (library, model, dtype), then the ratio line::
     python benchmarks/mnist_epoch.py --torch-python /path/to/torch-env/bin/python \\
         --repeats 3 --out benchmarks/results/mnist_epoch.jsonl
     python benchmarks/mnist_epoch.py --rows 2000 --repeats 2   # a smoke run
+    # the mean epoch of 150-epoch fits (--epochs): how an epoch's time changes as the
+    # network trains (Adam's tiny weights once slowed it through subnormal arithmetic)
+    python benchmarks/mnist_epoch.py --rows 10000 --epochs 150 --repeats 1 --no-torch \
+        --models mlp
     # LBBNN's three families, which have no peer here, on the first 6,000 images
     python benchmarks/mnist_epoch.py --rows 6000 --no-torch \\
         --models lbbnn_meanfield lbbnn_flow lbbnn_lowrank vi
@@ -80,13 +84,15 @@ MODELS = ("vi", "mlp")
 LBBNN_MODELS = ("lbbnn_meanfield", "lbbnn_flow", "lbbnn_lowrank")
 
 
-def make_classifier(model: str, seed: int, n_jobs: int = 1):
+def make_classifier(
+    model: str, seed: int, n_jobs: int = 1, epochs: int = 1, schedule: str = "constant"
+):
     """The one-epoch classifier of ``model`` (``"vi"``, ``"mlp"`` or ``"lbbnn_<posterior>"``)."""
     from skbnn import BayesianMLPClassifier
     from skbnn.methods import LBBNN, DeepEnsemble, VariationalInference
 
-    common = {"batch_size": BATCH, "max_iter": 1, "tol": 0.0, "learning_rate_init": LR,
-              "learning_rate": "constant", "early_stopping": False}  # fmt: skip
+    common = {"batch_size": BATCH, "max_iter": epochs, "tol": 0.0, "learning_rate_init": LR,
+              "learning_rate": schedule, "early_stopping": False}  # fmt: skip
     if model == "vi":
         method = VariationalInference(elbo_samples=2, **common)
     elif model.startswith("lbbnn_"):
@@ -97,10 +103,12 @@ def make_classifier(model: str, seed: int, n_jobs: int = 1):
                                  n_samples=1, random_state=seed, n_jobs=n_jobs)  # fmt: skip
 
 
-def skbnn_epoch(model: str, X, y, seed: int, n_jobs: int = 1) -> dict:
+def skbnn_epoch(
+    model: str, X, y, seed: int, n_jobs: int = 1, epochs: int = 1, schedule: str = "constant"
+) -> dict:
     """Fit ``model`` for one epoch: its ``train_time``, the fit's wall and CPU seconds and
     the epoch's loss per row."""
-    clf = make_classifier(model, seed, n_jobs)
+    clf = make_classifier(model, seed, n_jobs, epochs, schedule)
     with warnings.catch_warnings():
         # one epoch cannot converge, and MNIST's pixels are not standardized: both known
         warnings.simplefilter("ignore")
@@ -108,7 +116,7 @@ def skbnn_epoch(model: str, X, y, seed: int, n_jobs: int = 1) -> dict:
         clf.fit(X, y)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     diag = clf.diagnostics_
-    return {"epoch_time": float(diag["train_time"]), "fit_time": wall, "cpu_time": cpu,
+    return {"epoch_time": float(diag["train_time"]) / epochs, "fit_time": wall, "cpu_time": cpu,
             "compile_time": float(diag["compile_time"]),
             "loss": float(diag["loss_curve"][0][0]), "n_iter": int(diag["n_iter"][0])}  # fmt: skip
 
@@ -120,12 +128,13 @@ def run_skbnn(args, X, y) -> list[dict]:
     for model in args.models:
         skbnn_epoch(model, X[:WARM_ROWS], y[:WARM_ROWS], args.seed, args.n_jobs)
         load = os.getloadavg()[0]
-        runs = [skbnn_epoch(model, X, y, args.seed + r, args.n_jobs)
-                for r in range(args.repeats)]  # fmt: skip
+        runs = [skbnn_epoch(model, X, y, args.seed + r, args.n_jobs, args.epochs,
+                            args.learning_rate) for r in range(args.repeats)]  # fmt: skip
         times = [r["epoch_time"] for r in runs]
         lines.append({
             "library": "skbnn", "model": model, "dtype": "float64", "rows": len(X),
             "hidden": list(HIDDEN), "batch_size": BATCH, "lr": LR, "n_jobs": args.n_jobs,
+            "epochs": args.epochs, "learning_rate": args.learning_rate,
             "epoch_time_median": statistics.median(times), "epoch_time_min": min(times),
             "epoch_times": times, "fit_times": [r["fit_time"] for r in runs],
             "fit_cpu_times": [r["cpu_time"] for r in runs],
@@ -173,6 +182,11 @@ def main() -> None:
     parser.add_argument("--torch-python", default=sys.executable,
                         help="the Python that has torch (default: this one)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--epochs", type=int, default=1,
+                        help="epochs per timed fit (skbnn's lines; the epoch time is the "
+                             "fit's training time over them)")  # fmt: skip
+    parser.add_argument("--learning-rate", choices=("constant", "adaptive"), default="constant",
+                        help="skbnn's schedule (adaptive: the engine's default)")  # fmt: skip
     parser.add_argument("--n-jobs", type=int, default=2,
                         help="skbnn's n_jobs (2: its helper thread takes half of each "
                              "wide product)")  # fmt: skip
