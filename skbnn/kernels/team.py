@@ -217,19 +217,9 @@ def post(kind, x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12) -> bool:
     if not swap(0, IDLE, CLAIMED):
         return False
     store(_KIND, kind)
-    store(_X, x0)
-    store(_X + 1, x1)
-    store(_X + 2, x2)
-    store(_X + 3, x3)
-    store(_X + 4, x4)
-    store(_X + 5, x5)
-    store(_X + 6, x6)
-    store(_X + 7, x7)
-    store(_X + 8, x8)
-    store(_X + 9, x9)
-    store(_X + 10, x10)
-    store(_X + 11, x11)
-    store(_X + 12, x12)
+    args = (x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12)
+    for i in range(13):
+        store(_X + i, args[i])
     store(0, POSTED)
     return True
 
