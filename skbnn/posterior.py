@@ -41,6 +41,8 @@ from .kernels import density as knet
 _CHUNK_BYTES = 64 * 2**20
 # Bytes of one chunk of per-row Jacobians (several chunks run at once on threads).
 _JACOBIAN_BYTES = 16 * 2**20
+# Chunks in flight per thread while map_derivatives folds their results.
+_FOLD_CHUNKS_PER_THREAD = 4
 
 
 _CONTROLLER = None
@@ -168,12 +170,18 @@ class ForwardPass:
         with single_threaded_blas():
             return thread_map(part, list(range(0, n, chunk)), self.n_jobs)
 
-    def map_derivatives(self, X, theta, first_layer: int, fn) -> list:
+    def map_derivatives(self, X, theta, first_layer: int, fn, combine=None):
         """``[fn(rows, f, inputs, deltas) for each chunk of rows]``, the chunks on threads
         as in :meth:`map_jacobians`: the outputs ``f`` (``(k, m)``), every layer's inputs,
         and per layer from ``first_layer`` on the outputs' derivatives in its
         pre-activations (:func:`skbnn._kron.output_derivatives`), from which the Jacobian
-        follows without being formed."""
+        follows without being formed.
+
+        With ``combine``, the results are folded in the order of the chunks instead,
+        ``combine(combine(r0, r1), r2)...``, as they come, a few chunks per thread at a
+        time: for results as large as a chunk's Kronecker factors, of which a list over
+        every chunk would hold thousands at once. The fold's order does not depend on
+        ``n_jobs``."""
         from .utils import thread_map
 
         layout = self.layout
@@ -190,8 +198,16 @@ class ForwardPass:
             )  # fmt: skip
             return fn(rows, f, inputs, deltas)
 
+        starts = list(range(0, n, chunk))
         with single_threaded_blas():
-            return thread_map(part, list(range(0, n, chunk)), self.n_jobs)
+            if combine is None:
+                return thread_map(part, starts, self.n_jobs)
+            total = None
+            group = _FOLD_CHUNKS_PER_THREAD * max(1, int(self.n_jobs))
+            for g in range(0, len(starts), group):
+                for result in thread_map(part, starts[g : g + group], self.n_jobs):
+                    total = result if total is None else combine(total, result)
+            return total
 
 
 class GaussianPosterior(WeightedDraws):
