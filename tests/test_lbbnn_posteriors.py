@@ -86,9 +86,9 @@ def test_flow_backward_is_the_gradient():
     np.testing.assert_allclose(gz, num_z, rtol=0, atol=1e-7)
 
 
-def _case(likelihood, seed=1, hidden=(3,), posterior="flow"):
+def _case(likelihood, seed=1, hidden=(3,), posterior="flow", features=2):
     rng = np.random.default_rng(seed)
-    X = rng.standard_normal((7, 2))
+    X = rng.standard_normal((7, features))
     y = X[:, 0] - X[:, 1] ** 2
     Y = {"gaussian": y, "bernoulli": (y > 0) * 1.0,
          "categorical": np.eye(3)[np.digitize(y, [-1.0, 0.0])]}[likelihood]  # fmt: skip
@@ -104,17 +104,16 @@ def _case(likelihood, seed=1, hidden=(3,), posterior="flow"):
     return target, method, vcfg, lam
 
 
-@pytest.mark.parametrize("likelihood", ["gaussian", "bernoulli", "categorical"])
-@pytest.mark.parametrize("posterior", ["flow", "lowrank"])
-def test_gradient_of_the_elbo_estimate_is_exact(likelihood, posterior):
-    # with the draws fixed (the same seed), a step's estimate is smooth in every parameter:
-    # slab, inclusion, and both flows' or the factors
-    target, method, vcfg, lam = _case(likelihood, posterior=posterior)
+def _step_estimate(target, method, vcfg, posterior, scale, beta=1.0):
+    # a step's ELBO estimate at lam_ with its draws fixed (the same seed), and its gradient:
+    # the low-rank family's closed-form terms once per step, their gradient unscaled as the
+    # kernel adds it, then one draw's term times scale
     p = target.n_params
+    layout = target.layout
     tgt = target.kernel_target(own=True)
-    tgt.cfg[0]["beta"] = 1.7
+    tgt.cfg[0]["beta"] = beta
     work = method._work(target, vcfg)
-    sizes = target.layout.sizes
+    sizes = layout.sizes
     ws = np.empty(max(klrt.lrt_workspace_size(sizes, 7), knet.workspace_size(sizes, 7)))
     stats_ = np.empty(2 + int(sizes[-1]))
 
@@ -124,15 +123,24 @@ def test_gradient_of_the_elbo_estimate_is_exact(likelihood, posterior):
         work.glam[:] = 0.0
         value = 0.0
         if posterior == "lowrank":
-            # the closed-form terms, once per step; the kernel adds their gradient unscaled
-            layout = target.layout
             value = klbbnn.lowrank_slab_terms(lam_, p, layout.n_weights, layout.sizes,
                                            layout.offsets, 2, work, with_grad)  # fmt: skip
-            work.glam[:] *= 0.5
+            work.glam[:] *= scale
         value += kvi.mc_term(lam_, p, tgt, vcfg, work, ws, stats_, np.random.default_rng(5),
-                             with_grad, 0.5)  # fmt: skip
+                             with_grad, scale)  # fmt: skip
         return value, work.glam.copy()
 
+    return estimate
+
+
+@pytest.mark.parametrize("likelihood", ["gaussian", "bernoulli", "categorical"])
+@pytest.mark.parametrize("posterior", ["flow", "lowrank"])
+def test_gradient_of_the_elbo_estimate_is_exact(likelihood, posterior):
+    # with the draws fixed (the same seed), a step's estimate is smooth in every parameter:
+    # slab, inclusion, and both flows' or the factors
+    target, method, vcfg, lam = _case(likelihood, posterior=posterior)
+    p = target.n_params
+    estimate = _step_estimate(target, method, vcfg, posterior, 0.5, beta=1.7)
     _, grad = estimate(lam, True)
     eps = 1e-6
     numeric = np.array(
@@ -140,6 +148,23 @@ def test_gradient_of_the_elbo_estimate_is_exact(likelihood, posterior):
     )
     np.testing.assert_allclose(grad, 0.5 * numeric, rtol=0, atol=1e-7 * np.max(np.abs(grad)))
     assert np.any(grad[3 * p :] != 0)
+
+
+@pytest.mark.parametrize("posterior", ["flow", "lowrank"])
+def test_gradient_is_exact_on_a_layer_of_many_blocks(posterior):
+    # a layer of 1,200 weights: more than one of the low-rank family's blocks
+    # (LOWRANK_BLOCK); the gradient along random directions against central differences
+    target, method, vcfg, lam = _case("categorical", hidden=(40,), posterior=posterior,
+                                      features=30)  # fmt: skip
+    assert target.layout.sizes[0] * target.layout.sizes[1] > klbbnn.LOWRANK_BLOCK
+    estimate = _step_estimate(target, method, vcfg, posterior, 1.0)
+    _, grad = estimate(lam, True)
+    rng = np.random.default_rng(6)
+    eps = 1e-6
+    for _ in range(4):
+        v = rng.standard_normal(lam.size)
+        numeric = (estimate(lam + eps * v)[0] - estimate(lam - eps * v)[0]) / (2 * eps)
+        assert grad @ v == pytest.approx(numeric, rel=1e-6)
 
 
 def _kernel_estimates(target, method, vcfg, lam, n, seed=0):
@@ -241,8 +266,11 @@ def test_flow_needs_the_local_reparameterization():
         model.fit(X, X[:, 0])
 
 
-def test_lowrank_kl_is_its_definition():
-    target, method, vcfg, lam = _case("gaussian", posterior="lowrank")
+@pytest.mark.parametrize("hidden, features", [((3,), 2), ((40,), 30)])
+def test_lowrank_kl_is_its_definition(hidden, features):
+    # the second: a layer of 1,200 weights, more than one block (LOWRANK_BLOCK)
+    target, method, vcfg, lam = _case("gaussian", posterior="lowrank", hidden=hidden,
+                                      features=features)  # fmt: skip
     layout = target.layout
     p, n_w = target.n_params, layout.n_weights
     work = method._work(target, vcfg)

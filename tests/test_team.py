@@ -85,6 +85,7 @@ def _wide_data(classes=3, rows=300, features=180):
 LONE_METHODS = {
     "vi": lambda: VariationalInference(max_iter=2, batch_size=100),
     "lbbnn": lambda: LBBNN(max_iter=2, batch_size=100),
+    "lbbnn_flow": lambda: LBBNN(posterior="flow", max_iter=2, batch_size=100),
     "ensemble": lambda: DeepEnsemble(solver="adam", max_iter=2, batch_size=100),
 }
 

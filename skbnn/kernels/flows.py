@@ -260,18 +260,28 @@ def log_r(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, work, rng)
         zb[i] = fc[cb + d + i]
     value = flow_forward(vparams, rsteps, d, hid, n_steps, zb, fc, qe + d)
     w_start = offsets[layer]
+    # the sums over i of e_i W_ij's moments, a row of the weights at a time (the weights
+    # are row-major, so a column at a time would miss cache at every weight), in nu's and
+    # sd's slots; each sum adds its terms in the order of i, as a column at a time would
+    ms = fc[re + 2 * n_out : re + 3 * n_out]
+    vs = fc[re : re + n_out]
+    for j in range(n_out):
+        ms[j] = 0.0
+        vs[j] = 0.0
+    for i in range(d):
+        ei = vparams[pb + 2 * d + i]
+        e2 = ei * ei
+        row = w_start + i * n_out
+        mr = meff[row : row + n_out]
+        vr = var[row : row + n_out]
+        for j in range(n_out):
+            ms[j] += ei * mr[j]
+            vs[j] += e2 * vr[j]
     nubar = 0.0
     for j in range(n_out):
-        m = 0.0
-        v = 0.0
-        for i in range(d):
-            t = w_start + i * n_out + j
-            ei = vparams[pb + 2 * d + i]
-            m += ei * meff[t]
-            v += ei * ei * var[t]
-        sdv = math.sqrt(v)
+        sdv = math.sqrt(vs[j])
         xi = rng.standard_normal()
-        nu = math.tanh(m + sdv * xi)
+        nu = math.tanh(ms[j] + sdv * xi)
         fc[re + j] = sdv
         fc[re + n_out + j] = xi
         fc[re + 2 * n_out + j] = nu
@@ -317,16 +327,29 @@ def log_r_grad(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, gm, g
         gz[i] = -scale * g_mu
     flow_backward(vparams, rsteps, d, hid, n_steps, gz, scale, fc, qe + d, glam, shared)
     w_start = offsets[layer]
+    # per output j, the gradient in its sum's mean and variance, over nu's and sd's slots
+    # (log_r's summary is spent here); then the weights a row at a time, as in log_r
+    ga = fc[re + 2 * n_out : re + 3 * n_out]
+    gvs = fc[re : re + n_out]
     for j in range(n_out):
-        sdv = fc[re + j]
+        sdv = gvs[j]
         xi = fc[re + n_out + j]
-        nu = fc[re + 2 * n_out + j]
-        ga = gnu / n_out * (1.0 - nu * nu)
+        nu = ga[j]
+        g = gnu / n_out * (1.0 - nu * nu)
+        ga[j] = g
         # d (m + sd xi) / d v = xi / (2 sd)
-        gvj = 0.5 * ga * xi / sdv if sdv > 0.0 else 0.0
-        for i in range(d):
-            t = w_start + i * n_out + j
-            ei = vparams[pb + 2 * d + i]
-            gm[t] += ga * ei
-            gv[t] += gvj * ei * ei
-            glam[pb + 2 * d + i] += scale * (ga * meff[t] + 2.0 * gvj * ei * var[t])
+        gvs[j] = 0.5 * g * xi / sdv if sdv > 0.0 else 0.0
+    for i in range(d):
+        ei = vparams[pb + 2 * d + i]
+        row = w_start + i * n_out
+        gmr = gm[row : row + n_out]
+        gvr = gv[row : row + n_out]
+        for j in range(n_out):
+            gmr[j] += ga[j] * ei
+            gvr[j] += gvs[j] * ei * ei
+        mr = meff[row : row + n_out]
+        vr = var[row : row + n_out]
+        acc = glam[pb + 2 * d + i]
+        for j in range(n_out):
+            acc += scale * (ga[j] * mr[j] + 2.0 * gvs[j] * ei * vr[j])
+        glam[pb + 2 * d + i] = acc

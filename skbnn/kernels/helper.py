@@ -46,9 +46,9 @@ def serve() -> int:
         elif kind == ADAM:
             adam_task(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11)
         elif kind == PREPARE:
-            result = prepare_task(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12)
+            result = prepare_task(x0, x1, x2, x3)
         elif kind == FINISH:
-            result = finish_task(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9)
+            result = finish_task(x0, x1, x2)
         done(result)
         served += 1
     return served

@@ -30,6 +30,7 @@ from .team import (
     collect,
     doubles_at,
     from_bits,
+    integers_at,
     post,
 )
 
@@ -233,21 +234,9 @@ def spike_slab_prepare(vparams, p, n_w, work):
     over fixed halves, the second on the team's helper where one runs: the KL's two
     partial sums are added in the same order either way."""
     glam = work.glam
-    if n_w < SPLIT_MIN_WEIGHTS:
-        value = _prepare_weights(vparams, p, glam, work, 0, n_w)
-    else:
-        h = n_w // 2
-        helped = post(
-            PREPARE, address(vparams, h), p, address(glam, h), address(work.psi, h),
-            address(work.slab, h), address(work.sigma, h), address(work.dsigma, h),
-            address(work.alpha, h), address(work.meff, h), address(work.gvar, h),
-            address(work.w, h), address(work.eps, h), n_w - h,
-        )  # fmt: skip
-        value = _prepare_weights(vparams, p, glam, work, 0, h)
-        if helped:
-            value += from_bits(collect())
-        else:
-            value += _prepare_weights(vparams, p, glam, work, h, n_w)
+    value = _prepare_weights(vparams[:p], vparams[p : 2 * p], vparams[2 * p : 3 * p],
+                             glam[:p], glam[p : 2 * p], glam[2 * p : 3 * p], work, n_w, 1.0,
+                             False)  # fmt: skip
     rho = vparams[p : 2 * p]
     gk = glam[:p]
     grho = glam[p : 2 * p]
@@ -273,24 +262,63 @@ def spike_slab_prepare(vparams, p, n_w, work):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
-def _prepare_weights(vparams, p, glam, work, lo, hi):
-    # spike_slab_prepare's pass over the weights lo..hi - 1, on views that start at lo
-    return _prepare_pass(
-        vparams[lo:p], vparams[p + lo : 2 * p], vparams[2 * p + lo : 3 * p], glam[lo:p],
-        glam[p + lo : 2 * p], glam[2 * p + lo : 3 * p], work.psi[lo:], work.slab[lo:],
-        work.sigma[lo:], work.dsigma[lo:], work.alpha[lo:], work.meff[lo:], work.gvar[lo:],
-        work.w[lo:], work.eps[lo:], hi - lo,
-    )  # fmt: skip
+def _prepare_weights(kappa, rho, lam, gk, grho, glam, work, n_w, scale, add):
+    # the pass of spike_slab_prepare over the weights 0..n_w - 1 at the slab means kappa
+    # (parameter-length views): with add, its gradient times scale assigned to gk and
+    # added to grho and glam; without, the gradient assigned to all three (scale is not
+    # used). As two over fixed halves on
+    # SPLIT_MIN_WEIGHTS weights or more, the second on the team's helper where one runs
+    h = n_w // 2 if n_w >= SPLIT_MIN_WEIGHTS else n_w
+    views = (kappa, rho, lam, gk, grho, glam, work.psi, work.slab, work.sigma, work.dsigma,
+             work.alpha, work.meff, work.gvar, work.w, work.eps)  # fmt: skip
+    block = np.empty(len(views), np.int64)
+    helped = False
+    if h < n_w:
+        for j in range(len(views)):
+            block[j] = address(views[j], h)
+        helped = post(PREPARE, address(block, 0), n_w - h, as_bits(scale), int(add), 0, 0, 0,
+                      0, 0, 0, 0, 0, 0)  # fmt: skip
+    value = _prepare_pass(kappa, rho, lam, gk, grho, glam, work.psi, work.slab, work.sigma,
+                          work.dsigma, work.alpha, work.meff, work.gvar, work.w, work.eps, 0,
+                          h, scale, add)  # fmt: skip
+    if helped:
+        value += from_bits(collect())
+    elif h < n_w:
+        value += _prepare_pass(kappa, rho, lam, gk, grho, glam, work.psi, work.slab,
+                               work.sigma, work.dsigma, work.alpha, work.meff, work.gvar,
+                               work.w, work.eps, h, n_w, scale, add)  # fmt: skip
+    return value
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def _prepare_pass(kappa, rho, lam, gk, grho, glam, psi_all, slab, sigma, dsigma, alpha, meff,
+                  var, gm, gv, lo, hi, scale, add):  # fmt: skip
+    return _prepare_loop(kappa[lo:], rho[lo:], lam[lo:], gk[lo:], grho[lo:], glam[lo:],
+                         psi_all[lo:], slab[lo:], sigma[lo:], dsigma[lo:], alpha[lo:],
+                         meff[lo:], var[lo:], gm[lo:], gv[lo:], hi - lo, scale, add)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
-def _prepare_pass(kappa, rho, lam, gk, grho, glam, psi_all, slab, sigma, dsigma, alpha, meff,
-                  var, gm, gv, n):  # fmt: skip
+def _prepare_loop(kappa, rho, lam, gk, grho, glam, psi_all, slab, sigma, dsigma, alpha, meff,
+                  var, gm, gv, n, scale, add):  # fmt: skip
+    # one loop per value of add, each inlined with it constant: no select in the loop, and
+    # without add no scaling (spike_slab_prepare's gradient is its own)
+    if add:
+        return _prepare_body(kappa, rho, lam, gk, grho, glam, psi_all, slab, sigma, dsigma,
+                             alpha, meff, var, gm, gv, n, scale, True)  # fmt: skip
+    return _prepare_body(kappa, rho, lam, gk, grho, glam, psi_all, slab, sigma, dsigma, alpha,
+                         meff, var, gm, gv, n, 1.0, False)  # fmt: skip
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, inline="always")
+def _prepare_body(kappa, rho, lam, gk, grho, glam, psi_all, slab, sigma, dsigma, alpha, meff,
+                  var, gm, gv, n, scale, add):  # fmt: skip
     # softplus, the logistic and the logs from _libm's polynomials, one exponential per
     # parameter for each of rho and lambda: math's libm calls would keep the loop scalar,
     # and this pass over every weight is most of a step's time outside the BLAS products.
-    # Views per part, never glam[p + i]: an offset index that LLVM cannot prove
-    # non-negative keeps the loop scalar (see skbnn.kernels._compile)
+    # Views that start at the range's first weight, never glam[p + i]: an offset index
+    # that LLVM cannot prove non-negative keeps the loop scalar (see
+    # skbnn.kernels._compile)
     value = 0.0
     for i in range(n):
         r = rho[i]
@@ -310,9 +338,11 @@ def _prepare_pass(kappa, rho, lam, gk, grho, glam, psi_all, slab, sigma, dsigma,
         kln, d_in, d_out = _pair_kl(s, k, s0, psi, li, lo)
         a1 = a * (1.0 - a)
         value -= a * d_in + (1.0 - a) * d_out if spike else kln
-        gk[i] = -a * k * inv
-        grho[i] = -a * (s * inv - 1.0 / s) * ds
-        glam[i] = -(d_in - d_out) * a1 if spike else 0.0
+        g_r = scale * (-a * (s * inv - 1.0 / s) * ds)
+        g_l = scale * (-(d_in - d_out) * a1 if spike else 0.0)
+        gk[i] = scale * (-a * k * inv)
+        grho[i] = grho[i] + g_r if add else g_r
+        glam[i] = glam[i] + g_l if add else g_l
         sigma[i] = s
         dsigma[i] = ds
         alpha[i] = a
@@ -324,20 +354,15 @@ def _prepare_pass(kappa, rho, lam, gk, grho, glam, psi_all, slab, sigma, dsigma,
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
-def prepare_task(vp, p, glam, psi, slab, sigma, dsigma, alpha, meff, var, gm, gv, n):
+def prepare_task(block, n, scale, add):
     """A posted half of :func:`spike_slab_prepare`'s pass
-    (:data:`~skbnn.kernels.team.PREPARE`), on addresses of its first weight; returns its
-    partial sum's bits."""
-    return as_bits(_prepare_pass(
-        carray(doubles_at(vp), (n,)), carray(doubles_at(vp + 8 * p), (n,)),
-        carray(doubles_at(vp + 16 * p), (n,)), carray(doubles_at(glam), (n,)),
-        carray(doubles_at(glam + 8 * p), (n,)), carray(doubles_at(glam + 16 * p), (n,)),
-        carray(doubles_at(psi), (n,)), carray(doubles_at(slab), (n,)),
-        carray(doubles_at(sigma), (n,)), carray(doubles_at(dsigma), (n,)),
-        carray(doubles_at(alpha), (n,)), carray(doubles_at(meff), (n,)),
-        carray(doubles_at(var), (n,)), carray(doubles_at(gm), (n,)),
-        carray(doubles_at(gv), (n,)), n,
-    ))  # fmt: skip
+    (:data:`~skbnn.kernels.team.PREPARE`): ``block`` the address of the fifteen views'
+    addresses at its first weight; returns its partial sum's bits."""
+    at = carray(integers_at(block), (15,))
+    v = [carray(doubles_at(at[j]), (n,)) for j in range(15)]
+    return as_bits(_prepare_loop(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9],
+                                 v[10], v[11], v[12], v[13], v[14], n, from_bits(scale),
+                                 add != 0))  # fmt: skip
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -371,24 +396,36 @@ def spike_slab_finish(vparams, p, n_w, work, scale):
     is inf or NaN. On many weights the team's helper chains the second half (each
     weight's gradient is its own: the same bits)."""
     glam = work.glam
-    h = n_w // 2
-    helped = n_w >= SPLIT_MIN_WEIGHTS and post(
-        FINISH, address(vparams, h), p, address(glam, h), address(work.alpha, h),
-        address(work.sigma, h), address(work.dsigma, h), address(work.w, h),
-        address(work.eps, h), as_bits(scale), n_w - h, 0, 0, 0,
-    )  # fmt: skip
-    end = h if helped else n_w
-    flag = _finish_pass(vparams[:p], glam[:p], glam[p : 2 * p], glam[2 * p : 3 * p],
-                        work.alpha, work.sigma, work.dsigma, work.w, work.eps, scale,
-                        end)  # fmt: skip
-    if helped:
-        flag += from_bits(collect())
+    flag = _finish_weights(vparams[:p], glam[:p], glam[p : 2 * p], glam[2 * p : 3 * p], work,
+                           n_w, scale)  # fmt: skip
     gk = glam[:p]
     grho = glam[p : 2 * p]
     glm = glam[2 * p : 3 * p]
     for i in range(n_w, p):
         flag += gk[i] * 0.0 + grho[i] * 0.0 + glm[i] * 0.0
     return flag != 0.0
+
+
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def _finish_weights(kappa, gk, grho, glam, work, n_w, scale):
+    # spike_slab_finish's pass over the weights 0..n_w - 1 at the slab means kappa, into
+    # gk, grho and glam (parameter-length views): 0 if every gradient is finite. As two
+    # over fixed halves where _prepare_weights splits, the second on the helper
+    h = n_w // 2 if n_w >= SPLIT_MIN_WEIGHTS else n_w
+    views = (kappa, gk, grho, glam, work.alpha, work.sigma, work.dsigma, work.w, work.eps)
+    block = np.empty(len(views), np.int64)
+    helped = False
+    if h < n_w:
+        for j in range(len(views)):
+            block[j] = address(views[j], h)
+        helped = post(FINISH, address(block, 0), n_w - h, as_bits(scale), 0, 0, 0, 0, 0, 0, 0,
+                      0, 0, 0)  # fmt: skip
+    end = h if helped else n_w
+    flag = _finish_pass(kappa, gk, grho, glam, work.alpha, work.sigma, work.dsigma, work.w,
+                        work.eps, scale, end)  # fmt: skip
+    if helped:
+        flag += from_bits(collect())
+    return flag
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
@@ -414,17 +451,14 @@ def _finish_pass(kappa, gk, grho, glam, alpha, sigma, dsigma, gm, gv, scale, n):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
-def finish_task(vp, p, glam, alpha, sigma, dsigma, gm, gv, scale, n):
+def finish_task(block, n, scale):
     """A posted half of :func:`spike_slab_finish`'s pass
-    (:data:`~skbnn.kernels.team.FINISH`), on addresses of its first weight; returns its
-    flag's bits."""
-    return as_bits(_finish_pass(
-        carray(doubles_at(vp), (n,)), carray(doubles_at(glam), (n,)),
-        carray(doubles_at(glam + 8 * p), (n,)), carray(doubles_at(glam + 16 * p), (n,)),
-        carray(doubles_at(alpha), (n,)), carray(doubles_at(sigma), (n,)),
-        carray(doubles_at(dsigma), (n,)), carray(doubles_at(gm), (n,)),
-        carray(doubles_at(gv), (n,)), from_bits(scale), n,
-    ))  # fmt: skip
+    (:data:`~skbnn.kernels.team.FINISH`): ``block`` the address of the nine views'
+    addresses at its first weight; returns its flag's bits."""
+    at = carray(integers_at(block), (9,))
+    v = [carray(doubles_at(at[j]), (n,)) for j in range(9)]
+    return as_bits(_finish_pass(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8],
+                                from_bits(scale), n))  # fmt: skip
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -547,28 +581,55 @@ def lbbnn_flow_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale,
                                      fc, cb + 2 * d)  # fmt: skip
         w_start = offsets[layer]
         for i in range(d):
+            # row views, never keff[base + j] (see skbnn.kernels._compile)
+            row = keff[w_start + i * n_out : w_start + (i + 1) * n_out]
+            zi = zk[i]
             for j in range(n_out):
-                keff[w_start + i * n_out + j] *= zk[i]
-    gk = work.grad  # the gradient in keff, scaled
-    if with_grad:
-        for i in range(p):
-            gk[i] = 0.0
-    value += spike_slab_kl_grad(keff, vparams, p, n_w, work, with_grad, scale, gk)
-    # the log-likelihood by the local reparameterization trick at the scaled means
-    value += _spike_lrt_loglik(keff, vparams, p, tgt, work, ws, stats, rng, act, lik)
+                row[j] *= zi
+    if not with_grad:
+        value += spike_slab_kl_grad(keff, vparams, p, n_w, work, False, scale, work.grad)
+        value += _spike_lrt_loglik(keff, vparams, p, tgt, work, ws, stats, rng, act, lik)
+        for layer in range(n_layers):
+            value += kflows.log_r(vparams, p, sizes, offsets, layer, hid, n_steps, work.meff,
+                                  work.gvar, work, rng)  # fmt: skip
+        return value
+    # the KL at the scaled means, with the weights' moments, in one pass over the weights
+    # (in halves, one on the team's helper where one runs, as spike_slab_prepare): its
+    # gradient in keff to gk, in rho and lambda added to glam, all times scale
+    glam = work.glam
+    gk = work.grad
+    value += _prepare_weights(keff[:p], vparams[p : 2 * p], vparams[2 * p : 3 * p], gk[:p],
+                              glam[p : 2 * p], glam[2 * p : 3 * p], work, n_w, scale,
+                              True)  # fmt: skip
+    sigma = work.sigma
+    grho = glam[p : 2 * p]
+    for i in range(n_w, p):
+        # the log noise precisions' entropy (their Gamma prior is a Monte Carlo term)
+        value += _log(sigma[i]) + 0.5 * (1.0 + _LOG_2PI)
+        grho[i] += scale * work.dsigma[i] / sigma[i]
+    # the log-likelihood by the local reparameterization trick at those moments
+    XT, YT, W, _, _, _, _, tau, cfgs = tgt
+    cfg = cfgs[0]
+    n = XT.shape[0] // sizes[0]
+    k = sizes[n_layers]
+    sw = weight_sum(tgt) if lik == 0 else 0.0
+    lp = _noise_draw(vparams, p, n_w, k, tau, cfg, work, rng)
+    out_base = lrt_forward(work.meff, work.gvar, XT, sizes, offsets, act, n, ws, rng)
+    _, _, _, vbuf, wn = _bases(sizes, n)
+    ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, vbuf + wn, stats, cfg, 0)
+    value += cfg.beta * ll + lp
     # log r(z | W), keeping what its gradient needs
     for layer in range(n_layers):
         value += kflows.log_r(vparams, p, sizes, offsets, layer, hid, n_steps, work.meff,
                               work.gvar, work, rng)  # fmt: skip
-    if not with_grad:
-        return value
-    # gradients in the moments (unscaled): the likelihood's, then log r's
-    _spike_lrt_moment_grads(tgt, work, ws, act)
-    glam = work.glam
+    # gradients in the moments (unscaled): the likelihood's, then log r's; chained to gk,
+    # rho and lambda in halves, as spike_slab_finish
+    lrt_backward(work.meff, work.gvar, XT, sizes, offsets, act, n, ws, work.w, work.eps,
+                 cfg.beta)  # fmt: skip
     for layer in range(n_layers):
         kflows.log_r_grad(vparams, p, sizes, offsets, layer, hid, n_steps, work.meff, work.gvar,
                           work.w, work.eps, work, scale, shared)  # fmt: skip
-    _spike_lrt_chain(keff, p, n_w, work, scale, gk)
+    _finish_weights(keff[:p], gk[:p], grho, glam[2 * p : 3 * p], work, n_w, scale)
     _spike_noise_grad(p, tgt, work, stats, lik, scale)
     # from keff = z kappa to kappa (the biases' keff is kappa) and z, then back through q's
     # flow to its base
@@ -583,11 +644,15 @@ def lbbnn_flow_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale,
         gz = fc[lay[layer + 1, 1] - 2 * d : lay[layer + 1, 1] - d]
         w_start = offsets[layer]
         for i in range(d):
+            lo = w_start + i * n_out
+            kr = vparams[lo : lo + n_out]
+            gr = gk[lo : lo + n_out]
+            gl = glam[lo : lo + n_out]
+            z1 = zk[i] - 1.0
             acc = 0.0
             for j in range(n_out):
-                t = w_start + i * n_out + j
-                acc += vparams[t] * gk[t]
-                glam[t] += (zk[i] - 1.0) * gk[t]
+                acc += kr[j] * gr[j]
+                gl[j] += z1 * gr[j]
             gz[i] += acc
         kflows.flow_backward(vparams, pb + kflows.BASE_VECTORS * d, d, hid, n_steps, gz, scale,
                              fc, cb + 2 * d, glam, shared)  # fmt: skip
@@ -601,6 +666,11 @@ def lbbnn_flow_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale,
 # --- LBBNN's low-rank slab (the talk's LBBNN-GP-MVN): per weight layer, the slabs are one
 # Gaussian N(kappa, diag(sigma^2) + V' V) with rank rows V, independent of the indicators
 # (so the KL is the indicators' plus the slabs'); biases keep their own Gaussian factors.
+
+
+#: Weights of a layer that the low-rank family's passes take at a time, every factor on
+#: them while they stay in cache.
+LOWRANK_BLOCK = 1024
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -683,25 +753,34 @@ def lowrank_slab_terms(vparams, p, n_w, sizes, offsets, rank, work, with_grad):
             continue
         sgw = sigma[w_start : w_start + n_wl]
         slw = work.slab[w_start : w_start + n_wl]
+        # block by block of the layer's weights, every factor and pair of factors on a
+        # block while it is in cache: a pass per factor or pair over hundreds of thousands
+        # of weights would read each factor from memory rank times
         m = np.eye(rank)
-        for a in range(rank):
-            va = vparams[vb + a * n_wl : vb + (a + 1) * n_wl]
-            acc = 0.0
-            for t in range(n_wl):
-                acc += va[t] * va[t] / (slw[t] * slw[t])
-            value -= 0.5 * acc
-            if with_grad:
-                ga = work.glam[vb + a * n_wl : vb + (a + 1) * n_wl]
-                for t in range(n_wl):
-                    ga[t] -= va[t] / (slw[t] * slw[t])
-        for a in range(rank):
-            va = vparams[vb + a * n_wl : vb + (a + 1) * n_wl]
-            for b in range(a, rank):
-                vb_ = vparams[vb + b * n_wl : vb + (b + 1) * n_wl]
+        sq = np.zeros(rank)
+        for t0 in range(0, n_wl, LOWRANK_BLOCK):
+            nt = min(n_wl, t0 + LOWRANK_BLOCK) - t0
+            slb = slw[t0 : t0 + nt]
+            sgb = sgw[t0 : t0 + nt]
+            for a in range(rank):
+                va = vparams[vb + a * n_wl + t0 : vb + a * n_wl + t0 + nt]
                 acc = 0.0
-                for t in range(n_wl):
-                    acc += va[t] * vb_[t] / (sgw[t] * sgw[t])
-                m[a, b] += acc
+                for t in range(nt):
+                    acc += va[t] * va[t] / (slb[t] * slb[t])
+                sq[a] += acc
+                if with_grad:
+                    ga = work.glam[vb + a * n_wl + t0 : vb + a * n_wl + t0 + nt]
+                    for t in range(nt):
+                        ga[t] -= va[t] / (slb[t] * slb[t])
+                for b in range(a, rank):
+                    vbb = vparams[vb + b * n_wl + t0 : vb + b * n_wl + t0 + nt]
+                    acc = 0.0
+                    for t in range(nt):
+                        acc += va[t] * vbb[t] / (sgb[t] * sgb[t])
+                    m[a, b] += acc
+        for a in range(rank):
+            value -= 0.5 * sq[a]
+            for b in range(a + 1, rank):
                 m[b, a] = m[a, b]
         chol = np.linalg.cholesky(m)
         for a in range(rank):
@@ -713,26 +792,32 @@ def lowrank_slab_terms(vparams, p, n_w, sizes, offsets, rank, work, with_grad):
                 fc[mb + a * rank + b] = minv[a, b]
         if not with_grad:
             continue
-        # d/dV = M^-1 U, d/dsigma_t = -sigma_t (U' M^-1 U)_tt, U = V D^-1: per factor a,
-        # (M^-1 V)_a in work.grad (free until the draws' term), then both gradients
+        # d/dV = M^-1 U, d/dsigma_t = -sigma_t (U' M^-1 U)_tt, U = V D^-1: per block and
+        # factor a, (M^-1 V)_a in work.grad (free until the draws' term), then both
+        # gradients
         grw = grho[w_start : w_start + n_wl]
         dsw = dsigma[w_start : w_start + n_wl]
-        mv = work.grad[:n_wl]
-        for a in range(rank):
-            for t in range(n_wl):
-                mv[t] = 0.0
-            for b in range(rank):
-                c = minv[a, b]
-                vb_ = vparams[vb + b * n_wl : vb + (b + 1) * n_wl]
-                for t in range(n_wl):
-                    mv[t] += c * vb_[t]
-            va = vparams[vb + a * n_wl : vb + (a + 1) * n_wl]
-            ga = work.glam[vb + a * n_wl : vb + (a + 1) * n_wl]
-            for t in range(n_wl):
-                inv2 = 1.0 / (sgw[t] * sgw[t])
-                mu_a = mv[t] * inv2
-                ga[t] += mu_a
-                grw[t] -= sgw[t] * (va[t] * inv2 * mu_a) * dsw[t]
+        for t0 in range(0, n_wl, LOWRANK_BLOCK):
+            nt = min(n_wl, t0 + LOWRANK_BLOCK) - t0
+            sgb = sgw[t0 : t0 + nt]
+            grb = grw[t0 : t0 + nt]
+            dsb = dsw[t0 : t0 + nt]
+            mv = work.grad[:nt]
+            for a in range(rank):
+                for t in range(nt):
+                    mv[t] = 0.0
+                for b in range(rank):
+                    c = minv[a, b]
+                    vbb = vparams[vb + b * n_wl + t0 : vb + b * n_wl + t0 + nt]
+                    for t in range(nt):
+                        mv[t] += c * vbb[t]
+                va = vparams[vb + a * n_wl + t0 : vb + a * n_wl + t0 + nt]
+                ga = work.glam[vb + a * n_wl + t0 : vb + a * n_wl + t0 + nt]
+                for t in range(nt):
+                    inv2 = 1.0 / (sgb[t] * sgb[t])
+                    mu_a = mv[t] * inv2
+                    ga[t] += mu_a
+                    grb[t] -= sgb[t] * (va[t] * inv2 * mu_a) * dsb[t]
     return value
 
 
@@ -757,14 +842,19 @@ def lbbnn_lowrank_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, sca
         n_wl = sizes[layer] * sizes[layer + 1]
         w_start = offsets[layer]
         vb = 3 * p + lay[layer, 0]
-        # views, never buf[base + t] (see skbnn.kernels._compile)
-        kl = keff[w_start : w_start + n_wl]
+        ub = lay[layer, 1]
         for a in range(rank):
-            u = rng.standard_normal()
-            fc[lay[layer, 1] + a] = u
-            va = vparams[vb + a * n_wl : vb + (a + 1) * n_wl]
-            for t in range(n_wl):
-                kl[t] += va[t] * u
+            fc[ub + a] = rng.standard_normal()
+        # views, never buf[base + t] (see skbnn.kernels._compile); a block of the weights
+        # at a time, as in lowrank_slab_terms
+        for t0 in range(0, n_wl, LOWRANK_BLOCK):
+            nt = min(n_wl, t0 + LOWRANK_BLOCK) - t0
+            kl = keff[w_start + t0 : w_start + t0 + nt]
+            for a in range(rank):
+                u = fc[ub + a]
+                va = vparams[vb + a * n_wl + t0 : vb + a * n_wl + t0 + nt]
+                for t in range(nt):
+                    kl[t] += va[t] * u
     value = _spike_lrt_loglik(keff, vparams, p, tgt, work, ws, stats, rng, act, lik)
     if not with_grad:
         return value
@@ -780,12 +870,14 @@ def lbbnn_lowrank_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, sca
         n_wl = sizes[layer] * sizes[layer + 1]
         w_start = offsets[layer]
         vb = 3 * p + lay[layer, 0]
-        gl = gk[w_start : w_start + n_wl]
-        for a in range(rank):
-            u = fc[lay[layer, 1] + a]
-            ga = glam[vb + a * n_wl : vb + (a + 1) * n_wl]
-            for t in range(n_wl):
-                ga[t] += gl[t] * u
+        for t0 in range(0, n_wl, LOWRANK_BLOCK):
+            nt = min(n_wl, t0 + LOWRANK_BLOCK) - t0
+            gl = gk[w_start + t0 : w_start + t0 + nt]
+            for a in range(rank):
+                u = fc[lay[layer, 1] + a]
+                ga = glam[vb + a * n_wl + t0 : vb + a * n_wl + t0 + nt]
+                for t in range(nt):
+                    ga[t] += gl[t] * u
     _spike_noise_grad(p, tgt, work, stats, lik, scale)
     return value
 

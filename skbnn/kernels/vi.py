@@ -549,6 +549,22 @@ def _clear_step(vparams, p, work):
         glam[i] = 0.0
 
 
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+def _clear_flow_step(vparams, p, n_w, work):
+    # _clear_step and set_alphas of the flow family, whose term sets the weights' sigmas and
+    # alphas itself (lbbnn_flow_term): here only the log noise precisions', which are
+    # always in
+    glam = work.glam
+    for i in range(glam.shape[0]):
+        glam[i] = 0.0
+    for i in range(n_w, p):
+        r = vparams[p + i]
+        e = _exp_neg(-abs(r))
+        work.sigma[i] = (r if r > 0.0 else 0.0) + _log1p_unit(e)
+        work.dsigma[i] = (1.0 if r >= 0.0 else e) / (1.0 + e)
+        work.alpha[i] = 1.0
+
+
 @functools.cache
 def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, local: bool,
                      lbbnn: int = 0, factors: bool = False, adam: bool = True):  # fmt: skip
@@ -637,15 +653,17 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
             glam = work.glam
             if spike_lrt:
                 value = spike_slab_prepare(vparams, p, p - cfg.n_noise, work)
+            elif flow:
+                # the flow family's KL depends on the draw of z: its term has it, and sets
+                # the weights' sigmas and alphas in the same pass
+                _clear_flow_step(vparams, p, p - cfg.n_noise, work)
+                value = 0.0
             elif spike:
                 _clear_step(vparams, p, work)
                 set_alphas(vparams, p, work)
-                # the flow family's KL depends on the draw of z: its term has it
                 if lowrank:
                     value = lowrank_slab_terms(vparams, p, p - cfg.n_noise, tgt.sizes, tgt.offsets,
                                                vc.rank, work, True)  # fmt: skip
-                elif flow:
-                    value = 0.0
                 else:
                     value = spike_slab_terms(vparams, p, p - cfg.n_noise, work, True)
             elif lowrank_gaussian:
