@@ -194,3 +194,44 @@ def test_lbbnn_passes_over_the_weights_run_on_the_helper_too():
     np.testing.assert_array_equal(fits[0].posterior_.thetas, fits[1].posterior_.thetas)
     assert fits[0].elbo_ == fits[1].elbo_
     assert np.isfinite(fits[0].elbo_)
+
+
+_FREED_BLOCK_CHILD = """
+import numpy as np
+from numba import njit
+from skbnn.kernels import helper, lbbnn, vi
+
+@njit
+def step(vparams, p, n_w, work):
+    value = lbbnn.spike_slab_prepare(vparams, p, n_w, work)
+    return value, lbbnn.spike_slab_finish(vparams, p, n_w, work, 1.0)
+
+p = 2**16 + 3
+n_w = p - 1
+rng = np.random.default_rng(0)
+vparams = 0.3 * rng.standard_normal(3 * p)
+work = vi.new_work(p, 0, psi=np.full(p, 0.5), slab=np.ones(p))
+served = helper.served[0]
+with helper.team():
+    helped = step(vparams, p, n_w, work), work.glam.copy()
+assert helper.served[0] > served
+alone = step(vparams, p, n_w, work), work.glam.copy()
+assert helped[0] == alone[0] and np.array_equal(helped[1], alone[1])
+print("ok")
+"""
+
+
+@pytest.mark.skipif(DISABLED, reason="no helper without the JIT")
+def test_the_helper_reads_the_lbbnn_pass_addresses_before_they_are_freed(tmp_path):
+    # the LBBNN passes hand the helper the address of a small array of their views'
+    # addresses; numba frees an array after its last use in a kernel, and its debug
+    # runtime fills freed memory with 0xDE: a helper that read the array after the poster
+    # freed it would follow those bytes as addresses and crash
+    import os
+    import subprocess
+
+    env = dict(os.environ, NUMBA_DEBUG_NRT="1", NUMBA_CACHE_DIR=str(tmp_path))
+    run = subprocess.run([sys.executable, "-c", _FREED_BLOCK_CHILD], env=env,
+                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().endswith("ok")

@@ -283,6 +283,9 @@ def _prepare_weights(kappa, rho, lam, gk, grho, glam, work, n_w, scale, add):
                           h, scale, add)  # fmt: skip
     if helped:
         value += from_bits(collect())
+        # numba frees an array after its last use: this one keeps block, which the helper
+        # read, alive until the helper is done
+        block[0] = 0
     elif h < n_w:
         value += _prepare_pass(kappa, rho, lam, gk, grho, glam, work.psi, work.slab,
                                work.sigma, work.dsigma, work.alpha, work.meff, work.gvar,
@@ -425,6 +428,7 @@ def _finish_weights(kappa, gk, grho, glam, work, n_w, scale):
                         work.eps, scale, end)  # fmt: skip
     if helped:
         flag += from_bits(collect())
+        block[0] = 0  # keeps block alive until the helper is done (_prepare_weights)
     return flag
 
 

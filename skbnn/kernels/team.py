@@ -51,7 +51,8 @@ _SLOTS = 16
 #: The kinds of task: a matrix product (:func:`skbnn.kernels.gemm.gemm`), the gather of a
 #: minibatch's features and an Adam step on a range of parameters
 #: (:mod:`skbnn.kernels.optim`), and the two passes of an LBBNN step over its weights
-#: (:func:`skbnn.kernels.lbbnn.spike_slab_prepare` and ``spike_slab_finish``).
+#: (:func:`skbnn.kernels.lbbnn.spike_slab_prepare` and ``spike_slab_finish``, which the
+#: mean-field and flow families share).
 GEMM, GATHER, ADAM, PREPARE, FINISH = 0, 1, 2, 3, 4
 
 #: The hand-off slot, shared by every thread of the process.
