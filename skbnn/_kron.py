@@ -156,8 +156,9 @@ def likelihood_factors(target, net, theta, first_layer: int) -> KronFactors:
         factors.add(inputs, M, w)
         return factors
 
-    # summed in chunk order as the chunks come (the same bits for any n_jobs): each
-    # chunk's factors are as large as the total's, and there can be thousands of chunks
+    # summed in chunk order, a few chunks per thread at a time (the same bits for any
+    # n_jobs): each chunk's factors are as large as the total's, and there can be
+    # thousands of chunks
     total = net.map_derivatives(X, theta, first_layer, part, combine=KronFactors.__iadd__)
     return total.finish()
 
