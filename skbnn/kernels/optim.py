@@ -259,22 +259,29 @@ def _adam(theta, g, scale, lr, opt, t):
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def _adam_range(theta, g, m1, m2, lo, hi, scale, b1, b2, step, root_c2, eps):
     # No reduction here: a sum in this loop (without reassociation, to keep its bits) kept
-    # it scalar, and the divisions bound the vectorized loop, not its memory traffic
-    for i in range(lo, hi):
-        gi = scale * g[i]
+    # it scalar, and the divisions bound the vectorized loop, not its memory traffic.
+    # Views that start at lo, never theta[i] for i in range(lo, hi): numba wraps negative
+    # indices, and LLVM, unable to prove lo non-negative, kept that loop scalar (see
+    # skbnn.kernels._compile); each parameter's update is its own, so the bits are the same
+    th = theta[lo:hi]
+    gr = g[lo:hi]
+    v1 = m1[lo:hi]
+    v2 = m2[lo:hi]
+    for i in range(hi - lo):
+        gi = scale * gr[i]
         # A weight whose only gradient is the prior's (an input that is zero on every
         # row, a dead unit's) decays geometrically under Adam, whose step does not shrink
         # with the gradient, and with it its moments: into the subnormal range, where
         # every product with it (BLAS's too) runs a hundred times slower. Values below
         # FLUSH, far below any rounding of a sum they enter, are zero; NaN stays NaN
-        a1 = b1 * m1[i] + (1.0 - b1) * gi
-        a2 = b2 * m2[i] + (1.0 - b2) * gi * gi
+        a1 = b1 * v1[i] + (1.0 - b1) * gi
+        a2 = b2 * v2[i] + (1.0 - b2) * gi * gi
         a1 = 0.0 if abs(a1) < FLUSH else a1
         a2 = 0.0 if a2 < FLUSH * FLUSH else a2
-        t = theta[i] - step * a1 / (math.sqrt(a2) * root_c2 + eps)
-        m1[i] = a1
-        m2[i] = a2
-        theta[i] = 0.0 if abs(t) < FLUSH else t
+        t = th[i] - step * a1 / (math.sqrt(a2) * root_c2 + eps)
+        v1[i] = a1
+        v2[i] = a2
+        th[i] = 0.0 if abs(t) < FLUSH else t
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
