@@ -16,7 +16,9 @@ chunk of rows (:class:`ForwardPass` runs the network):
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 
 import numpy as np
 
@@ -46,20 +48,57 @@ _FOLD_CHUNKS_PER_THREAD = 4
 
 
 _CONTROLLER = None
+# single_threaded_blas's state: the threads inside it, and the limits to restore
+_BLAS_LOCK = threading.Lock()
+_BLAS_USERS = 0
+_BLAS_LIMITS = None
 
 
+@contextlib.contextmanager
 def single_threaded_blas():
     """A context in which BLAS runs on one thread.
+
+    BLAS's thread count is one setting for the whole process, so the context counts the
+    threads inside it: the first in sets one thread, the last out restores the count the
+    first found. Two fits on two threads would otherwise restore it under each other, and
+    the one still running would compute its products on several threads, whose sums give
+    other last bits.
 
     The controller that finds the loaded BLAS libraries is built once per process:
     ``threadpool_limits`` rescans them at every call, which costs as much as a small
     Laplace fit."""
-    global _CONTROLLER
-    if _CONTROLLER is None:
-        from threadpoolctl import ThreadpoolController
+    global _CONTROLLER, _BLAS_USERS, _BLAS_LIMITS
+    with _BLAS_LOCK:
+        if _BLAS_USERS == 0:
+            if _CONTROLLER is None:
+                from threadpoolctl import ThreadpoolController
 
-        _CONTROLLER = ThreadpoolController()
-    return _CONTROLLER.limit(limits=1, user_api="blas")
+                _CONTROLLER = ThreadpoolController()
+            _free_openblas()
+            _BLAS_LIMITS = _CONTROLLER.limit(limits=1, user_api="blas")
+            _free_openblas()
+        _BLAS_USERS += 1
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            _BLAS_USERS -= 1
+            if _BLAS_USERS == 0:
+                _free_openblas()
+                _BLAS_LIMITS.restore_original_limits()
+                _free_openblas()
+                _BLAS_LIMITS = None
+
+
+def _free_openblas() -> None:
+    # threadpoolctl lets one thread at a time set OpenBLAS's process-wide thread count
+    # (the first to set it) and silently ignores the others: the last thread out of
+    # single_threaded_blas is often not the first in, and must be let restore it
+    import threadpoolctl
+
+    blas = getattr(threadpoolctl, "OpenBLASController", None)
+    if hasattr(blas, "clear_controlling_thread"):
+        blas.clear_controlling_thread(force=True)
 
 
 def cholesky_inverse(factor) -> np.ndarray:

@@ -157,6 +157,54 @@ def test_two_lone_fits_at_once_share_the_helper_and_keep_their_bits():
     assert not _helpers()
 
 
+def test_single_threaded_blas_holds_until_the_last_thread_leaves():
+    # two fits on two threads: the first to finish must not give BLAS its threads back
+    # while the other still trains (its products would then run threaded, other bits),
+    # and the last out must restore them, whichever thread set them
+    from threadpoolctl import threadpool_info
+
+    from skbnn.posterior import single_threaded_blas
+
+    def blas_threads():
+        return {d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"}
+
+    def on_a_thread(body):
+        t = threading.Thread(target=body)
+        t.start()
+        return t
+
+    before = blas_threads()
+    if not before:
+        pytest.skip("no BLAS whose threads threadpoolctl sets")
+    seen = []
+
+    def alone():
+        with single_threaded_blas():
+            seen.append(blas_threads())
+
+    with single_threaded_blas():  # the main thread first, then a thread alone
+        pass
+    on_a_thread(alone).join()
+    assert seen == [{1}]
+    inside, release = threading.Event(), threading.Event()
+
+    def second():
+        with single_threaded_blas():
+            inside.set()
+            release.wait()
+
+    try:
+        with single_threaded_blas():
+            t = on_a_thread(second)
+            inside.wait()
+        still = blas_threads()
+    finally:
+        release.set()
+        t.join()
+    assert still == {1}  # the second thread was still inside
+    assert blas_threads() == before
+
+
 def _wide_product_in_child(queue):
     out, expected, _ = _product(0, 1, 7, 64, 9, team.SPLIT_MIN_WEIGHTS)
     queue.put(bool(np.allclose(out, expected)))
