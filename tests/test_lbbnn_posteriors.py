@@ -104,7 +104,7 @@ def _case(likelihood, seed=1, hidden=(3,), posterior="flow", features=2):
     return target, method, vcfg, lam
 
 
-def _step_estimate(target, method, vcfg, posterior, scale, beta=1.0, n_draws=1):
+def _step_estimate(target, method, vcfg, posterior, scale, beta=1.0, n_draws=1, poison=None):
     # a step's ELBO estimate at lam_ with its draws fixed (the same seed), and its gradient:
     # the low-rank family's closed-form terms once per step, then n_draws draws' terms,
     # all times scale, into the gradient zeroed once (as the epoch kernel does)
@@ -121,6 +121,8 @@ def _step_estimate(target, method, vcfg, posterior, scale, beta=1.0, n_draws=1):
         kvi.set_sigmas(lam_, p, work)
         klbbnn.set_alphas(lam_, p, work)
         work.glam[:] = 0.0
+        if poison is not None:
+            work.glam[poison] = np.nan
         value = 0.0
         if posterior == "lowrank":
             value = scale * klbbnn.lowrank_slab_terms(lam_, p, layout.n_weights, layout.sizes,
@@ -165,6 +167,26 @@ def _assert_gradient_is_exact(estimate, lam):
     )
     np.testing.assert_allclose(grad, numeric, rtol=0, atol=1e-7 * np.max(np.abs(grad)))
     return grad
+
+
+def test_a_flow_step_with_a_nonfinite_gradient_entry_has_a_nan_value():
+    # the flow's step checks its gradient for inf and NaN through its value (the epoch
+    # kernel reads no gradient entry again): a NaN already in any part of the gradient,
+    # which the step adds to, must make the value NaN, and a clean step's must be finite
+    target, method, vcfg, lam = _case("gaussian", posterior="flow")
+    p = target.n_params
+    layout = target.layout
+    first, last = layout.slices(0)[0], layout.slices(layout.n_layers - 1)[1]
+    regions = {"kappa, first weight": first.start, "kappa, last bias": last.stop - 1,
+               "kappa, noise": p - 1, "rho, a weight": p + first.start, "rho, noise": 2 * p - 1,
+               "lambda, a weight": 2 * p + first.start + 1, "lambda, noise": 3 * p - 1,
+               "flow, first": 3 * p, "flow, last": lam.size - 1}  # fmt: skip
+    assert target.n_params > layout.n_weights  # the Gaussian likelihood's noise
+    estimate = _step_estimate(target, method, vcfg, "flow", 1.0)
+    assert np.isfinite(estimate(lam, True)[0])
+    for name, index in regions.items():
+        poisoned = _step_estimate(target, method, vcfg, "flow", 1.0, poison=index)
+        assert np.isnan(poisoned(lam, True)[0]), name
 
 
 @pytest.mark.parametrize("posterior", ["flow", "lowrank"])

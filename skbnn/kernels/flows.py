@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from ._compile import njit
+from ._compile import _FM, njit
 from ._libm import _LOG_2PI
 
 #: Entries of one layer's base block (``m0, r0, e, d1, d2, d0, v0``), in units of ``d``.
@@ -242,7 +242,7 @@ def _r_offsets(p, sizes, layer, hid, n_steps, lay):
     return pb, rsteps, qe, re
 
 
-@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def log_r(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, work, rng):
     """``log r(z_K | W)`` of one layer, the flow family's auxiliary density: ``r``'s flow
     applied to the layer's ``z_K`` (in ``work.fcache``), then the Gaussian with mean ``d0 +
@@ -296,7 +296,7 @@ def log_r(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, work, rng)
     return value
 
 
-@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
 def log_r_grad(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, gm, gv, work,
                scale, shared):  # fmt: skip
     """The gradient of :func:`log_r`: in ``r``'s parameters (times ``scale``) to
@@ -340,16 +340,20 @@ def log_r_grad(vparams, p, sizes, offsets, layer, hid, n_steps, meff, var, gm, g
         # d (m + sd xi) / d v = xi / (2 sd)
         gvs[j] = 0.5 * g * xi / sdv if sdv > 0.0 else 0.0
     for i in range(d):
+        # one loop over the row, its sum reassociated (_FM): without, the sum kept the loop
+        # scalar, and two loops read the row twice
         ei = vparams[pb + 2 * d + i]
+        e2 = ei * ei
         row = w_start + i * n_out
         gmr = gm[row : row + n_out]
         gvr = gv[row : row + n_out]
-        for j in range(n_out):
-            gmr[j] += ga[j] * ei
-            gvr[j] += gvs[j] * ei * ei
         mr = meff[row : row + n_out]
         vr = var[row : row + n_out]
-        acc = glam[pb + 2 * d + i]
+        acc = 0.0
         for j in range(n_out):
-            acc += scale * (ga[j] * mr[j] + 2.0 * gvs[j] * ei * vr[j])
-        glam[pb + 2 * d + i] = acc
+            a = ga[j]
+            b = gvs[j]
+            gmr[j] += a * ei
+            gvr[j] += b * e2
+            acc += a * mr[j] + 2.0 * b * ei * vr[j]
+        glam[pb + 2 * d + i] += scale * acc

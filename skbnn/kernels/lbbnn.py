@@ -566,8 +566,8 @@ def lbbnn_flow_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale,
     shared = fc[: lay[0, 1]]  # the backward passes' scratch
     keff = work.keff
     value = 0.0
-    # z of every layer, -log q(z), and the scaled slab means
-    for i in range(p):
+    # z of every layer, -log q(z), and the scaled slab means (the noise's are its own)
+    for i in range(n_w, p):
         keff[i] = vparams[i]
     for layer in range(n_layers):
         d = sizes[layer]
@@ -583,13 +583,7 @@ def lbbnn_flow_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale,
             value += 0.5 * e * e + math.log(sd) + 0.5 * _LOG_2PI
         value += kflows.flow_forward(vparams, pb + kflows.BASE_VECTORS * d, d, hid, n_steps, zk,
                                      fc, cb + 2 * d)  # fmt: skip
-        w_start = offsets[layer]
-        for i in range(d):
-            # row views, never keff[base + j] (see skbnn.kernels._compile)
-            row = keff[w_start + i * n_out : w_start + (i + 1) * n_out]
-            zi = zk[i]
-            for j in range(n_out):
-                row[j] *= zi
+        _scale_means(vparams, keff, offsets[layer], d, n_out, zk)
     if not with_grad:
         value += spike_slab_kl_grad(keff, vparams, p, n_w, work, False, scale, work.grad)
         value += _spike_lrt_loglik(keff, vparams, p, tgt, work, ws, stats, rng, act, lik)
@@ -633,12 +627,12 @@ def lbbnn_flow_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale,
     for layer in range(n_layers):
         kflows.log_r_grad(vparams, p, sizes, offsets, layer, hid, n_steps, work.meff, work.gvar,
                           work.w, work.eps, work, scale, shared)  # fmt: skip
-    _finish_weights(keff[:p], gk[:p], grho, glam[2 * p : 3 * p], work, n_w, scale)
+    # the step's check for inf and NaN, as a sum that is 0 or NaN (added to the value: the
+    # epoch kernel checks the value, and need not read the gradient again): the weights'
+    # gradients in rho and lambda here, in kappa in _chain_means, the rest at the end
+    flag = _finish_weights(keff[:p], gk[:p], grho, glam[2 * p : 3 * p], work, n_w, scale)
     _spike_noise_grad(p, tgt, work, stats, lik, scale)
-    # from keff = z kappa to kappa (the biases' keff is kappa) and z, then back through q's
-    # flow to its base
-    for i in range(n_w):
-        glam[i] += gk[i]
+    # from keff = z kappa to kappa and z, then back through q's flow to its base
     for layer in range(n_layers):
         d = sizes[layer]
         n_out = sizes[layer + 1]
@@ -646,25 +640,68 @@ def lbbnn_flow_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale,
         cb = lay[layer, 1]
         zk = fc[cb + d : cb + 2 * d]
         gz = fc[lay[layer + 1, 1] - 2 * d : lay[layer + 1, 1] - d]
-        w_start = offsets[layer]
-        for i in range(d):
-            lo = w_start + i * n_out
-            kr = vparams[lo : lo + n_out]
-            gr = gk[lo : lo + n_out]
-            gl = glam[lo : lo + n_out]
-            z1 = zk[i] - 1.0
-            acc = 0.0
-            for j in range(n_out):
-                acc += kr[j] * gr[j]
-                gl[j] += z1 * gr[j]
-            gz[i] += acc
+        flag += _chain_means(vparams, gk, glam, offsets[layer], d, n_out, zk, gz)
         kflows.flow_backward(vparams, pb + kflows.BASE_VECTORS * d, d, hid, n_steps, gz, scale,
                              fc, cb + 2 * d, glam, shared)  # fmt: skip
         for i in range(d):
             sd = softplus(vparams[pb + d + i])
             glam[pb + i] += gz[i]
             glam[pb + d + i] += (gz[i] * fc[cb + i] + scale / sd) * _sigmoid(vparams[pb + d + i])
-    return value
+    for part in range(3):
+        for i in range(part * p + n_w, (part + 1) * p):
+            flag += glam[i] * 0.0
+    for i in range(fb, glam.shape[0]):
+        flag += glam[i] * 0.0
+    return value + flag
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
+def _scale_means(kappa, keff, w_start, d, n_out, z):
+    # the flow family's slab means of a weight layer: keff = z_i kappa_ij for the weights,
+    # kappa for the biases. Row views, never keff[base + j] (see skbnn.kernels._compile)
+    for i in range(d):
+        lo = w_start + i * n_out
+        kr = kappa[lo : lo + n_out]
+        row = keff[lo : lo + n_out]
+        zi = z[i]
+        for j in range(n_out):
+            row[j] = kr[j] * zi
+    lo = w_start + d * n_out
+    kb = kappa[lo : lo + n_out]
+    rb = keff[lo : lo + n_out]
+    for j in range(n_out):
+        rb[j] = kb[j]
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
+def _chain_means(kappa, gk, glam, w_start, d, n_out, z, gz):
+    # the chain rule of _scale_means: the gradient gk in keff adds z_i gk_ij to glam's
+    # kappa part (gk_j for the biases) and sum_j kappa_ij gk_ij to gz_i. One pass over the
+    # rows, its sums reassociated (_FM), which vectorizes them. Returns 0 if every kappa
+    # gradient it leaves is finite, else NaN (0 * x is NaN for inf or NaN)
+    flag = 0.0
+    for i in range(d):
+        lo = w_start + i * n_out
+        kr = kappa[lo : lo + n_out]
+        gr = gk[lo : lo + n_out]
+        gl = glam[lo : lo + n_out]
+        zi = z[i]
+        acc = 0.0
+        for j in range(n_out):
+            g = gr[j]
+            t = gl[j] + zi * g
+            gl[j] = t
+            acc += kr[j] * g
+            flag += t * 0.0
+        gz[i] += acc
+    lo = w_start + d * n_out
+    gr = gk[lo : lo + n_out]
+    gl = glam[lo : lo + n_out]
+    for j in range(n_out):
+        t = gl[j] + gr[j]
+        gl[j] = t
+        flag += t * 0.0
+    return flag
 
 
 # --- LBBNN's low-rank slab (the talk's LBBNN-GP-MVN): per weight layer, the slabs are one

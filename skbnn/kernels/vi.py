@@ -698,6 +698,10 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
                                                         backward)  # fmt: skip
             if spike_lrt:
                 bad = spike_slab_finish(vparams, p, p - cfg.n_noise, work, inv_mc)
+            elif flow:
+                # the flow's term adds its gradient's check to its value (NaN if any
+                # entry is inf or NaN), tested below
+                bad = False
             elif meanfield_local:
                 if prep:
                     bad = local_finish(glam, work, p, p - cfg.n_noise)
