@@ -269,7 +269,8 @@ def _prepare_weights(kappa, rho, lam, gk, grho, glam, work, n_w, scale, add):
     # used). As two over fixed halves on
     # SPLIT_MIN_WEIGHTS weights or more, the second on the team's helper where one runs
     h = n_w // 2 if n_w >= SPLIT_MIN_WEIGHTS else n_w
-    views = (kappa, rho, lam, gk, grho, glam, work.psi, work.slab, work.sigma, work.dsigma,
+    c = work.klc
+    views = (kappa, rho, lam, gk, grho, glam, c[0], c[1], c[2], c[3], work.sigma, work.dsigma,
              work.alpha, work.meff, work.gvar, work.w, work.eps)  # fmt: skip
     block = np.empty(len(views), np.int64)
     helped = False
@@ -278,7 +279,7 @@ def _prepare_weights(kappa, rho, lam, gk, grho, glam, work, n_w, scale, add):
             block[j] = address(views[j], h)
         helped = post(PREPARE, address(block, 0), n_w - h, as_bits(scale), int(add), 0, 0, 0,
                       0, 0, 0, 0, 0, 0)  # fmt: skip
-    value = _prepare_pass(kappa, rho, lam, gk, grho, glam, work.psi, work.slab, work.sigma,
+    value = _prepare_pass(kappa, rho, lam, gk, grho, glam, c[0], c[1], c[2], c[3], work.sigma,
                           work.dsigma, work.alpha, work.meff, work.gvar, work.w, work.eps, 0,
                           h, scale, add)  # fmt: skip
     if helped:
@@ -287,35 +288,36 @@ def _prepare_weights(kappa, rho, lam, gk, grho, glam, work, n_w, scale, add):
         # read, alive until the helper is done
         block[0] = 0
     elif h < n_w:
-        value += _prepare_pass(kappa, rho, lam, gk, grho, glam, work.psi, work.slab,
+        value += _prepare_pass(kappa, rho, lam, gk, grho, glam, c[0], c[1], c[2], c[3],
                                work.sigma, work.dsigma, work.alpha, work.meff, work.gvar,
                                work.w, work.eps, h, n_w, scale, add)  # fmt: skip
     return value
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
-def _prepare_pass(kappa, rho, lam, gk, grho, glam, psi_all, slab, sigma, dsigma, alpha, meff,
-                  var, gm, gv, lo, hi, scale, add):  # fmt: skip
+def _prepare_pass(kappa, rho, lam, gk, grho, glam, lp_in, lp_out, c_kl, inv, sigma, dsigma,
+                  alpha, meff, var, gm, gv, lo, hi, scale, add):  # fmt: skip
     return _prepare_loop(kappa[lo:], rho[lo:], lam[lo:], gk[lo:], grho[lo:], glam[lo:],
-                         psi_all[lo:], slab[lo:], sigma[lo:], dsigma[lo:], alpha[lo:],
-                         meff[lo:], var[lo:], gm[lo:], gv[lo:], hi - lo, scale, add)  # fmt: skip
+                         lp_in[lo:], lp_out[lo:], c_kl[lo:], inv[lo:], sigma[lo:],
+                         dsigma[lo:], alpha[lo:], meff[lo:], var[lo:], gm[lo:], gv[lo:],
+                         hi - lo, scale, add)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
-def _prepare_loop(kappa, rho, lam, gk, grho, glam, psi_all, slab, sigma, dsigma, alpha, meff,
-                  var, gm, gv, n, scale, add):  # fmt: skip
+def _prepare_loop(kappa, rho, lam, gk, grho, glam, lp_in, lp_out, c_kl, inv, sigma, dsigma,
+                  alpha, meff, var, gm, gv, n, scale, add):  # fmt: skip
     # one loop per value of add, each inlined with it constant: no select in the loop, and
     # without add no scaling (spike_slab_prepare's gradient is its own)
     if add:
-        return _prepare_body(kappa, rho, lam, gk, grho, glam, psi_all, slab, sigma, dsigma,
-                             alpha, meff, var, gm, gv, n, scale, True)  # fmt: skip
-    return _prepare_body(kappa, rho, lam, gk, grho, glam, psi_all, slab, sigma, dsigma, alpha,
-                         meff, var, gm, gv, n, 1.0, False)  # fmt: skip
+        return _prepare_body(kappa, rho, lam, gk, grho, glam, lp_in, lp_out, c_kl, inv, sigma,
+                             dsigma, alpha, meff, var, gm, gv, n, scale, True)  # fmt: skip
+    return _prepare_body(kappa, rho, lam, gk, grho, glam, lp_in, lp_out, c_kl, inv, sigma,
+                         dsigma, alpha, meff, var, gm, gv, n, 1.0, False)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, inline="always")
-def _prepare_body(kappa, rho, lam, gk, grho, glam, psi_all, slab, sigma, dsigma, alpha, meff,
-                  var, gm, gv, n, scale, add):  # fmt: skip
+def _prepare_body(kappa, rho, lam, gk, grho, glam, lp_in, lp_out, c_kl, inv_all, sigma, dsigma,
+                  alpha, meff, var, gm, gv, n, scale, add):  # fmt: skip
     # softplus, the logistic and the logs from _libm's polynomials, one exponential per
     # parameter for each of rho and lambda: math's libm calls would keep the loop scalar,
     # and this pass over every weight is most of a step's time outside the BLAS products.
@@ -331,14 +333,16 @@ def _prepare_body(kappa, rho, lam, gk, grho, glam, psi_all, slab, sigma, dsigma,
         li = lam[i]
         el = _exp_neg(-abs(li))
         lo = _log1p_unit(el)
-        psi = psi_all[i]
-        spike = psi < 1.0
+        lpi = lp_in[i]
+        spike = lpi > 0.0  # psi < 1
         a_l = (1.0 if li >= 0.0 else el) / (1.0 + el)
         a = a_l if spike else 1.0
         k = kappa[i]
-        s0 = slab[i]
-        inv = 1.0 / (s0 * s0)
-        kln, d_in, d_out = _pair_kl(s, k, s0, psi, li, lo)
+        inv = inv_all[i]
+        # _pair_kl with the prior's logs and 1 / s0^2 read, not computed (Work.klc)
+        kln = c_kl[i] - _log(s) + 0.5 * (s * s + k * k) * inv
+        d_in = -((-li if li < 0.0 else 0.0) + lo) + lpi + kln
+        d_out = -((li if li > 0.0 else 0.0) + lo) + lp_out[i]
         a1 = a * (1.0 - a)
         value -= a * d_in + (1.0 - a) * d_out if spike else kln
         g_r = scale * (-a * (s * inv - 1.0 / s) * ds)
@@ -359,13 +363,13 @@ def _prepare_body(kappa, rho, lam, gk, grho, glam, psi_all, slab, sigma, dsigma,
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
 def prepare_task(block, n, scale, add):
     """A posted half of :func:`spike_slab_prepare`'s pass
-    (:data:`~skbnn.kernels.team.PREPARE`): ``block`` the address of the fifteen views'
+    (:data:`~skbnn.kernels.team.PREPARE`): ``block`` the address of the seventeen views'
     addresses at its first weight; returns its partial sum's bits."""
-    at = carray(integers_at(block), (15,))
-    v = [carray(doubles_at(at[j]), (n,)) for j in range(15)]
+    at = carray(integers_at(block), (17,))
+    v = [carray(doubles_at(at[j]), (n,)) for j in range(17)]
     return as_bits(_prepare_loop(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9],
-                                 v[10], v[11], v[12], v[13], v[14], n, from_bits(scale),
-                                 add != 0))  # fmt: skip
+                                 v[10], v[11], v[12], v[13], v[14], v[15], v[16], n,
+                                 from_bits(scale), add != 0))  # fmt: skip
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")

@@ -89,13 +89,15 @@ VI_CONFIG = record(
 #: ``M^-1 U`` and ``M^-1``); for the spike-and-slab family, ``alpha`` (inclusion
 #: probabilities), ``meff`` (the effective means, or a draw's relaxed indicators) and the
 #: prior's constants ``psi`` (prior inclusion probability per parameter, 1 for those
-#: always in) and ``slab`` (the slab's sd per network parameter); for the flow estimator,
+#: always in) and ``slab`` (the slab's sd per network parameter), and from them ``klc``,
+#: the rows ``-log psi``, ``-log(1 - psi)``, ``log slab - 1/2`` and ``slab^-2`` (the KL's
+#: constants, read by each step rather than computed); for the flow estimator,
 #: ``keff`` (the slab means scaled by a draw of the latent ``z``), ``flay`` (the flows'
 #: layout, :func:`skbnn.kernels.flows.flow_layout`) and ``fcache`` (the flows' scratch).
 Work = namedtuple(
     "Work",
     ["sigma", "dsigma", "eps", "w", "grad", "gvar", "glam", "z", "dvz", "minv", "alpha",
-     "meff", "psi", "slab", "keff", "flay", "fcache"],
+     "meff", "psi", "slab", "klc", "keff", "flay", "fcache"],
 )  # fmt: skip
 
 
@@ -108,7 +110,8 @@ def new_work(n_params: int, rank: int, psi=None, slab=None, sizes=None, flow_hid
     its low-rank slab (``vparams`` has every layer's factors after those,
     :func:`lowrank_layout`)."""
     p, r = int(n_params), int(rank)
-    width = 3 if psi is not None else 2 + r
+    spike = psi is not None
+    width = 3 if spike else 2 + r
     psi = np.ones(p) if psi is None else np.ascontiguousarray(psi, dtype=np.float64)
     slab = np.ones(p) if slab is None else np.ascontiguousarray(slab, dtype=np.float64)
     if flow_steps >= 0:
@@ -121,9 +124,21 @@ def new_work(n_params: int, rank: int, psi=None, slab=None, sizes=None, flow_hid
     return Work(
         np.empty(p), np.empty(p), np.empty(p), np.empty(p), np.empty(p), np.empty(p),
         np.empty(width * p + n_flow), np.empty(r), np.empty((r, p)), np.empty((r, r)),
-        np.ones(p), np.empty(p), psi, slab, np.empty(p if n_flow else 0), flay,
-        np.empty(n_cache),
+        np.ones(p), np.empty(p), psi, slab,
+        _kl_constants(psi, slab) if spike else np.empty((4, 0)),
+        np.empty(p if n_flow else 0), flay, np.empty(n_cache),
     )  # fmt: skip
+
+
+def _kl_constants(psi: np.ndarray, slab: np.ndarray) -> np.ndarray:
+    # Work.klc; psi = 1 (always in) gives -log(1 - psi) = inf, which the steps never use
+    out = np.empty((4, psi.size))
+    with np.errstate(divide="ignore"):
+        out[0] = -np.log(psi)
+        out[1] = -np.log1p(-psi)
+    out[2] = np.log(slab) - 0.5
+    out[3] = 1.0 / (slab * slab)
+    return out
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
