@@ -195,7 +195,7 @@ class LowRankSpikeSlabPosterior(SpikeSlabPosterior):
         As in :class:`SpikeSlabPosterior`.
     factors : ndarray
         Every weight layer's ``V``, ``rank x (n_in n_out)`` row-major, layer after layer
-        (:func:`skbnn.kernels.lbbnn.lowrank_layout`).
+        (:func:`skbnn.kernels.lbbnn_lowrank.lowrank_layout`).
     layout : skbnn.layout.Layout
         The network's layout.
     rank : int

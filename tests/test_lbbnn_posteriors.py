@@ -18,6 +18,7 @@ from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.kernels import density as knet
 from skbnn.kernels import flows as kflows
 from skbnn.kernels import lbbnn as klbbnn
+from skbnn.kernels import lbbnn_lowrank as klowrank
 from skbnn.kernels import lrt as klrt
 from skbnn.kernels import vi as kvi
 from skbnn.log_posterior import LogPosterior
@@ -125,7 +126,7 @@ def _step_estimate(target, method, vcfg, posterior, scale, beta=1.0, n_draws=1, 
             work.glam[poison] = np.nan
         value = 0.0
         if posterior == "lowrank":
-            value = scale * klbbnn.lowrank_slab_terms(lam_, p, layout.n_weights, layout.sizes,
+            value = scale * klowrank.lowrank_slab_terms(lam_, p, layout.n_weights, layout.sizes,
                                                    layout.offsets, 2, work, with_grad)  # fmt: skip
             work.glam[:] *= scale
         rng = np.random.default_rng(5)
@@ -195,7 +196,7 @@ def test_gradient_is_exact_on_a_layer_of_many_blocks(posterior):
     # (LOWRANK_BLOCK); the gradient along random directions against central differences
     target, method, vcfg, lam = _case("categorical", hidden=(40,), posterior=posterior,
                                       features=30)  # fmt: skip
-    assert target.layout.sizes[0] * target.layout.sizes[1] > klbbnn.LOWRANK_BLOCK
+    assert target.layout.sizes[0] * target.layout.sizes[1] > klowrank.LOWRANK_BLOCK
     estimate = _step_estimate(target, method, vcfg, posterior, 1.0)
     _, grad = estimate(lam, True)
     rng = np.random.default_rng(6)
@@ -315,7 +316,7 @@ def test_lowrank_kl_is_its_definition(hidden, features):
     work = method._work(target, vcfg)
     kvi.set_sigmas(lam, p, work)
     klbbnn.set_alphas(lam, p, work)
-    value = klbbnn.lowrank_slab_terms(lam, p, n_w, layout.sizes, layout.offsets, 2, work, False)
+    value = klowrank.lowrank_slab_terms(lam, p, n_w, layout.sizes, layout.offsets, 2, work, False)
     post = method._posterior(target, lam, work.sigma**2, work.alpha, 0, None)
     expected = np.sum(np.log(work.sigma[n_w:]) + 0.5 * (1 + np.log(2 * np.pi)))
     for layer, (w, v) in enumerate(post.blocks):
@@ -352,7 +353,7 @@ def test_lowrank_training_estimate_and_final_elbo_agree(seed):
     work = method._work(target, vcfg)
     kvi.set_sigmas(lam, p, work)
     klbbnn.set_alphas(lam, p, work)
-    exact = klbbnn.lowrank_slab_terms(lam, p, layout.n_weights, layout.sizes, layout.offsets, 2,
+    exact = klowrank.lowrank_slab_terms(lam, p, layout.n_weights, layout.sizes, layout.offsets, 2,
                                    work, False)  # fmt: skip
     kernel = exact + _kernel_estimates(target, method, vcfg, lam, 4000, seed)
     final, _, _ = method._elbo(target, lam, vcfg, np.random.default_rng(12 + seed), 4000)

@@ -53,15 +53,13 @@ from .lbbnn import (
     _spike_slab_mc_term,
     lbbnn_concrete_term,
     lbbnn_flow_term,
-    lbbnn_lowrank_term,
     lbbnn_lrt_prepared_term,
-    lowrank_layout,
-    lowrank_slab_terms,
     set_alphas,
     spike_slab_finish,
     spike_slab_prepare,
     spike_slab_terms,
 )
+from .lbbnn_lowrank import lbbnn_lowrank_term, lowrank_layout, lowrank_slab_terms
 from .likelihoods import _loglik_delta
 from .lrt import _bases, backward_pass, lrt_forward
 from .optim import batch_target, descent_step, rows_weight

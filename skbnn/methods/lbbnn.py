@@ -18,6 +18,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..kernels import flows as kflows
 from ..kernels import lbbnn as klbbnn
+from ..kernels import lbbnn_lowrank as klowrank
 from ..kernels import vi as kvi
 from ..posterior import (
     FlowSpikeSlabPosterior,
@@ -322,7 +323,7 @@ class LBBNN(VariationalInference):
         if self._flow():
             more = (kflows.latent_draws, kflows.flow_forward, klbbnn.spike_slab_kl)
         elif self._lowrank():
-            more = (klbbnn.lowrank_slab_terms,)
+            more = (klowrank.lowrank_slab_terms,)
         return (*super()._kernels(target), *more)
 
     def _aside(self, target, vparams, vcfg) -> tuple:
@@ -460,7 +461,7 @@ class LBBNN(VariationalInference):
             exact += self._log_r(target, vparams[3 * p :], z, theta) - log_q
         elif self._lowrank():
             layout = target.layout
-            exact = klbbnn.lowrank_slab_terms(vparams, p, n_w, layout.sizes, layout.offsets,
+            exact = klowrank.lowrank_slab_terms(vparams, p, n_w, layout.sizes, layout.offsets,
                                            int(self.rank), work, False)  # fmt: skip
             theta = self._posterior(target, vparams, var, alpha, 0, None).sample(n_draws, rng)
         else:
