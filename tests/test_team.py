@@ -226,8 +226,10 @@ def test_a_child_forked_during_a_team_computes_alone():
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_lbbnn_passes_over_the_weights_run_on_the_helper_too():
     # a layer of 2^16 weights or more: the mean-field step's two passes over its weights
-    # split in fixed halves, so the fit is the same with the helper and without
+    # split in fixed halves, so the fit is the same with the helper and without; the fit
+    # registers the passes the helper calls (none is until then)
     X, y = _wide_data()
+    team.TASKS[:] = 0
     fits = [
         BayesianMLPClassifier(
             (256, 256),
@@ -242,6 +244,7 @@ def test_lbbnn_passes_over_the_weights_run_on_the_helper_too():
     np.testing.assert_array_equal(fits[0].posterior_.thetas, fits[1].posterior_.thetas)
     assert fits[0].elbo_ == fits[1].elbo_
     assert np.isfinite(fits[0].elbo_)
+    assert DISABLED or (team.TASKS[team.PREPARE] != 0 and team.TASKS[team.FINISH] != 0)
 
 
 _FREED_BLOCK_CHILD = """
@@ -259,6 +262,7 @@ n_w = p - 1
 rng = np.random.default_rng(0)
 vparams = 0.3 * rng.standard_normal(3 * p)
 work = vi.new_work(p, 0, psi=np.full(p, 0.5), slab=np.ones(p))
+lbbnn.register_tasks()
 served = helper.served[0]
 with helper.team():
     helped = step(vparams, p, n_w, work), work.glam.copy()
@@ -283,3 +287,40 @@ def test_the_helper_reads_the_lbbnn_pass_addresses_before_they_are_freed(tmp_pat
                          capture_output=True, text=True, timeout=600)  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip().endswith("ok")
+
+
+_SERVE_CHILD = """
+import numpy as np
+from skbnn.kernels import helper, lbbnn, vi
+
+helper.serve.compile(())
+print(len(lbbnn._prepare_loop.signatures), len(lbbnn._finish_pass.signatures))
+# an LBBNN pass with no task registered is done whole by its poster, with the same bits
+p = 2**16 + 3
+vparams = 0.3 * np.random.default_rng(0).standard_normal(3 * p)
+work = vi.new_work(p, 0, psi=np.full(p, 0.5), slab=np.ones(p))
+served = helper.served[0]
+with helper.team():
+    alone = lbbnn.spike_slab_prepare(vparams, p, p - 1, work), work.glam.copy()
+print(helper.served[0] - served)
+lbbnn.register_tasks()
+with helper.team():
+    helped = lbbnn.spike_slab_prepare(vparams, p, p - 1, work), work.glam.copy()
+print(helper.served[0] - served)
+print(alone[0] == helped[0] and np.array_equal(alone[1], helped[1]))
+"""
+
+
+@pytest.mark.skipif(DISABLED, reason="no helper without the JIT")
+def test_the_helper_links_no_lbbnn_pass_until_one_is_registered(tmp_path):
+    # every method with a team compiles the helper's loop: compiled on an empty cache, it
+    # must not compile LBBNN's passes with it, and their posters must not post them until
+    # they are registered
+    import os
+    import subprocess
+
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    run = subprocess.run([sys.executable, "-c", _SERVE_CHILD], env=env,
+                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split("\n")[:4] == ["0 0", "0", "1", "True"], run.stdout

@@ -33,6 +33,8 @@ from .team import (
     from_bits,
     integers_at,
     post,
+    register_task,
+    task_address,
 )
 
 # --- the spike-and-slab family of latent binary BNNs (LBBNN; Hubin and Storvik 2019,
@@ -275,7 +277,7 @@ def _prepare_weights(kappa, rho, lam, gk, grho, glam, work, n_w, scale, add):
              work.alpha, work.meff, work.gvar, work.w, work.eps)  # fmt: skip
     block = np.empty(len(views), np.int64)
     helped = False
-    if h < n_w:
+    if h < n_w and task_address(PREPARE) != 0:
         for j in range(len(views)):
             block[j] = address(views[j], h)
         helped = post(PREPARE, address(block, 0), n_w - h, as_bits(scale), int(add), 0, 0, 0,
@@ -361,11 +363,12 @@ def _prepare_body(kappa, rho, lam, gk, grho, glam, lp_in, lp_out, c_kl, inv_all,
     return value
 
 
-@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False, by_address=True)
 def prepare_task(block, n, scale, add):
     """A posted half of :func:`spike_slab_prepare`'s pass
     (:data:`~skbnn.kernels.team.PREPARE`): ``block`` the address of the seventeen views'
-    addresses at its first weight; returns its partial sum's bits."""
+    addresses at its first weight; returns its partial sum's bits. The helper calls it
+    through its address (:func:`task_kernels`)."""
     at = carray(integers_at(block), (17,))
     v = [carray(doubles_at(at[j]), (n,)) for j in range(17)]
     return as_bits(_prepare_loop(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9],
@@ -423,7 +426,7 @@ def _finish_weights(kappa, gk, grho, glam, work, n_w, scale):
     views = (kappa, gk, grho, glam, work.alpha, work.sigma, work.dsigma, work.w, work.eps)
     block = np.empty(len(views), np.int64)
     helped = False
-    if h < n_w:
+    if h < n_w and task_address(FINISH) != 0:
         for j in range(len(views)):
             block[j] = address(views[j], h)
         helped = post(FINISH, address(block, 0), n_w - h, as_bits(scale), 0, 0, 0, 0, 0, 0, 0,
@@ -459,15 +462,33 @@ def _finish_pass(kappa, gk, grho, glam, alpha, sigma, dsigma, gm, gv, scale, n):
     return flag
 
 
-@njit(cache=True, nogil=True, error_model="numpy", from_python=False)
-def finish_task(block, n, scale):
+@njit(cache=True, nogil=True, error_model="numpy", from_python=False, by_address=True)
+def finish_task(block, n, scale, unused):
     """A posted half of :func:`spike_slab_finish`'s pass
     (:data:`~skbnn.kernels.team.FINISH`): ``block`` the address of the nine views'
-    addresses at its first weight; returns its flag's bits."""
+    addresses at its first weight; returns its flag's bits. ``unused``: every task kernel
+    the helper calls through its address takes four integers (:func:`task_kernels`)."""
     at = carray(integers_at(block), (9,))
     v = [carray(doubles_at(at[j]), (n,)) for j in range(9)]
     return as_bits(_finish_pass(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8],
                                 from_bits(scale), n))  # fmt: skip
+
+
+def task_kernels() -> tuple[CompiledKernel, CompiledKernel]:
+    """:func:`prepare_task` and :func:`finish_task` as the helper calls them, through their
+    addresses (:func:`skbnn.kernels.team.register_task`): the team's loop then links no
+    copy of these passes, which only LBBNN's fits post."""
+    sig = types.int64(types.int64, types.int64, types.int64, types.int64)
+    return (compiled_kernel(sig, (__name__, "prepare_task", None)),
+            compiled_kernel(sig, (__name__, "finish_task", None)))  # fmt: skip
+
+
+def register_tasks() -> None:
+    """Let the team's helper take half of the mean-field and flow families' passes over
+    their weights (:func:`task_kernels`), compiling or loading them if needed."""
+    prepare, finish = task_kernels()
+    register_task(PREPARE, prepare)
+    register_task(FINISH, finish)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")

@@ -52,13 +52,19 @@ _SLOTS = 16
 #: minibatch's features and an Adam step on a range of parameters
 #: (:mod:`skbnn.kernels.optim`), and the two passes of an LBBNN step over its weights
 #: (:func:`skbnn.kernels.lbbnn.spike_slab_prepare` and ``spike_slab_finish``, which the
-#: mean-field and flow families share).
+#: mean-field and flow families share; the helper calls these two through :data:`TASKS`).
 GEMM, GATHER, ADAM, PREPARE, FINISH = 0, 1, 2, 3, 4
 
 #: The hand-off slot, shared by every thread of the process.
 CTL = np.full(_SLOTS, OFF, dtype=np.int64)
 _CTL_SYMBOL = "skbnn_team_ctl"
 _YIELD_SYMBOL = "skbnn_team_yield"
+#: Per kind of task, the address of the kernel that the helper calls for it, or 0: the
+#: kinds that only some methods post (``PREPARE`` and ``FINISH``) are called through it, so
+#: that the helper's loop, which every method with a team compiles, links none of their
+#: code (:func:`register_task`).
+TASKS = np.zeros(8, dtype=np.int64)
+_TASKS_SYMBOL = "skbnn_team_tasks"
 
 
 def _yield_address() -> int:
@@ -71,6 +77,7 @@ def _yield_address() -> int:
 
 if not DISABLED:
     llvm.add_symbol(_CTL_SYMBOL, CTL.ctypes.data)
+    llvm.add_symbol(_TASKS_SYMBOL, TASKS.ctypes.data)
     llvm.add_symbol(_YIELD_SYMBOL, _yield_address())
 
 
@@ -131,6 +138,49 @@ def swap(typingcontext, index, expected, value):
         return builder.extract_value(builder.cmpxchg(slot, old, new, "acq_rel", "acquire"), 1)
 
     return types.boolean(index, expected, value), codegen
+
+
+def register_task(kind: int, kernel) -> None:
+    """Let the helper run tasks of ``kind``: ``kernel`` is a
+    :class:`~skbnn.kernels._compile.CompiledKernel` of signature ``int64(int64, int64,
+    int64, int64)`` (the task's first four arguments; its result's bits), compiled or
+    loaded here if it is not yet. Until a kind is registered, its posters do all of its
+    work themselves (:func:`task_address`)."""
+    if not DISABLED:
+        TASKS[kind] = kernel.resolve()
+
+
+@intrinsic
+def task_address(typingcontext, kind):
+    """The address of the kernel registered for the task ``kind`` (:func:`register_task`),
+    or 0."""
+
+    def codegen(context, builder, sig, args):
+        module = builder.module
+        table = module.globals.get(_TASKS_SYMBOL)
+        if table is None:
+            table = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(64), TASKS.size),
+                                      _TASKS_SYMBOL)  # fmt: skip
+            table.linkage = "external"
+        kind = context.cast(builder, args[0], sig.args[0], types.intp)
+        at = builder.gep(table, [ir.Constant(ir.IntType(32), 0), kind])
+        return builder.load_atomic(at, "acquire", 8)
+
+    return types.int64(kind), codegen
+
+
+@intrinsic
+def call_task(typingcontext, addr, x0, x1, x2, x3):
+    """Call the task kernel at ``addr`` (:func:`register_task`) with four arguments."""
+
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        fn = builder.inttoptr(args[0], ir.FunctionType(i64, [i64] * 4).as_pointer())
+        values = [context.cast(builder, a, t, types.int64)
+                  for a, t in zip(args[1:], sig.args[1:], strict=True)]  # fmt: skip
+        return builder.call(fn, values)
+
+    return types.int64(addr, x0, x1, x2, x3), codegen
 
 
 @intrinsic
@@ -279,6 +329,9 @@ if DISABLED:
         return False
 
     def address(array, offset) -> int:  # noqa: F811
+        return 0
+
+    def task_address(kind) -> int:  # noqa: F811
         return 0
 
     def as_bits(value) -> int:  # noqa: F811

@@ -329,11 +329,27 @@ class LBBNN(VariationalInference):
     def _aside(self, target, vparams, vcfg) -> tuple:
         # the default estimator's epoch kernel compiles neither its backward pass nor the
         # ELBO's closed-form term: the helper process compiles them meanwhile, the first
-        # first, which the epoch runs
+        # first, which the epoch runs; and the halves of the passes over the weights that
+        # the team's helper takes (_team_tasks)
+        tasks = klbbnn.task_kernels() if self._team_tasks(vcfg) else ()
         if int(vcfg[0]["lbbnn"]) != klbbnn.LBBNN_LRT:
-            return ()
+            return tasks
         return (*super()._aside(target, vparams, vcfg),
-                klbbnn.spike_slab_terms_kernel(vparams, self._work(target, vcfg)))  # fmt: skip
+                klbbnn.spike_slab_terms_kernel(vparams, self._work(target, vcfg)),
+                *tasks)  # fmt: skip
+
+    def _compile(self, target) -> float:
+        seconds = super()._compile(target)
+        if self._team_tasks(self._vcfg(target)):
+            # after the warm-up, whose helper process compiled them beside the epoch kernel
+            klbbnn.register_tasks()
+        return seconds
+
+    @staticmethod
+    def _team_tasks(vcfg) -> bool:
+        # whether the epoch kernel posts the passes over the weights to the team's helper
+        # (klbbnn.register_tasks): the local reparameterization's and the flow's
+        return int(vcfg[0]["lbbnn"]) in (klbbnn.LBBNN_LRT, klbbnn.LBBNN_FLOW)
 
     def _backward_by_address(self, vcfg) -> bool:
         # the local reparameterization estimator; the others' passes are their own
