@@ -304,11 +304,12 @@ def test_a_cold_nuts_fit_compiles_its_bookkeeping_and_network_kernel_in_the_help
 _COLD_LAPLACE = """
 import json, numpy as np
 from skbnn import BayesianMLPRegressor
-from skbnn.kernels import backprop, density, optim
+from skbnn.kernels import backprop, density, helper, optim
 from skbnn.methods import Laplace
 X = np.linspace(-1, 1, 20)[:, None]
-BayesianMLPRegressor((2,), method=Laplace(), n_samples=10, random_state=0).fit(X, X[:, 0])
-kernels = (optim.run_epoch, backprop.jacobian, density.logp_grad_for(2, 0, 0))
+BayesianMLPRegressor((2,), method=Laplace(), n_samples=10, random_state=0,
+                     n_jobs=2).fit(X, X[:, 0])
+kernels = (optim.run_epoch, backprop.jacobian, density.logp_grad_for(2, 0, 0), helper.serve)
 print(json.dumps({k.__name__: [len(k.stats.cache_hits), len(k.stats.cache_misses)]
                   for k in kernels}))
 """
@@ -317,13 +318,15 @@ print(json.dumps({k.__name__: [len(k.stats.cache_hits), len(k.stats.cache_misses
 def test_a_cold_laplace_fit_compiles_the_network_kernel_in_the_helper(tmp_path):
     # A cold Laplace fit compiles the Jacobian and its training kernels, which call the
     # network kernel only through its address, while the helper compiles the network
-    # kernel: the fit's process loads that from the cache (a hit, no miss).
+    # kernel and the team's loop: the fit's process loads those from the cache (a hit, no
+    # miss).
     import os
 
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "SKBNN_COMPILE_ASIDE": "1"}
     first, second = _json_of_two_processes(_COLD_LAPLACE, env)
-    assert first == {"run_epoch": [0, 1], "jacobian": [0, 1], "logp_grad_2_0_0": [1, 0]}
-    assert second == {"run_epoch": [1, 0], "jacobian": [1, 0], "logp_grad_2_0_0": [1, 0]}
+    aside = {"logp_grad_2_0_0": [1, 0], "serve": [1, 0]}
+    assert first == {"run_epoch": [0, 1], "jacobian": [0, 1], **aside}
+    assert second == {"run_epoch": [1, 0], "jacobian": [1, 0], **aside}
 
 
 _COLD_MEANFIELD = """
@@ -354,12 +357,13 @@ def test_a_mean_field_fit_compiles_none_of_the_low_rank_familys_algebra(tmp_path
 _COLD_VI = """
 import json, sys, numpy as np
 from skbnn import BayesianMLPRegressor
-from skbnn.kernels import _compile, density, lrt, optim, vi
+from skbnn.kernels import _compile, density, helper, lrt, optim, vi
 from skbnn.methods import LBBNN, VariationalInference
 method = LBBNN(max_iter=2) if sys.argv[1] == "lbbnn" else VariationalInference(max_iter=2)
 X = np.linspace(-1, 1, 20)[:, None]
-BayesianMLPRegressor((2,), method=method, n_samples=10, random_state=0).fit(X, X[:, 0])
-kernels = (lrt.lrt_backward_for(2), density.forward_batch_for(2))
+BayesianMLPRegressor((2,), method=method, n_samples=10, random_state=0,
+                     n_jobs=2).fit(X, X[:, 0])
+kernels = (lrt.lrt_backward_for(2), density.forward_batch_for(2), helper.serve)
 out = {k.__name__: [len(k.stats.cache_hits), len(k.stats.cache_misses)] for k in kernels}
 # compiled in this process: nothing but the network kernel's gradient would compile these
 out["here"] = {f.__name__: len(f.signatures) for f in (
@@ -373,8 +377,8 @@ print(json.dumps(out))
 def test_a_cold_variational_fit_compiles_the_backward_pass_in_the_helper(tmp_path, method):
     # A cold VI or LBBNN fit compiles the epoch kernel, which calls the local
     # reparameterization's backward pass through its address, while the helper compiles
-    # that pass and then the forward pass, which the ELBO's estimate and prediction run:
-    # the fit's process loads both (a hit, no miss). It never compiles the network
+    # that pass, the team's loop and then the forward pass, which the ELBO's estimate and
+    # prediction run: the fit's process loads them (a hit, no miss). It never compiles the network
     # kernel's gradient, nor the optimizers and Monte Carlo prior terms it does not run.
     import os
 
@@ -382,7 +386,8 @@ def test_a_cold_variational_fit_compiles_the_backward_pass_in_the_helper(tmp_pat
     first, second = _json_of_two_processes(_COLD_VI, env, method)
     here = {"logp_grad_2_0_0": 0, "lrt_backward": 0, "_sghmc": 0, "_explore": 0,
             "_draw_theta": 0}  # fmt: skip
-    assert first == {"lrt_backward_2": [1, 0], "forward_batch_2": [1, 0], "here": here}
+    assert first == {"lrt_backward_2": [1, 0], "forward_batch_2": [1, 0], "serve": [1, 0],
+                     "here": here}  # fmt: skip
     assert second == first
 
 

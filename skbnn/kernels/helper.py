@@ -7,7 +7,9 @@ import contextlib
 import threading
 import time
 
-from ._compile import DISABLED, njit
+from numba.core import types
+
+from ._compile import DISABLED, CompiledKernel, compiled_kernel, njit
 from .gemm import gemm_task
 from .optim import adam_task, gather_task
 from .team import (
@@ -55,6 +57,13 @@ def serve() -> int:
     return served
 
 
+def serve_kernel() -> CompiledKernel:
+    """:func:`serve` as a :class:`~skbnn.kernels._compile.CompiledKernel`: a cold fit's
+    warm-up hands it to its helper process (:func:`~skbnn.kernels._compile.compile_aside`),
+    and the team's thread loads it from the cache rather than compile it."""
+    return compiled_kernel(types.int64(), (__name__, "serve", None))
+
+
 _lock = threading.Lock()
 _members = 0
 _helper: threading.Thread | None = None
@@ -80,6 +89,9 @@ def team(enabled: bool = True):
         if _members == 1:
 
             def run():
+                # waits for a helper process compiling it, if one is; the kernels compute
+                # alone meanwhile
+                serve_kernel().resolve()
                 served[0] += serve()
 
             _helper = threading.Thread(target=run, name="skbnn-team", daemon=True)

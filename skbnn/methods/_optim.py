@@ -32,7 +32,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..exceptions import ConvergenceWarning, warn
 from ..kernels import density as knet
 from ..kernels import optim as kopt
-from ..kernels.helper import team
+from ..kernels.helper import serve_kernel, team
 from ..log_posterior import NoiseMode
 from ..posterior import single_threaded_blas
 from ..utils import backend_elsewhere, check_interrupt, thread_map
@@ -390,9 +390,13 @@ def minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rng
     member = Member(theta) if member is None else member
     member.theta = theta
     YT = target.YT if YT is None else YT
-    # aside: the first compile's network kernel may compile in another process meanwhile
+    # aside: the first compile's network kernel, and the team's loop, may compile in
+    # another process meanwhile
     tgt = knet.density_target(
-        target.kernel_target(own=True, YT=YT, prior_mean=prior_mean), aside=aside, codes=codes
+        target.kernel_target(own=True, YT=YT, prior_mean=prior_mean),
+        aside=aside,
+        aside_with=(serve_kernel(),) if aside else (),
+        codes=codes,
     )
     n_train = train.size
     batch, n_steps = batches(n_train, s.batch_size)

@@ -17,6 +17,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..exceptions import ConvergenceWarning, warn
 from ..kernels import backprop as kbackprop
 from ..kernels import density as knet
+from ..kernels.helper import serve_kernel
 from ..log_posterior import NoiseMode
 from ..posterior import ForwardPass, LaplacePosterior, single_threaded_blas
 from ..utils import seed_sequence
@@ -320,7 +321,8 @@ class Laplace(Trainer):
         and the exact Hessian make from Python. A helper process, where one can run,
         compiles the network kernel meanwhile: the Jacobian does not call it, and the
         training kernels call it through its address."""
-        knet.density_target(tiny.kernel_target(), aside=True, codes=tiny.kernel_codes)
+        knet.density_target(tiny.kernel_target(), aside=True, aside_with=(serve_kernel(),),
+                            codes=tiny.kernel_codes)  # fmt: skip
         theta = np.ones(tiny.n_params)
         x = tiny.XT.reshape(tiny.n_features, tiny.n_rows).T
         ForwardPass(tiny.layout, tiny.activation_code).map_jacobians(x, theta, 0, lambda *a: None)

@@ -15,6 +15,7 @@ from ..kernels import lrt as klrt
 from ..kernels import optim as kopt
 from ..kernels import vi as kvi
 from ..kernels._compile import compile_aside
+from ..kernels.helper import serve_kernel
 from ..posterior import GaussianPosterior
 from ..utils import check_interrupt, seed_sequence
 from ._base import FitResult, store_params
@@ -193,7 +194,8 @@ class VariationalInference(Trainer):
         tiny_vcfg[0]["local"] = int(self._local(target))
         vparams = fast._start(tiny, rng, tiny_vcfg)
         aside = fast._aside(tiny, vparams, tiny_vcfg)
-        compile_aside(*aside, activation=int(tiny.kernel_codes[0]))
+        # and the team's loop, which the fit's thread loads (skbnn.kernels.helper.team)
+        compile_aside(*aside, serve_kernel(), activation=int(tiny.kernel_codes[0]))
         fast._epochs(tiny, vparams, np.arange(tiny.n_rows), None, Settings(max_iter=1), None,
                      rng, None, Member(vparams), tiny_vcfg)  # fmt: skip
         for kernel in aside:
