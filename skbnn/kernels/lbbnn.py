@@ -18,7 +18,7 @@ from ._compile import _FM, CompiledKernel, compiled_kernel, njit
 from ._libm import _LOG_2PI, _exp_neg, _log, _log1p_unit
 from ._vcommon import _noise_draw, _noise_grad, _sigmoid, softplus
 from .backprop import _backward
-from .density import weight_sum
+from .density import n_rows, weight_sum
 from .layers import forward
 from .likelihoods import _loglik_delta
 from .lrt import _bases, backward_pass, lrt_backward, lrt_forward
@@ -161,25 +161,31 @@ def lbbnn_lrt_term(vparams, p, tgt, work, ws, stats, rng, with_grad, scale, act,
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _spike_lrt_loglik(keff, vparams, p, tgt, work, ws, stats, rng, act, lik):
-    # beta loglik + log p(eta) at one draw: the log noise precisions, then every
-    # pre-activation per row by the local reparameterization trick at the slab means keff;
-    # leaves the weights' moments in work.meff and work.gvar
-    XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
-    cfg = cfgs[0]
-    n = XT.shape[0] // sizes[0]
-    k = sizes[sizes.shape[0] - 1]
-    n_w = p - cfg.n_noise
-    sw = weight_sum(tgt) if lik == 0 else 0.0
-    lp = _noise_draw(vparams, p, n_w, k, tau, cfg, work, rng)
+    # beta loglik + log p(eta) at one draw at the slab means keff: the weights' moments in
+    # work.meff and work.gvar, then _moments_loglik
     meff = work.meff
     var = work.gvar
-    for i in range(n_w):
+    for i in range(p - tgt.cfg[0].n_noise):
         a = work.alpha[i]
         kk = keff[i]
         s = work.sigma[i]
         meff[i] = a * kk
         var[i] = a * (s * s + (1.0 - a) * kk * kk)
-    out_base = lrt_forward(meff, var, XT, sizes, offsets, act, n, ws, rng)
+    return _moments_loglik(vparams, p, tgt, work, ws, stats, rng, act, lik)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _moments_loglik(vparams, p, tgt, work, ws, stats, rng, act, lik):
+    # beta loglik + log p(eta) at one draw from the weights' moments in work.meff and
+    # work.gvar: the log noise precisions, then every pre-activation per row by the local
+    # reparameterization trick
+    XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
+    cfg = cfgs[0]
+    n = XT.shape[0] // sizes[0]
+    k = sizes[sizes.shape[0] - 1]
+    sw = weight_sum(tgt) if lik == 0 else 0.0
+    lp = _noise_draw(vparams, p, p - cfg.n_noise, k, tau, cfg, work, rng)
+    out_base = lrt_forward(work.meff, work.gvar, XT, sizes, offsets, act, n, ws, rng)
     _, _, _, vbuf, wn = _bases(sizes, n)
     ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, vbuf + wn, stats, cfg, 0)
     return cfg.beta * ll + lp
@@ -383,20 +389,12 @@ def lbbnn_lrt_prepared_term(vparams, p, tgt, work, ws, stats, rng, scale, act, l
     which :func:`spike_slab_finish` applies once for all draws), the noise's to
     ``work.glam``. ``backward``: the backward pass by address
     (:func:`skbnn.kernels.lrt.lrt_backward_kernel`), or None to link it."""
-    XT, YT, W, sizes, offsets, prior_mean, prior_scale, tau, cfgs = tgt
-    cfg = cfgs[0]
-    n = XT.shape[0] // sizes[0]
-    k = sizes[sizes.shape[0] - 1]
-    n_w = p - cfg.n_noise
-    sw = weight_sum(tgt) if lik == 0 else 0.0
-    lp = _noise_draw(vparams, p, n_w, k, tau, cfg, work, rng)
-    out_base = lrt_forward(work.meff, work.gvar, XT, sizes, offsets, act, n, ws, rng)
-    _, _, _, vbuf, wn = _bases(sizes, n)
-    ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, vbuf + wn, stats, cfg, 0)
-    backward_pass(backward, work.meff, work.gvar, XT, sizes, offsets, act, n, ws, work.w,
-                  work.eps, cfg.beta)  # fmt: skip
+    value = _moments_loglik(vparams, p, tgt, work, ws, stats, rng, act, lik)
+    XT, sizes, offsets, cfg = tgt.XT, tgt.sizes, tgt.offsets, tgt.cfg[0]
+    backward_pass(backward, work.meff, work.gvar, XT, sizes, offsets, act, n_rows(tgt), ws,
+                  work.w, work.eps, cfg.beta)  # fmt: skip
     _spike_noise_grad(p, tgt, work, stats, lik, scale)
-    return cfg.beta * ll + lp
+    return value
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
@@ -632,16 +630,9 @@ def lbbnn_flow_term(vparams, p, tgt, vc, work, ws, stats, rng, with_grad, scale,
         value += _log(sigma[i]) + 0.5 * (1.0 + _LOG_2PI)
         grho[i] += scale * work.dsigma[i] / sigma[i]
     # the log-likelihood by the local reparameterization trick at those moments
-    XT, YT, W, _, _, _, _, tau, cfgs = tgt
-    cfg = cfgs[0]
-    n = XT.shape[0] // sizes[0]
-    k = sizes[n_layers]
-    sw = weight_sum(tgt) if lik == 0 else 0.0
-    lp = _noise_draw(vparams, p, n_w, k, tau, cfg, work, rng)
-    out_base = lrt_forward(work.meff, work.gvar, XT, sizes, offsets, act, n, ws, rng)
-    _, _, _, vbuf, wn = _bases(sizes, n)
-    ll = _loglik_delta(ws, out_base, YT, W, sw, tau, lik, k, n, ws, vbuf + wn, stats, cfg, 0)
-    value += cfg.beta * ll + lp
+    value += _moments_loglik(vparams, p, tgt, work, ws, stats, rng, act, lik)
+    XT, cfg = tgt.XT, tgt.cfg[0]
+    n = n_rows(tgt)
     # log r(z | W), keeping what its gradient needs
     for layer in range(n_layers):
         value += kflows.log_r(vparams, p, sizes, offsets, layer, hid, n_steps, work.meff,
