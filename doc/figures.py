@@ -330,6 +330,25 @@ def _compile_lines() -> list[dict]:
     return _read("compile_time.jsonl")
 
 
+#: compile_time.py's lines of a change measured before and after on one machine, in
+#: alternating rounds; each line's note starts with "before" or "after".
+COMPILE_AB = "compile_time_epyc_ab.jsonl"
+
+
+def _compile_ab() -> tuple[list[str], dict, list[dict]]:
+    """The methods of :data:`COMPILE_AB`, its cold lines by ``(method, side)`` and all of
+    its cold lines."""
+    cold = [r for r in _read(COMPILE_AB) if r["run"] == "cold"]
+    sides: dict = {}
+    for r in cold:
+        sides.setdefault((r["method"], r["note"].split(" ", 1)[0]), []).append(r)
+    return list(dict.fromkeys(r["method"] for r in cold)), sides, cold
+
+
+def _median(records: list[dict], key: str) -> float:
+    return float(np.median([r[key] for r in records]))
+
+
 def _summaries(records: list[dict]) -> list[dict]:
     """The latest summary line of each method and estimator, each with the cold, warm and
     after-NUTS lines it summarizes (``_runs``: the last of each before it)."""
@@ -499,6 +518,50 @@ def readme_first_fit() -> str:
         "(doc/performance.md#compilation-and-cold-start), `python benchmarks/compile_time.py`)."
     )
     return _fill(text)
+
+
+def readme_first_fit_slow() -> str:
+    """The README's sentence on a slower CPU's first fits (:data:`COMPILE_AB`'s after)."""
+    methods, sides, cold = _compile_ab()
+    fits = [_median(sides[(m, "after")], "fit_s") for m in methods]
+    after = [r for r in cold if r["note"].startswith("after")]
+    text = (
+        f"On a slower CPU it takes longer: a first fit of {_and(NAMES[m] for m in methods)} "
+        f"took {_range(min(fits), max(fits))} s on an empty cache ({conditions(after)}; "
+        "[the same page](doc/performance.md#compilation-and-cold-start))."
+    )
+    return _fill(text)
+
+
+def performance_compile_ab() -> str:
+    """doc/performance.md's table of :data:`COMPILE_AB`: per method, the median over the
+    rounds of the cold ``compile_time`` and of the whole first fit, before and after."""
+    methods, sides, cold = _compile_ab()
+    commits = {side: _short(sides[(methods[0], side)][0].get("commit"))
+               for side in ("before", "after")}  # fmt: skip
+    rounds = len(sides[(methods[0], "after")])
+    out = [
+        _fill(
+            f"Commits {commits['before']} (before) and {commits['after']} (after), "
+            f"{rounds} rounds of each in alternating order, medians ({conditions(cold)}):"
+        ),
+        "",
+        _row(
+            [
+                "method (regressor)",
+                "cold `compile_time`, before → after",
+                "first fit on an empty cache, before → after",
+            ]
+        ),  # fmt: skip
+        _row(["---"] * 3),
+    ]
+    for m in methods:
+        b, a = sides[(m, "before")], sides[(m, "after")]
+        cells = [NAMES[m]]
+        for key in ("compile_time_s", "fit_s"):
+            cells.append(f"{_median(b, key):.1f} → {_median(a, key):.1f} s")
+        out.append(_row(cells))
+    return "\n".join(out)
 
 
 def performance_summary() -> str:
@@ -680,10 +743,12 @@ def defaults_quickstart() -> str:
 BLOCKS = {
     "readme-measured": (README, readme_measured, False),
     "readme-first-fit": (README, readme_first_fit, False),
+    "readme-first-fit-slow": (README, readme_first_fit_slow, False),
     "performance-summary": (PERFORMANCE, performance_summary, True),
     "performance-kernel": (PERFORMANCE, performance_kernel, True),
     "performance-compile-table": (PERFORMANCE, performance_compile_table, False),
     "performance-compile-notes": (PERFORMANCE, performance_compile_notes, False),
+    "performance-compile-ab": (PERFORMANCE, performance_compile_ab, False),
     "defaults-quickstart": (DEFAULTS, defaults_quickstart, False),
 }
 
