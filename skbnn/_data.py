@@ -99,9 +99,17 @@ def warn_repeated(n_rows: int, data: TrainingRows, sample_weight) -> None:
         )
 
 
+def feature_rms(X: np.ndarray, axis: int = 0) -> np.ndarray:
+    """The root mean square of every feature of ``X`` (its rows along ``axis``), exact for
+    finite values up to float64's largest, whose squares would overflow."""
+    scale = np.max(np.abs(X), axis=axis, keepdims=True)
+    scale = np.where(scale > 0, scale, 1.0)
+    return np.squeeze(scale, axis) * np.sqrt(np.mean((X / scale) ** 2, axis=axis))
+
+
 def warn_unscaled(X, estimator) -> None:
     """A DataScaleWarning when a feature is far from standardized."""
-    rms = np.sqrt(np.mean(X**2, axis=0)) if X.shape[0] else np.zeros(0)
+    rms = feature_rms(X, axis=0) if X.shape[0] else np.zeros(0)
     if rms.size and rms.max() > MAX_FEATURE_RMS:
         j = int(np.argmax(rms))
         warn(

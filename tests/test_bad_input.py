@@ -337,6 +337,20 @@ def test_unscaled_features_warn_and_point_to_standard_scaler(cls):
         _fast(cls).fit(X, y)
 
 
+def test_features_whose_squares_overflow_warn_with_their_true_scale():
+    # 1e200 squared is beyond float64: the warning names the scale, not inf, and numpy
+    # has nothing to warn about inside skbnn
+    X, y = _data(BayesianMLPRegressor)
+    X = X * np.array([1.0, 1e200, 1.0])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _fast(BayesianMLPRegressor).fit(X, y)
+    assert not [w for w in caught if w.category is RuntimeWarning], [str(w.message) for w in caught]
+    (scale,) = [str(w.message) for w in caught if w.category is DataScaleWarning]
+    rms = np.sqrt(np.mean((X[:, 1] / 1e200) ** 2)) * 1e200
+    assert f"the largest root mean square is {rms:.3g}, in column 1" in scale
+
+
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_standardized_and_binary_features_do_not_warn(cls):
     X, y = _data(cls)

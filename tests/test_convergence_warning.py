@@ -2,11 +2,14 @@
 by its full path. Built from constructed diagnostics: which figures trigger which advice is
 a property of the message, not of any one run."""
 
+import warnings
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from skbnn import BayesianMLPRegressor
+from skbnn.exceptions import ConvergenceWarning
 from skbnn.methods import HMC, MALA, NUTS, AdaptiveMetropolis
 from skbnn.methods._convergence import ERROR_WARN, predictive_error
 from skbnn.methods._records import ChainDiagnostics, PredictiveModes
@@ -118,6 +121,35 @@ def test_too_few_draws_says_so_and_only_then_mentions_nan():
     msg = NUTS(n_chains=3)._convergence_message(diag)
     assert "Too few draws to judge: 2 per chain" in msg and "nan" in msg
     assert "n_samples (now 6 over 3 chains)" in msg
+
+
+def test_chains_too_short_to_judge_report_no_predictive_error():
+    # one draw per chain: every mode's draws are constant, yet their error is unknown, not 0
+    diag = _diag(rhat=np.nan, outputs=np.nan, draws=1, chains=2, error=0.0)
+    diag.predictive_modes.mean_var[:] = 0.0
+    diag.predictive_modes.mean_ess[:] = np.nan
+    assert np.all(np.isnan(predictive_error(diag)))
+    msg = NUTS(n_chains=2)._convergence_message(diag)
+    assert "Too few draws to judge: 1 per chain" in msg
+    assert "Monte Carlo error" not in msg
+
+
+def test_a_stop_rule_on_a_run_too_short_to_judge_warns_only_by_its_own_warning():
+    # the stop rule reads R-hat and ESS while they are NaN: the user sees the
+    # ConvergenceWarning that says so, and no numpy RuntimeWarning from inside skbnn
+    X = np.linspace(-1, 1, 10)[:, None]
+    y = X[:, 0] + 0.1 * np.cos(7 * X[:, 0])
+    reg = BayesianMLPRegressor(hidden_layer_sizes=(), n_samples=1, random_state=0,
+                               method=NUTS(n_chains=1, n_warmup=5, target_rhat=1.1))  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        reg.fit(X, y)
+    kinds = {w.category for w in caught}
+    assert kinds == {ConvergenceWarning}, [str(w.message) for w in caught]
+    (msg,) = [str(w.message) for w in caught]
+    assert "Too few draws to judge: 1 per chain" in msg
+    assert "Monte Carlo error" not in msg
+    assert np.all(np.isfinite(reg.predict(X)))
 
 
 @pytest.mark.parametrize("method", [MALA(), AdaptiveMetropolis()])

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import expit, softmax
 
-from .._data import MAX_FEATURE_RMS
+from .._data import MAX_FEATURE_RMS, feature_rms
 from ..diagnostics import ess_bulk, ess_mean, ess_tail, rhat
 from ..kernels import chain as kchain
 from ..kernels import density as knet
@@ -92,12 +92,21 @@ class StopRule(NamedTuple):
         return any(value is not None for value in self)
 
 
+def _finite(x: np.ndarray) -> np.ndarray:
+    """The entries of ``x`` that are not NaN (infinite ones stay: an infinite R-hat is
+    a verdict)."""
+    return x[~np.isnan(x)]
+
+
 def _worst(diag: ChainDiagnostics) -> tuple[float, float]:
     """The highest R-hat and the lowest bulk ESS of the monitored quantities (an infinite
     R-hat when the log-likelihood's cannot be computed yet)."""
     diag = judged(diag)
-    worst_rhat = float(np.nanmax(np.append(diag.rhat_outputs, diag.rhat_loglik)))
-    least_ess = float(np.nanmin(np.append(diag.ess_bulk_outputs, diag.ess_bulk_loglik)))
+    # chains too short for split R-hat give NaN everywhere; nanmax would warn about it
+    rhats = _finite(np.append(diag.rhat_outputs, diag.rhat_loglik))
+    esses = _finite(np.append(diag.ess_bulk_outputs, diag.ess_bulk_loglik))
+    worst_rhat = float(rhats.max()) if rhats.size else math.nan
+    least_ess = float(esses.min()) if esses.size else math.nan
     if np.isnan(diag.rhat_loglik):
         worst_rhat = math.inf
     return worst_rhat, least_ess
@@ -230,7 +239,7 @@ def chain_diagnostics(method, target, chains, n_keep) -> ChainDiagnostics:
         ess_tail_loglik=ess_tail(loglik),
         rhat_loglik=rhat(loglik),
         # the largest feature root mean square: unscaled inputs narrow the posterior
-        x_rms_max=float(np.sqrt(np.mean(X**2, axis=1)).max()) if X.size else 0.0,
+        x_rms_max=float(feature_rms(X, axis=1).max()) if X.size else 0.0,
         likelihood=target.likelihood,
     )
     if method._uses_step_size:
@@ -333,7 +342,8 @@ def predictive_error(diag: ChainDiagnostics) -> np.ndarray:
         average = np.sum(np.where(w > 0, w * own_var, 0.0), axis=0)
         var = np.maximum(own_var, average)
         with np.errstate(divide="ignore", invalid="ignore"):
-            terms = np.where(var == 0, 0.0, w**2 * var / ess)
+            # a mode too short to judge (NaN ESS) leaves the error unknown, not 0
+            terms = np.where((var == 0) & ~np.isnan(ess), 0.0, w**2 * var / ess)
         return np.sqrt(np.sum(np.where(w > 0, terms, 0.0), axis=0))
 
     mcse = combined("mean")
