@@ -52,6 +52,12 @@ def entropy_parts(proba: np.ndarray, aleatoric: np.ndarray, kind: str) -> np.nda
     return aleatoric if kind == "aleatoric" else total - aleatoric
 
 
+#: Where a prediction overflows float64, :func:`finite_prediction` refuses it with its own
+#: error (or a mean is finite while its spread overflowed): numpy's RuntimeWarning on
+#: the way would only repeat that, from inside skbnn
+_OVERFLOW_REFUSED = np.errstate(over="ignore", invalid="ignore")
+
+
 def finite_prediction(a: np.ndarray) -> np.ndarray:
     """``a``, or a ValueError when a prediction overflowed float64: inputs far beyond the
     training data's scale (or a y near 1e300) can take the network's outputs, their spread
@@ -302,6 +308,7 @@ class Predictive(_Shared):
             alea[rows] = np.einsum("s,skn->nk", w, np.broadcast_to(sd**2, f.shape))
         return mean, var, alea
 
+    @_OVERFLOW_REFUSED
     def moments(self, X, n_jobs=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Mean and the two parts of the variance of the predictive distribution of ``y``.
 
@@ -323,6 +330,7 @@ class Predictive(_Shared):
         mean, var, alea = mean * self.y_std + self.y_mean, var * scale, alea * scale
         return finite_prediction(mean), finite_prediction(var), finite_prediction(alea)
 
+    @_OVERFLOW_REFUSED
     def mean(self, X, return_std: bool = False, n_jobs=None):
         """Predictive mean of ``y``, and optionally its standard deviation.
 
@@ -345,6 +353,7 @@ class Predictive(_Shared):
             return y_mean
         return y_mean, finite_prediction(np.sqrt(var + alea) * self.y_std)
 
+    @_OVERFLOW_REFUSED
     def std(self, X, kind: str = "total", n_jobs=None) -> np.ndarray:
         """Standard deviation of the prediction of ``y``.
 

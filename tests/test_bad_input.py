@@ -351,6 +351,24 @@ def test_features_whose_squares_overflow_warn_with_their_true_scale():
     assert f"the largest root mean square is {rms:.3g}, in column 1" in scale
 
 
+def test_a_prediction_beyond_float64_is_refused_by_its_own_error_alone():
+    # a linear network at inputs of 1e300: the predictive's spread overflows. The sd is
+    # refused with skbnn's ValueError, the finite mean returned, and numpy says nothing
+    X, y = _data(BayesianMLPRegressor)
+    reg = BayesianMLPRegressor(hidden_layer_sizes=(), activation="identity", random_state=0,
+                               method=DeepEnsemble(max_iter=20))  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reg.fit(X, y)
+    far = X * 1e300
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.all(np.isfinite(reg.predict(far)))
+        for call in (lambda: reg.predict(far, return_std=True), lambda: reg.predict_std(far)):
+            with pytest.raises(ValueError, match="prediction overflows float64"):
+                call()
+
+
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_standardized_and_binary_features_do_not_warn(cls):
     X, y = _data(cls)
