@@ -92,21 +92,14 @@ class StopRule(NamedTuple):
         return any(value is not None for value in self)
 
 
-def _finite(x: np.ndarray) -> np.ndarray:
-    """The entries of ``x`` that are not NaN (infinite ones stay: an infinite R-hat is
-    a verdict)."""
-    return x[~np.isnan(x)]
-
-
 def _worst(diag: ChainDiagnostics) -> tuple[float, float]:
     """The highest R-hat and the lowest bulk ESS of the monitored quantities (an infinite
     R-hat when the log-likelihood's cannot be computed yet)."""
     diag = judged(diag)
-    # chains too short for split R-hat give NaN everywhere; nanmax would warn about it
-    rhats = _finite(np.append(diag.rhat_outputs, diag.rhat_loglik))
-    esses = _finite(np.append(diag.ess_bulk_outputs, diag.ess_bulk_loglik))
-    worst_rhat = float(rhats.max()) if rhats.size else math.nan
-    least_ess = float(esses.min()) if esses.size else math.nan
+    # fmax/fmin skip NaN, and give NaN without numpy's nanmax warning where every figure
+    # is NaN (chains too short for split R-hat)
+    worst_rhat = float(np.fmax.reduce(np.append(diag.rhat_outputs, diag.rhat_loglik)))
+    least_ess = float(np.fmin.reduce(np.append(diag.ess_bulk_outputs, diag.ess_bulk_loglik)))
     if np.isnan(diag.rhat_loglik):
         worst_rhat = math.inf
     return worst_rhat, least_ess
