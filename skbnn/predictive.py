@@ -661,21 +661,27 @@ class PredictiveMixture(_Shared):
         return [(w, call(p, Xc)) for p, Xc, w in
                 zip(self.predictives, self._inputs(X), self.weights, strict=True)]  # fmt: skip
 
+    @_OVERFLOW_REFUSED
     def moments(self, X, n_jobs=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """As :meth:`Predictive.moments`: within each component from its own moments, and
         the spread of the components' means added to the epistemic part (the law of total
-        variance)."""
+        variance). Components whose moments are finite can still spread beyond float64:
+        that is refused as a component's own overflow is."""
         parts = self._parts(X, lambda p, Xc: p.moments(Xc, n_jobs=n_jobs))
         mean = sum(w * m for w, (m, _, _) in parts)
         # two passes: E[x^2] - m^2 cancels catastrophically where the sd << |mean|
         epistemic = sum(w * (v + (m - mean) ** 2) for w, (m, v, _) in parts)
         aleatoric = sum(w * a for w, (_, _, a) in parts)
-        return mean, epistemic, aleatoric
+        return finite_prediction(mean), finite_prediction(epistemic), finite_prediction(aleatoric)
 
     def mean(self, X, return_std: bool = False, n_jobs=None):
-        """As :meth:`Predictive.mean`, from :meth:`moments`."""
+        """As :meth:`Predictive.mean`, from :meth:`moments` (the mean alone from the
+        components' means, which stays finite where their spread may not)."""
+        if not return_std:
+            parts = self._parts(X, lambda p, Xc: p.mean(Xc, n_jobs=n_jobs))
+            return finite_prediction(sum(w * m for w, m in parts))
         mean, epistemic, aleatoric = self.moments(X, n_jobs=n_jobs)
-        return (mean, np.sqrt(epistemic + aleatoric)) if return_std else mean
+        return mean, np.sqrt(epistemic + aleatoric)
 
     def std(self, X, kind: str = "total", n_jobs=None) -> np.ndarray:
         """As :meth:`Predictive.std`, from :meth:`moments`."""

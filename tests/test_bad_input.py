@@ -20,6 +20,7 @@ from sklearn.exceptions import NotFittedError
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.exceptions import DataScaleWarning
 from skbnn.methods import HMC, NUTS, SWAG, DeepEnsemble, RandomizedMAP
+from skbnn.predictive import PredictiveMixture
 from skbnn.priors import GaussianPrior
 
 # Tiny runs cannot converge and say so with a ConvergenceWarning on nearly every fit.
@@ -367,6 +368,29 @@ def test_a_prediction_beyond_float64_is_refused_by_its_own_error_alone():
         for call in (lambda: reg.predict(far, return_std=True), lambda: reg.predict_std(far)):
             with pytest.raises(ValueError, match="prediction overflows float64"):
                 call()
+
+
+def test_a_mixture_whose_spread_overflows_is_refused_by_its_own_error_alone():
+    # Two components whose own moments are finite, with means 4e154 apart: the variance of
+    # the mixture (4e308) is beyond float64. The mixture refuses it as a component does
+    X, y = _data(BayesianMLPRegressor)
+    fits = []
+    for shift in (2e154, -2e154):
+        reg = BayesianMLPRegressor(hidden_layer_sizes=(), activation="identity", random_state=0,
+                                   method=DeepEnsemble(max_iter=20))  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fits.append(reg.fit(X, 1e152 * (y - y.mean()) / y.std() + shift).predictive_)
+    mixture = PredictiveMixture(fits, [0.5, 0.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for p in fits:  # each component alone is within float64
+            assert all(np.all(np.isfinite(a)) for a in p.moments(X[:5]))
+        assert np.all(np.isfinite(mixture.mean(X[:5])))
+        calls = (mixture.moments, lambda X: mixture.mean(X, return_std=True), mixture.std)
+        for call in calls:
+            with pytest.raises(ValueError, match="prediction overflows float64"):
+                call(X[:5])
 
 
 @pytest.mark.parametrize("cls", ESTIMATORS)
