@@ -329,31 +329,6 @@ def test_a_cold_laplace_fit_compiles_the_network_kernel_in_the_helper(tmp_path):
     assert second == {"run_epoch": [1, 0], "jacobian": [1, 0], **aside}
 
 
-_COLD_MEANFIELD = """
-import json, numpy as np
-from skbnn import BayesianMLPRegressor
-from skbnn.kernels import vi
-from skbnn.methods import VariationalInference
-X = np.linspace(-1, 1, 20)[:, None]
-BayesianMLPRegressor((2,), method=VariationalInference(max_iter=2), n_samples=10,
-                     random_state=0).fit(X, X[:, 0])
-print(json.dumps({f: len(getattr(vi, f).signatures) for f in
-                  ("meanfield_terms", "analytic_terms", "_lowrank_entropy", "_entropy_path")}))
-"""
-
-
-def test_a_mean_field_fit_compiles_none_of_the_low_rank_familys_algebra(tmp_path):
-    # The low-rank family's entropy needs a Cholesky factor and an inverse, whose LAPACK
-    # wrappers take seconds to compile; the mean-field family's epoch kernel is specialized
-    # without them, so a cold mean-field fit compiles neither.
-    import os
-
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
-    first, _ = _json_of_two_processes(_COLD_MEANFIELD, env)
-    assert first == {"meanfield_terms": 1, "analytic_terms": 0, "_lowrank_entropy": 0,
-                     "_entropy_path": 0}  # fmt: skip
-
-
 _COLD_VI = """
 import json, sys, numpy as np
 from skbnn import BayesianMLPRegressor
@@ -369,6 +344,9 @@ out = {k.__name__: [len(k.stats.cache_hits), len(k.stats.cache_misses)] for k in
 out["here"] = {f.__name__: len(f.signatures) for f in (
     density.logp_grad_for(2, 0, 0), lrt.lrt_backward, optim._sghmc, optim._explore,
     vi._draw_theta)}
+# the variational families' entropies and KL terms compiled here (the helper compiles none)
+out["terms"] = {f: len(getattr(vi, f).signatures) for f in
+                ("meanfield_terms", "analytic_terms", "_lowrank_entropy", "_entropy_path")}
 print(json.dumps(out))
 """
 
@@ -380,15 +358,24 @@ def test_a_cold_variational_fit_compiles_the_backward_pass_in_the_helper(tmp_pat
     # that pass, the team's loop and then the forward pass, which the ELBO's estimate and
     # prediction run: the fit's process loads them (a hit, no miss). It never compiles the network
     # kernel's gradient, nor the optimizers and Monte Carlo prior terms it does not run.
+    # Nor the low-rank family's entropy: it needs a Cholesky factor and an inverse, whose
+    # LAPACK wrappers take seconds to compile, and the mean-field family's epoch kernel
+    # (VI's default) is specialized without them; nothing in the cache names them either.
     import os
 
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "SKBNN_COMPILE_ASIDE": "1"}
     first, second = _json_of_two_processes(_COLD_VI, env, method)
     here = {"logp_grad_2_0_0": 0, "lrt_backward": 0, "_sghmc": 0, "_explore": 0,
             "_draw_theta": 0}  # fmt: skip
+    terms = {"meanfield_terms": int(method == "vi"), "analytic_terms": 0,
+             "_lowrank_entropy": 0, "_entropy_path": 0}  # fmt: skip
     assert first == {"lrt_backward_2": [1, 0], "forward_batch_2": [1, 0], "serve": [1, 0],
-                     "here": here}  # fmt: skip
-    assert second == first
+                     "here": here, "terms": terms}  # fmt: skip
+    # the second process loads the epoch kernel with its terms linked in: it types none
+    assert second == {**first, "terms": dict.fromkeys(terms, 0)}
+    cached = " ".join(path.name for path in tmp_path.rglob("*.nbi"))
+    assert "lrt_backward" in cached and "_lowrank_entropy" not in cached
+    assert "_entropy_path" not in cached and "analytic_terms" not in cached
 
 
 _ASIDE = """
