@@ -332,7 +332,7 @@ def test_a_cold_laplace_fit_compiles_the_network_kernel_in_the_helper(tmp_path):
 _COLD_VI = """
 import json, sys, numpy as np
 from skbnn import BayesianMLPRegressor
-from skbnn.kernels import _compile, density, helper, lrt, optim, vi
+from skbnn.kernels import _compile, density, helper, lbbnn, lrt, optim, vi
 from skbnn.methods import LBBNN, VariationalInference
 method = LBBNN(max_iter=2) if sys.argv[1] == "lbbnn" else VariationalInference(max_iter=2)
 X = np.linspace(-1, 1, 20)[:, None]
@@ -343,7 +343,7 @@ out = {k.__name__: [len(k.stats.cache_hits), len(k.stats.cache_misses)] for k in
 # compiled in this process: nothing but the network kernel's gradient would compile these
 out["here"] = {f.__name__: len(f.signatures) for f in (
     density.logp_grad_for(2, 0, 0), lrt.lrt_backward, optim._sghmc, optim._explore,
-    vi._draw_theta)}
+    vi._draw_theta, lbbnn._prepare_pass, lbbnn._finish_pass)}
 # the variational families' entropies and KL terms compiled here (the helper compiles none)
 out["terms"] = {f: len(getattr(vi, f).signatures) for f in
                 ("meanfield_terms", "analytic_terms", "_lowrank_entropy", "_entropy_path")}
@@ -357,7 +357,9 @@ def test_a_cold_variational_fit_compiles_the_backward_pass_in_the_helper(tmp_pat
     # reparameterization's backward pass through its address, while the helper compiles
     # that pass, the team's loop and then the forward pass, which the ELBO's estimate and
     # prediction run: the fit's process loads them (a hit, no miss). It never compiles the network
-    # kernel's gradient, nor the optimizers and Monte Carlo prior terms it does not run.
+    # kernel's gradient, nor the optimizers and Monte Carlo prior terms it does not run,
+    # nor LBBNN's passes over the weights, which it calls by address as the team's helper
+    # does (the helper process compiles them).
     # Nor the low-rank family's entropy: it needs a Cholesky factor and an inverse, whose
     # LAPACK wrappers take seconds to compile, and the mean-field family's epoch kernel
     # (VI's default) is specialized without them; nothing in the cache names them either.
@@ -366,7 +368,7 @@ def test_a_cold_variational_fit_compiles_the_backward_pass_in_the_helper(tmp_pat
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "SKBNN_COMPILE_ASIDE": "1"}
     first, second = _json_of_two_processes(_COLD_VI, env, method)
     here = {"logp_grad_2_0_0": 0, "lrt_backward": 0, "_sghmc": 0, "_explore": 0,
-            "_draw_theta": 0}  # fmt: skip
+            "_draw_theta": 0, "_prepare_pass": 0, "_finish_pass": 0}  # fmt: skip
     terms = {"meanfield_terms": int(method == "vi"), "analytic_terms": 0,
              "_lowrank_entropy": 0, "_entropy_path": 0}  # fmt: skip
     assert first == {"lrt_backward_2": [1, 0], "forward_batch_2": [1, 0], "serve": [1, 0],

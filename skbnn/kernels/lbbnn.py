@@ -12,9 +12,10 @@ import numba
 import numpy as np
 from numba import carray
 from numba.core import types
+from numba.extending import overload
 
 from . import flows as kflows
-from ._compile import _FM, CompiledKernel, compiled_kernel, njit
+from ._compile import _FM, _OVERLOAD, CompiledKernel, compiled_kernel, njit
 from ._libm import _LOG_2PI, _exp_neg, _log, _log1p_unit
 from ._vcommon import _noise_draw, _noise_grad, _sigmoid, softplus
 from .backprop import _backward
@@ -229,7 +230,7 @@ def _spike_lrt_chain(keff, p, n_w, work, scale, gk):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM)
-def spike_slab_prepare(vparams, p, n_w, work):
+def spike_slab_prepare(vparams, p, n_w, work, prepare=None):
     """A step of the mean-field family by the local reparameterization trick, before its
     draws: :func:`set_sigmas`, :func:`set_alphas` and :func:`spike_slab_terms` (with its
     gradient, assigned to all of ``work.glam`` rather than added) in one pass over the
@@ -241,11 +242,15 @@ def spike_slab_prepare(vparams, p, n_w, work):
 
     On :data:`~skbnn.kernels.team.SPLIT_MIN_WEIGHTS` weights or more, the pass runs as two
     over fixed halves, the second on the team's helper where one runs: the KL's two
-    partial sums are added in the same order either way."""
+    partial sums are added in the same order either way.
+
+    ``prepare``: :func:`prepare_task` by address (:func:`task_kernels`), which then runs
+    this thread's share of the pass too, so that the caller compiles without the pass (a
+    fit's helper process compiles it meanwhile); None links it."""
     glam = work.glam
     value = _prepare_weights(vparams[:p], vparams[p : 2 * p], vparams[2 * p : 3 * p],
                              glam[:p], glam[p : 2 * p], glam[2 * p : 3 * p], work, n_w, 1.0,
-                             False)  # fmt: skip
+                             False, prepare)  # fmt: skip
     rho = vparams[p : 2 * p]
     gk = glam[:p]
     grho = glam[p : 2 * p]
@@ -271,12 +276,13 @@ def spike_slab_prepare(vparams, p, n_w, work):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
-def _prepare_weights(kappa, rho, lam, gk, grho, glam, work, n_w, scale, add):
+def _prepare_weights(kappa, rho, lam, gk, grho, glam, work, n_w, scale, add, prepare=None):
     # the pass of spike_slab_prepare over the weights 0..n_w - 1 at the slab means kappa
     # (parameter-length views): with add, its gradient times scale assigned to gk and
     # added to grho and glam; without, the gradient assigned to all three (scale is not
     # used). As two over fixed halves on
-    # SPLIT_MIN_WEIGHTS weights or more, the second on the team's helper where one runs
+    # SPLIT_MIN_WEIGHTS weights or more, the second on the team's helper where one runs;
+    # this thread's through prepare (prepare_task by address) unless it is None
     h = n_w // 2 if n_w >= SPLIT_MIN_WEIGHTS else n_w
     c = work.klc
     views = (kappa, rho, lam, gk, grho, glam, c[0], c[1], c[2], c[3], work.sigma, work.dsigma,
@@ -288,19 +294,47 @@ def _prepare_weights(kappa, rho, lam, gk, grho, glam, work, n_w, scale, add):
             block[j] = address(views[j], h)
         helped = post(PREPARE, address(block, 0), n_w - h, as_bits(scale), int(add), 0, 0, 0,
                       0, 0, 0, 0, 0, 0)  # fmt: skip
-    value = _prepare_pass(kappa, rho, lam, gk, grho, glam, c[0], c[1], c[2], c[3], work.sigma,
-                          work.dsigma, work.alpha, work.meff, work.gvar, work.w, work.eps, 0,
-                          h, scale, add)  # fmt: skip
+    value = own_pass(prepare, views, 0, h, scale, add)
     if helped:
         value += from_bits(collect())
         # numba frees an array after its last use: this one keeps block, which the helper
         # read, alive until the helper is done
         block[0] = 0
     elif h < n_w:
-        value += _prepare_pass(kappa, rho, lam, gk, grho, glam, c[0], c[1], c[2], c[3],
-                               work.sigma, work.dsigma, work.alpha, work.meff, work.gvar,
-                               work.w, work.eps, h, n_w, scale, add)  # fmt: skip
+        value += own_pass(prepare, views, h, n_w, scale, add)
     return value
+
+
+def own_pass(prepare, views, lo, hi, scale, add):
+    """:func:`_prepare_pass` over the weights ``lo..hi - 1`` of ``views`` (the seventeen of
+    :func:`_prepare_weights`), through ``prepare`` (:func:`prepare_task` by address)
+    unless it is None (linked)."""
+    # run only without numba's compiler (NUMBA_DISABLE_JIT): the overload's choice
+    return _own_pass_overload(prepare, views, lo, hi, scale, add)(prepare, views, lo, hi,
+                                                                  scale, add)  # fmt: skip
+
+
+@overload(own_pass, **_OVERLOAD)
+def _own_pass_overload(prepare, views, lo, hi, scale, add):
+    if prepare is None or isinstance(prepare, (types.NoneType, types.Omitted)):
+
+        def linked(prepare, views, lo, hi, scale, add):
+            v = views
+            return _prepare_pass(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9],
+                                 v[10], v[11], v[12], v[13], v[14], v[15], v[16], lo, hi,
+                                 scale, add)  # fmt: skip
+
+        return linked
+
+    def by_address(prepare, views, lo, hi, scale, add):
+        block = np.empty(len(views), np.int64)
+        for j in range(len(views)):
+            block[j] = address(views[j], lo)
+        value = from_bits(prepare(address(block, 0), hi - lo, as_bits(scale), int(add)))
+        block[0] = 0  # keeps block alive until the pass has read it
+        return value
+
+    return by_address
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
@@ -398,15 +432,16 @@ def lbbnn_lrt_prepared_term(vparams, p, tgt, work, ws, stats, rng, scale, act, l
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)
-def spike_slab_finish(vparams, p, n_w, work, scale):
+def spike_slab_finish(vparams, p, n_w, work, scale, finish=None):
     """Ends a step prepared by :func:`spike_slab_prepare`: chains the moments' gradients
     that the draws added to ``work.w`` and ``work.eps``, times ``scale``, into ``work.glam``
     (as :func:`lbbnn_lrt_term` does per draw). Returns whether any of ``work.glam[:3 p]``
     is inf or NaN. On many weights the team's helper chains the second half (each
-    weight's gradient is its own: the same bits)."""
+    weight's gradient is its own: the same bits). ``finish``: :func:`finish_task` by
+    address, as :func:`spike_slab_prepare`'s ``prepare``."""
     glam = work.glam
     flag = _finish_weights(vparams[:p], glam[:p], glam[p : 2 * p], glam[2 * p : 3 * p], work,
-                           n_w, scale)  # fmt: skip
+                           n_w, scale, finish)  # fmt: skip
     gk = glam[:p]
     grho = glam[p : 2 * p]
     glm = glam[2 * p : 3 * p]
@@ -416,10 +451,11 @@ def spike_slab_finish(vparams, p, n_w, work, scale):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
-def _finish_weights(kappa, gk, grho, glam, work, n_w, scale):
+def _finish_weights(kappa, gk, grho, glam, work, n_w, scale, finish=None):
     # spike_slab_finish's pass over the weights 0..n_w - 1 at the slab means kappa, into
     # gk, grho and glam (parameter-length views): 0 if every gradient is finite. As two
-    # over fixed halves where _prepare_weights splits, the second on the helper
+    # over fixed halves where _prepare_weights splits, the second on the helper; this
+    # thread's through finish (finish_task by address) unless it is None
     h = n_w // 2 if n_w >= SPLIT_MIN_WEIGHTS else n_w
     views = (kappa, gk, grho, glam, work.alpha, work.sigma, work.dsigma, work.w, work.eps)
     block = np.empty(len(views), np.int64)
@@ -430,12 +466,40 @@ def _finish_weights(kappa, gk, grho, glam, work, n_w, scale):
         helped = post(FINISH, address(block, 0), n_w - h, as_bits(scale), 0, 0, 0, 0, 0, 0, 0,
                       0, 0, 0)  # fmt: skip
     end = h if helped else n_w
-    flag = _finish_pass(kappa, gk, grho, glam, work.alpha, work.sigma, work.dsigma, work.w,
-                        work.eps, scale, end)  # fmt: skip
+    flag = own_finish(finish, views, end, scale)
     if helped:
         flag += from_bits(collect())
         block[0] = 0  # keeps block alive until the helper is done (_prepare_weights)
     return flag
+
+
+def own_finish(finish, views, n, scale):
+    """:func:`_finish_pass` over the first ``n`` weights of ``views`` (the nine of
+    :func:`_finish_weights`), through ``finish`` (:func:`finish_task` by address) unless it
+    is None (linked)."""
+    # run only without numba's compiler (NUMBA_DISABLE_JIT): the overload's choice
+    return _own_finish_overload(finish, views, n, scale)(finish, views, n, scale)
+
+
+@overload(own_finish, **_OVERLOAD)
+def _own_finish_overload(finish, views, n, scale):
+    if finish is None or isinstance(finish, (types.NoneType, types.Omitted)):
+
+        def linked(finish, views, n, scale):
+            v = views
+            return _finish_pass(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], scale, n)
+
+        return linked
+
+    def by_address(finish, views, n, scale):
+        block = np.empty(len(views), np.int64)
+        for j in range(len(views)):
+            block[j] = address(views[j], 0)
+        flag = from_bits(finish(address(block, 0), n, as_bits(scale), 0))
+        block[0] = 0  # keeps block alive until the pass has read it
+        return flag
+
+    return by_address
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=_FM, from_python=False)

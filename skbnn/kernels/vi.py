@@ -621,6 +621,10 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
         family's and the spike and slab's local reparameterization estimator, so that this
         kernel compiles without it; None: the kernel links
         :func:`skbnn.kernels.lrt.lrt_backward` itself where it needs it.
+    prepare, finish : CompiledKernel or None, default=None
+        For the spike and slab's local reparameterization estimator: its passes over the
+        weights by address (:func:`skbnn.kernels.lbbnn.task_kernels`), so that this kernel
+        compiles without them; None links them.
 
     It returns ``-(sum over batches of (B / n) ELBO_B) / n_w``, with ``ELBO_B`` the
     step's estimate ``(n / B) loglik_B + E_q[log p] + H``: an unbiased estimate of
@@ -649,7 +653,8 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
     prep = meanfield_local and closed_kl == 1
     use_adam = bool(adam)
 
-    def kernel(vparams, tgt, data, batch_size, lrs, opt, vcfg, work, ws, stats, rng, backward):
+    def kernel(vparams, tgt, data, batch_size, lrs, opt, vcfg, work, ws, stats, rng, backward,
+               prepare=None, finish=None):  # fmt: skip
         n = data.rows.shape[0]
         p = work.sigma.shape[0]
         vc = vcfg[0]
@@ -665,7 +670,7 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
             cfg.beta = n / nb
             glam = work.glam
             if spike_lrt:
-                value = spike_slab_prepare(vparams, p, p - cfg.n_noise, work)
+                value = spike_slab_prepare(vparams, p, p - cfg.n_noise, work, prepare)
             elif flow:
                 # the flow family's KL depends on the draw of z: its term has it, and sets
                 # the weights' sigmas and alphas in the same pass
@@ -710,7 +715,7 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
                                                         local, lowrank_gaussian, prep, closed_kl,
                                                         backward)  # fmt: skip
             if spike_lrt:
-                bad = spike_slab_finish(vparams, p, p - cfg.n_noise, work, inv_mc)
+                bad = spike_slab_finish(vparams, p, p - cfg.n_noise, work, inv_mc, finish)
             elif flow:
                 # the flow's term adds its gradient's check to its value (NaN if any
                 # entry is inf or NaN), tested below

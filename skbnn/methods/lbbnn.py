@@ -20,6 +20,7 @@ from ..kernels import flows as kflows
 from ..kernels import lbbnn as klbbnn
 from ..kernels import lbbnn_lowrank as klowrank
 from ..kernels import vi as kvi
+from ..kernels._compile import DISABLED
 from ..posterior import (
     FlowSpikeSlabPosterior,
     LowRankSpikeSlabPosterior,
@@ -327,16 +328,24 @@ class LBBNN(VariationalInference):
         return (*super()._kernels(target), *more)
 
     def _aside(self, target, vparams, vcfg) -> tuple:
-        # the default estimator's epoch kernel compiles neither its backward pass nor the
-        # ELBO's closed-form term: the helper process compiles them meanwhile, the first
-        # first, which the epoch runs; and the halves of the passes over the weights that
-        # the team's helper takes (_team_tasks)
+        # the default estimator's epoch kernel compiles neither its backward pass, nor its
+        # passes over the weights (the tasks, whose halves the team's helper takes too:
+        # _team_tasks), nor the ELBO's closed-form term: the helper process compiles them
+        # meanwhile, those the epoch runs first
         tasks = klbbnn.task_kernels() if self._team_tasks(vcfg) else ()
         if int(vcfg[0]["lbbnn"]) != klbbnn.LBBNN_LRT:
             return tasks
-        return (*super()._aside(target, vparams, vcfg),
-                klbbnn.spike_slab_terms_kernel(vparams, self._work(target, vcfg)),
-                *tasks)  # fmt: skip
+        return (*super()._aside(target, vparams, vcfg), *tasks,
+                klbbnn.spike_slab_terms_kernel(vparams, self._work(target, vcfg)))  # fmt: skip
+
+    def _by_address(self, target, vcfg):
+        # the local reparameterization estimator's epoch kernel calls its passes over the
+        # weights by address too (klbbnn.spike_slab_prepare); numba's pure Python mode
+        # (NUMBA_DISABLE_JIT) has no addresses: they run as linked there
+        args = super()._by_address(target, vcfg)
+        if int(vcfg[0]["lbbnn"]) != klbbnn.LBBNN_LRT or DISABLED:
+            return args
+        return (*args, *klbbnn.task_kernels())
 
     def _compile(self, target) -> float:
         seconds = super()._compile(target)
@@ -459,8 +468,10 @@ class LBBNN(VariationalInference):
         work = self._work(target, vcfg)
         if int(vcfg[0]["lbbnn"]) == klbbnn.LBBNN_LRT:
             # the same sigmas and alphas, bit for bit, from the kernel that the epoch
-            # kernel of this estimator compiled, rather than two that it did not
-            klbbnn.spike_slab_prepare(vparams, p, n_w, work)
+            # kernel of this estimator compiled, rather than two that it did not, and
+            # with the same pass by address (_by_address: the backward pass, then it)
+            klbbnn.spike_slab_prepare(vparams, p, n_w, work,
+                                      *self._by_address(target, vcfg)[1:2])  # fmt: skip
         else:
             kvi.set_sigmas(vparams, p, work)
             klbbnn.set_alphas(vparams, p, work)

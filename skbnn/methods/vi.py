@@ -218,6 +218,11 @@ class VariationalInference(Trainer):
             return None
         return klrt.lrt_backward_kernel(target.kernel_codes[0], target.layout.sizes)
 
+    def _by_address(self, target, vcfg):
+        """The epoch kernel's last arguments: what it calls by address
+        (:meth:`_backward`)."""
+        return (self._backward(target, vcfg),)
+
     def _backward_by_address(self, vcfg) -> bool:
         """Whether the epoch kernel runs the local reparameterization's backward pass, and
         takes it by address: the mean-field family's local reparameterization."""
@@ -342,7 +347,7 @@ class VariationalInference(Trainer):
         epoch_kernel = kvi.run_vi_epoch_for(self._family, *target.kernel_codes, local,
                                             _variant(vcfg), bool(vcfg[0]["rank"]),
                                             s.solver != "sgd")  # fmt: skip
-        backward = self._backward(target, vcfg)
+        by_address = self._by_address(target, vcfg)
         member.converged = False
         lr0, reductions, since = s.learning_rate_init, 0, 0
         for epoch in range(s.max_iter):
@@ -351,7 +356,7 @@ class VariationalInference(Trainer):
             lrs = schedule(s.learning_rate, lr0, epoch, s.max_iter, n_steps)
             try:
                 loss = epoch_kernel(vparams, tgt, data, batch, lrs, opt, vcfg, work, ws, stats,
-                                    rng, backward)  # fmt: skip
+                                    rng, *by_address)  # fmt: skip
             except np.linalg.LinAlgError:
                 # the low-rank family's Cholesky factor of a matrix a divergent step made
                 # non-finite: a diverged loss, restarted like any other
