@@ -19,6 +19,7 @@ and the date of the run, or, for lines without one, the date of the commit that 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
@@ -333,12 +334,15 @@ def _compile_lines() -> list[dict]:
 #: compile_time.py's lines of a change measured before and after on one machine, in
 #: alternating rounds; each line's note starts with "before" or "after".
 COMPILE_AB = "compile_time_epyc_ab.jsonl"
+#: a later change measured the same way, on LBBNN alone: where the two files share a
+#: method, the README quotes this one's after
+COMPILE_AB_LBBNN = "compile_time_epyc_ab_lbbnn.jsonl"
 
 
-def _compile_ab() -> tuple[list[str], dict, list[dict]]:
-    """The methods of :data:`COMPILE_AB`, its cold lines by ``(method, side)`` and all of
-    its cold lines."""
-    cold = [r for r in _read(COMPILE_AB) if r["run"] == "cold"]
+def _compile_ab(name: str = COMPILE_AB) -> tuple[list[str], dict, list[dict]]:
+    """The methods of the results file ``name`` (:data:`COMPILE_AB`), its cold lines by
+    ``(method, side)`` and all of its cold lines."""
+    cold = [r for r in _read(name) if r["run"] == "cold"]
     sides: dict = {}
     for r in cold:
         sides.setdefault((r["method"], r["note"].split(" ", 1)[0]), []).append(r)
@@ -521,10 +525,13 @@ def readme_first_fit() -> str:
 
 
 def readme_first_fit_slow() -> str:
-    """The README's sentence on a slower CPU's first fits (:data:`COMPILE_AB`'s after)."""
+    """The README's sentence on a slower CPU's first fits (:data:`COMPILE_AB`'s after, and
+    :data:`COMPILE_AB_LBBNN`'s for the method it measured again)."""
     methods, sides, cold = _compile_ab()
-    fits = [_median(sides[(m, "after")], "fit_s") for m in methods]
-    after = [r for r in cold if r["note"].startswith("after")]
+    _, later, later_cold = _compile_ab(COMPILE_AB_LBBNN)
+    latest = {m: later.get((m, "after"), sides[(m, "after")]) for m in methods}
+    fits = [_median(latest[m], "fit_s") for m in methods]
+    after = [r for records in latest.values() for r in records]
     text = (
         f"On a slower CPU it takes longer: a first fit of {_and(NAMES[m] for m in methods)} "
         f"took {_range(min(fits), max(fits))} s on an empty cache ({conditions(after)}; "
@@ -533,10 +540,11 @@ def readme_first_fit_slow() -> str:
     return _fill(text)
 
 
-def performance_compile_ab() -> str:
-    """doc/performance.md's table of :data:`COMPILE_AB`: per method, the median over the
-    rounds of the cold ``compile_time`` and of the whole first fit, before and after."""
-    methods, sides, cold = _compile_ab()
+def performance_compile_ab(name: str = COMPILE_AB) -> str:
+    """doc/performance.md's table of the results file ``name`` (:data:`COMPILE_AB`): per
+    method, the median over the rounds of the cold ``compile_time`` and of the whole first
+    fit, before and after."""
+    methods, sides, cold = _compile_ab(name)
     commits = {side: _short(sides[(methods[0], side)][0].get("commit"))
                for side in ("before", "after")}  # fmt: skip
     rounds = len(sides[(methods[0], "after")])
@@ -749,6 +757,11 @@ BLOCKS = {
     "performance-compile-table": (PERFORMANCE, performance_compile_table, False),
     "performance-compile-notes": (PERFORMANCE, performance_compile_notes, False),
     "performance-compile-ab": (PERFORMANCE, performance_compile_ab, False),
+    "performance-compile-ab-lbbnn": (
+        PERFORMANCE,
+        functools.partial(performance_compile_ab, COMPILE_AB_LBBNN),
+        False,
+    ),  # fmt: skip
     "defaults-quickstart": (DEFAULTS, defaults_quickstart, False),
 }
 
