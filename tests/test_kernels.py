@@ -267,6 +267,34 @@ def test_density_through_the_pointer_is_logp_grad(likelihood, k, noise):
             np.testing.assert_array_equal(tgt.tau, tau0)
 
 
+def test_a_density_target_is_typed_as_its_fields_once_per_tuple():
+    # numba types a DensityTarget on each call of a kernel from Python; its type is kept by
+    # the tuple's id on its density, which every tuple for one signature shares. A tuple at
+    # a freed one's id, or beside others of the same signature, gets its own fields' type
+    from numba.core import types
+    from numba.core.typing.typeof import Purpose, typeof
+
+    def fields_type(dt):
+        return types.BaseTuple.from_types([typeof(v, Purpose.argument) for v in dt], type(dt))
+
+    kinds = [("gaussian", 1, "fixed"), ("categorical", 3, "fixed"), ("gaussian", 2, "theta")]
+    for likelihood, k, noise in kinds * 2:
+        target = _make_target(likelihood, k, noise, "tanh", (5, 3), GaussianPrior())
+        plain = target.kernel_target(own=True)
+        first, second = knet.density_target(plain), knet.density_target(plain)
+        assert first.density is second.density  # one per signature and source
+        for dt in (first, second, first):
+            assert typeof(dt, Purpose.argument) == fields_type(dt)
+        # a tuple of read-only arrays beside them (built by hand: density_target would
+        # compile a density for them) has a type of its own
+        readonly = plain._replace(XT=plain.XT.copy())
+        readonly.XT.flags.writeable = False
+        other = knet.DensityTarget(*readonly, readonly, first.density)
+        assert typeof(other, Purpose.argument) == fields_type(other) != fields_type(first)
+        assert typeof(first, Purpose.argument) == fields_type(first)
+        del first, second, other  # the next kind's tuples may take their ids
+
+
 @pytest.mark.parametrize(
     "likelihood,k,activation,prior",
     [

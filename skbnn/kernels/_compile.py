@@ -357,6 +357,9 @@ class CompiledKernel(WrapperAddressProtocol):
         self._helper = None
         self._aside = False
         self._lock = threading.Lock()
+        #: the numba types of the DensityTargets that hold this kernel, by their ids, with
+        #: weak references to their arrays (:func:`skbnn.kernels.density.density_target`)
+        self.target_types = {}
 
     def resolve(self) -> int:
         """Compile or load the kernel (once a helper process compiling it has cached it,

@@ -46,6 +46,7 @@ The workspace ``ws`` holds the activations of every layer followed by two delta 
 
 import functools
 import math
+import weakref
 from collections import namedtuple
 
 import numba
@@ -364,6 +365,31 @@ def _array_key(a) -> tuple | None:
 
 @typeof_impl.register(DensityTarget)
 def _typeof_density_target(val, c):
+    # A kernel called from Python in a loop (an epoch's, a block of draws') types its
+    # DensityTarget on every call: the keys below took most of a small epoch's time. A
+    # tuple's fields never change, so its type is kept on its density (which the tuples
+    # of one signature share) by the tuple's id, with weak references to its arrays: a
+    # new tuple at a freed one's id is typed again unless it holds the very same arrays.
+    density = val.density
+    types_by_id = getattr(density, "target_types", None)
+    arrays = (*val[: len(KernelTarget._fields)], *val.target)
+    if types_by_id is None or any(type(a) is not np.ndarray for a in arrays):
+        return _type_by_key(val, c)
+    kept = types_by_id.get(id(val))
+    if kept is not None and all(r() is a for r, a in zip(kept[1], arrays, strict=True)):
+        return kept[0]
+    ty = _type_by_key(val, c)
+    if len(types_by_id) >= _TYPES_KEPT:
+        types_by_id.clear()
+    types_by_id[id(val)] = (ty, tuple(weakref.ref(a) for a in arrays))
+    return ty
+
+
+#: how many tuples' types a density keeps (its fit's chains or members, each one's own)
+_TYPES_KEPT = 64
+
+
+def _type_by_key(val, c):
     keys = tuple(_array_key(a) for a in val[: len(KernelTarget._fields)]) + tuple(
         _array_key(a) for a in val.target
     )
