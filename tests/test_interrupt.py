@@ -134,3 +134,90 @@ def test_ctrl_c_stops_the_fit_and_leaves_the_estimator_unchanged(outcomes, case)
         assert row["cpu_load_after"] < 0.2, row
         assert row["unchanged"], row
         assert row["refit"], row
+
+
+# Run in a process of its own: a KeyboardInterrupt raised at any Python call can land in
+# numba's compiler lock between its acquire and release, and a lock left held would hang
+# every later compile in the test worker.
+_BY_ADDRESS = """
+import json, sys
+import numpy as np
+from skbnn.kernels import density as knet
+from skbnn.kernels._compile import CompiledKernel, call
+from skbnn.log_posterior import LogPosterior
+
+passed = sys.argv[1]
+rng = np.random.default_rng(0)
+posterior = LogPosterior(rng.standard_normal((20, 3)), rng.standard_normal((20, 1)),
+                         (4,), "tanh", "gaussian")
+tgt = knet.density_target(
+    posterior.kernel_target(own=True, padded=True), codes=posterior.kernel_codes
+)
+q = posterior.sample_prior(rng, 2)
+ws, grad, logp = posterior.workspace(padded=True), np.empty_like(q), np.empty(2)
+stats = np.empty((2, 3))
+
+def run():
+    if passed == "field":
+        knet.logp_grad_batch(q, tgt, ws, logp, grad, stats)
+    else:
+        density = tgt.density
+        if passed == "unresolved":  # its address is looked up in the unboxing
+            density = CompiledKernel(density.signature(), density._source)
+        logp[0] = call(density, q[0], tgt.target, ws, grad[0], stats[0], True)
+
+def raise_at_call(k):
+    # raises KeyboardInterrupt at the k-th Python call, as Ctrl-C raises at whichever
+    # Python line runs when it arrives
+    seen = [0]
+    def profile(frame, event, arg):
+        if event == "call":
+            seen[0] += 1
+            if seen[0] == k:
+                sys.setprofile(None)
+                raise KeyboardInterrupt
+    return profile
+
+run()
+expected = logp.copy()
+calls = []
+sys.setprofile(lambda frame, event, arg: calls.append(event == "call"))
+try:
+    run()
+finally:
+    sys.setprofile(None)
+outcomes = []
+for k in range(1, sum(calls) + 1):
+    sys.setprofile(raise_at_call(k))
+    try:
+        run()
+        outcomes.append("finished")
+    except KeyboardInterrupt:
+        outcomes.append("interrupted")
+    except BaseException as exc:
+        outcomes.append(f"{type(exc).__name__}: {exc}")
+    finally:
+        sys.setprofile(None)
+run()  # and the next call works
+print(json.dumps({"outcomes": outcomes, "same": bool((logp == expected).all())}))
+"""
+
+
+@pytest.mark.parametrize("passed", ["argument", "field", "unresolved"])
+def test_ctrl_c_while_a_kernel_takes_a_kernel_by_address_is_a_keyboard_interrupt(passed):
+    # A kernel called from Python runs Python code to type and unbox its arguments, a
+    # kernel passed by address among them (the density in a DensityTarget's field, VI's
+    # backward pass as an argument). Ctrl-C at any of those calls must surface as itself:
+    # numba's own unboxing of such an argument turned it into a TypeError.
+    out = subprocess.run(
+        [sys.executable, "-c", _BY_ADDRESS, passed],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr
+    row = json.loads(out.stdout.splitlines()[-1])
+    assert row["outcomes"], row
+    bad = {k + 1: o for k, o in enumerate(row["outcomes"]) if o != "interrupted"}
+    assert not bad, bad
+    assert row["same"], row

@@ -413,6 +413,52 @@ class CompiledKernel(WrapperAddressProtocol):
         return (_resolved_kernel, (self._sig, self._source))
 
 
+class KernelType(types.FunctionType):
+    """numba's type of a :class:`CompiledKernel`: its first-class function type, unboxed
+    from the address the kernel has resolved.
+
+    numba unboxes a first-class function by calling two Python functions with its
+    signature unpickled; a Ctrl-C raised in that unpickling left the signature NULL, and
+    the call without it raised a TypeError in place of the KeyboardInterrupt. This reads
+    the address without running Python once it is resolved.
+    """
+
+
+def _register_kernel_type() -> None:
+    from numba.core import cgutils
+    from numba.core.extending import NativeValue, box, register_model, typeof_impl, unbox
+    from numba.experimental.function_type import FunctionModel, box_function_type
+
+    register_model(KernelType)(FunctionModel)
+    box(KernelType)(box_function_type)
+
+    @typeof_impl.register(CompiledKernel)
+    def _typeof_compiled_kernel(val, c):
+        return KernelType(val.signature())
+
+    @unbox(KernelType)
+    def _unbox_compiled_kernel(typ, obj, c):
+        pyapi, builder = c.pyapi, c.builder
+        slot = cgutils.alloca_once_value(builder, pyapi.object_getattr_string(obj, "_address"))
+        # not yet resolved (None): resolve it, in Python (an interrupt there raises from it)
+        with builder.if_then(builder.icmp_unsigned("==", builder.load(slot), pyapi.borrow_none())):
+            pyapi.decref(builder.load(slot))
+            builder.store(pyapi.call_method(obj, "resolve"), slot)
+        addr = builder.load(slot)
+        failed = cgutils.alloca_once_value(builder, cgutils.is_null(builder, addr))
+        sfunc = cgutils.create_struct_proxy(typ)(c.context, builder)
+        sfunc.py_addr = builder.ptrtoint(obj, c.context.get_value_type(types.voidptr))
+        with builder.if_then(builder.not_(builder.load(failed))):
+            sfunc.c_addr = pyapi.long_as_voidptr(addr)
+            pyapi.decref(addr)
+            builder.store(cgutils.is_not_null(builder, pyapi.err_occurred()), failed)
+        return NativeValue(sfunc._getvalue(), is_error=builder.load(failed))
+
+
+if not DISABLED:
+    _register_kernel_type()
+
+
 def _kernel_of(source: tuple) -> numba.core.registry.CPUDispatcher:
     import importlib
 
