@@ -153,7 +153,14 @@ ALLOWED_ATTRIBUTES = {
         "_diagnostics",
     },
     "skbnn.methods._chains": {"_block_kernel", "_uses_step_size", "_replace"},
-    "skbnn.kernels._compile": {"_CacheImpl", "_index_key", "_load_index", "_locator_classes"},
+    # _getvalue: numba's struct proxy's value, the documented way to build a native value
+    "skbnn.kernels._compile": {
+        "_CacheImpl",
+        "_index_key",
+        "_load_index",
+        "_locator_classes",
+        "_getvalue",
+    },
     "skbnn.kernels.density": {"_fields"},
     "skbnn.exceptions": {"_getframe"},
     # skpro's NormalMixture keeps its parameters only as _pi, _mu and _sigma: a subset of
