@@ -337,6 +337,9 @@ COMPILE_AB = "compile_time_epyc_ab.jsonl"
 #: a later change measured the same way, on LBBNN alone: where the two files share a
 #: method, the README quotes this one's after
 COMPILE_AB_LBBNN = "compile_time_epyc_ab_lbbnn.jsonl"
+#: Laplace's Jacobian and VI's forward pass compiled in the helper process (tried and
+#: dropped), measured the same way on another CPU
+COMPILE_AB_ASIDE = "compile_time_xeon_ab_aside.jsonl"
 
 
 def _compile_ab(name: str = COMPILE_AB) -> tuple[list[str], dict, list[dict]]:
@@ -760,6 +763,11 @@ BLOCKS = {
     "performance-compile-ab-lbbnn": (
         PERFORMANCE,
         functools.partial(performance_compile_ab, COMPILE_AB_LBBNN),
+        False,
+    ),  # fmt: skip
+    "performance-compile-ab-aside": (
+        PERFORMANCE,
+        functools.partial(performance_compile_ab, COMPILE_AB_ASIDE),
         False,
     ),  # fmt: skip
     "defaults-quickstart": (DEFAULTS, defaults_quickstart, False),
