@@ -309,7 +309,7 @@ from skbnn.methods import Laplace
 X = np.linspace(-1, 1, 20)[:, None]
 BayesianMLPRegressor((2,), method=Laplace(), n_samples=10, random_state=0,
                      n_jobs=2).fit(X, X[:, 0])
-kernels = (optim.run_epoch, backprop.jacobian, density.logp_grad_for(2, 0, 0), helper.serve)
+kernels = (optim.run_epochs, backprop.jacobian, density.logp_grad_for(2, 0, 0), helper.serve)
 print(json.dumps({k.__name__: [len(k.stats.cache_hits), len(k.stats.cache_misses)]
                   for k in kernels}))
 """
@@ -325,8 +325,8 @@ def test_a_cold_laplace_fit_compiles_the_network_kernel_in_the_helper(tmp_path):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "SKBNN_COMPILE_ASIDE": "1"}
     first, second = _json_of_two_processes(_COLD_LAPLACE, env)
     aside = {"logp_grad_2_0_0": [1, 0], "serve": [1, 0]}
-    assert first == {"run_epoch": [0, 1], "jacobian": [0, 1], **aside}
-    assert second == {"run_epoch": [1, 0], "jacobian": [1, 0], **aside}
+    assert first == {"run_epochs": [0, 1], "jacobian": [0, 1], **aside}
+    assert second == {"run_epochs": [1, 0], "jacobian": [1, 0], **aside}
 
 
 _COLD_VI = """

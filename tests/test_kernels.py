@@ -368,7 +368,7 @@ def test_every_kernel_sets_its_own_fastmath_flags():
             if isinstance(obj, CPUDispatcher) and obj.py_func.__module__ == module.__name__:
                 found.append(name)
                 assert "fastmath" in obj.targetoptions, f"{info.name}.{name}"
-    assert {"weight_sum", "logp_grad", "nuts", "run_epoch"} <= set(found)
+    assert {"weight_sum", "logp_grad", "nuts", "run_epochs"} <= set(found)
     assert "fastmath" in knet.logp_grad_for(1, 0, 0).targetoptions
 
 

@@ -129,10 +129,11 @@ def test_minibatch_epoch_weights_its_rows():
                            np.empty((0, 0)))  # fmt: skip
         tgt = knet.density_target(target.kernel_target())
         none = np.empty(0)
-        loss = kopt.run_epoch(theta, tgt, data, n, np.array([0.1]), none, none, opt, mom,
-                              target.workspace(), np.empty(p), np.empty(4),
-                              np.random.default_rng(0))  # fmt: skip
-        steps.append((loss, theta))
+        loss = np.empty(1)
+        kopt.run_epochs(theta, tgt, data, n, np.array([0.1]), none, none, opt, mom,
+                        target.workspace(), np.empty(p), np.empty(4), np.random.default_rng(0),
+                        loss)  # fmt: skip
+        steps.append((loss[0], theta))
     np.testing.assert_allclose(steps[0][0], steps[1][0], rtol=1e-12)
     np.testing.assert_allclose(steps[0][1], steps[1][1], rtol=1e-12)
 

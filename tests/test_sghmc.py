@@ -87,12 +87,83 @@ def test_the_noise_step_adds_the_stated_variance(seed):
                        np.empty((0, 0)))  # fmt: skip
     sd, n_epochs, steps = 0.01, 20, 5
     for _ in range(n_epochs):
-        kopt.run_epoch(theta, tgt, data, 10, np.zeros(steps), np.full(steps, sd),
-                       np.empty(0), opt, mom, target.workspace(10), np.empty(p), np.empty(3),
-                       rng)  # fmt: skip
+        kopt.run_epochs(theta, tgt, data, 10, np.zeros(steps), np.full(steps, sd),
+                        np.empty(0), opt, mom, target.workspace(10), np.empty(p), np.empty(3),
+                        rng, np.empty(1))  # fmt: skip
     chi2 = np.sum((theta - theta0) ** 2) / (n_epochs * steps * sd**2 / np.sqrt(v))
     # two-sided, false alarm 1e-6
     assert stats.chi2.ppf(5e-7, p) < chi2 < stats.chi2.isf(5e-7, p)
+
+
+def _seven_rows():
+    X = np.random.default_rng(0).standard_normal((7, 3))
+    return LogPosterior(X, X[:, :1], (4,), "tanh", "gaussian", noise="fixed",
+                        noise_precision=np.ones(1))  # fmt: skip
+
+
+def _run(n_epochs, rows, lrs, noise, keep, seed=1):
+    # the epoch kernel from a fixed start, its epochs in one call
+    target = _seven_rows()
+    p = target.n_params
+    theta = 0.3 * np.ones(p)
+    data = kopt.Batches(target.XT, target.YT, target.W, rows, np.empty(3 * 3), np.empty(3),
+                        np.empty(3))  # fmt: skip
+    cfg = np.zeros(1, dtype=kopt.MOMENTS)
+    cfg[0]["raw"] = 1
+    mom = kopt.Moments(cfg, np.empty(0), np.empty(0), np.zeros((int(keep.sum()), p)))
+    losses = np.empty(n_epochs)
+    tgt = knet.density_target(target.kernel_target())
+    ran = kopt.run_epochs(theta, tgt, data, 3, lrs, noise, keep, kopt.optimizer(2, p), mom,
+                          target.workspace(3), np.empty(p), np.empty(3),
+                          np.random.default_rng(seed), losses)  # fmt: skip
+    return ran, losses, theta, mom.dev[: int(cfg[0]["n"])]
+
+
+def test_epochs_in_one_call_are_the_epochs_one_by_one():
+    # a fixed schedule's short epochs go to the kernel together: the same steps, losses,
+    # draws and bits as one call per epoch (3 steps an epoch of 7 rows, batches of 3)
+    rng = np.random.default_rng(2)
+    n_epochs, steps = 5, 3
+    rows = np.concatenate([rng.permutation(7) for _ in range(n_epochs)])
+    lrs = rng.uniform(0.01, 0.05, n_epochs * steps)
+    noise = np.where(np.arange(n_epochs * steps) >= 6, 0.01, 0.0)
+    keep = (np.arange(n_epochs * steps) % 4 == 3).astype(np.int8)
+    ran, losses, theta, draws = _run(n_epochs, rows, lrs, noise, keep)
+    assert ran == n_epochs and np.all(np.isfinite(losses))
+    # one call per epoch, sharing the optimizer, moments and random stream
+    target = _seven_rows()
+    p = target.n_params
+    theta1 = 0.3 * np.ones(p)
+    tgt = knet.density_target(target.kernel_target())
+    cfg = np.zeros(1, dtype=kopt.MOMENTS)
+    cfg[0]["raw"] = 1
+    mom = kopt.Moments(cfg, np.empty(0), np.empty(0), np.zeros((int(keep.sum()), p)))
+    opt, noise_rng = kopt.optimizer(2, p), np.random.default_rng(1)
+    one = []
+    for e in range(n_epochs):
+        part = slice(e * steps, (e + 1) * steps)
+        data = kopt.Batches(target.XT, target.YT, target.W, rows[e * 7 : (e + 1) * 7],
+                            np.empty(3 * 3), np.empty(3), np.empty(3))  # fmt: skip
+        loss = np.empty(1)
+        kopt.run_epochs(theta1, tgt, data, 3, lrs[part], noise[part], keep[part], opt, mom,
+                        target.workspace(3), np.empty(p), np.empty(3), noise_rng, loss)  # fmt: skip
+        one.append(loss[0])
+    np.testing.assert_array_equal(losses, one)
+    np.testing.assert_array_equal(theta, theta1)
+    np.testing.assert_array_equal(draws, mom.dev[: int(cfg[0]["n"])])
+
+
+def test_epochs_in_one_call_stop_at_the_first_non_finite_loss():
+    # a learning rate of inf in epoch 2 (its second step): the call ends there, that
+    # epoch's loss NaN, the later epochs not run
+    n_epochs, steps = 4, 3
+    lrs = np.full(n_epochs * steps, 0.01)
+    lrs[2 * steps + 1] = np.inf
+    rows = np.tile(np.arange(7), n_epochs)
+    none = np.empty(0)
+    ran, losses, _, _ = _run(n_epochs, rows, lrs, none, np.zeros(0, np.int8))
+    assert ran == 3
+    assert np.all(np.isfinite(losses[:2])) and np.isnan(losses[2])
 
 
 def test_schedule_cycles_noise_and_kept_draws():

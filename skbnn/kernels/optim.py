@@ -101,10 +101,11 @@ MOMENTS = record(
 
 
 @njit(cache=True, nogil=True, error_model="numpy", from_python=False)
-def rows_weight(data):
-    """The summed row weights of ``data.rows``: an epoch's loss is per unit of it."""
+def rows_weight(data, lo, hi):
+    """The summed row weights of ``data.rows[lo:hi]``, an epoch's rows: its loss is per
+    unit of it."""
     n_w = 0.0
-    for i in range(data.rows.shape[0]):
+    for i in range(lo, hi):
         n_w += data.W[data.rows[i]]
     return n_w
 
@@ -352,8 +353,13 @@ def _collect(theta, mom):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def run_epoch(theta, tgt, data, batch_size, lrs, noise, keep, opt, mom, ws, grad, stats, rng):
-    """One pass over ``data.rows`` in minibatches; returns the mean per-row loss.
+def run_epochs(theta, tgt, data, batch_size, lrs, noise, keep, opt, mom, ws, grad, stats, rng,
+               losses):  # fmt: skip
+    """Passes over ``data.rows`` in minibatches, one epoch per entry of ``losses``.
+
+    ``data.rows`` holds the epochs' rows one after the other, each epoch the same number
+    of rows. Several short epochs in one call spare each its own call from Python, whose
+    typing of the arguments costs more than an epoch of a few rows.
 
     Parameters
     ----------
@@ -363,13 +369,13 @@ def run_epoch(theta, tgt, data, batch_size, lrs, noise, keep, opt, mom, ws, grad
         The member's own target over all rows (its ``cfg`` is written: ``beta``).
     data : Batches
     batch_size : int
-    lrs : ndarray of shape (n_batches,)
-        The learning rate of each step of the epoch (the schedule).
-    noise : ndarray of shape (n_batches,) or (0,)
+    lrs : ndarray of shape (n_steps,)
+        The learning rate of each step of the epochs, epoch after epoch (the schedule).
+    noise : ndarray of shape (n_steps,) or (0,)
         The standard deviation ``sd`` of the Gaussian noise SGHMC (``kind`` 2) adds to its
         velocity at each step, times the square root of its preconditioner; empty or 0 for
         none, and then SGHMC explores (Adam steps) and updates its preconditioner.
-    keep : ndarray of shape (n_batches,) or (0,)
+    keep : ndarray of shape (n_steps,) or (0,)
         Nonzero at the steps after which ``mom`` collects the parameters; empty for none.
     opt : Optimizer
     mom : Moments
@@ -378,38 +384,46 @@ def run_epoch(theta, tgt, data, batch_size, lrs, noise, keep, opt, mom, ws, grad
         Workspace for ``batch_size`` rows, gradient and stats buffers.
     rng : numpy.random.Generator
         Draws the noise (nothing else reads it).
+    losses : ndarray of shape (n_epochs,)
+        Receives each epoch's loss: ``-(sum over batches of (n / B) loglik_B + logprior) /
+        n_w`` averaged over the epoch's batches (weighted by their rows); NaN for an epoch
+        in which a step met a non-finite loss, which leaves ``theta`` at the last finite
+        point and ends the call.
 
     Returns
     -------
-    float
-        ``-(sum over batches of (n / B) loglik_B + logprior) / n_w`` averaged over the
-        epoch's batches (weighted by their rows); NaN as soon as a step meets a non-finite
-        loss, which leaves ``theta`` at the last finite point.
+    int
+        The number of epochs run, the last of them the non-finite one if any.
     """
-    n = data.rows.shape[0]
-    n_w = rows_weight(data)
+    n_epochs = losses.shape[0]
+    n = data.rows.shape[0] // n_epochs
     cfg = tgt.cfg[0]
-    total = 0.0
     b = 0
-    for i0 in range(0, n, batch_size):
-        nb = min(batch_size, n - i0)
-        bt = batch_target(tgt, data, i0, nb)
-        cfg.beta = n / nb
-        # through the pointer the target carries, so this kernel links no copy of logp_grad
-        lp = tgt.density(theta, bt, ws, grad, stats, True)
-        if not math.isfinite(lp):
-            return np.nan
-        finite = True
-        for i in range(grad.shape[0]):
-            if not math.isfinite(grad[i]):
-                finite = False
-        if not finite:
-            return np.nan
-        total += -lp * nb / n
-        sd = noise[b] if noise.shape[0] > 0 else 0.0
-        _step(theta, grad, -1.0 / n_w, lrs[b], sd, opt, rng)
-        if keep.shape[0] > 0 and keep[b] != 0:
-            _collect(theta, mom)
-        b += 1
+    for e in range(n_epochs):
+        start = e * n
+        n_w = rows_weight(data, start, start + n)
+        total = 0.0
+        for i0 in range(start, start + n, batch_size):
+            nb = min(batch_size, start + n - i0)
+            bt = batch_target(tgt, data, i0, nb)
+            cfg.beta = n / nb
+            # through the pointer the target carries, so this kernel links no copy of
+            # logp_grad
+            lp = tgt.density(theta, bt, ws, grad, stats, True)
+            finite = math.isfinite(lp)
+            for i in range(grad.shape[0]):
+                if not math.isfinite(grad[i]):
+                    finite = False
+            if not finite:
+                cfg.beta = 1.0
+                losses[e] = np.nan
+                return e + 1
+            total += -lp * nb / n
+            sd = noise[b] if noise.shape[0] > 0 else 0.0
+            _step(theta, grad, -1.0 / n_w, lrs[b], sd, opt, rng)
+            if keep.shape[0] > 0 and keep[b] != 0:
+                _collect(theta, mom)
+            b += 1
+        losses[e] = total / n_w
     cfg.beta = 1.0
-    return total / n_w
+    return n_epochs

@@ -658,7 +658,7 @@ def run_vi_epoch_for(fam: int, activation: int, likelihood: int, prior: int, loc
         n = data.rows.shape[0]
         p = work.sigma.shape[0]
         vc = vcfg[0]
-        n_w = rows_weight(data)
+        n_w = rows_weight(data, 0, n)
         cfg = tgt.cfg[0]
         total = 0.0
         b = 0

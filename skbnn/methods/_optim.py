@@ -5,7 +5,7 @@ A member is one optimization of the negative log posterior of a
 own initialization, prior centre (randomized MAP's anchor), targets (randomized MAP's
 perturbations), rows
 (``data_fraction``) and validation rows (``early_stopping``). Minibatch epochs run in the
-numba kernel :func:`skbnn.kernels.optim.run_epoch`; full-batch L-BFGS is scipy's with the
+numba kernel :func:`skbnn.kernels.optim.run_epochs`; full-batch L-BFGS is scipy's with the
 analytic gradient. Members run on the shared thread pool (the kernels release the GIL),
 each seeded from ``random_state`` through ``SeedSequence``, so results never depend on
 ``n_jobs``.
@@ -69,6 +69,10 @@ AUTO_BATCH_STEPS = 1000
 #: member stops at the plateau after the last division.
 ADAPTIVE_FACTOR = 5.0
 ADAPTIVE_REDUCTIONS = 3
+#: A fixed schedule's epochs (SWAG's, SGHMC's) go to the epoch kernel together, at least
+#: this many steps a call: on a few rows, an epoch is one step, and the call from Python
+#: that types its arguments costs several times the step.
+STEPS_PER_CALL = 256
 
 
 #: The training engine's parameters, with scikit-learn MLP's names: their constraints ...
@@ -376,6 +380,18 @@ def batches(n_train: int, batch_size: int) -> tuple[int, int]:
     return batch, -(-n_train // batch)
 
 
+def _planned(plan, epoch: int, k: int, n_steps: int, none: np.ndarray):
+    """``plan``'s learning rates, noise and keep flags of epochs ``epoch`` to ``epoch + k
+    - 1``, one after the other (``none`` for no noise)."""
+    parts = [plan(e, n_steps) for e in range(epoch, epoch + k)]
+    if k == 1:
+        lrs, noise, keep = parts[0]
+        return lrs, none if noise is None else noise, keep
+    lrs, noise, keep = zip(*parts, strict=True)
+    noise = none if noise[0] is None else np.concatenate(noise)
+    return np.concatenate(lrs), noise, np.concatenate(keep)
+
+
 def minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rng=None,
                       plan=None, moments=None, sgd=False, bar=None, member=None,
                       aside=False, codes=None):  # fmt: skip
@@ -423,19 +439,28 @@ def minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rng
     none = np.empty(0)
     if not collecting:
         member.converged = False
-    for epoch in range(n_epochs):
+    # a fixed schedule has no stopping rule: its short epochs go to the kernel together
+    span = -(-STEPS_PER_CALL // n_steps) if collecting else 1
+    losses = np.empty(min(span, max(n_epochs, 1)))
+    epoch = 0
+    while epoch < n_epochs:
         # a member on the pool stops here when Ctrl-C reaches the main thread
         check_interrupt()
-        data = data._replace(rows=rng.permutation(train))
+        k = min(span, n_epochs - epoch)
         if collecting:
-            lrs, noise, keep = plan(epoch, n_steps)
-            noise = none if noise is None else noise
+            rows = (rng.permutation(train) if k == 1
+                    else rng.permuted(np.tile(train, (k, 1)), axis=1).ravel())  # fmt: skip
+            data = data._replace(rows=rows)
+            lrs, noise, keep = _planned(plan, epoch, k, n_steps, none)
         else:
+            data = data._replace(rows=rng.permutation(train))
             lrs, noise, keep = schedule(lr_kind, lr0, epoch, n_epochs, n_steps), none, none
-        loss = kopt.run_epoch(theta, tgt, data, batch, lrs, noise, keep, opt, moments, ws,
-                              grad, stats, rng)  # fmt: skip
-        if not record_epoch(member, loss, n_steps, bar):
-            return member
+        ran = kopt.run_epochs(theta, tgt, data, batch, lrs, noise, keep, opt, moments, ws,
+                              grad, stats, rng, losses[:k])  # fmt: skip
+        epoch += k
+        for loss in losses[:ran]:
+            if not record_epoch(member, float(loss), n_steps, bar):
+                return member
         if collecting:
             continue
         if validation is not None:
@@ -522,7 +547,7 @@ class Trainer(BaseMethod):
 
     def _kernels(self, target) -> tuple:
         """The epoch kernel and the network kernel for ``target``'s codes."""
-        return (kopt.run_epoch, knet.logp_grad_for(*target.kernel_codes))
+        return (kopt.run_epochs, knet.logp_grad_for(*target.kernel_codes))
 
     def _warm_up(self, tiny, target) -> None:
         """One epoch on ``tiny`` (the network kernel compiles in a helper process meanwhile,
