@@ -11,8 +11,14 @@ then ``predict(return_std=True)`` and ``predict_interval``) in a fresh process o
   ``llvm_codegen`` when a library is finalized, ``ir_parse``), plus the cache's saves;
 * one ``"kernel"`` line per compiled function with its exclusive seconds (``self_s``), the
   number of signatures compiled and the library finalization seconds spent on it;
+* one ``"helper"`` line per kernel that the fit's helper process compiled
+  (``skbnn.kernels._compile.compile_aside``): when it was in the cache (``done_s``,
+  seconds since the fit began) and how long the fit's process then waited for it
+  (``waited_s``), so that a kernel moved to the helper can be judged by whether the
+  helper, not the fit, became the longer side;
 * a ``"summary"`` line: fit, predict and ``diagnostics_["compile_time"]`` wall seconds,
-  and the main thread's CPU seconds during the fit (it does the compiling).
+  the main thread's CPU seconds during the fit (it does the compiling), and the seconds
+  the fit waited for its helper.
 
 numba compiles every ``@njit`` function a kernel calls as a library of its own, and
 finalizes it (module optimization and machine code) before linking it into the caller,
@@ -109,6 +115,8 @@ def _profile(top: int, activation: str, method: str) -> None:
     except (ImportError, AttributeError):  # another numba's internals: kernel lines only
         stage_s.clear()
 
+    helper_done, waited = _time_the_helper()
+
     from sklearn.datasets import load_diabetes
     from sklearn.model_selection import train_test_split
     from sklearn.pipeline import make_pipeline
@@ -122,6 +130,7 @@ def _profile(top: int, activation: str, method: str) -> None:
         StandardScaler(),
         BayesianMLPRegressor(activation=activation, method=method, random_state=0, n_jobs=-1),
     )
+    began = time.time()
     wall, cpu = time.perf_counter(), time.thread_time()
     model.fit(X_train, y_train)
     fit_s, fit_cpu_s = time.perf_counter() - wall, time.thread_time() - cpu
@@ -144,10 +153,14 @@ def _profile(top: int, activation: str, method: str) -> None:
                 }
             )
         )
+    for job, (name, done) in enumerate(helper_done()):
+        print(json.dumps({"helper": name, "done_s": round(done - began, 2),
+                          "waited_s": round(waited[job], 2)}))  # fmt: skip
     print(
         json.dumps(
             {
                 "summary": True,
+                "waited_for_helper_s": round(sum(waited.values()), 2),
                 "fit_s": round(fit_s, 2),
                 "fit_main_thread_cpu_s": round(fit_cpu_s, 2),
                 "compile_time_s": round(model[-1].diagnostics_["compile_time"], 2),
@@ -157,6 +170,44 @@ def _profile(top: int, activation: str, method: str) -> None:
             }
         )
     )
+
+
+def _time_the_helper():
+    """Have the fit's helper process record when each of its kernels is in the cache, and
+    time the fit's waits for them: ``(done, waited)``, ``done()`` the helper's ``(kernel,
+    wall-clock time)`` pairs in its order and ``waited`` the seconds the fit waited for
+    each (by its place in that order)."""
+    from skbnn.kernels import _compile
+
+    log = tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False).name
+    marker = "    print('cached', flush=True)\n"
+    if marker not in _compile._COMPILE_ASIDE:  # another helper script: no helper lines
+        return (lambda: []), defaultdict(float)
+    # the helper's script, with a line per kernel appended to the log once it is cached
+    record = (
+        f"    with open({log!r}, 'a') as log:\n"
+        "        name = source[1] + ('' if source[2] is None else repr(source[2]))\n"
+        "        log.write(__import__('json').dumps([name, __import__('time').time()]))\n"
+        "        log.write('\\n')\n"
+    )
+    _compile._COMPILE_ASIDE = _compile._COMPILE_ASIDE.replace(marker, record + marker)
+    waited: dict[int, float] = defaultdict(float)
+    wait_for = _compile._Helper.wait_for
+
+    def timed_wait(self, job):
+        start = time.perf_counter()
+        try:
+            return wait_for(self, job)
+        finally:
+            waited[job] += time.perf_counter() - start
+
+    _compile._Helper.wait_for = timed_wait
+
+    def done():
+        with open(log) as f:
+            return [tuple(json.loads(line)) for line in f]
+
+    return done, waited
 
 
 def main() -> None:
