@@ -117,7 +117,9 @@ def test_laplace_map_has_the_same_bits_on_two_cores():
     fits = [
         BayesianMLPRegressor(
             (256,),
-            method=Laplace(hessian="kron", solver="adam", max_iter=2, batch_size=50),
+            method=Laplace(
+                hessian="kron", solver="adam", max_iter=2, batch_size=50, max_prior_updates=1
+            ),
             random_state=0,
             n_jobs=n_jobs,
         ).fit(X, y)  # fmt: skip
