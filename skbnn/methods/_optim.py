@@ -69,10 +69,11 @@ AUTO_BATCH_STEPS = 1000
 #: member stops at the plateau after the last division.
 ADAPTIVE_FACTOR = 5.0
 ADAPTIVE_REDUCTIONS = 3
-#: A fixed schedule's epochs (SWAG's, SGHMC's) go to the epoch kernel together, at least
-#: this many steps a call: on a few rows, an epoch is one step, and the call from Python
-#: that types its arguments costs several times the step.
-STEPS_PER_CALL = 256
+#: A fixed schedule's epochs (SWAG's, SGHMC's) go to the epoch kernel together, up to this
+#: many rows a call: on a few rows, an epoch is one step, and the call from Python that
+#: types its arguments costs several times the step. A bound in rows, not steps, keeps a
+#: call short on large batches, for Ctrl-C and the progress bar.
+ROWS_PER_CALL = 4096
 
 
 #: The training engine's parameters, with scikit-learn MLP's names: their constraints ...
@@ -440,7 +441,7 @@ def minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rng
     if not collecting:
         member.converged = False
     # a fixed schedule has no stopping rule: its short epochs go to the kernel together
-    span = -(-STEPS_PER_CALL // n_steps) if collecting else 1
+    span = max(1, ROWS_PER_CALL // n_train) if collecting else 1
     losses = np.empty(min(span, max(n_epochs, 1)))
     epoch = 0
     while epoch < n_epochs:
