@@ -384,11 +384,7 @@ def batches(n_train: int, batch_size: int) -> tuple[int, int]:
 def _planned(plan, epoch: int, k: int, n_steps: int, none: np.ndarray):
     """``plan``'s learning rates, noise and keep flags of epochs ``epoch`` to ``epoch + k
     - 1``, one after the other (``none`` for no noise)."""
-    parts = [plan(e, n_steps) for e in range(epoch, epoch + k)]
-    if k == 1:
-        lrs, noise, keep = parts[0]
-        return lrs, none if noise is None else noise, keep
-    lrs, noise, keep = zip(*parts, strict=True)
+    lrs, noise, keep = zip(*[plan(e, n_steps) for e in range(epoch, epoch + k)], strict=True)
     noise = none if noise[0] is None else np.concatenate(noise)
     return np.concatenate(lrs), noise, np.concatenate(keep)
 
