@@ -17,9 +17,11 @@ from scipy import stats
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.kernels import density as knet
 from skbnn.kernels import flows as kflows
+from skbnn.kernels import helper
 from skbnn.kernels import lbbnn as klbbnn
 from skbnn.kernels import lbbnn_lowrank as klowrank
 from skbnn.kernels import lrt as klrt
+from skbnn.kernels import team as kteam
 from skbnn.kernels import vi as kvi
 from skbnn.log_posterior import LogPosterior
 from skbnn.methods import LBBNN
@@ -334,6 +336,42 @@ def test_lowrank_kl_is_its_definition(hidden, features):
                                   + (1 - a) * np.log((1 - a) / (1 - psi)), 0))  # fmt: skip
         expected -= kl
     assert value == pytest.approx(expected, rel=1e-10)
+
+
+def test_lowrank_kl_of_a_wide_layer_is_the_same_with_the_helper():
+    # a layer of SPLIT_MIN_WEIGHTS weights or more: its passes run as two fixed halves,
+    # the second on the team's helper where one runs, with the same bits either way; its
+    # gradient against central differences of the KL along random directions
+    target, method, vcfg, lam = _case("gaussian", posterior="lowrank", hidden=(256,),
+                                      features=260)  # fmt: skip
+    layout = target.layout
+    assert layout.sizes[0] * layout.sizes[1] >= kteam.SPLIT_MIN_WEIGHTS
+    p = target.n_params
+
+    def kl(lam_, with_grad):
+        work = method._work(target, vcfg)
+        kvi.set_sigmas(lam_, p, work)
+        klbbnn.set_alphas(lam_, p, work)
+        work.glam[:] = 0.0
+        value = klowrank.lowrank_slab_terms(lam_, p, layout.n_weights, layout.sizes,
+                                            layout.offsets, 2, work, with_grad)  # fmt: skip
+        return value, work.glam.copy()
+
+    alone, grad = kl(lam, True)
+    klowrank.register_tasks()
+    before = helper.served[0]
+    with helper.team():
+        teamed, teamed_grad = kl(lam, True)
+    if not kteam.DISABLED:
+        assert helper.served[0] >= before + 2  # the helper took the halves
+    assert teamed == alone
+    np.testing.assert_array_equal(teamed_grad, grad)
+    rng = np.random.default_rng(4)
+    eps = 1e-5
+    for _ in range(3):
+        v = rng.standard_normal(lam.size)
+        numeric = (kl(lam + eps * v, False)[0] - kl(lam - eps * v, False)[0]) / (2 * eps)
+        assert grad @ v == pytest.approx(numeric, rel=1e-6)
 
 
 @pytest.mark.statistical

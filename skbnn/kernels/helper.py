@@ -15,7 +15,6 @@ from .optim import adam_task, gather_task
 from .team import (
     ADAM,
     CTL,
-    FINISH,
     GATHER,
     GEMM,
     IDLE,
@@ -48,7 +47,7 @@ def serve() -> int:
             gather_task(x0, x1, x2, x3, x4, x5, x6)
         elif kind == ADAM:
             adam_task(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11)
-        elif kind == PREPARE or kind == FINISH:
+        elif kind >= PREPARE:
             # through the registered kernel's address: this loop, which every method with
             # a team compiles, links no copy of LBBNN's passes
             result = call_task(task_address(kind), x0, x1, x2, x3)

@@ -52,15 +52,17 @@ _SLOTS = 16
 #: minibatch's features and an Adam step on a range of parameters
 #: (:mod:`skbnn.kernels.optim`), and the two passes of an LBBNN step over its weights
 #: (:func:`skbnn.kernels.lbbnn.spike_slab_prepare` and ``spike_slab_finish``, which the
-#: mean-field and flow families share; the helper calls these two through :data:`TASKS`).
-GEMM, GATHER, ADAM, PREPARE, FINISH = 0, 1, 2, 3, 4
+#: mean-field and flow families share), and the low-rank family's two
+#: (:func:`skbnn.kernels.lbbnn_lowrank.lowrank_slab_terms`); the helper calls the kinds
+#: from ``PREPARE`` on through :data:`TASKS`.
+GEMM, GATHER, ADAM, PREPARE, FINISH, LOWRANK_SUMS, LOWRANK_GRAD = 0, 1, 2, 3, 4, 5, 6
 
 #: The hand-off slot, shared by every thread of the process.
 CTL = np.full(_SLOTS, OFF, dtype=np.int64)
 _CTL_SYMBOL = "skbnn_team_ctl"
 _YIELD_SYMBOL = "skbnn_team_yield"
 #: Per kind of task, the address of the kernel that the helper calls for it, or 0: the
-#: kinds that only some methods post (``PREPARE`` and ``FINISH``) are called through it, so
+#: kinds that only some methods post (``PREPARE`` and after) are called through it, so
 #: that the helper's loop, which every method with a team compiles, links none of their
 #: code (:func:`register_task`).
 TASKS = np.zeros(8, dtype=np.int64)

@@ -330,9 +330,9 @@ class LBBNN(VariationalInference):
     def _aside(self, target, vparams, vcfg) -> tuple:
         # the default estimator's epoch kernel compiles neither its backward pass, nor its
         # passes over the weights (the tasks, whose halves the team's helper takes too:
-        # _team_tasks), nor the ELBO's closed-form term: the helper process compiles them
+        # _task_kernels), nor the ELBO's closed-form term: the helper process compiles them
         # meanwhile, those the epoch runs first
-        tasks = klbbnn.task_kernels() if self._team_tasks(vcfg) else ()
+        tasks = self._task_kernels(vcfg)
         if int(vcfg[0]["lbbnn"]) != klbbnn.LBBNN_LRT:
             return tasks
         return (*super()._aside(target, vparams, vcfg), *tasks,
@@ -349,16 +349,25 @@ class LBBNN(VariationalInference):
 
     def _compile(self, target) -> float:
         seconds = super()._compile(target)
-        if self._team_tasks(self._vcfg(target)):
-            # after the warm-up, whose helper process compiled them beside the epoch kernel
+        # after the warm-up, whose helper process compiled them beside the epoch kernel
+        estimator = int(self._vcfg(target)[0]["lbbnn"])
+        if estimator in (klbbnn.LBBNN_LRT, klbbnn.LBBNN_FLOW):
             klbbnn.register_tasks()
+        elif estimator == klbbnn.LBBNN_LOWRANK:
+            klowrank.register_tasks()
         return seconds
 
     @staticmethod
-    def _team_tasks(vcfg) -> bool:
-        # whether the epoch kernel posts the passes over the weights to the team's helper
-        # (klbbnn.register_tasks): the local reparameterization's and the flow's
-        return int(vcfg[0]["lbbnn"]) in (klbbnn.LBBNN_LRT, klbbnn.LBBNN_FLOW)
+    def _task_kernels(vcfg) -> tuple:
+        # the passes over the weights that the epoch kernel posts to the team's helper
+        # (register_tasks): the local reparameterization's and the flow's, or the low-rank
+        # family's
+        estimator = int(vcfg[0]["lbbnn"])
+        if estimator in (klbbnn.LBBNN_LRT, klbbnn.LBBNN_FLOW):
+            return klbbnn.task_kernels()
+        if estimator == klbbnn.LBBNN_LOWRANK:
+            return klowrank.task_kernels()
+        return ()
 
     def _backward_by_address(self, vcfg) -> bool:
         # the local reparameterization estimator; the others' passes are their own
