@@ -109,6 +109,55 @@ def test_a_lone_network_has_the_same_bits_on_two_cores(name):
     np.testing.assert_array_equal(fits[1].predict_proba(X), fits[2].predict_proba(X))
 
 
+def test_a_tail_team_starts_once_a_core_would_idle():
+    # three tasks on two jobs: a helper once none waits and one runs alone, until the end
+    def start(idle):
+        task = idle.task()
+        task.__enter__()
+        return task
+
+    with helper.TailTeam(3, 2) as idle:
+        first, second = start(idle), start(idle)
+        first.__exit__(None, None, None)  # the third still waits
+        assert not _helpers()
+        third = start(idle)
+        assert not _helpers()
+        second.__exit__(None, None, None)  # the third runs alone
+        assert len(_helpers()) == 1
+        third.__exit__(None, None, None)
+        assert len(_helpers()) == 1
+    assert not _helpers()
+    # fewer tasks than jobs: from the start
+    with helper.TailTeam(1, 2):
+        assert len(_helpers()) == 1
+    assert not _helpers()
+    # one job: never
+    with helper.TailTeam(2, 1) as idle:
+        only = start(idle)
+        only.__exit__(None, None, None)
+        assert not _helpers()
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_an_ensemble_of_more_members_than_cores_has_the_same_bits_on_two():
+    # three members on two cores: the last trains with the idle core's helper
+    X, y = _wide_data()
+    fits = [
+        BayesianMLPClassifier(
+            (256, 256),
+            activation="relu",
+            n_samples=3,
+            random_state=0,
+            n_jobs=n_jobs,
+            method=DeepEnsemble(solver="adam", max_iter=3, batch_size=100),
+        ).fit(X, y)  # fmt: skip
+        for n_jobs in (1, 2)
+    ]
+    assert not _helpers()
+    np.testing.assert_array_equal(fits[0].posterior_.thetas, fits[1].posterior_.thetas)
+    np.testing.assert_array_equal(fits[0].predict_proba(X), fits[1].predict_proba(X))
+
+
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_laplace_map_has_the_same_bits_on_two_cores():
     rng = np.random.default_rng(2)

@@ -32,7 +32,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ..exceptions import ConvergenceWarning, warn
 from ..kernels import density as knet
 from ..kernels import optim as kopt
-from ..kernels.helper import serve_kernel, team
+from ..kernels.helper import TailTeam, serve_kernel
 from ..log_posterior import NoiseMode
 from ..posterior import single_threaded_blas
 from ..utils import backend_elsewhere, check_interrupt, thread_map
@@ -724,16 +724,17 @@ class Trainer(BaseMethod):
                 bar.update(n_members * per_member)
             else:
                 # a core the members leave idle takes half of each wide layer's products
-                # (skbnn.kernels.team): the same bits as without it
+                # (skbnn.kernels.team): from the start where the members are fewer than
+                # the cores, else once the last ones run; the same bits as without it
                 jobs = effective_n_jobs(n_jobs)
-                with single_threaded_blas(), team(jobs > n_members):
-                    members = thread_map(
-                        lambda ss: self._train(
-                            target, settings, start, ss, data_fraction, bar, after
-                        ),
-                        seeds,
-                        jobs,
-                    )
+                idle = TailTeam(n_members, jobs)
+
+                def train(ss):
+                    with idle.task():
+                        return self._train(target, settings, start, ss, data_fraction, bar, after)
+
+                with single_threaded_blas(), idle:
+                    members = thread_map(train, seeds, jobs)
         finally:
             bar.close()
         kept = [m for m in members if m is not None]
