@@ -116,6 +116,19 @@ def provenance(script: str, argv: list[str] | None) -> dict:
             **machine()}  # fmt: skip
 
 
+def package_commit() -> str | None:
+    """The commit of the skbnn checkout that is imported, which ``PYTHONPATH`` may point
+    at another worktree than the script's (a before-and-after run)."""
+    import subprocess
+
+    import skbnn
+
+    package = Path(skbnn.__file__).resolve().parent.parent
+    out = subprocess.run(["git", "-C", str(package), "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True)  # fmt: skip
+    return out.stdout.strip() or None
+
+
 def fresh_numba_cache(prefix: str = "skbnn-compare-") -> None:
     """Point numba's cache at a new empty folder, so the first fit compiles as on a new
     install (set before skbnn is imported)."""

@@ -17,7 +17,6 @@ Run it against another checkout with ``PYTHONPATH`` (``--label`` names the run):
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 import warnings
@@ -28,13 +27,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _mnist import load_mnist  # noqa: E402
-from _uci import emitter, machine  # noqa: E402
-
-
-def _commit(path: Path) -> str | None:
-    out = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True)  # fmt: skip
-    return out.stdout.strip() or None
+from _uci import emitter, machine, package_commit  # noqa: E402
 
 
 def main() -> None:
@@ -50,7 +43,6 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
     args = parser.parse_args()
 
-    import skbnn
     from skbnn import BayesianMLPClassifier
     from skbnn.kernels import helper
     from skbnn.methods import DeepEnsemble
@@ -76,13 +68,12 @@ def main() -> None:
         fit(args.epochs, seed)
         seconds.append(time.perf_counter() - start)
         served.append(helper.served[0] - before)
-    package = Path(skbnn.__file__).resolve().parent.parent
     emitter(args.out)({
         "rows": args.rows, "epochs": args.epochs, "members": args.members,
         "n_jobs": args.n_jobs, "label": args.label,
         "fit_s_median": round(float(np.median(seconds)), 2),
         "fit_s": [round(s, 2) for s in seconds], "helper_tasks": served,
-        "commit": _commit(package), "conditions": args.conditions, **machine(),
+        "commit": package_commit(), "conditions": args.conditions, **machine(),
         "command": "python benchmarks/ensemble_cores.py " + " ".join(sys.argv[1:]),
     })  # fmt: skip
 

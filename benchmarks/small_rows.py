@@ -14,7 +14,6 @@ Run it against another checkout with ``PYTHONPATH`` (``--label`` names the run):
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 import warnings
@@ -24,13 +23,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _uci import emitter, machine  # noqa: E402
-
-
-def _commit(path: Path) -> str | None:
-    out = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True)  # fmt: skip
-    return out.stdout.strip() or None
+from _uci import emitter, machine, package_commit  # noqa: E402
 
 
 def main() -> None:
@@ -45,14 +38,12 @@ def main() -> None:
 
     from sklearn.datasets import load_diabetes
 
-    import skbnn
     from skbnn import BayesianMLPRegressor
 
     X, y = load_diabetes(return_X_y=True)
     X, y = X[: args.rows], y[: args.rows]
     y = (y - y.mean()) / y.std()
     emit = emitter(args.out)
-    package = Path(skbnn.__file__).resolve().parent.parent
     for method in args.methods:
         seconds = []
         with warnings.catch_warnings():
@@ -66,7 +57,7 @@ def main() -> None:
         emit({
             "method": method, "rows": args.rows, "label": args.label,
             "fit_s_median": round(float(np.median(seconds)), 3),
-            "fit_s": [round(s, 3) for s in seconds], "commit": _commit(package),
+            "fit_s": [round(s, 3) for s in seconds], "commit": package_commit(),
             "conditions": args.conditions, **machine(),
             "command": "python benchmarks/small_rows.py " + " ".join(sys.argv[1:]),
         })  # fmt: skip
