@@ -86,8 +86,9 @@ default="gaussian"
     n_jobs : int, default=None
         Threads for chains, members and predictions (``None`` means 1, ``-1`` all
         cores). A method that trains fewer networks than it has threads (VI, LBBNN,
-        Laplace's MAP, a one-member ensemble) gives one more thread half of every wide
-        layer's products, minibatch gathers and Adam steps; the result is the same.
+        Laplace's MAP, a one-member ensemble), or an ensemble's last members once the
+        others are done, gives one more thread half of every wide layer's products,
+        minibatch gathers and Adam steps; the result is the same.
     verbose : int, default=0
         A progress bar when > 0.
     warm_start : bool, default=False

@@ -1,17 +1,17 @@
 """A second core for a lone network: a helper thread that takes half of each step's work.
 
-A fit that trains one network (VI, LBBNN, Laplace's MAP, a one-member ensemble) runs one
-chain of minibatch steps, each of which needs the last: the members' threads have nothing
-to share out. What does split is each step's work. :func:`skbnn.kernels.gemm.gemm` cuts
-the product of a wide layer (:data:`SPLIT_MIN_WEIGHTS` weights or more, by the layer's
-shape alone) into two fixed halves of its columns, always: one BLAS call per half. With a
-team running (:func:`skbnn.kernels.helper.team`), the calling thread hands the second half
-to the helper and computes the first; without one it computes both. Either way the same
-two single-threaded BLAS calls make the same bits, so a result never depends on
-``n_jobs``, where BLAS's own threads (which split a product by the thread count) would
-change its last bits. The training engine hands over half of a wide minibatch's gather and
-of an Adam step the same way (each value there is computed alone, so any split keeps the
-bits).
+A fit that trains one network (VI, LBBNN, Laplace's MAP, a one-member ensemble, or the last
+member of an ensemble once the others are done) runs one chain of minibatch steps, each of
+which needs the last: the members' threads have nothing to share out. What does split is
+each step's work. :func:`skbnn.kernels.gemm.gemm` cuts the product of a wide layer
+(:data:`SPLIT_MIN_WEIGHTS` weights or more, by the layer's shape alone) into two fixed
+halves of its columns, always: one BLAS call per half. With a team running
+(:func:`skbnn.kernels.helper.team`), the calling thread hands the second half to the helper
+and computes the first; without one it computes both. Either way the same two
+single-threaded BLAS calls make the same bits, so a result never depends on ``n_jobs``,
+where BLAS's own threads (which split a product by the thread count) would change its last
+bits. The training engine hands over half of a wide minibatch's gather and of an Adam step
+the same way (each value there is computed alone, so any split keeps the bits).
 
 The hand-off is one slot of shared memory, :data:`CTL`, that the kernels reach through a
 symbol registered with LLVM (so cached kernels find it in a new process) and change by
