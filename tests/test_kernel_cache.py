@@ -329,6 +329,49 @@ def test_a_cold_laplace_fit_compiles_the_network_kernel_in_the_helper(tmp_path):
     assert second == {"run_epochs": [1, 0], "jacobian": [1, 0], **aside}
 
 
+_COLD_LBFGS = """
+import json, numpy as np
+from skbnn import BayesianMLPClassifier
+from skbnn.kernels import density, optim
+from skbnn.methods import DeepEnsemble
+X = np.linspace(-1, 1, 20)[:, None]
+y = (X[:, 0] > 0).astype(int)
+kernels = (optim.run_epochs, density.logp_grad_for(2, 1, 0))
+
+
+def counts():
+    return {k.__name__: [len(k.stats.cache_hits), len(k.stats.cache_misses)] for k in kernels}
+
+
+fits = []
+for solver in ("lbfgs", "adam"):
+    clf = BayesianMLPClassifier((2,), method=DeepEnsemble(solver=solver, max_iter=3), n_samples=2,
+                                random_state=0, n_jobs=1).fit(X, y)
+    fits.append({"counts": counts(), "compiled": clf.diagnostics_["compile_time"] > 0})
+print(json.dumps(fits))
+"""
+
+
+def test_a_cold_lbfgs_fit_compiles_no_epoch_kernel(tmp_path):
+    # Full-batch L-BFGS calls the network kernel from Python: a cold fit that trains by it
+    # neither compiles nor loads the minibatch epoch kernel, and loads the network kernel
+    # from the helper process. A later Adam fit in the same process compiles the epoch
+    # kernel in its own warm-up; a second process loads it.
+    import os
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "SKBNN_COMPILE_ASIDE": "1"}
+    first, second = _json_of_two_processes(_COLD_LBFGS, env)
+    aside = {"logp_grad_2_1_0": [1, 0]}
+    assert first == [
+        {"counts": {"run_epochs": [0, 0], **aside}, "compiled": True},
+        {"counts": {"run_epochs": [0, 1], **aside}, "compiled": True},
+    ]
+    assert second == [
+        {"counts": {"run_epochs": [0, 0], **aside}, "compiled": True},
+        {"counts": {"run_epochs": [1, 0], **aside}, "compiled": True},
+    ]
+
+
 _COLD_VI = """
 import json, sys, numpy as np
 from skbnn import BayesianMLPRegressor

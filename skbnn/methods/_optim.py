@@ -542,16 +542,32 @@ class Trainer(BaseMethod):
 
     noise_handling = NoiseMode.THETA.value
 
+    def _runs_epochs(self, target) -> bool:
+        """Whether a fit of ``target`` runs minibatch epochs: not where its members train by
+        full-batch L-BFGS, which calls the network kernel from Python."""
+        return self._settings(target).solver != "lbfgs"
+
     def _kernels(self, target) -> tuple:
-        """The epoch kernel and the network kernel for ``target``'s codes."""
-        return (kopt.run_epochs, knet.logp_grad_for(*target.kernel_codes))
+        """The network kernel for ``target``'s codes, and the epoch kernel where the fit
+        runs epochs."""
+        net = knet.logp_grad_for(*target.kernel_codes)
+        return (kopt.run_epochs, net) if self._runs_epochs(target) else (net,)
 
     def _warm_up(self, tiny, target) -> None:
-        """One epoch on ``tiny`` (the network kernel compiles in a helper process meanwhile,
-        where it can)."""
+        """One epoch on ``tiny``, or one evaluation where the fit runs L-BFGS only (the
+        network kernel compiles in a helper process meanwhile, where it can)."""
         theta = glorot_init(tiny, np.random.default_rng(0))
-        minibatch_epochs(tiny, theta, np.arange(tiny.n_rows), None, Settings(), None, None,
-                          1, aside=True, codes=tiny.kernel_codes)  # fmt: skip
+        if self._runs_epochs(target):
+            minibatch_epochs(tiny, theta, np.arange(tiny.n_rows), None, Settings(), None,
+                              None, 1, aside=True, codes=tiny.kernel_codes)  # fmt: skip
+            return
+        # what this process compiles meanwhile is a subclass's own; the team's loop
+        # compiles after the network kernel, for the helper thread that wide layers call
+        tgt = knet.density_target(
+            tiny.kernel_target(), aside=True, aside_with=(serve_kernel(),), codes=tiny.kernel_codes
+        )
+        tgt.density.resolve()
+        tiny.evaluator()(theta)
 
     _parameter_constraints: dict = ENGINE_CONSTRAINTS
 

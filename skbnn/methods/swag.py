@@ -169,6 +169,10 @@ class SWAG(Trainer):
     ):
         store_params(self, locals())
 
+    def _runs_epochs(self, target) -> bool:
+        """True: the collection runs SGD epochs whatever the pre-training's solver."""
+        return True
+
     def _lower_rate(self, settings) -> str:
         # a member diverges in pre-training, or in a collection whose iterates overflowed
         lower = self._fix(learning_rate_init=settings.learning_rate_init / 10)
