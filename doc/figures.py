@@ -342,6 +342,11 @@ COMPILE_AB_LBBNN = "compile_time_epyc_ab_lbbnn.jsonl"
 COMPILE_AB_ASIDE = "compile_time_xeon_ab_aside.jsonl"
 
 
+#: the L-BFGS fits' warm-up without the epoch kernel, on classifiers, with and without the
+#: helper process (each line's note names ``SKBNN_COMPILE_ASIDE=0`` or ``=1``)
+COMPILE_AB_LBFGS = "compile_time_xeon_ab_lbfgs.jsonl"
+
+
 def _compile_ab(name: str = COMPILE_AB) -> tuple[list[str], dict, list[dict]]:
     """The methods of the results file ``name`` (:data:`COMPILE_AB`), its cold lines by
     ``(method, side)`` and all of its cold lines."""
@@ -575,6 +580,46 @@ def performance_compile_ab(name: str = COMPILE_AB) -> str:
     return "\n".join(out)
 
 
+def performance_compile_ab_lbfgs() -> str:
+    """doc/performance.md's table of :data:`COMPILE_AB_LBFGS`: per method and helper
+    setting, the medians over the rounds of the cold ``compile_time``, its CPU seconds and
+    the whole first fit, before and after."""
+    cold = [r for r in _read(COMPILE_AB_LBFGS) if r["run"] == "cold"]
+    groups: dict = {}
+    for r in cold:
+        aside = r["note"].split("SKBNN_COMPILE_ASIDE=", 1)[1][0] == "1"
+        groups.setdefault((r["method"], r["estimator"], aside), {}).setdefault(
+            r["note"].split(" ", 1)[0], []
+        ).append(r)
+    first = next(iter(groups.values()))
+    commits = {side: _short(first[side][0].get("commit")) for side in ("before", "after")}
+    out = [
+        _fill(
+            f"Commits {commits['before']} (before) and {commits['after']} (after), "
+            f"{len(first['after'])} rounds of each in alternating order, medians "
+            f"({conditions(cold)}):"
+        ),
+        "",
+        _row(
+            [
+                "method",
+                "helper process",
+                "cold `compile_time`",
+                "its CPU seconds",
+                "first fit on an empty cache",
+            ]
+        ),
+        _row(["---"] * 5),
+    ]
+    for (method, estimator, aside), sides in groups.items():
+        b, a = sides["before"], sides["after"]
+        cells = [f"{NAMES[method]} ({estimator})", "yes" if aside else "no"]
+        for key in ("compile_time_s", "compile_cpu_s", "fit_s"):
+            cells.append(f"{_median(b, key):.1f} → {_median(a, key):.1f} s")
+        out.append(_row(cells))
+    return "\n".join(out)
+
+
 def performance_summary() -> str:
     """doc/performance.md's summary-table cell for the first fit of a method."""
     records = _compile_lines()
@@ -770,6 +815,7 @@ BLOCKS = {
         functools.partial(performance_compile_ab, COMPILE_AB_ASIDE),
         False,
     ),  # fmt: skip
+    "performance-compile-ab-lbfgs": (PERFORMANCE, performance_compile_ab_lbfgs, False),
     "defaults-quickstart": (DEFAULTS, defaults_quickstart, False),
 }
 
