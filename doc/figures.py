@@ -548,36 +548,44 @@ def readme_first_fit_slow() -> str:
     return _fill(text)
 
 
+def _ab_table(rows: list, cold: list[dict], header: list[str], keys: tuple) -> str:
+    """A before/after table of compile_time.py's cold lines ``cold``: one row per
+    ``(label cells, {"before": lines, "after": lines})`` of ``rows``, then the medians of
+    each of ``keys`` before → after, under a sentence naming the commits and rounds."""
+    first = rows[0][1]
+    commits = {side: _short(first[side][0].get("commit")) for side in ("before", "after")}
+    out = [
+        _fill(
+            f"Commits {commits['before']} (before) and {commits['after']} (after), "
+            f"{len(first['after'])} rounds of each in alternating order, medians "
+            f"({conditions(cold)}):"
+        ),
+        "",
+        _row(header),
+        _row(["---"] * len(header)),
+    ]
+    for labels, sides in rows:
+        b, a = sides["before"], sides["after"]
+        cells = list(labels)
+        for key in keys:
+            cells.append(f"{_median(b, key):.1f} → {_median(a, key):.1f} s")
+        out.append(_row(cells))
+    return "\n".join(out)
+
+
 def performance_compile_ab(name: str = COMPILE_AB) -> str:
     """doc/performance.md's table of the results file ``name`` (:data:`COMPILE_AB`): per
     method, the median over the rounds of the cold ``compile_time`` and of the whole first
     fit, before and after."""
     methods, sides, cold = _compile_ab(name)
-    commits = {side: _short(sides[(methods[0], side)][0].get("commit"))
-               for side in ("before", "after")}  # fmt: skip
-    rounds = len(sides[(methods[0], "after")])
-    out = [
-        _fill(
-            f"Commits {commits['before']} (before) and {commits['after']} (after), "
-            f"{rounds} rounds of each in alternating order, medians ({conditions(cold)}):"
-        ),
-        "",
-        _row(
-            [
-                "method (regressor)",
-                "cold `compile_time`, before → after",
-                "first fit on an empty cache, before → after",
-            ]
-        ),  # fmt: skip
-        _row(["---"] * 3),
+    rows = [([NAMES[m]], {side: sides[(m, side)] for side in ("before", "after")})
+            for m in methods]  # fmt: skip
+    header = [
+        "method (regressor)",
+        "cold `compile_time`, before → after",
+        "first fit on an empty cache, before → after",
     ]
-    for m in methods:
-        b, a = sides[(m, "before")], sides[(m, "after")]
-        cells = [NAMES[m]]
-        for key in ("compile_time_s", "fit_s"):
-            cells.append(f"{_median(b, key):.1f} → {_median(a, key):.1f} s")
-        out.append(_row(cells))
-    return "\n".join(out)
+    return _ab_table(rows, cold, header, ("compile_time_s", "fit_s"))
 
 
 def performance_compile_ab_lbfgs() -> str:
@@ -591,33 +599,11 @@ def performance_compile_ab_lbfgs() -> str:
         groups.setdefault((r["method"], r["estimator"], aside), {}).setdefault(
             r["note"].split(" ", 1)[0], []
         ).append(r)
-    first = next(iter(groups.values()))
-    commits = {side: _short(first[side][0].get("commit")) for side in ("before", "after")}
-    out = [
-        _fill(
-            f"Commits {commits['before']} (before) and {commits['after']} (after), "
-            f"{len(first['after'])} rounds of each in alternating order, medians "
-            f"({conditions(cold)}):"
-        ),
-        "",
-        _row(
-            [
-                "method",
-                "helper process",
-                "cold `compile_time`",
-                "its CPU seconds",
-                "first fit on an empty cache",
-            ]
-        ),
-        _row(["---"] * 5),
-    ]
-    for (method, estimator, aside), sides in groups.items():
-        b, a = sides["before"], sides["after"]
-        cells = [f"{NAMES[method]} ({estimator})", "yes" if aside else "no"]
-        for key in ("compile_time_s", "compile_cpu_s", "fit_s"):
-            cells.append(f"{_median(b, key):.1f} → {_median(a, key):.1f} s")
-        out.append(_row(cells))
-    return "\n".join(out)
+    rows = [([f"{NAMES[m]} ({est})", "yes" if aside else "no"], sides)
+            for (m, est, aside), sides in groups.items()]  # fmt: skip
+    header = ["method", "helper process", "cold `compile_time`", "its CPU seconds",
+              "first fit on an empty cache"]  # fmt: skip
+    return _ab_table(rows, cold, header, ("compile_time_s", "compile_cpu_s", "fit_s"))
 
 
 def performance_summary() -> str:
