@@ -232,3 +232,51 @@ def test_modes_start_at_optima_not_on_their_slopes():
     assert n_optima > n_short
     for a, b in zip(short, optima, strict=True):
         assert target.logp(b) >= target.logp(a) - 1e-6 * abs(target.logp(a))
+
+
+def _n_params(reg):
+    return reg.posterior_.thetas.shape[1]
+
+
+def test_array_init_starts_each_chain_at_its_row():
+    # one transition from a start stays near it: chains 0 and 2 share row a, 1 and 3 row b
+    p = _n_params(_fit(NUTS(n_chains=2, n_warmup=10), n_samples=4))
+    a = np.random.default_rng(1).normal(0.0, 0.3, p)
+    starts = np.stack([a, a + 2.0, a, a + 2.0])
+    reg = _fit(HMC(n_chains=4, n_warmup=0, init=starts), n_samples=4)
+    first = reg.posterior_.thetas.reshape(4, 1, -1)[:, 0]
+    step = np.linalg.norm(first - starts, axis=1)
+    assert np.all(step < 0.25 * np.linalg.norm(starts[1] - starts[0]))
+    assert reg.diagnostics_["init"] == "array" and reg.diagnostics_["init_grad_evals"] == 0
+
+
+def test_array_init_replaces_the_optima_of_modes():
+    p = _n_params(_fit(NUTS(n_chains=2, n_warmup=10), n_samples=4))
+    a = np.random.default_rng(2).normal(0.0, 0.3, p)
+    reg = _fit(NUTS(n_modes=2, n_chains=4, n_warmup=20, init=[a, a + 2.0]), n_samples=40)
+    diag = reg.diagnostics_
+    # one row per mode: no optimum trained, chains 0 and 2 in the first row's mode
+    assert diag["init_grad_evals"] == 0 and len(diag["modes"]) == 2
+    assert list(diag["mode_of_chain"]) == [0, 1, 0, 1]
+
+
+@pytest.mark.parametrize(
+    "init, message",
+    [("shape", "n_params="), ("rows", "3 starts for n_chains=4 and n_modes=1"), ("nan", "finite")],
+)
+def test_array_init_is_checked_against_the_network(init, message):
+    p = _n_params(_fit(NUTS(n_chains=2, n_warmup=10), n_samples=4))
+    bad = {"shape": np.zeros((4, p + 1)), "rows": np.zeros((3, p)),
+           "nan": np.full(p, np.nan)}[init]  # fmt: skip
+    with pytest.raises(ValueError, match=message):
+        _fit(NUTS(n_chains=4, n_warmup=10, init=bad), n_samples=8)
+
+
+def test_array_init_clones_and_names_itself_in_a_fix():
+    from sklearn.base import clone
+
+    starts = np.zeros((2, 5))
+    est = clone(BayesianMLPRegressor(method=NUTS(n_chains=2, init=starts)))
+    np.testing.assert_array_equal(est.method.init, starts)
+    fix = NUTS(n_chains=2, init=starts)._fix(target_accept=0.9)
+    assert fix == "method=NUTS(init=..., n_chains=2, target_accept=0.9)"

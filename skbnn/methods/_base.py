@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 
+import numpy as np
 from sklearn.base import BaseEstimator
 
 from ..kernels._compile import compile_once
@@ -75,8 +76,11 @@ class BaseMethod(BaseEstimator):
         names runs as written and keeps the user's other settings."""
         defaults = type(self)().get_params(deep=False)
         params = {**self.get_params(deep=False), **changes}
+        # an array (a sampler's init) is not written out: the user's own variable is
         changed = ", ".join(
-            f"{key}={value!r}" for key, value in params.items() if value != defaults[key]
+            f"{key}=..." if isinstance(value, np.ndarray | list) else f"{key}={value!r}"
+            for key, value in params.items()
+            if isinstance(value, np.ndarray | list) or value != defaults[key]
         )
         return f"method={type(self).__name__}({changed})"
 

@@ -205,6 +205,31 @@ class HMCFamily(BaseMethod):
         """The optima the chains start from (1: dispersed starts, no modes)."""
         return getattr(self, "n_modes", 1)
 
+    def _given_starts(self, target) -> list[np.ndarray]:
+        """The rows of an array ``init``, one per chain, checked against the target."""
+        starts = np.array(self.init, dtype=np.float64, ndmin=2)
+        if starts.ndim != 2 or starts.shape[1] != target.n_params:
+            raise ValueError(
+                f"init gives starts of shape {np.shape(self.init)}, and this network has "
+                f"n_params={target.n_params}: pass an array of shape "
+                f"(n_chains, {target.n_params}) or ({target.n_params},)"
+            )
+        rows = starts.shape[0]
+        if rows not in (1, self._n_modes, self.n_chains):
+            raise ValueError(
+                f"init gives {rows} starts for n_chains={self.n_chains} and "
+                f"n_modes={self.n_modes}: pass one row per chain, one per mode, or one "
+                f"for all"
+            )
+        for c, start in enumerate(starts):
+            if not np.isfinite(target.logp(start)):
+                raise ValueError(
+                    f"init's start {c} has a log posterior density of "
+                    f"{target.logp(start)}: every start must have a finite one"
+                )
+        # chain c samples mode c % n_modes, so one row per mode lands where an optimum would
+        return [starts[c % rows].copy() for c in range(self.n_chains)]
+
     def _mode_of_chain(self) -> np.ndarray:
         """The mode each chain samples: chain ``c`` starts at optimum ``c % n_modes``."""
         return np.arange(self.n_chains) % self._n_modes
@@ -407,6 +432,8 @@ class HMCFamily(BaseMethod):
         starts = None
         if resume is not None:
             init_grad_evals, init_time = resume.init_grad_evals, resume.init_time
+        elif not isinstance(self.init, str):
+            starts = self._given_starts(target)
         elif self._n_modes > 1:
             # one optimum per mode, each trained from its own initialization as an
             # ensemble member is: a start short of the optimum sits on the slope, and
@@ -582,7 +609,7 @@ class HMCFamily(BaseMethod):
                 chains=[saved(c) for c in chains],
             )  # fmt: skip
         diagnostics.compile_time = plan.compile_time
-        diagnostics.init = self.init
+        diagnostics.init = self.init if isinstance(self.init, str) else "array"
         diagnostics.init_grad_evals = fleet.init_grad_evals
         diagnostics.init_time = fleet.init_time
         # what the chains spent on warm-up (their MAP starts: init_grad_evals)

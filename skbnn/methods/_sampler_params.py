@@ -31,7 +31,7 @@ SAMPLER_CONSTRAINTS: dict = {
     "max_delta_energy": [Interval(Real, 100, None, closed="left")],
     "thin": [Interval(Integral, 1, None, closed="left")],
     **TEMPERING_CONSTRAINTS,
-    "init": [StrOptions({"prior", "map"})],
+    "init": [StrOptions({"prior", "map"}), "array-like"],
     "n_modes": [Interval(Integral, 1, None, closed="left")],
     "mode_weights": [StrOptions({"equal", "stacking"})],
     "heteroscedastic": ["boolean", StrOptions({"auto"})],
@@ -127,14 +127,21 @@ SAMPLER_DOCS: dict = {
         "Temperature ``1 / beta`` of the hottest replica (at least 1).",
     ),
     "init": (
-        '{"prior", "map"}',
+        '{"prior", "map"} or array-like of shape (n_chains, n_params) or (n_params,)',
         """Where each chain starts: ``"prior"``, a draw from the prior (dispersed, as R-hat
     assumes); ``"map"``, its own MAP estimate from its own random initialization
     (scikit-learn's), by the training engine with a short budget (200 L-BFGS
     iterations up to 5,000 rows, else 20 Adam epochs at 0.01), which skips the
     warm-up's long approach from the prior's scale. Each chain's MAP is of a different
     initialization, so chains in different modes still show in R-hat. The gradient
-    evaluations it took are ``diagnostics_["init_grad_evals"]``.""",
+    evaluations it took are ``diagnostics_["init_grad_evals"]``. An array gives the
+    starts themselves in the flat layout of :mod:`skbnn.layout` (the network's weights,
+    as a fitted posterior's ``thetas``), one row per chain, one per mode (replacing the
+    trained optima of ``n_modes``) or one for all; chain ``c`` starts at row
+    ``c % n_rows``. For example where another sampler's chains ended, to sample with
+    this one the modes that one found: a fitted sampler's ``posterior_.thetas`` holds
+    its chains' draws chain after chain, so
+    ``thetas.reshape(n_chains, -1, thetas.shape[1])[:, -1]`` are their last.""",
     ),
     "n_modes": (
         "int",
@@ -142,7 +149,7 @@ SAMPLER_DOCS: dict = {
     (symmetries and distinct fits), and no chain crosses between them in a run's time,
     so chains started apart disagree however long they run. With ``n_modes > 1`` the
     run first trains ``n_modes`` MAP estimates, each from its own scikit-learn
-    initialization (as ``init="map"``, whatever ``init`` says), and starts chain ``c``
+    initialization (as ``init="map"``, unless ``init`` gives the starts), and starts chain ``c``
     at optimum ``c % n_modes``; ``n_chains`` must be at least ``n_modes`` (with
     :class:`MCLMC` this is MILE's route: an ensemble's members, then a chain from each).
     The predictive is the mixture over the modes, weighted by ``mode_weights``, and
