@@ -30,7 +30,9 @@ the run's provenance record (as ``_uci.provenance``), the cores the process may 
 ``--skbnn-method NAME [JSON]`` may be repeated (default: ``auto`` and ``laplace``);
 ``none`` runs the peer alone; ``--skbnn-params`` sets estimator parameters (JSON, nested
 ones too: ``{"prior__fan_in_scaling": false}`` is bde's N(0, 1) on every weight);
-``--resume`` skips the fits ``--out`` already holds.
+``--resume`` skips the fits ``--out`` already holds. A name ``a>b`` runs two samplers in
+turn, the second started where the first's chains ended (``init``), with the JSON
+``{"a": {...}, "b": {...}}``: ``mclmc>nuts`` explores as MILE does, then samples by NUTS.
 """
 
 from __future__ import annotations
@@ -172,19 +174,35 @@ def fit_skbnn(name, params, hidden, X_train, y_train, X_test, y_test, args, rng)
     from skbnn import BayesianMLPRegressor
     from skbnn.methods import METHODS
 
-    method = METHODS[name](**params) if params else name
-    reg = BayesianMLPRegressor(
-        hidden_layer_sizes=tuple(hidden),
-        activation="relu",
-        method=method,
-        random_state=args.seed,
-        n_jobs=args.n_jobs,
-    ).set_params(**args.estimator_params)  # nested ones too: {"prior__fan_in_scaling": false}
+    def estimator(method):
+        return BayesianMLPRegressor(
+            hidden_layer_sizes=tuple(hidden),
+            activation="relu",
+            method=method,
+            random_state=args.seed,
+            n_jobs=args.n_jobs,
+        ).set_params(**args.estimator_params)  # nested too: {"prior__fan_in_scaling": false}
+
+    # "a>b": sampler a explores, then sampler b samples from where a's chains ended
+    # (params {"a": {...}, "b": {...}}); the fit time is both stages'
+    stages = name.split(">")
+    first, first_time, n_first = {}, 0.0, 0
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
+        if len(stages) == 2:
+            start = time.perf_counter()
+            explore = estimator(METHODS[stages[0]](**params[stages[0]])).fit(X_train, y_train)
+            first_time, n_first = time.perf_counter() - start, len(caught)
+            stage = score(y_test, *explore.predict_mixture(X_test))
+            first = {"first_stage": {"fit_time": first_time, **stage}}
+            thetas = explore.posterior_.thetas
+            ends = thetas.reshape(explore.diagnostics_["n_chains"], -1, thetas.shape[1])[:, -1]
+            method = METHODS[stages[1]](**params[stages[1]], init=ends)
+        else:
+            method = METHODS[name](**params) if params else name
         start = time.perf_counter()
-        reg.fit(X_train, y_train)
-        fit_time = time.perf_counter() - start
+        reg = estimator(method).fit(X_train, y_train)
+        fit_time = first_time + time.perf_counter() - start
     start = time.perf_counter()
     record = score(y_test, *reg.predict_mixture(X_test), rng, args.jitter_draws)
     return {
@@ -197,8 +215,11 @@ def fit_skbnn(name, params, hidden, X_train, y_train, X_test, y_test, args, rng)
         "score_time": time.perf_counter() - start,
         **record,
         "noise_std": float(np.ravel(reg.noise_std_)[0]),
-        "convergence_warning": any(issubclass(w.category, ConvergenceWarning) for w in caught),
+        "convergence_warning": any(
+            issubclass(w.category, ConvergenceWarning) for w in caught[n_first:]
+        ),
         "diagnostics": summarize_diagnostics(reg.diagnostics_),
+        **first,
     }
 
 
@@ -241,7 +262,7 @@ def run(args) -> None:
     methods = parse_methods(args.skbnn_method)
     from skbnn.methods import METHODS
 
-    unknown = [name for name, _ in methods if name not in {"auto", *METHODS}]
+    unknown = [name for name, _ in methods if not set(name.split(">")) <= {"auto", *METHODS}]
     if unknown:
         raise SystemExit(f"unknown skbnn methods {unknown}; choose from {sorted(METHODS)}")
     settings = label = None

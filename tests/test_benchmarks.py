@@ -567,6 +567,38 @@ def test_bde_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, capsys):
     assert any(row.startswith(f"| tiny | 1 | {ll} |") for row in table)
 
 
+def test_bde_harness_two_stage_route(uci_dir, tmp_path, monkeypatch):
+    # "mclmc>nuts": NUTS from where MCLMC's chains ended; the line scores what that
+    # refit by hand predicts, and keeps the first stage's own score beside it
+    from skbnn import BayesianMLPRegressor
+    from skbnn.methods import MCLMC, NUTS
+    from skbnn.model_selection import log_predictive_scorer
+
+    explore = {"n_chains": 2, "n_modes": 2, "n_warmup": 60, "thin": 2}
+    sample = {"n_chains": 2, "n_warmup": 30}
+    out = tmp_path / "bde.jsonl"
+    argv = ["--data", "tiny", "--data-dir", str(uci_dir), "--splits", "1", "--hidden", "4",
+            "--peer-settings", "none", "--skbnn-method", "mclmc>nuts",
+            json.dumps({"mclmc": explore, "nuts": sample}), "--skbnn-params",
+            '{"n_samples": 40}', "--out", str(out)]  # fmt: skip
+    _main("bde.py", argv, monkeypatch)
+    (line,) = [json.loads(s) for s in out.read_text().splitlines()]
+    assert line["label"].startswith("skbnn:mclmc>nuts(") and "init=" in line["method_ran"]
+    assert np.isfinite(line["first_stage"]["test_ll"])
+    assert line["fit_time"] > line["first_stage"]["fit_time"]
+    X, y, train, test, mean, sd = _tiny_split(uci_dir)
+    X_train, X_test = (X[train] - mean) / sd, (X[test] - mean) / sd
+
+    def fit(method):
+        reg = BayesianMLPRegressor((4,), activation="relu", method=method, n_samples=40,
+                                   random_state=0, n_jobs=line["n_jobs"])  # fmt: skip
+        return reg.fit(X_train, y[train])
+
+    thetas = fit(MCLMC(**explore)).posterior_.thetas
+    reg = fit(NUTS(**sample, init=thetas.reshape(2, -1, thetas.shape[1])[:, -1]))
+    assert line["test_ll"] == pytest.approx(log_predictive_scorer(reg, X_test, y[test]), rel=1e-9)
+
+
 def test_modes_pairs_the_weightings_of_one_fit(uci_dir, tmp_path, monkeypatch, capsys):
     # benchmarks/modes.py: a multi-mode fit scored stacked and with equal weights (the
     # same draws), beside the default estimator on the same split, and its report
