@@ -193,7 +193,9 @@ def fit_skbnn(name, params, hidden, X_train, y_train, X_test, y_test, args, rng)
             start = time.perf_counter()
             explore = estimator(METHODS[stages[0]](**params[stages[0]])).fit(X_train, y_train)
             first_time, n_first = time.perf_counter() - start, len(caught)
-            stage = score(y_test, *explore.predict_mixture(X_test))
+            # a copy of the split's generator: the same jitter draws as the route's score
+            stage = score(y_test, *explore.predict_mixture(X_test), copy.deepcopy(rng),
+                          args.jitter_draws)  # fmt: skip
             first = {"first_stage": {"fit_time": first_time, **stage}}
             thetas = explore.posterior_.thetas
             ends = thetas.reshape(explore.diagnostics_["n_chains"], -1, thetas.shape[1])[:, -1]
