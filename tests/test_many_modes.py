@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
+from skbnn.layout import NetworkLayout
 from skbnn.log_posterior import LogPosterior
 from skbnn.methods import HMC, MALA, MAMS, MCLMC, NUTS
 from skbnn.methods._modes import loo_pointwise, stacking_objective, weigh_modes
@@ -234,13 +235,13 @@ def test_modes_start_at_optima_not_on_their_slopes():
         assert target.logp(b) >= target.logp(a) - 1e-6 * abs(target.logp(a))
 
 
-def _n_params(reg):
-    return reg.posterior_.thetas.shape[1]
+# the network of _fit on _data: 2 inputs, 4 hidden units, 1 output
+_N_PARAMS = NetworkLayout((2, 4, 1)).n_params
 
 
 def test_array_init_starts_each_chain_at_its_row():
     # one transition from a start stays near it: chains 0 and 2 share row a, 1 and 3 row b
-    p = _n_params(_fit(NUTS(n_chains=2, n_warmup=10), n_samples=4))
+    p = _N_PARAMS
     a = np.random.default_rng(1).normal(0.0, 0.3, p)
     starts = np.stack([a, a + 2.0, a, a + 2.0])
     reg = _fit(HMC(n_chains=4, n_warmup=0, init=starts), n_samples=4)
@@ -251,7 +252,7 @@ def test_array_init_starts_each_chain_at_its_row():
 
 
 def test_array_init_replaces_the_optima_of_modes():
-    p = _n_params(_fit(NUTS(n_chains=2, n_warmup=10), n_samples=4))
+    p = _N_PARAMS
     a = np.random.default_rng(2).normal(0.0, 0.3, p)
     reg = _fit(NUTS(n_modes=2, n_chains=4, n_warmup=20, init=[a, a + 2.0]), n_samples=40)
     diag = reg.diagnostics_
@@ -265,7 +266,7 @@ def test_array_init_replaces_the_optima_of_modes():
     [("shape", "n_params="), ("rows", "3 starts for n_chains=4 and n_modes=1"), ("nan", "finite")],
 )
 def test_array_init_is_checked_against_the_network(init, message):
-    p = _n_params(_fit(NUTS(n_chains=2, n_warmup=10), n_samples=4))
+    p = _N_PARAMS
     bad = {"shape": np.zeros((4, p + 1)), "rows": np.zeros((3, p)),
            "nan": np.full(p, np.nan)}[init]  # fmt: skip
     with pytest.raises(ValueError, match=message):
