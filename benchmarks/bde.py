@@ -119,6 +119,8 @@ def score(y, means, stds, weights, jitter_rng=None, jitter_draws: int = 20) -> d
         "share_rows_ll_above_0": float(np.mean(rows > 0)),
         # the rows' log densities: min, 5 %, median, 95 %, max (a few rows can rule the mean)
         "row_ll_quantiles": np.quantile(rows, [0, 0.05, 0.5, 0.95, 1]).tolist(),
+        # which test row that is: its position in the split's index_test_K.txt
+        "row_ll_argmin": int(np.argmin(rows)),
     }
     if np.all(y == np.round(y)):
         jitter = jitter_rng.uniform(-0.5, 0.5, size=(jitter_draws, y.size))
@@ -339,9 +341,16 @@ def _mean_se(a) -> str:
 
 
 def _read(paths) -> list[dict]:
-    """The JSON lines of one results file or several."""
+    """The JSON lines of one results file or several, with ``test_ll_but_worst``: a fit's
+    test log-likelihood without its own lowest row, where the line has the rows' quantiles.
+    One test row can rule a split's mean (energy's row 271, doc/samplers.md)."""
     paths = [paths] if isinstance(paths, str | Path) else paths
-    return [json.loads(s) for p in paths for s in Path(p).read_text().splitlines() if s.strip()]
+    rows = [json.loads(s) for p in paths for s in Path(p).read_text().splitlines() if s.strip()]
+    for r in rows:
+        n, worst = r.get("n_test", 0), (r.get("row_ll_quantiles") or [None])[0]
+        if "test_ll" in r and worst is not None and n > 1:
+            r["test_ll_but_worst"] = (n * r["test_ll"] - worst) / (n - 1)
+    return rows
 
 
 def report(path, peer: str | None = None) -> str:

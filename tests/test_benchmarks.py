@@ -517,6 +517,8 @@ def test_bde_scores_every_mixture_alike(monkeypatch):
     assert r["ll_discrete"] == pytest.approx(np.mean(np.log(expected)), rel=1e-12)
     assert r["integer_targets"] and r["ll_jitter"] < r["test_ll"]  # the sd-0.1 row loses
     assert r["share_components_sd_below_0.05"] == 0 and r["share_narrow_on_integer"] is None
+    rows = driver.row_log_density(y[:3], means[:3], stds[:3], w)
+    assert r["row_ll_argmin"] == np.argmin(rows) and r["row_ll_quantiles"][0] == rows.min()
     # a spike on the target: far above its interval probability's log, which is at most 0
     spike = driver.score(y[:1], means[:1] * 0 + 3.0, stds[:1] * 0 + 1e-3, w,
                          np.random.default_rng(0), 5)  # fmt: skip
@@ -672,6 +674,36 @@ def test_bde_paired_report_pairs_each_method_on_its_own_splits(tmp_path, monkeyp
     table = driver.paired_report([tmp_path / "a.jsonl", tmp_path / "b.jsonl"])
     assert "| skbnn:a | concrete | 3 | -2.500 | 0.100 ± 0.000 | +0.100 | 3/3 | 33% |" in table
     assert "| skbnn:b | concrete | 1 | -2.800 | -0.200 ± nan | -0.200 | 0/1 | 0% |" in table
+
+
+def test_bde_report_scores_each_fit_without_its_own_lowest_row(tmp_path, monkeypatch):
+    # one row far below the rest can rule a split's mean; test_ll_but_worst leaves out each
+    # fit's own lowest row, and a line without the rows' quantiles gets no such score
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    spec = importlib.util.spec_from_file_location("bde_driver", BENCH / "bde.py")
+    driver = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(driver)
+
+    def line(label, split, rows):
+        return json.dumps({"label": label, "dataset": "energy", "split": split, "n_test": 4,
+                           "test_ll": float(np.mean(rows)), "fit_time": 1.0,
+                           "row_ll_quantiles": [min(rows), 0, 0, 0, max(rows)]})  # fmt: skip
+
+    lines = [line("bde:readme", 0, [-1.0, -1.0, -1.0, -97.0]),
+             line("bde:readme", 1, [-1.0, -1.0, -1.0, -1.0]),
+             line("skbnn:a", 0, [-0.5, -0.5, -0.5, -193.0]),
+             line("skbnn:a", 1, [-0.5, -0.5, -0.5, -0.5])]  # fmt: skip
+    bare = {**json.loads(lines[0]), "split": 2, "row_ll_quantiles": None}
+    (tmp_path / "a.jsonl").write_text("\n".join([*lines, json.dumps(bare)]) + "\n")
+    rows = driver._read(tmp_path / "a.jsonl")
+    assert [r.get("test_ll_but_worst") for r in rows] == [-1.0, -1.0, -0.5, -0.5, None]
+    table = driver.paired_report(tmp_path / "a.jsonl", "test_ll_but_worst")
+    assert "| skbnn:a | energy | 2 | -0.500 | 0.500 ± 0.000 | +0.500 | 2/2 |" in table
+    # on every row the same pair is a loss, ruled by split 0's lowest row
+    table = driver.paired_report(tmp_path / "a.jsonl", "test_ll")
+    assert "| skbnn:a | energy | 2 | -24.562 | -11.562 ± 12.062 | -11.562 | 1/2 |" in table
 
 
 def test_the_mnist_reader_reads_idx_files_and_checks_their_md5(tmp_path):
