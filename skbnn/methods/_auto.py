@@ -18,10 +18,10 @@ In regression the ensemble, which predicts a noise per row, led SGHMC and Kronec
 Laplace on real data; only Laplace came near, at tens of times the time
 (doc/choosing.md). Chains from several optima (``NUTS(n_modes=4)``) were measured
 against NUTS's dispersed chains at the default network and did not predict better; on
-a wider ReLU network the multi-mode route that led bde (MILE) on two of five UCI sets,
-MCLMC from eight optima and then NUTS from where its chains ended, needed bde's broad
-N(0, 1) prior, which puts density spikes on integer targets, took longer than bde on
-three of four sets and warned on every fit (doc/samplers.md). So ``"auto"`` keeps the
+a wider ReLU network the multi-mode route that led bde (MILE) on three of five UCI sets
+in less than bde's time, MCLMC from eight optima and then NUTS from where its chains
+ended, needed bde's broad N(0, 1) prior, which puts density spikes on integer targets,
+and warned on every fit (doc/samplers.md). So ``"auto"`` keeps the
 dispersed chains. Each of them settles in a mode of its own and the
 predictive is their mixture, so NUTS's ConvergenceWarning judges the predictive's Monte
 Carlo error within each chain, not the chains' agreement (doc/samplers.md, "When the
