@@ -53,6 +53,17 @@ def _main(script, argv, monkeypatch):
     runpy.run_path(str(BENCH / script), run_name="__main__")
 
 
+def _bde_driver(monkeypatch):
+    """benchmarks/bde.py as a module, loaded under another name: "bde" is the peer's package."""
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    spec = importlib.util.spec_from_file_location("bde_driver", BENCH / "bde.py")
+    driver = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(driver)
+    return driver
+
+
 def test_uci_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, capsys):
     from skbnn import BayesianMLPRegressor
     from skbnn.methods import NUTS
@@ -487,17 +498,11 @@ def test_bde_scores_every_mixture_alike(monkeypatch):
     # benchmarks/bde.py scores every method's mixture with the same helpers: on one
     # Gaussian they must give its quantiles and its probability of [y - 0.5, y + 0.5], and
     # on integer targets the two discrete views of the log-likelihood
-    import importlib.util
-
     from scipy.stats import norm
 
     from skbnn.metrics import log_predictive_density
 
-    # loaded under another name: "bde" is the peer's package
-    monkeypatch.syspath_prepend(str(BENCH))
-    spec = importlib.util.spec_from_file_location("bde_driver", BENCH / "bde.py")
-    driver = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(driver)
+    driver = _bde_driver(monkeypatch)
 
     y = np.array([3.0, 5.0, 6.0, 40.0])
     means, stds = np.array([[3.2], [4.0], [6.0], [0.0]]), np.array([[0.5], [2.0], [0.1], [1.0]])
@@ -654,12 +659,7 @@ def test_blackjax_mclmc_samples_skbnns_own_density(monkeypatch):
 
 def test_bde_paired_report_pairs_each_method_on_its_own_splits(tmp_path, monkeypatch):
     # a method that ran on fewer splits is paired with the peer on those, not dropped
-    import importlib.util
-
-    monkeypatch.syspath_prepend(str(BENCH))
-    spec = importlib.util.spec_from_file_location("bde_driver", BENCH / "bde.py")
-    driver = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(driver)
+    driver = _bde_driver(monkeypatch)
 
     def line(label, split, ll, warned=False):
         return json.dumps({"label": label, "dataset": "concrete", "split": split,
@@ -679,12 +679,7 @@ def test_bde_paired_report_pairs_each_method_on_its_own_splits(tmp_path, monkeyp
 def test_bde_report_scores_each_fit_without_its_own_lowest_row(tmp_path, monkeypatch):
     # one row far below the rest can rule a split's mean; test_ll_but_worst leaves out each
     # fit's own lowest row, and a line without the rows' quantiles gets no such score
-    import importlib.util
-
-    monkeypatch.syspath_prepend(str(BENCH))
-    spec = importlib.util.spec_from_file_location("bde_driver", BENCH / "bde.py")
-    driver = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(driver)
+    driver = _bde_driver(monkeypatch)
 
     def line(label, split, rows):
         return json.dumps({"label": label, "dataset": "energy", "split": split, "n_test": 4,
