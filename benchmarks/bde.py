@@ -32,7 +32,9 @@ the run's provenance record (as ``_uci.provenance``), the cores the process may 
 ones too: ``{"prior__fan_in_scaling": false}`` is bde's N(0, 1) on every weight);
 ``--resume`` skips the fits ``--out`` already holds. A name ``a>b`` runs two samplers in
 turn, the second started where the first's chains ended (``init``), with the JSON
-``{"a": {...}, "b": {...}}``: ``mclmc>nuts`` explores as MILE does, then samples by NUTS.
+``{"a": {...}, "b": {...}}``: ``mclmc>nuts`` explores as MILE does, then samples by NUTS,
+and the first stage's own predictive is scored too. The same route as one estimator is
+the sampler ``init``: ``nuts '{..., "init": {"mclmc": {...}}}'``.
 """
 
 from __future__ import annotations
@@ -170,6 +172,18 @@ def skbnn_label(name: str, params: dict, estimator_params: dict | None = None) -
     return label + (f"[{inner(estimator_params)}]" if estimator_params else "")
 
 
+def build_method(name: str, params: dict):
+    """``METHODS[name](**params)``, where an ``init`` of ``{"a": {...}}`` is the sampler
+    ``a`` (whose chains start this one's) built the same way."""
+    from skbnn.methods import METHODS
+
+    params = dict(params)
+    if isinstance(params.get("init"), dict):
+        ((stage, stage_params),) = params["init"].items()
+        params["init"] = build_method(stage, stage_params)
+    return METHODS[name](**params)
+
+
 def fit_skbnn(name, params, hidden, X_train, y_train, X_test, y_test, args, rng) -> dict:
     from sklearn.exceptions import ConvergenceWarning
 
@@ -203,7 +217,7 @@ def fit_skbnn(name, params, hidden, X_train, y_train, X_test, y_test, args, rng)
             ends = thetas.reshape(explore.diagnostics_["n_chains"], -1, thetas.shape[1])[:, -1]
             method = METHODS[stages[1]](**params[stages[1]], init=ends)
         else:
-            method = METHODS[name](**params) if params else name
+            method = build_method(name, params) if params else name
         start = time.perf_counter()
         reg = estimator(method).fit(X_train, y_train)
         fit_time = first_time + time.perf_counter() - start

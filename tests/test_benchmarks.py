@@ -606,6 +606,31 @@ def test_bde_harness_two_stage_route(uci_dir, tmp_path, monkeypatch):
     assert line["test_ll"] == pytest.approx(log_predictive_scorer(reg, X_test, y[test]), rel=1e-9)
 
 
+def test_bde_harness_sampler_init_is_one_estimator(uci_dir, tmp_path, monkeypatch):
+    # the same route as one estimator: an "init" of {"mclmc": {...}} is that sampler
+    from skbnn import BayesianMLPRegressor
+    from skbnn.methods import MCLMC, NUTS
+    from skbnn.model_selection import log_predictive_scorer
+
+    explore = {"n_chains": 2, "n_modes": 2, "n_warmup": 60, "thin": 2}
+    sample = {"n_chains": 2, "n_modes": 2, "n_warmup": 30}
+    out = tmp_path / "bde.jsonl"
+    argv = ["--data", "tiny", "--data-dir", str(uci_dir), "--splits", "1", "--hidden", "4",
+            "--peer-settings", "none", "--skbnn-method", "nuts",
+            json.dumps({**sample, "init": {"mclmc": explore}}), "--skbnn-params",
+            '{"n_samples": 40}', "--out", str(out)]  # fmt: skip
+    _main("bde.py", argv, monkeypatch)
+    (line,) = [json.loads(s) for s in out.read_text().splitlines()]
+    assert line["method_ran"].startswith("NUTS(init=MCLMC(")
+    assert line["diagnostics"]["init"] == "mclmc" and "first_stage" not in line
+    X, y, train, test, mean, sd = _tiny_split(uci_dir)
+    X_train, X_test = (X[train] - mean) / sd, (X[test] - mean) / sd
+    reg = BayesianMLPRegressor((4,), activation="relu", n_samples=40, random_state=0,
+                               method=NUTS(**sample, init=MCLMC(**explore)),
+                               n_jobs=line["n_jobs"]).fit(X_train, y[train])  # fmt: skip
+    assert line["test_ll"] == pytest.approx(log_predictive_scorer(reg, X_test, y[test]), rel=1e-9)
+
+
 def test_modes_pairs_the_weightings_of_one_fit(uci_dir, tmp_path, monkeypatch, capsys):
     # benchmarks/modes.py: a multi-mode fit scored stacked and with equal weights (the
     # same draws), beside the default estimator on the same split, and its report

@@ -281,3 +281,61 @@ def test_array_init_clones_and_names_itself_in_a_fix():
     np.testing.assert_array_equal(est.method.init, starts)
     fix = NUTS(n_chains=2, init=starts)._fix(target_accept=0.9)
     assert fix == "method=NUTS(init=..., n_chains=2, target_accept=0.9)"
+
+
+def _stage_target():
+    X, y = _data(40)
+    return LogPosterior(X, y, (4,), "tanh", "gaussian", noise_precision=100.0)
+
+
+@pytest.mark.filterwarnings("ignore::skbnn.exceptions.ConvergenceWarning")
+def test_sampler_init_starts_each_chain_where_its_chain_ended():
+    # NUTS(init=MCLMC(...)) is MCLMC run on a seed of its own (spawned after the chains',
+    # as init="map"'s), then NUTS from each MCLMC chain's last position: bit for bit
+    target = _stage_target()
+    explore = MCLMC(n_modes=2, n_chains=2, n_warmup=60, thin=2)
+    nuts = {"n_modes": 2, "n_chains": 2, "n_warmup": 20}
+    both = NUTS(**nuts, init=explore).run(target, 20, 0, 1, 0)
+
+    root = np.random.SeedSequence(0)
+    root.spawn(2)  # the NUTS chains' seeds
+    first = MCLMC(**explore.get_params()).run(target, 20, root.spawn(1)[0], 1, 0)
+    ends = first.posterior.thetas.reshape(2, -1, target.n_params)[:, -1]
+    by_hand = NUTS(**nuts, init=ends).run(target, 20, 0, 1, 0)
+    np.testing.assert_array_equal(both.posterior.thetas, by_hand.posterior.thetas)
+
+    diag = both.diagnostics
+    assert diag.init == "mclmc" and by_hand.diagnostics.init == "array"
+    # the first stage's cost, its own optima included, is the second's init cost
+    assert (
+        diag.init_grad_evals == first.diagnostics.n_grad_evals + first.diagnostics.init_grad_evals
+    )
+    assert diag.init_time > 0
+
+
+@pytest.mark.parametrize(
+    "outer, stage, message",
+    [
+        ({"heteroscedastic": True}, {}, "heteroscedastic=False differs"),
+        ({"n_chains": 4}, {"n_chains": 3}, "give init n_chains=4"),
+        ({"n_chains": 4, "n_modes": 2}, {"n_chains": 4, "n_modes": 4}, "the same n_modes"),
+        ({}, {"n_warmup": -1}, "n_warmup"),
+    ],
+)
+def test_sampler_init_is_checked_before_either_runs(outer, stage, message):
+    target = _stage_target()
+    with pytest.raises(ValueError, match=message):
+        NUTS(**{"n_chains": 2, **outer}, init=MCLMC(**{"n_chains": 2, **stage})).run(
+            target, 8, 0, 1, 0
+        )
+
+
+def test_sampler_init_is_a_nested_parameter():
+    from sklearn.base import clone
+
+    est = BayesianMLPRegressor(method=NUTS(n_chains=2, init=MCLMC(n_chains=2, n_warmup=100)))
+    assert est.get_params()["method__init__n_warmup"] == 100
+    copy = clone(est).set_params(method__init__n_warmup=300)
+    assert copy.method.init.n_warmup == 300 and est.method.init.n_warmup == 100
+    fix = est.method._fix(target_accept=0.9)
+    assert fix == "method=NUTS(init=MCLMC(n_chains=2, n_warmup=100), n_chains=2, target_accept=0.9)"

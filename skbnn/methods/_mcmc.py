@@ -94,6 +94,8 @@ class _Plan:
     #: Stan's windows, ``(in_window, end_window)`` per warm-up iteration
     sched: np.ndarray
     compile_time: float
+    #: the progress bars' verbosity (a sampler ``init``'s run shows its own)
+    verbose: int = 0
 
 
 @dataclass
@@ -205,12 +207,14 @@ class HMCFamily(BaseMethod):
         """The optima the chains start from (1: dispersed starts, no modes)."""
         return getattr(self, "n_modes", 1)
 
-    def _given_starts(self, target) -> list[np.ndarray]:
-        """The rows of an array ``init``, one per chain, checked against the target."""
-        starts = np.array(self.init, dtype=np.float64, ndmin=2)
+    def _given_starts(self, target, starts=None) -> list[np.ndarray]:
+        """The rows of an array ``init`` (or of ``starts``, a sampler ``init``'s chain
+        ends), one per chain, checked against the target."""
+        given = self.init if starts is None else starts
+        starts = np.array(given, dtype=np.float64, ndmin=2)
         if starts.ndim != 2 or starts.shape[1] != target.n_params:
             raise ValueError(
-                f"init gives starts of shape {np.shape(self.init)}, and this network has "
+                f"init gives starts of shape {np.shape(given)}, and this network has "
                 f"n_params={target.n_params}: pass an array of shape "
                 f"(n_chains, {target.n_params}) or ({target.n_params},)"
             )
@@ -229,6 +233,52 @@ class HMCFamily(BaseMethod):
                 )
         # chain c samples mode c % n_modes, so one row per mode lands where an optimum would
         return [starts[c % rows].copy() for c in range(self.n_chains)]
+
+    def _check_knobs(self) -> None:
+        """Every knob valid, and valid together (a sampler ``init``'s too)."""
+        self._validate_params()
+        self._check_modes()
+        self._check_init()
+
+    def _check_init(self) -> None:
+        """A sampler ``init`` must run on this sampler's target and hand over one chain
+        end per chain, per mode or for all, its modes being this sampler's: checked before
+        either runs."""
+        stage = self.init
+        if not isinstance(stage, HMCFamily):
+            return
+        stage._check_knobs()
+        name = type(stage).__name__
+        for knob in ("heteroscedastic", "noise_update"):
+            # both shape the target (the likelihood, the noise's handling) the two share
+            if getattr(stage, knob, None) != getattr(self, knob, None):
+                raise ValueError(
+                    f"init={name}(...) must sample the same model as this "
+                    f"{type(self).__name__}: its {knob}={getattr(stage, knob, None)!r} "
+                    f"differs from {knob}={getattr(self, knob, None)!r}; give both the same"
+                )
+        if stage.n_chains not in (1, self._n_modes, self.n_chains):
+            raise ValueError(
+                f"init={name}(n_chains={stage.n_chains}) hands over one start per chain, "
+                f"and this {type(self).__name__} has n_chains={self.n_chains} and "
+                f"n_modes={self.n_modes}: give init n_chains={self.n_chains}"
+            )
+        if self._n_modes > 1 and stage._n_modes != self._n_modes:
+            # chain c of either samples mode c % n_modes: the modes must be the same ones
+            raise ValueError(
+                f"init={name}(n_modes={stage._n_modes}) explores other modes than this "
+                f"{type(self).__name__}'s n_modes={self.n_modes}: give both the same n_modes"
+            )
+
+    def _sampler_starts(self, target, plan: _Plan, seed, n_jobs) -> tuple[list, int]:
+        """The starts a sampler ``init`` hands over, the last positions of its chains,
+        and the gradient evaluations its run took (its own starts' included)."""
+        stage_plan, fleet = self.init._run_chains(
+            target, plan.n_samples, seed, n_jobs, plan.verbose
+        )
+        ends = np.array([chain.arrays.q for chain in fleet.chains])
+        n_grad = fleet.init_grad_evals + sum(grad_evals(c) for c in fleet.replicas)
+        return self._given_starts(target, ends), int(n_grad)
 
     def _mode_of_chain(self) -> np.ndarray:
         """The mode each chain samples: chain ``c`` starts at optimum ``c % n_modes``."""
@@ -308,13 +358,19 @@ class HMCFamily(BaseMethod):
         draws do not depend on ``n_jobs``. ``resume`` (a previous result's ``state``)
         continues those chains instead, to ``n_samples`` draws.
         """
-        self._validate_params()
-        self._check_modes()
         t_start = time.perf_counter()
+        plan, fleet = self._run_chains(target, n_samples, random_state, n_jobs, verbose, resume)
+        return self._assemble(target, plan, fleet, t_start)
+
+    def _run_chains(self, target, n_samples, random_state, n_jobs, verbose, resume=None):
+        """Plan, start and run the chains: the ``(plan, fleet)`` that :meth:`_assemble`
+        turns into a result, or whose chains' last positions start another sampler's."""
+        self._check_knobs()
         if resume is not None:
             # a private copy: a continuation that fails leaves the stored state as it was
             resume = copy.deepcopy(ResumeState.of(resume))
         plan = self._plan(target, n_samples, resume)
+        plan.verbose = verbose
         fleet = self._start_chains(target, plan, random_state, n_jobs, resume)
         if resume is None:
             self._warn_if_slow(target, len(fleet.replicas), plan.n_iter, n_jobs)
@@ -329,7 +385,7 @@ class HMCFamily(BaseMethod):
             bar.close()
             for chain in fleet.replicas:
                 chain.ws = None
-        return self._assemble(target, plan, fleet, t_start)
+        return plan, fleet
 
     def _kernel_settings(self, target) -> np.ndarray:
         """The block kernel's :data:`skbnn.kernels.chain.SETTINGS` for a fit of ``target``."""
@@ -432,6 +488,12 @@ class HMCFamily(BaseMethod):
         starts = None
         if resume is not None:
             init_grad_evals, init_time = resume.init_grad_evals, resume.init_time
+        elif isinstance(self.init, HMCFamily):
+            # another sampler explores first, from its own starts; this one samples from
+            # where its chains ended (seeds spawned after the chains', as for init="map")
+            t0 = time.perf_counter()
+            starts, init_grad_evals = self._sampler_starts(target, plan, root.spawn(1)[0], n_jobs)
+            init_time = time.perf_counter() - t0
         elif not isinstance(self.init, str):
             starts = self._given_starts(target)
         elif self._n_modes > 1:
@@ -609,7 +671,13 @@ class HMCFamily(BaseMethod):
                 chains=[saved(c) for c in chains],
             )  # fmt: skip
         diagnostics.compile_time = plan.compile_time
-        diagnostics.init = self.init if isinstance(self.init, str) else "array"
+        diagnostics.init = (
+            self.init
+            if isinstance(self.init, str)
+            else self.init.name
+            if isinstance(self.init, HMCFamily)
+            else "array"
+        )
         diagnostics.init_grad_evals = fleet.init_grad_evals
         diagnostics.init_time = fleet.init_time
         # what the chains spent on warm-up (their MAP starts: init_grad_evals)
@@ -630,3 +698,10 @@ class HMCFamily(BaseMethod):
         """The ConvergenceWarning's text for a run's diagnostics, or None when nothing is
         wrong (see :func:`~skbnn.methods._convergence.convergence_message`)."""
         return convergence_message(self, diag)
+
+
+# a sampler of the family may start the chains where its own ended (``init=MCLMC(...)``)
+HMCFamily._parameter_constraints = {
+    **SAMPLER_CONSTRAINTS,
+    "init": [*SAMPLER_CONSTRAINTS["init"], HMCFamily],
+}

@@ -127,7 +127,7 @@ SAMPLER_DOCS: dict = {
         "Temperature ``1 / beta`` of the hottest replica (at least 1).",
     ),
     "init": (
-        '{"prior", "map"} or array-like of shape (n_chains, n_params) or (n_params,)',
+        '{"prior", "map"}, array-like of shape (n_chains, n_params) or (n_params,), or a sampler',
         """Where each chain starts: ``"prior"``, a draw from the prior (dispersed, as R-hat
     assumes); ``"map"``, its own MAP estimate from its own random initialization
     (scikit-learn's), by the training engine with a short budget (200 L-BFGS
@@ -138,10 +138,15 @@ SAMPLER_DOCS: dict = {
     starts themselves in the flat layout of :mod:`skbnn.layout` (the network's weights,
     as a fitted posterior's ``thetas``), one row per chain, one per mode (replacing the
     trained optima of ``n_modes``) or one for all; chain ``c`` starts at row
-    ``c % n_rows``. For example where another sampler's chains ended, to sample with
-    this one the modes that one found: a fitted sampler's ``posterior_.thetas`` holds
-    its chains' draws chain after chain, so
-    ``thetas.reshape(n_chains, -1, thetas.shape[1])[:, -1]`` are their last.""",
+    ``c % n_rows``. A sampler of this family (``MCLMC(...)``, ``NUTS(...)``, ...) runs
+    first, on the same model and data with a seed of its own, and hands over where its
+    chains ended: ``NUTS(n_modes=8, n_chains=8, init=MCLMC(n_modes=8, n_chains=8))``
+    explores the eight modes as MILE does, then samples each by NUTS. It runs its
+    warm-up and this fit's ``n_samples`` draws, of which it keeps none; its gradient
+    evaluations and time are ``diagnostics_["init_grad_evals"]`` and
+    ``diagnostics_["init_time"]``, and its knobs tune as ``method__init__<knob>``. It
+    must give ``heteroscedastic`` and ``noise_update`` as this sampler does, one chain
+    per chain, per mode or one for all, and with ``n_modes > 1`` the same modes.""",
     ),
     "n_modes": (
         "int",

@@ -74,7 +74,7 @@ class MALA(HMCFamily):
         rescale_units: bool = _SHARED["rescale_units"],
         max_delta_energy: float = _SHARED["max_delta_energy"],
         thin: int = 200,
-        init: str | np.ndarray = _SHARED["init"],
+        init: str | np.ndarray | HMCFamily = _SHARED["init"],
         n_modes: int = _SHARED["n_modes"],
         mode_weights: str = _SHARED["mode_weights"],
         heteroscedastic: bool | str = _SHARED["heteroscedastic"],

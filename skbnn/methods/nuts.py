@@ -95,7 +95,7 @@ class NUTS(HMCFamily):
         max_delta_energy: float = _SHARED["max_delta_energy"],
         n_temperatures: int = _SHARED["n_temperatures"],
         max_temperature: float = _SHARED["max_temperature"],
-        init: str | np.ndarray = _SHARED["init"],
+        init: str | np.ndarray | HMCFamily = _SHARED["init"],
         n_modes: int = _SHARED["n_modes"],
         mode_weights: str = _SHARED["mode_weights"],
         heteroscedastic: bool | str = _SHARED["heteroscedastic"],
