@@ -20,12 +20,12 @@ Laplace on real data; only Laplace came near, at tens of times the time
 against NUTS's dispersed chains at the default network and did not predict better; on
 a wider ReLU network the multi-mode route that led bde (MILE) on three of five UCI sets
 in less than bde's time, MCLMC from eight optima and then NUTS from where its chains
-ended, needed bde's broad N(0, 1) prior, which puts density spikes on integer targets,
-and warned on every fit (doc/samplers.md). So ``"auto"`` keeps the
-dispersed chains. Each of them settles in a mode of its own and the
-predictive is their mixture, so NUTS's ConvergenceWarning judges the predictive's Monte
-Carlo error within each chain, not the chains' agreement (doc/samplers.md, "When the
-samplers warn").
+ended (``NUTS(n_modes=8, n_chains=8, init=MCLMC(n_modes=8, n_chains=8))``), needed
+bde's broad N(0, 1) prior, which puts density spikes on integer targets, and warned on
+every fit (doc/samplers.md). So ``"auto"`` keeps the dispersed chains. Each of them
+settles in a mode of its own and the predictive is their mixture, so NUTS's
+ConvergenceWarning judges the predictive's Monte Carlo error within each chain, not the
+chains' agreement (doc/samplers.md, "When the samplers warn").
 """
 
 from __future__ import annotations

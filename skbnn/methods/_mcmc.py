@@ -273,9 +273,7 @@ class HMCFamily(BaseMethod):
     def _sampler_starts(self, target, plan: _Plan, seed, n_jobs) -> tuple[list, int]:
         """The starts a sampler ``init`` hands over, the last positions of its chains,
         and the gradient evaluations its run took (its own starts' included)."""
-        stage_plan, fleet = self.init._run_chains(
-            target, plan.n_samples, seed, n_jobs, plan.verbose
-        )
+        _, fleet = self.init._run_chains(target, plan.n_samples, seed, n_jobs, plan.verbose)
         ends = np.array([chain.arrays.q for chain in fleet.chains])
         n_grad = fleet.init_grad_evals + sum(grad_evals(c) for c in fleet.replicas)
         return self._given_starts(target, ends), int(n_grad)
