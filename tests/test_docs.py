@@ -207,8 +207,8 @@ def test_documented_pipeline_pattern_reaches_std_and_interval():
 
 
 def test_documented_two_stage_route_runs_as_written():
-    # doc/samplers.md's "mclmc_then_nuts", run as written on a tiny problem: the second
-    # fit is NUTS from given starts (init="array" in its diagnostics), one chain per mode
+    # doc/samplers.md's "mclmc_then_nuts", run as written on a tiny problem: one fit, NUTS
+    # from where MCLMC's chains ended (init="mclmc" in its diagnostics), a chain per mode
     text = (DOC / "samplers.md").read_text()
     block = re.search(r"```python\n(from skbnn import MCLMC.*?def mclmc_then_nuts.*?)```",
                       text, flags=re.S)  # fmt: skip
@@ -221,7 +221,8 @@ def test_documented_two_stage_route_runs_as_written():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # single chains per mode: the route warns
         reg = namespace["mclmc_then_nuts"](X, y)
-    assert type(reg.method_).__name__ == "NUTS" and reg.diagnostics_["init"] == "array"
+    assert type(reg.method_).__name__ == "NUTS" and reg.diagnostics_["init"] == "mclmc"
+    assert reg.diagnostics_["init_grad_evals"] > 0
     assert reg.diagnostics_["n_modes"] == 8 and reg.posterior_.thetas.shape[0] == 400
     mean, std = reg.predict(X, return_std=True)
     assert np.all(np.isfinite(mean)) and np.all(std > 0)
