@@ -270,6 +270,13 @@ class HMCFamily(BaseMethod):
                 f"{type(self).__name__}'s n_modes={self.n_modes}: give both the same n_modes"
             )
 
+    def _init_name(self) -> str:
+        """What ``diagnostics_["init"]`` calls the starts: ``"prior"``, ``"map"``, a sampler
+        ``init``'s name, or ``"array"``."""
+        if isinstance(self.init, str):
+            return self.init
+        return self.init.name if isinstance(self.init, HMCFamily) else "array"
+
     def _sampler_starts(self, target, plan: _Plan, seed, n_jobs) -> tuple[list, int]:
         """The starts a sampler ``init`` hands over, the last positions of its chains,
         and the gradient evaluations its run took (its own starts' included)."""
@@ -669,13 +676,7 @@ class HMCFamily(BaseMethod):
                 chains=[saved(c) for c in chains],
             )  # fmt: skip
         diagnostics.compile_time = plan.compile_time
-        diagnostics.init = (
-            self.init
-            if isinstance(self.init, str)
-            else self.init.name
-            if isinstance(self.init, HMCFamily)
-            else "array"
-        )
+        diagnostics.init = self._init_name()
         diagnostics.init_grad_evals = fleet.init_grad_evals
         diagnostics.init_time = fleet.init_time
         # what the chains spent on warm-up (their MAP starts: init_grad_evals)
