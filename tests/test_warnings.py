@@ -28,6 +28,7 @@ from skbnn.exceptions import ConvergenceWarning
 from skbnn.methods import (
     LBBNN,
     MALA,
+    MCLMC,
     NUTS,
     SMC,
     SWAG,
@@ -73,7 +74,13 @@ def _fixes(w) -> list:
 
 
 def _same_method(a, b) -> bool:
-    return type(a) is type(b) and a.get_params(deep=False) == b.get_params(deep=False)
+    """Same class, same knobs; a method given as a knob (a sampler's init) alike."""
+    if type(a) is not type(b):
+        return False
+    pa, pb = a.get_params(deep=False), b.get_params(deep=False)
+    return pa.keys() == pb.keys() and all(
+        _same_method(pa[k], pb[k]) if isinstance(pa[k], BaseMethod) else pa[k] == pb[k] for k in pa
+    )
 
 
 def _assert_well_formed(w, expected_fix: BaseMethod | None = None):
@@ -413,6 +420,57 @@ def test_auto_and_a_time_bound_never_announce_a_long_run(diabetes, monkeypatch):
             est.fit(*diabetes)
         assert isinstance(est.method_, NUTS)
         assert not [w for w in caught if issubclass(w.category, SlowFitWarning)]
+
+
+def test_a_sampler_init_is_announced_with_its_sampler_and_the_fix_bounds_both(
+    diabetes, monkeypatch
+):
+    # deterministic: with the threshold at zero any projection is over it. One warning, for
+    # both stages, before the first stage's chains start; its fix puts a bound on each
+    # stage (the first alone would leave NUTS unbounded), and run as printed it is silent
+    from skbnn.exceptions import SlowFitWarning
+    from skbnn.methods import _mcmc
+
+    monkeypatch.setattr(_mcmc, "SLOW_FIT", 0.0)
+    seen = []
+    real_starts = _mcmc.HMCFamily._sampler_starts
+
+    def starts(self, *args, **kwargs):
+        seen.append([w for w in caught if issubclass(w.category, SlowFitWarning)])
+        return real_starts(self, *args, **kwargs)
+
+    monkeypatch.setattr(_mcmc.HMCFamily, "_sampler_starts", starts)
+    method = NUTS(n_chains=2, n_warmup=20, init=MCLMC(n_chains=2, n_warmup=40, thin=2))
+    est = BayesianMLPRegressor(method=method, n_samples=8, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(*diabetes)
+    (w,) = [w for w in caught if issubclass(w.category, SlowFitWarning)]
+    assert len(seen) == 1 and seen[0] == [w]  # announced before MCLMC ran
+    assert "MCLMC then NUTS" in str(w.message)
+    bounded = NUTS(
+        n_chains=2,
+        n_warmup=20,
+        max_time=300,
+        init=MCLMC(n_chains=2, n_warmup=40, thin=2, max_time=300),
+    )
+    _assert_well_formed(w, bounded)
+    (fix,) = _fixes(w)
+    est = BayesianMLPRegressor(method=fix, n_samples=8, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(*diabetes)
+    assert not [w for w in caught if issubclass(w.category, SlowFitWarning)]
+
+    # a stage the user bounded keeps its bound; the fix bounds the rest, ten minutes
+    method.set_params(init__max_time=30)
+    est = BayesianMLPRegressor(method=method, n_samples=8, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(*diabetes)
+    (w,) = [w for w in caught if issubclass(w.category, SlowFitWarning)]
+    bounded.set_params(max_time=600, init__max_time=30)
+    _assert_well_formed(w, bounded)
 
 
 def test_repeated_rows_warn_and_the_fix_keeps_one_of_each():

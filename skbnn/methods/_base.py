@@ -74,15 +74,20 @@ class BaseMethod(BaseEstimator):
         """``method=<this method, with changes>`` as code a user can paste: the class with
         every knob that differs from its default, ``changes`` applied, so the fix a warning
         names runs as written and keeps the user's other settings."""
+        return f"method={self._code(**changes)}"
+
+    def _code(self, **changes) -> str:
+        """This method, ``changes`` applied, as the code that builds it (see :meth:`_fix`);
+        a method given as a knob (a sampler's ``init``) is written the same way."""
         defaults = type(self)().get_params(deep=False)
         params = {**self.get_params(deep=False), **changes}
         # an array (a sampler's init) is not written out: the user's own variable is
         changed = ", ".join(
-            f"{key}=..." if isinstance(value, np.ndarray | list) else f"{key}={value!r}"
+            f"{key}={_knob_code(value)}"
             for key, value in params.items()
-            if isinstance(value, np.ndarray | list) or value != defaults[key]
+            if isinstance(value, np.ndarray | list | BaseMethod) or value != defaults[key]
         )
-        return f"method={type(self).__name__}({changed})"
+        return f"{type(self).__name__}({changed})"
 
     @property
     def can_resume(self) -> bool:
@@ -202,4 +207,13 @@ def default_repr(value) -> str:
         return f'"{value}"'
     if isinstance(value, float) and 0 < value < 1e-2:
         return f"{value:.0e}".replace("e-0", "e-")
+    return repr(value)
+
+
+def _knob_code(value) -> str:
+    """A knob's value as a fix writes it: ``...`` for an array, code for a method."""
+    if isinstance(value, np.ndarray | list):
+        return "..."
+    if isinstance(value, BaseMethod):
+        return value._code()
     return repr(value)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 from joblib import effective_n_jobs
+from sklearn.base import clone
 
 from ..exceptions import ConvergenceWarning, SlowFitWarning, warn
 from ..kernels import chain as kchain
@@ -280,7 +281,9 @@ class HMCFamily(BaseMethod):
     def _sampler_starts(self, target, plan: _Plan, seed, n_jobs) -> tuple[list, int]:
         """The starts a sampler ``init`` hands over, the last positions of its chains,
         and the gradient evaluations its run took (its own starts' included)."""
-        _, fleet = self.init._run_chains(target, plan.n_samples, seed, n_jobs, plan.verbose)
+        _, fleet = self.init._run_chains(
+            target, plan.n_samples, seed, n_jobs, plan.verbose, announce=False
+        )
         ends = np.array([chain.arrays.q for chain in fleet.chains])
         n_grad = fleet.init_grad_evals + sum(grad_evals(c) for c in fleet.replicas)
         return self._given_starts(target, ends), int(n_grad)
@@ -305,11 +308,51 @@ class HMCFamily(BaseMethod):
             f"estimator's n_samples={wanted} (now {n_kept})"
         )
 
-    def _warn_if_slow(self, target, n_replicas: int, n_iter: int, n_jobs) -> None:
-        """A SlowFitWarning before sampling when the run may take over ``SLOW_FIT`` seconds
-        here: a timed gradient pass (never part of the result) times the most passes the
-        iterations may make, on the threads the chains share."""
-        if not self._slow_warning or self._stop_rule().max_time is not None:
+    def _stages(self) -> list[HMCFamily]:
+        """The samplers a run chains, in the order they run: a sampler ``init``'s first."""
+        return [*(self.init._stages() if isinstance(self.init, HMCFamily) else ()), self]
+
+    def _projection(self, n_samples: int, n_jobs, pass_time: float) -> tuple[float, str]:
+        """The most seconds this sampler's chains may take here at ``pass_time`` seconds a
+        gradient pass (``max_time`` when it bounds them), and the sum they come from."""
+        if self._stop_rule().max_time is not None:
+            return self.max_time, f"at most max_time={self.max_time!r} seconds of sampling"
+        n_replicas = self.n_chains * len(self._betas())
+        n_iter = self.n_warmup + math.ceil(n_samples / self.n_chains) * self._thin()
+        threads = max(1, min(effective_n_jobs(n_jobs), n_replicas))
+        passes = math.ceil(n_replicas / threads) * n_iter * self._max_gradients()
+        return passes * pass_time, (
+            f"{n_iter} iterations x {n_replicas} chains on {threads} "
+            f"thread{'s' if threads > 1 else ''}, each "
+            f"iteration up to {self._max_gradients()} gradient passes"
+        )
+
+    def _open_stages(self) -> list[HMCFamily]:
+        """The stages whose sampling ``max_time`` could bound, and does not."""
+        return [
+            s
+            for s in self._stages()
+            if "max_time" in s.get_params(deep=False) and s.max_time is None
+        ]
+
+    def _bounded(self, share: float) -> HMCFamily:
+        """This method with ``max_time=share`` on every open stage: the fix that bounds
+        the whole run."""
+        changes = {}
+        if isinstance(self.init, HMCFamily):
+            changes["init"] = self.init._bounded(share)
+        if self in self._open_stages():
+            changes["max_time"] = share
+        return clone(self).set_params(**changes)
+
+    def _warn_if_slow(self, target, n_samples: int, n_jobs) -> None:
+        """A SlowFitWarning before any chain starts when the run, a sampler ``init``'s
+        included, may take over ``SLOW_FIT`` seconds here: a timed gradient pass (never
+        part of the result) times the most passes each stage's iterations may make, on
+        the threads its chains share. A run whose every stage has ``max_time`` is bounded
+        already."""
+        stages = self._stages()
+        if not self._slow_warning or all(s._stop_rule().max_time is not None for s in stages):
             return
         evaluate = target.evaluator()
         theta = finite_start(target, np.random.default_rng(0))
@@ -318,20 +361,30 @@ class HMCFamily(BaseMethod):
             t0 = time.perf_counter()
             evaluate(theta)
             times.append(time.perf_counter() - t0)
-        threads = max(1, min(effective_n_jobs(n_jobs), n_replicas))
-        passes = math.ceil(n_replicas / threads) * n_iter * self._max_gradients()
-        projected = passes * min(times)
-        if projected <= SLOW_FIT:
+        projections = [(s, *s._projection(n_samples, n_jobs, min(times))) for s in stages]
+        projected = sum(seconds for _, seconds, _ in projections)
+        # a stage the user bounded takes the time they gave it: only the rest is news
+        unbounded = sum(t for s, t, _ in projections if s._stop_rule().max_time is None)
+        if unbounded <= SLOW_FIT:
             return
-        cls = type(self).__name__
+        what = " then ".join(type(s).__name__ for s in stages)
+        if len(stages) == 1:
+            how = projections[0][2]
+        else:
+            how = "; ".join(f"{type(s).__name__} {text}" for s, _, text in projections)
+        # ten minutes in all, shared by the stages a bound is missing from
+        open_stages = self._open_stages()
+        bound = (
+            f" Or bound the sampling time: {self._bounded(600 // len(open_stages))._fix()}."
+            if open_stages
+            else ""
+        )
         warn(
-            f"{cls} may take up to {duration(projected)} here: {n_iter} iterations x "
-            f"{n_replicas} chains on {threads} threads, each iteration up to "
-            f"{self._max_gradients()} gradient passes over {target.n_rows} rows and "
-            f"{target.n_params} parameters ({min(times) * 1e3:.2g} ms each). For an answer "
-            "in seconds to minutes: method='auto' (the default; NUTS where it is fast, the "
-            "deep ensemble beyond), method='ensemble' or method='vi'; method='laplace' also "
-            f"gives the evidence. Or bound the sampling time: {self._fix(max_time=600)}.",
+            f"{what} may take up to {duration(projected)} here: {how}, over "
+            f"{target.n_rows} rows and {target.n_params} parameters "
+            f"({min(times) * 1e3:.2g} ms a pass). For an answer in seconds to minutes: "
+            "method='auto' (the default; NUTS where it is fast, the deep ensemble beyond), "
+            f"method='ensemble' or method='vi'; method='laplace' also gives the evidence.{bound}",
             SlowFitWarning,
         )
 
@@ -367,18 +420,21 @@ class HMCFamily(BaseMethod):
         plan, fleet = self._run_chains(target, n_samples, random_state, n_jobs, verbose, resume)
         return self._assemble(target, plan, fleet, t_start)
 
-    def _run_chains(self, target, n_samples, random_state, n_jobs, verbose, resume=None):
+    def _run_chains(
+        self, target, n_samples, random_state, n_jobs, verbose, resume=None, announce=True
+    ):
         """Plan, start and run the chains: the ``(plan, fleet)`` that :meth:`_assemble`
-        turns into a result, or whose chains' last positions start another sampler's."""
+        turns into a result, or whose chains' last positions start another sampler's
+        (``announce=False``: the sampler it starts announced the whole run's time)."""
         self._check_knobs()
         if resume is not None:
             # a private copy: a continuation that fails leaves the stored state as it was
             resume = copy.deepcopy(ResumeState.of(resume))
         plan = self._plan(target, n_samples, resume)
         plan.verbose = verbose
+        if resume is None and announce:
+            self._warn_if_slow(target, n_samples, n_jobs)
         fleet = self._start_chains(target, plan, random_state, n_jobs, resume)
-        if resume is None:
-            self._warn_if_slow(target, len(fleet.replicas), plan.n_iter, n_jobs)
         bar = ProgressBar(
             len(fleet.replicas) * plan.n_iter,
             verbose,
