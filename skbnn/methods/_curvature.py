@@ -65,14 +65,26 @@ def full_hessian(target, theta: np.ndarray, sl: slice, n_jobs: int) -> np.ndarra
     return 0.5 * (H + H.T)
 
 
-def factorize(precision: np.ndarray, fix: Callable[[], str]) -> tuple:
+def factorize(precision: np.ndarray, prior_prec: np.ndarray) -> tuple:
     """``(H, log det H, Cholesky factor of H or None)``, with ``H`` made positive definite
-    (with a warning naming ``fix()``, the runnable fix toward the GGN) when it is not."""
+    (with a warning naming the cause, read off the prior's precision ``prior_prec``, and
+    its fix) when it is not. The matrices here are the Gauss-Newton matrix plus
+    ``prior_prec`` (the exact Hessian gives way to them before), so only a prior with
+    negative curvature or rounding can make them indefinite."""
+    negative = int(np.sum(np.asarray(prior_prec) < 0))
+    # the prior's own cause, when it is one, and the fix that removes it
+    prior_cause = (
+        f"the prior's curvature at the MAP is negative for {negative} of the "
+        f"{np.size(prior_prec)} weights (a prior that is not Gaussian, between the scales "
+        "of its components), more than the likelihood's curvature makes up for there. Fit "
+        "under the Gaussian prior, whose curvature is positive: prior='gaussian'"
+    )
     if precision.ndim == 1:
         if np.all(precision > 0) and np.all(np.isfinite(precision)):
             return precision, float(np.sum(np.log(precision))), None
         raise ValueError(
-            "the diagonal Hessian has non-positive or non-finite entries; check the data"
+            "the diagonal Hessian has non-positive or non-finite entries: "
+            + (prior_cause if negative else "check the data")
         )
     if not np.all(np.isfinite(precision)):
         raise ValueError(
@@ -86,14 +98,22 @@ def factorize(precision: np.ndarray, fix: Callable[[], str]) -> tuple:
     vals, vecs = eigh(precision)
     floor = max(vals.max(), 1.0) * 1e-8
     low = int(np.sum(vals < floor))
+    cause = (
+        prior_cause
+        if negative
+        else (
+            "the Gauss-Newton matrix is positive semi-definite and the prior's precision "
+            "positive, so rounding is the cause: the smallest prior precision, "
+            f"{np.min(prior_prec):.3g}, is below what float64 resolves beside the largest "
+            f"eigenvalue, {vals.max():.3g}. Give the weights a narrower prior"
+        )
+    )
     warn(
         f"the Hessian of the negative log posterior at the MAP is not positive definite "
         f"({low} of {vals.size} eigenvalues below {floor:.3g}, the smallest "
-        f"{vals.min():.3g}): the MAP is not a strict mode, or the 'full' Hessian's "
-        "differences are too coarse. Those eigenvalues were raised to the floor, so the "
-        "covariance and evidence are finite but not a Laplace approximation there. "
-        f"Use the Gauss-Newton matrix, positive definite by construction: "
-        f"{fix()}.",
+        f"{vals.min():.3g}). Those eigenvalues were raised to the floor, so the covariance "
+        "and evidence are finite but not a Laplace approximation there. The cause: "
+        f"{cause}.",
         ConvergenceWarning,
     )
     vals = np.maximum(vals, floor)
@@ -122,7 +142,7 @@ class Curvature:
                   fix: Callable[[], str]) -> Precision:  # fmt: skip
         """The posterior precision: the likelihood's ``curvature`` under the current noise
         precisions plus the prior's precision ``prior_prec`` over ``theta[sl]``; ``fix()``
-        is the runnable fix toward the GGN that a warning or error names."""
+        is the runnable fix toward the GGN that an error names."""
         raise NotImplementedError
 
     def covariance(self, state) -> np.ndarray:
@@ -200,7 +220,7 @@ class GGN(_Jacobians):
     def precision(self, target, theta, sl, n_jobs, curvature, prior_prec, first_layer,
                   fix: Callable[[], str]) -> Precision:  # fmt: skip
         precision = weighted(target, curvature) + np.diag(prior_prec)
-        precision, logdet, factor = factorize(precision, fix)
+        precision, logdet, factor = factorize(precision, prior_prec)
         return Precision(precision, logdet, factor, False, _cholesky_solve(factor))
 
 
@@ -223,7 +243,7 @@ class FullHessian(_Jacobians):
             # definite stand-in
             precision = lik + np.diag(prior_prec)
             fallback = True
-        precision, logdet, factor = factorize(precision, fix)
+        precision, logdet, factor = factorize(precision, prior_prec)
         ggn = factor if fallback else cho_factor(lik + np.diag(prior_prec), lower=True)
         return Precision(precision, logdet, factor, fallback, _cholesky_solve(ggn))
 
@@ -240,7 +260,7 @@ class Diagonal(_Jacobians):
 
     def precision(self, target, theta, sl, n_jobs, curvature, prior_prec, first_layer,
                   fix: Callable[[], str]) -> Precision:  # fmt: skip
-        precision, logdet, factor = factorize(weighted(target, curvature) + prior_prec, fix)
+        precision, logdet, factor = factorize(weighted(target, curvature) + prior_prec, prior_prec)
         return Precision(precision, logdet, factor, False, None)
 
     def covariance(self, state) -> np.ndarray:

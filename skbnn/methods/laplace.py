@@ -22,7 +22,7 @@ from ..log_posterior import NoiseMode
 from ..posterior import ForwardPass, LaplacePosterior, single_threaded_blas
 from ..utils import seed_sequence
 from ._base import FitResult, store_params
-from ._curvature import CURVATURES, Curvature, factorize, full_hessian
+from ._curvature import CURVATURES, Curvature, full_hessian
 from ._optim import (
     ENGINE_DEFAULTS,
     ENGINE_DOCS,
@@ -366,10 +366,6 @@ class Laplace(Trainer):
         state.ggn_solve = built.ggn_solve
         return state
 
-    def _factorize(self, precision):
-        """:func:`~skbnn.methods._curvature.factorize`, naming this object's fix."""
-        return factorize(precision, lambda: self._fix(hessian="ggn"))
-
     def _polish(self, target, net, theta, first_layer, sl, n_jobs, evaluator,
                 lbfgs_iter=POLISH_LBFGS_ITER, newton=True,
                 newton_steps=MAX_NEWTON_STEPS):  # fmt: skip
@@ -659,26 +655,28 @@ class Laplace(Trainer):
         likelihood each)."""
         target = fit.target
         evaluator = target.evaluator()
-        if update > 0 and self._holds_map(target):
-            state = self._assemble(target, fit.net, search.theta, fit.first_layer, fit.sl,
-                                   fit.jobs, evaluator,
-                                   curvature=search.state.curvature)  # fmt: skip
-            steps = 0
-        else:
-            n_members = int(self.n_init) if update == 0 else 1
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
+        # the warnings of the update's training and approximation are the best update's
+        # to raise (:meth:`_final_polish`), not every update's
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if update > 0 and self._holds_map(target):
+                state = self._assemble(target, fit.net, search.theta, fit.first_layer, fit.sl,
+                                       fit.jobs, evaluator,
+                                       curvature=search.state.curvature)  # fmt: skip
+                steps = 0
+            else:
+                n_members = int(self.n_init) if update == 0 else 1
                 members, search.train_diag = self._train_members(
                     target, n_members, train_seed, n_jobs, verbose, start
                 )
-            search.caught = caught
-            theta = members[0].theta.copy()
-            if len(members) > 1:
-                theta = self._best_initialization(fit, members, evaluator, search)
-            # a short polish per update ranks them; the best is polished in full after
-            short = UPDATE_NEWTON_STEPS if fit.updating else MAX_NEWTON_STEPS
-            state, steps = self._polish(target, fit.net, theta, fit.first_layer, fit.sl,
-                                        fit.jobs, evaluator, newton_steps=short)  # fmt: skip
+                theta = members[0].theta.copy()
+                if len(members) > 1:
+                    theta = self._best_initialization(fit, members, evaluator, search)
+                # a short polish per update ranks them; the best is polished in full after
+                short = UPDATE_NEWTON_STEPS if fit.updating else MAX_NEWTON_STEPS
+                state, steps = self._polish(target, fit.net, theta, fit.first_layer, fit.sl,
+                                            fit.jobs, evaluator, newton_steps=short)  # fmt: skip
+        search.caught = caught
         state.log_symmetry = self._log_symmetric_modes(target, state, fit.first_layer)
         state.log_evidence += state.log_symmetry
         if update == 0 and search.init_log_evidence is None:
@@ -744,15 +742,22 @@ class Laplace(Trainer):
         target = fit.target
         target.prior_scale[:] = scales
         target.tau[:] = tau
-        if fit.updating and self._hessian.polishes:
-            evaluator = target.evaluator()
-            state, more = self._polish(target, fit.net, state.theta, fit.first_layer, fit.sl,
-                                       fit.jobs, evaluator)  # fmt: skip
-            state.log_symmetry = self._log_symmetric_modes(target, state, fit.first_layer)
-            state.log_evidence += state.log_symmetry
-            steps += more
-        for w in caught:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        with warnings.catch_warnings(record=True) as polished:
+            warnings.simplefilter("always")
+            if fit.updating and self._hessian.polishes:
+                evaluator = target.evaluator()
+                state, more = self._polish(target, fit.net, state.theta, fit.first_layer,
+                                           fit.sl, fit.jobs, evaluator)  # fmt: skip
+                state.log_symmetry = self._log_symmetric_modes(target, state, fit.first_layer)
+                state.log_evidence += state.log_symmetry
+                steps += more
+        # each polishing step factorizes again: one warning of a kind, its first figures
+        seen = set()
+        for w in [*caught, *polished]:
+            kind = (w.category, str(w.message).split("(", 1)[0])
+            if kind not in seen:
+                seen.add(kind)
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         return state, steps
 
     def _check_mode(self, fit: _Fit, state) -> tuple:
