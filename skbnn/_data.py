@@ -94,7 +94,7 @@ def warn_repeated(n_rows: int, data: TrainingRows, sample_weight) -> None:
             "copies are not separate observations (oversampling, augmentation, a join "
             "that repeated rows), keep one of each: _, keep = "
             "np.unique(np.column_stack([X, y]), axis=0, return_index=True); "
-            "X, y = X[keep], y[keep].",
+            "X, y = np.take(X, keep, axis=0), np.take(y, keep, axis=0).",
             RepeatedRowsWarning,
         )
 
@@ -140,17 +140,21 @@ def weighted_mean_sd(Y: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return mean * big, sd * big
 
 
-def standardize(Y: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def standardize(
+    Y: np.ndarray, W: np.ndarray, infer_noise: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(Z, mean, scale)``: the targets ``Y`` standardized by their weighted mean and
     population sd per output, ``Y = Z * scale + mean``. A constant output keeps its
-    original units (scale 1), with a DataScaleWarning."""
+    original units (scale 1), with a DataScaleWarning where the noise is inferred (a
+    fixed noise sd does not shrink)."""
     mean, scale = weighted_mean_sd(Y, W)
-    if np.any(scale == 0):
+    if infer_noise and np.any(scale == 0):
         warn(
             f"y is constant (output(s) {np.flatnonzero(scale == 0).tolist()}): the "
             "network can fit it exactly, so an inferred noise sd shrinks to what its "
             "prior allows and sampling is slow. The prediction is the constant; a "
-            "DummyRegressor gives it at once, or set noise_std.",
+            "DummyRegressor gives it at once, or fix the noise sd (in y's units) "
+            "instead of inferring it: noise_std=0.1.",
             DataScaleWarning,
         )
     # a constant output has no scale to standardize by; leave it in original units

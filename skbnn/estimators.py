@@ -434,7 +434,7 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         data = weighted_rows(X, y.reshape(len(y), -1), sample_weight)
         warn_repeated(X.shape[0], data, sample_weight)
         rows, W = data.X, data.W
-        Y, y_mean, y_std = standardize(data.Y, W)
+        Y, y_mean, y_std = standardize(data.Y, W, infer_noise=self.noise_std is None)
         scaling = {"y_mean": y_mean, "y_std": y_std}
         if self.noise_std is None:
             result = self._run(rows, Y, W, "gaussian", scaling, 1.0, infer_noise=True)

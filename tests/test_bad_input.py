@@ -16,6 +16,8 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.exceptions import DataScaleWarning
@@ -334,8 +336,17 @@ def test_score_before_fit_raises_not_fitted(cls):
 def test_unscaled_features_warn_and_point_to_standard_scaler(cls):
     X, y = _data(cls)
     X = X * np.array([1.0, 300.0, 1.0]) + np.array([0.0, 0.0, 50.0])
-    with pytest.warns(DataScaleWarning, match=r"2 feature\(s\).*column 1.*StandardScaler"):
+    with pytest.warns(
+        DataScaleWarning, match=r"2 feature\(s\).*column 1.*StandardScaler"
+    ) as caught:
         _fast(cls).fit(X, y)
+    # the pipeline it writes, built as printed around the same estimator, is silent
+    (w,) = [w for w in caught if issubclass(w.category, DataScaleWarning)]
+    code = re.search(r"(make_pipeline\(StandardScaler\(\), \w+)\(\.\.\.\)\)", str(w.message))
+    assert code.group(1).endswith(cls.__name__)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DataScaleWarning)
+        make_pipeline(StandardScaler(), _fast(cls)).fit(X, y)
 
 
 def test_features_whose_squares_overflow_warn_with_their_true_scale():
@@ -405,8 +416,15 @@ def test_standardized_and_binary_features_do_not_warn(cls):
 def test_a_constant_target_warns_and_predicts_the_constant():
     X, _ = _data(BayesianMLPRegressor)
     y = np.column_stack([np.full(len(X), 7.5), X[:, 0]])
-    with pytest.warns(DataScaleWarning, match=r"y is constant \(output\(s\) \[0\]\)"):
+    with pytest.warns(DataScaleWarning, match=r"y is constant \(output\(s\) \[0\]\)") as caught:
         reg = _fast(BayesianMLPRegressor).fit(X, y)
     # the data pin f to the constant within about the inferred noise sd (0.011 over five
     # seeds here; the predictions were within 0.0075): 0.1 is nine such sds
+    assert np.allclose(reg.predict(X)[:, 0], 7.5, atol=0.1)
+    # the fix as printed: a fixed noise sd, which cannot shrink, and no warning
+    (w,) = [w for w in caught if issubclass(w.category, DataScaleWarning)]
+    noise_std = float(re.search(r"noise_std=(\d+(?:\.\d+)?)", str(w.message)).group(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DataScaleWarning)
+        reg = _fast(BayesianMLPRegressor, noise_std=noise_std).fit(X, y)
     assert np.allclose(reg.predict(X)[:, 0], 7.5, atol=0.1)

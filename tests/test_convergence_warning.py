@@ -120,7 +120,7 @@ def test_too_few_draws_says_so_and_only_then_mentions_nan():
     diag = _diag(rhat=np.nan, outputs=np.nan, draws=2, chains=3, error=np.nan)
     msg = NUTS(n_chains=3)._convergence_message(diag)
     assert "Too few draws to judge: 2 per chain" in msg and "nan" in msg
-    assert "n_samples (now 6 over 3 chains)" in msg
+    assert "n_samples=12 or more (now 6 over 3 chains)" in msg
 
 
 def test_chains_too_short_to_judge_report_no_predictive_error():
@@ -214,3 +214,24 @@ def test_a_chain_that_never_moved_is_named_with_a_longer_warm_up():
     assert "method=NUTS(n_warmup=200)" in msg and "too few draws" not in msg.lower()
     diag.loglik[0, 7] = -2.9
     assert "never moved" not in (NUTS()._convergence_message(diag) or "")
+
+
+def test_every_advised_setting_changes_the_run_and_is_valid():
+    # a fix must never print the setting the fit already had, nor one the sampler refuses:
+    # the depth cap at its largest, an acceptance target of 0.99 or above, no warm-up
+    diag = _diag(rhat=1.3, depth_hits=240, depth=19.7, error=0.3)
+    msg = NUTS(max_tree_depth=19)._convergence_message(diag)
+    assert "method=NUTS(max_tree_depth=20)" in msg
+    msg = NUTS(max_tree_depth=20)._convergence_message(diag)
+    assert "max_tree_depth=2" not in msg.split("of max_tree_depth=20")[1]
+    assert "The cap is at its largest (20)" in msg
+    diag = _diag(divergences=7)
+    for accept, advised in [(0.99, "0.995"), (0.995, "0.9975"), (0.999, "0.9995")]:
+        msg = NUTS(target_accept=accept)._convergence_message(diag)
+        fix = NUTS(target_accept=float(advised))
+        assert f"method=NUTS(target_accept={advised})" in msg
+        fix._validate_params()
+    diag = _diag(rhat=np.nan, outputs=np.nan)
+    diag.loglik = np.vstack([np.full(250, -3.0), np.random.default_rng(0).normal(size=(3, 250))])
+    # the default warm-up, which a fix writes as the default: no knob
+    assert "lengthen the warm-up: method=NUTS()." in NUTS(n_warmup=0)._convergence_message(diag)

@@ -1,5 +1,6 @@
 """The chain driver: warm-up schedule, divergence accounting, warnings, progress bar."""
 
+import re
 import time
 import warnings
 
@@ -625,6 +626,7 @@ def test_adaptive_metropolis_gamma_scales_the_proposal(seed):
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 5 draws
 def test_adaptive_metropolis_warns_about_large_dense_covariances():
+    from skbnn.exceptions import SlowFitWarning
     from skbnn.methods import AdaptiveMetropolis
 
     rng = np.random.default_rng(1)
@@ -632,9 +634,13 @@ def test_adaptive_metropolis_warns_about_large_dense_covariances():
     y = rng.standard_normal(20)
     method = AdaptiveMetropolis(n_chains=1, n_warmup=5, t0=2, t_adapt=2)
     reg = BayesianMLPRegressor((40,), method=method, n_samples=5, random_state=0)
-    with pytest.warns(UserWarning, match="variant='diagonal'"):
+    with pytest.warns(SlowFitWarning, match="variant='diagonal'") as caught:
         reg.fit(X, y)  # 30*40 + 40 + 40 + 1 = 1281 parameters
-    method.set_params(variant="diagonal")
+    # the fix as printed
+    (w,) = [w for w in caught if issubclass(w.category, SlowFitWarning)]
+    code = re.search(r"method=(AdaptiveMetropolis\([^()]*\))", str(w.message)).group(1)
+    reg.set_params(method=eval(code, {"AdaptiveMetropolis": AdaptiveMetropolis}))
+    assert reg.method.variant == "diagonal" and reg.method.n_warmup == 5
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*covariance per chain")
         reg.fit(X, y)

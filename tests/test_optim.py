@@ -31,7 +31,7 @@ from sklearn.preprocessing import StandardScaler
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.log_posterior import LogPosterior
 from skbnn.methods import METHODS, SWAG, DeepEnsemble, RandomizedMAP
-from skbnn.methods._optim import Settings, glorot_init, minibatch_epochs
+from skbnn.methods._optim import MAX_RESTARTS, Settings, glorot_init, minibatch_epochs
 from skbnn.model_selection import log_predictive_scorer
 from skbnn.posterior import GaussianPosterior
 from skbnn.priors import GaussianPrior
@@ -379,6 +379,13 @@ def test_a_restarted_member_that_converges_does_not_warn():
     dropped = est.diagnostics_["n_dropped"]
     assert len([m for m in caught if "diverged" in m]) == (dropped > 0)
     assert all("were dropped" in m for m in caught if "diverged" in m)
+    # the rate it prints is below every rate the restarts tried; followed, no member is lost
+    (message,) = [m for m in caught if "were dropped" in m]
+    rate = float(re.search(r"learning_rate_init=([0-9.e+-]+)[,)]", message).group(1))
+    assert rate < 1e3 / 10**MAX_RESTARTS
+    est.set_params(method__learning_rate_init=rate)
+    assert not [str(w) for w in _fit(est, X, y) if "diverged" in str(w)]
+    assert est.diagnostics_["n_dropped"] == 0
 
 
 def test_sgd_whose_loss_explodes_warns_or_raises():

@@ -123,6 +123,11 @@ def test_engine_warns_when_members_stop_at_max_iter(diabetes, method, fix):
     assert not est.diagnostics_["converged"].any()
     assert "max_iter=2" in str(w.message)  # the limit the members reached
     _assert_well_formed(w, fix)
+    # the fix as printed trains on from the same start: every member ends lower
+    (printed,) = _fixes(w)
+    longer = BayesianMLPRegressor(method=printed, random_state=0)
+    _fit(longer, *diabetes)
+    assert np.all(longer.diagnostics_["final_loss"] < est.diagnostics_["final_loss"])
 
 
 @pytest.mark.statistical
@@ -209,10 +214,15 @@ def test_laplace_warns_when_empirical_bayes_stops_while_the_evidence_rises(diabe
     # deterministic: the first update moves the noise precision from 1 (the standardized
     # target's variance) to the residuals', raising the evidence by tens of nats, far over
     # the bound of max(1, 0.01 n) = 4.4 nats; max_prior_updates=1 stops right there
-    (w,) = _fit(BayesianMLPRegressor(method=Laplace(max_prior_updates=1), random_state=0),
-                *diabetes)  # fmt: skip
+    est = BayesianMLPRegressor(method=Laplace(max_prior_updates=1), random_state=0)
+    (w,) = _fit(est, *diabetes)
     assert "max_prior_updates=1" in str(w.message)  # the limit it stopped at
     _assert_well_formed(w, Laplace(max_prior_updates=2))
+    # the fix as printed updates on from the same first update, until the rise stops
+    (printed,) = _fixes(w)
+    more = BayesianMLPRegressor(method=printed, random_state=0)
+    assert _fit(more, *diabetes) == []
+    assert more.diagnostics_["n_prior_updates"] == 2
 
 
 @pytest.mark.statistical
@@ -236,16 +246,29 @@ def test_laplace_warns_when_a_newton_step_would_move_the_evidence(monkeypatch, s
     _assert_well_formed(w)
 
 
-def test_laplace_warns_when_it_repairs_a_hessian_that_is_not_positive_definite():
-    # deterministic: an indefinite matrix (eigenvalues 2 and -1) where a precision belongs
-    precision = np.array([[0.5, 1.5], [1.5, 0.5]])
+def test_laplace_names_the_cause_of_a_hessian_that_is_not_positive_definite(diabetes):
+    # deterministic: the matrices factorized are the Gauss-Newton matrix plus the prior's
+    # precision. A prior with negative curvature at the MAP (a scale mixture between its
+    # components) is one cause, named with the prior that has none; rounding is the other
+    from skbnn.methods._curvature import factorize
+
+    precision = np.array([[0.5, 1.5], [1.5, 0.5]])  # eigenvalues 2 and -1
     with pytest.warns(ConvergenceWarning) as caught:
-        repaired, logdet, _ = Laplace(hessian="full")._factorize(precision)
+        repaired, logdet, _ = factorize(precision, np.array([-0.5, 0.5]))
     assert np.all(np.linalg.eigvalsh(repaired) > 0) and np.isfinite(logdet)
-    # the warning is raised from skbnn's own frame here, which the caller is this file; the
-    # fix is the Gauss-Newton matrix (the default, so it prints as Laplace())
-    (w,) = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
-    _assert_well_formed(w, Laplace(hessian="ggn"))
+    (w,) = caught
+    assert "negative for 1 of the 2 weights" in str(w.message)
+    assert str(w.message).endswith("prior='gaussian'.")
+    assert "Gauss-Newton matrix, positive definite" not in str(w.message)
+    with pytest.warns(ConvergenceWarning, match="rounding is the cause"):
+        factorize(precision, np.array([1e-20, 1e-20]))
+    # a diagonal one with a negative entry is refused, naming the same cause
+    with pytest.raises(ValueError, match="prior='gaussian'"):
+        factorize(np.array([1.0, -0.1]), np.array([1.0, -0.2]))
+    # the prior it prints, on a fit whose prior was fixed as a scale mixture's must be
+    prior = re.search(r"prior='(\w+)'", str(w.message)).group(1)
+    est = BayesianMLPRegressor(prior=prior, method=Laplace(optimize_prior=False), random_state=0)
+    assert not [w for w in _fit(est, *diabetes) if "positive definite" in str(w.message)]
 
 
 def test_smc_warns_when_its_final_moves_accept_too_little(diabetes, monkeypatch):
@@ -271,6 +294,12 @@ def test_samplers_warn_when_too_few_draws_to_judge(diabetes, method):
     message = str(w.message)
     assert "R-hat" in message and "n_samples" in message
     _assert_well_formed(w)
+    # the draws it asks for, as printed: R-hat is then finite and the reason gone
+    n_samples = int(re.search(r"n_samples=(\d+)", message).group(1))
+    est.set_params(n_samples=n_samples)
+    caught = _fit(est, *diabetes)
+    assert np.isfinite(est.diagnostics_["rhat_loglik"])
+    assert not [w for w in caught if "too few draws" in str(w.message).lower()]
 
 
 def test_smc_warns_when_it_reaches_max_stages(diabetes):
@@ -280,6 +309,16 @@ def test_smc_warns_when_it_reaches_max_stages(diabetes):
     assert est.diagnostics_["stopped_because"] == "max_stages"
     assert "max_stages=2" in str(w.message)  # the limit it reached
     _assert_well_formed(w, SMC(max_stages=4))
+    # the fix as printed runs the same first stages and two more: it tempers further
+    # before the jump to lambda = 1 (here still short of it, so it warns again)
+    (printed,) = _fixes(w)
+    longer = BayesianMLPRegressor(method=printed, n_samples=50, random_state=0)
+    (again,) = _fit(longer, *diabetes)
+
+    def jumped_from(warning):
+        return float(re.search(r"at lambda=([0-9.e-]+)", str(warning.message)).group(1))
+
+    assert jumped_from(again) > jumped_from(w)
 
 
 @pytest.mark.parametrize("cls", [VariationalInference, LBBNN], ids=["vi", "lbbnn"])
@@ -288,6 +327,11 @@ def test_variational_methods_warn_when_too_few_epochs_to_judge(diabetes, cls):
     (w,) = _fit(BayesianMLPRegressor(method=cls(max_iter=3), random_state=0), *diabetes)
     assert "max_iter=3" in str(w.message)  # the limit it reached
     _assert_well_formed(w, cls(max_iter=6))
+    # the fix as printed gives the rule its windows: whatever it then says, the ELBO
+    # can be judged
+    (printed,) = _fixes(w)
+    caught = _fit(BayesianMLPRegressor(method=printed, random_state=0), *diabetes)
+    assert not [w for w in caught if "cannot be judged" in str(w.message)]
 
 
 def test_warnings_point_at_the_line_that_fits_a_pipeline_or_a_search(diabetes):
@@ -422,6 +466,29 @@ def test_auto_and_a_time_bound_never_announce_a_long_run(diabetes, monkeypatch):
         assert not [w for w in caught if issubclass(w.category, SlowFitWarning)]
 
 
+def test_smc_announces_a_long_run_after_its_first_stage_and_the_bound_silences_it(
+    diabetes, monkeypatch
+):
+    # deterministic: with the threshold at zero any first stage projects over it; the fix
+    # as printed bounds the tempering time, and the run it gives is silent
+    from skbnn.exceptions import SlowFitWarning
+
+    monkeypatch.setattr(smc_module, "SLOW_FIT", 0.0)
+
+    def slow_warnings(method):
+        est = BayesianMLPRegressor(method=method, n_samples=50, random_state=0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            est.fit(*diabetes)
+        return [w for w in caught if issubclass(w.category, SlowFitWarning)]
+
+    (w,) = slow_warnings(SMC())
+    assert "method='laplace'" in str(w.message)
+    _assert_well_formed(w, SMC(max_time=600))
+    (fix,) = _fixes(w)
+    assert slow_warnings(fix) == []
+
+
 def test_a_sampler_init_is_announced_with_its_sampler_and_the_fix_bounds_both(
     diabetes, monkeypatch
 ):
@@ -499,6 +566,14 @@ def test_repeated_rows_warn_and_the_fix_keeps_one_of_each():
     fixed, caught = fit(namespace["X"], namespace["y"])
     original, silent = fit(X, y)
     assert not caught and not silent
+    np.testing.assert_array_equal(fixed.posterior_.thetas, original.posterior_.thetas)
+    # the same code on a DataFrame and a Series keeps their rows, not their columns
+    pd = pytest.importorskip("pandas")
+    namespace = {"np": np, "X": pd.DataFrame(Xr), "y": pd.Series(yr)}
+    exec(code, namespace)
+    assert isinstance(namespace["X"], pd.DataFrame) and namespace["X"].shape == X.shape
+    fixed, caught = fit(namespace["X"], namespace["y"])
+    assert not caught
     np.testing.assert_array_equal(fixed.posterior_.thetas, original.posterior_.thetas)
     # weights the user gives are frequency weights they chose: no warning
     assert not fit(X, y, sample_weight=np.full(len(y), 3.0))[1]

@@ -492,14 +492,19 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
             + (
                 f"the time ran out first: {method._fix(max_time=longer_time)}"
                 if out_of_time
-                else f"raise the estimator's n_samples (now {n_kept} over {diag.n_chains} chains)"
+                else (
+                    f"raise the estimator's n_samples to n_samples={4 * diag.n_chains} or "
+                    f"more (now {n_kept} over {diag.n_chains} chains)"
+                )
             )
         )
     if stuck:
+        # doubled, or the sampler's default where there was none at all
+        default_warmup = type(method)().n_warmup
         advice.append(
             f"{stuck} of {diag.n_chains} chains never moved after warm-up (every "
             "proposal rejected): their step size or metric adapted poorly; lengthen the "
-            f"warm-up: {method._fix(n_warmup=2 * method.n_warmup)}"
+            f"warm-up: {method._fix(n_warmup=2 * method.n_warmup or default_warmup)}"
         )
     if coarse:
         text = (
@@ -519,14 +524,22 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
             text += method._coarse_advice(n_kept, wanted_draws(n_kept, diag.n_chains, error))
         advice.append(text)
     if capped:
+        deepest = type(method)._parameter_constraints["max_tree_depth"][0].right
+        depth = min(method.max_tree_depth + 2, deepest)
         advice.append(
             f"{depth_share:.0%} of the trajectories stopped at the depth cap: the "
-            "posterior needs longer paths than the cap allows. Raise it, "
-            f"{method._fix(max_tree_depth=method.max_tree_depth + 2)} (each level doubles "
-            "the cost of a draw), or simplify the network"
+            "posterior needs longer paths than the cap allows. "
+            + (
+                f"Raise it, {method._fix(max_tree_depth=depth)} (each level doubles the "
+                "cost of a draw), or simplify the network"
+                if depth > method.max_tree_depth
+                else f"The cap is at its largest ({deepest}): simplify the network"
+            )
         )
     if divergent:
-        accept = round(min(0.99, 1 - (1 - method.target_accept) / 2), 3)
+        # half the distance to 1, with the digits that keep it below 1
+        gap = (1 - method.target_accept) / 2
+        accept = round(1 - gap, max(3, math.ceil(-math.log10(gap)) + 1))
         advice.append(
             "divergent transitions: the step size is too large for parts of the "
             f"posterior; raise the acceptance target: {method._fix(target_accept=accept)}"

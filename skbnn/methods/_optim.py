@@ -641,8 +641,9 @@ class Trainer(BaseMethod):
                               rng=rng, bar=bar, member=member)  # fmt: skip
 
     def _lower_rate(self, settings) -> str:
-        """The fix, as code, for members whose loss diverged at every restart."""
-        return self._fix(learning_rate_init=settings.learning_rate_init / 10)
+        """The fix, as code, for members whose loss diverged at every restart: a rate
+        below the lowest the restarts tried."""
+        return self._fix(learning_rate_init=settings.learning_rate_init / 10 ** (MAX_RESTARTS + 1))
 
     def _not_converged(self, settings, slow: int, kept: list) -> str:
         """The warning for ``slow`` of the ``kept`` members that did not converge."""

@@ -6,7 +6,7 @@ from numbers import Integral, Real
 
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ..exceptions import warn
+from ..exceptions import SlowFitWarning, warn
 from ..kernels import chain as kchain
 from ._base import store_params
 from ._mcmc import HMCFamily
@@ -108,9 +108,9 @@ class AdaptiveMetropolis(HMCFamily):
             warn(
                 f"AdaptiveMetropolis(variant='dense') keeps a {target.n_params} x "
                 f"{target.n_params} covariance per chain and updates it at every step "
-                f"(O(K^2)); above {DENSE_WARN_PARAMS} parameters use variant='diagonal', or "
-                "a gradient method (NUTS, MALA).",
-                UserWarning,
+                f"(O(K^2)); above {DENSE_WARN_PARAMS} parameters use the diagonal one, "
+                f"{self._fix(variant='diagonal')}, or a gradient method (NUTS, MALA).",
+                SlowFitWarning,
             )
 
     def _coarse_advice(self, n_kept: int, wanted: int) -> str:
