@@ -292,7 +292,7 @@ def diabetes_coverage() -> tuple[str, str, list[dict]]:
         methods.setdefault(r["method"], []).append(r["coverage_90"])
     means = [100 * np.mean(c) for c in methods.values()]
     splits = len({r["split"] for r in fits})
-    what = f"90 % intervals on diabetes, every method, {splits} splits"
+    what = f"90 % intervals on diabetes, {len(methods)} methods, {splits} splits"
     return what, f"{_range(min(means), max(means), '.0f')} % coverage", fits
 
 
