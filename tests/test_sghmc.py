@@ -249,7 +249,7 @@ def test_diverged_chains_restart_and_then_say_what_to_lower(monkeypatch):
     with pytest.raises(
         ValueError,
         match=r"every one of the 2 members diverged.*"
-        r"method=SGHMC\(learning_rate_init=0\.0001, max_iter=8, n_chains=2\)",
+        r"method=SGHMC\(learning_rate_init=1e-06, max_iter=8, n_chains=2\)",
     ):
         reg.fit(X, y)
 

@@ -18,6 +18,9 @@ from ..kernels import density as knet
 from ..kernels.likelihoods import HETERO_MIN_VAR
 from ._records import ChainDiagnostics, ModeFigures, PredictiveModes
 
+#: The deepest tree NUTS accepts (``max_tree_depth``): 2**20 - 1 leapfrog steps a draw
+MAX_TREE_DEPTH = 20
+
 #: ``target_rhat`` / ``target_ess`` without ``max_time``: the chains grow to at most this
 #: many times the ``n_samples`` they were asked for (``stopped_because="max_draws"``).
 MAX_EXTENSION = 20
@@ -524,7 +527,7 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
             text += method._coarse_advice(n_kept, wanted_draws(n_kept, diag.n_chains, error))
         advice.append(text)
     if capped:
-        deepest = type(method)._parameter_constraints["max_tree_depth"][0].right
+        deepest = MAX_TREE_DEPTH
         depth = min(method.max_tree_depth + 2, deepest)
         advice.append(
             f"{depth_share:.0%} of the trajectories stopped at the depth cap: the "

@@ -335,15 +335,15 @@ class HMCFamily(BaseMethod):
             if "max_time" in s.get_params(deep=False) and s.max_time is None
         ]
 
-    def _bounded(self, share: float) -> HMCFamily:
-        """This method with ``max_time=share`` on every open stage: the fix that bounds
-        the whole run."""
+    def _bound_changes(self, share: float) -> dict:
+        """The knobs that put ``max_time=share`` on every open stage: the fix that
+        bounds the whole run."""
         changes = {}
         if isinstance(self.init, HMCFamily):
-            changes["init"] = self.init._bounded(share)
+            changes["init"] = clone(self.init).set_params(**self.init._bound_changes(share))
         if self in self._open_stages():
             changes["max_time"] = share
-        return clone(self).set_params(**changes)
+        return changes
 
     def _warn_if_slow(self, target, n_samples: int, n_jobs) -> None:
         """A SlowFitWarning before any chain starts when the run, a sampler ``init``'s
@@ -375,7 +375,8 @@ class HMCFamily(BaseMethod):
         # ten minutes in all, shared by the stages a bound is missing from
         open_stages = self._open_stages()
         bound = (
-            f" Or bound the sampling time: {self._bounded(600 // len(open_stages))._fix()}."
+            f" Or bound the sampling time: "
+            f"{self._fix(**self._bound_changes(600 // len(open_stages)))}."
             if open_stages
             else ""
         )

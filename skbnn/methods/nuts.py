@@ -9,7 +9,7 @@ from sklearn.utils._param_validation import Interval
 
 from ..kernels import chain as kchain
 from ._base import store_params
-from ._convergence import e_bfmi
+from ._convergence import MAX_TREE_DEPTH, e_bfmi
 from ._mcmc import HMCFamily
 from ._records import ChainDiagnostics
 from ._sampler_params import SAMPLER_DEFAULTS, sampler_parameters
@@ -79,7 +79,7 @@ class NUTS(HMCFamily):
     _after_aside = True
     _parameter_constraints: dict = {
         **HMCFamily._parameter_constraints,
-        "max_tree_depth": [Interval(Integral, 1, 20, closed="both")],
+        "max_tree_depth": [Interval(Integral, 1, MAX_TREE_DEPTH, closed="both")],
     }
 
     def __init__(
