@@ -527,8 +527,7 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
             text += method._coarse_advice(n_kept, wanted_draws(n_kept, diag.n_chains, error))
         advice.append(text)
     if capped:
-        deepest = MAX_TREE_DEPTH
-        depth = min(method.max_tree_depth + 2, deepest)
+        depth = min(method.max_tree_depth + 2, MAX_TREE_DEPTH)
         advice.append(
             f"{depth_share:.0%} of the trajectories stopped at the depth cap: the "
             "posterior needs longer paths than the cap allows. "
@@ -536,7 +535,7 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
                 f"Raise it, {method._fix(max_tree_depth=depth)} (each level doubles the "
                 "cost of a draw), or simplify the network"
                 if depth > method.max_tree_depth
-                else f"The cap is at its largest ({deepest}): simplify the network"
+                else f"The cap is at its largest ({MAX_TREE_DEPTH}): simplify the network"
             )
         )
     if divergent:

@@ -308,6 +308,14 @@ class HMCFamily(BaseMethod):
             f"estimator's n_samples={wanted} (now {n_kept})"
         )
 
+    def _n_keep(self, n_samples: int) -> int:
+        """Kept draws per chain for ``n_samples`` in all."""
+        return math.ceil(n_samples / self.n_chains)
+
+    def _n_iter(self, n_samples: int) -> int:
+        """Iterations per chain: the warm-up, then the kept draws' thinned iterations."""
+        return self.n_warmup + self._n_keep(n_samples) * self._thin()
+
     def _stages(self) -> list[HMCFamily]:
         """The samplers a run chains, in the order they run: a sampler ``init``'s first."""
         return [*(self.init._stages() if isinstance(self.init, HMCFamily) else ()), self]
@@ -318,7 +326,7 @@ class HMCFamily(BaseMethod):
         if self._stop_rule().max_time is not None:
             return self.max_time, f"at most max_time={self.max_time!r} seconds of sampling"
         n_replicas = self.n_chains * len(self._betas())
-        n_iter = self.n_warmup + math.ceil(n_samples / self.n_chains) * self._thin()
+        n_iter = self._n_iter(n_samples)
         threads = max(1, min(effective_n_jobs(n_jobs), n_replicas))
         passes = math.ceil(n_replicas / threads) * n_iter * self._max_gradients()
         return passes * pass_time, (
@@ -519,7 +527,7 @@ class HMCFamily(BaseMethod):
         """Check a continuation, then fix the run's lengths, the kernel's settings and its
         warm-up schedule, and compile the kernels."""
         n_warmup = self.n_warmup
-        n_keep = math.ceil(n_samples / self.n_chains)
+        n_keep = self._n_keep(n_samples)
         thin = self._thin()
         if resume is not None and n_keep < resume.n_keep:
             raise ValueError(
@@ -536,7 +544,7 @@ class HMCFamily(BaseMethod):
             sched = np.zeros((n_warmup, 2), dtype=np.uint8)
         window = longest_window(sched) if self.metric == "low_rank" else 0
         return _Plan(
-            n_samples=n_samples, n_keep=n_keep, n_iter=n_warmup + n_keep * thin, thin=thin,
+            n_samples=n_samples, n_keep=n_keep, n_iter=self._n_iter(n_samples), thin=thin,
             kind=METRIC_KINDS[self.metric], window=window, settings=settings, moves=moves,
             after=after, sched=sched, compile_time=compile_time,
         )  # fmt: skip

@@ -175,8 +175,7 @@ class SWAG(Trainer):
 
     def _lower_rate(self, settings) -> str:
         # a member diverges in pre-training, or in a collection whose iterates overflowed
-        # below the lowest rate the restarts tried
-        lower = self._fix(learning_rate_init=settings.learning_rate_init / 10 ** (MAX_RESTARTS + 1))
+        lower = super()._lower_rate(settings)
         if self.swa_learning_rate == "auto":
             return lower
         return f"{lower} or {self._fix(swa_learning_rate=self.swa_learning_rate / 100)}"
