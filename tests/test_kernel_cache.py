@@ -106,7 +106,7 @@ def _copy_of_skbnn(tmp_path):
     return site
 
 
-def _run_copy(site, cache_home, *, read_only_tree=True):
+def _run_copy(site, cache_home, *, read_only_tree=True, numba_cache_dir=None):
     import os
     import subprocess
     import sys
@@ -115,6 +115,8 @@ def _run_copy(site, cache_home, *, read_only_tree=True):
         (site / "skbnn" / "kernels" / "__pycache__").write_text("not a folder")
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     env.update(PYTHONPATH=str(site), XDG_CACHE_HOME=str(cache_home))
+    if numba_cache_dir is not None:
+        env.update(NUMBA_CACHE_DIR=str(numba_cache_dir))
     return subprocess.run(
         [sys.executable, "-c", _USE_A_KERNEL, str(site)],
         env=env,
@@ -172,6 +174,17 @@ def test_no_writable_cache_folder_runs_uncached_after_one_warning(tmp_path):
     warnings = [line for line in run.stderr.splitlines() if "Warning" in line]
     assert len(warnings) == 1 and "CompilationCacheWarning" in warnings[0], run.stderr
     assert "NUMBA_CACHE_DIR" in warnings[0]
+
+    # its advice, as printed: NUMBA_CACHE_DIR set to a writable folder. Silent, cached
+    # there, and the next process loads the kernel instead of compiling it again
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for hits in ("0", "1"):
+        run = _run_copy(site, blocker / "cache-home", numba_cache_dir=kept)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.split() == ["3.0", "True", hits], run.stderr
+        assert "Warning" not in run.stderr, run.stderr
+    assert list(kept.rglob("linalg.dot-*.nbi"))
 
 
 #: one process of the race: save its own keys into one kernel's cache files, all at once
