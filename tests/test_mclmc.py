@@ -71,6 +71,15 @@ def test_mclmc_advises_a_lower_energy_target_on_divergences():
              for code in re.findall(r"method=(MCLMC\([^()]*\))", message)]  # fmt: skip
     expected = clone(reg.method).set_params(desired_energy_var=reg.method.desired_energy_var / 4)
     assert any(fix.get_params() == expected.get_params() for fix in fixes), message
+    # the divergences alone make it warn, and unscaled inputs lead the advice, as they do
+    # the other samplers'
+    diag = ChainDiagnostics.from_dict({**d, "divergences": 3, "x_rms_max": 50.0})
+    message = reg.method._convergence_message(diag)
+    assert message.index("StandardScaler()") < message.index("energy error target")
+    # a target above the default goes back to it; a quarter of it would still diverge
+    high = clone(reg.method).set_params(desired_energy_var=5.0)._divergence_advice()
+    (code,) = re.findall(r"method=(MCLMC\([^()]*\))", high)
+    assert eval(code, vars(skbnn.methods)).desired_energy_var == MCLMC().desired_energy_var
 
 
 @pytest.mark.parametrize("cls", [MCLMC, MAMS])

@@ -149,6 +149,8 @@ ALLOWED_ATTRIBUTES = {
         "_kernel_diagnostics",
         "_title",
         "_coarse_advice",
+        "_divergence_advice",
+        "_divergent_unit",
         "_mode_of_chain",
         "_diagnostics",
     },

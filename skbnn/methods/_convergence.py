@@ -420,7 +420,7 @@ def _figures(method, diag: ChainDiagnostics, error: float | None) -> list[str]:
         figures.append(f"max R-hat of training predictions {np.nanmax(diag.rhat_outputs):.3f}")
     figures.append(f"bulk ESS of the log-likelihood {diag.ess_bulk_loglik:.0f}")
     if method._uses_step_size:
-        figures.append(f"{diag.divergences} divergent transitions after warm-up")
+        figures.append(f"{diag.divergences} {method._divergent_unit} after warm-up")
     if diag.mean_tree_depth is not None:
         figures.append(
             f"mean tree depth {np.mean(diag.mean_tree_depth):.1f} of "
@@ -539,13 +539,7 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
             )
         )
     if divergent:
-        # half the distance to 1, with the digits that keep it below 1
-        gap = (1 - method.target_accept) / 2
-        accept = round(1 - gap, max(3, math.ceil(-math.log10(gap)) + 1))
-        advice.append(
-            "divergent transitions: the step size is too large for parts of the "
-            f"posterior; raise the acceptance target: {method._fix(target_accept=accept)}"
-        )
+        advice.append(method._divergence_advice())
     rms = diag.x_rms_max or 0.0
     if rms > MAX_FEATURE_RMS:
         regression = diag.likelihood in ("gaussian", "heteroscedastic")

@@ -308,6 +308,19 @@ class HMCFamily(BaseMethod):
             f"estimator's n_samples={wanted} (now {n_kept})"
         )
 
+    #: What a divergence is for this kernel, as the warning counts them
+    _divergent_unit = "divergent transitions"
+
+    def _divergence_advice(self) -> str:
+        """What the warning advises after divergences: half the distance of the acceptance
+        target to 1, with the digits that keep it below 1."""
+        gap = (1 - self.target_accept) / 2
+        accept = round(1 - gap, max(3, math.ceil(-math.log10(gap)) + 1))
+        return (
+            "divergent transitions: the step size is too large for parts of the "
+            f"posterior; raise the acceptance target: {self._fix(target_accept=accept)}"
+        )
+
     def _n_keep(self, n_samples: int) -> int:
         """Kept draws per chain for ``n_samples`` in all."""
         return math.ceil(n_samples / self.n_chains)

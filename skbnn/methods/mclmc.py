@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from numbers import Integral, Real
 
 import numpy as np
@@ -12,7 +11,7 @@ from ..kernels import chain as kchain
 from ..kernels import microcanonical as kmicro
 from ..kernels.linalg import Metric
 from ._base import store_params
-from ._convergence import chain_diagnostics, convergence_message
+from ._convergence import chain_diagnostics
 from ._mcmc import HMCFamily
 from ._records import ChainDiagnostics
 from ._sampler_params import SAMPLER_DEFAULTS, sampler_parameters
@@ -233,23 +232,23 @@ class MCLMC(_Microcanonical):
         out.path_length = np.array([c.arrays.state[0]["path_length"] for c in chains])
         return out
 
-    def _convergence_message(self, diag: ChainDiagnostics) -> str | None:
-        # the shared message, with MCLMC's own advice on divergences (no acceptance target)
-        message = convergence_message(self, replace(diag, divergences=0))
-        n_div = diag.divergences
-        if n_div == 0:
-            return message
-        steps = f"{n_div} divergent steps after warm-up"
-        advice = (
-            f"{steps}: the step size is too large for parts of the posterior; lower the "
-            f"energy error target, {self._fix(desired_energy_var=self.desired_energy_var / 4)},"
-            " or use method='mams'."
+    _divergent_unit = "divergent steps"
+
+    def _divergence_advice(self) -> str:
+        # MCLMC has no acceptance target: its step size follows the energy error's target.
+        # A target above the default returns to the default: a quarter of a large target
+        # still diverges. Below it, a quarter.
+        default = MCLMC().desired_energy_var
+        if self.desired_energy_var > default:
+            fix = self._fix(desired_energy_var=default)
+            lower = f"return the energy error target to its default, {fix}"
+        else:
+            fix = self._fix(desired_energy_var=self.desired_energy_var / 4)
+            lower = f"lower the energy error target, {fix}"
+        return (
+            "divergent steps: the step size is too large for parts of the posterior; "
+            f"{lower}, or use method='mams'"
         )
-        if message is None:
-            return f"MCLMC may not have converged: {advice[0].upper()}{advice[1:]}"
-        # the figures name the divergences the shared message was told there were none of
-        message = message.replace("0 divergent transitions after warm-up", steps)
-        return f"{message} {advice[0].upper()}{advice[1:]}"
 
 
 @sampler_parameters
