@@ -285,6 +285,31 @@ def test_smc_warns_when_its_final_moves_accept_too_little(diabetes, monkeypatch)
     _assert_well_formed(w, SMC(n_mcmc_steps=2 * SMC().n_mcmc_steps))
 
 
+def test_smc_warns_when_a_stage_rests_on_one_particle_and_its_fix_silences_it(diabetes):
+    # Deterministic: a conditional ESS of 1 % of 100 particles is one particle, which
+    # any exponent keeps, so the first stage jumps to lambda = 1 with the weights on one
+    # prior draw (an ESS of 1 on 442 rows).
+    est = BayesianMLPRegressor(method=SMC(target_ess=0.01), n_samples=100, random_state=0)
+    (w,) = _fit(est, *diabetes)
+    assert est.diagnostics_["n_stages"] == 1 and est.diagnostics_["smc"]["ess"][0] < 2
+    assert "an ESS of 1 of 100 particles" in str(w.message)
+    _assert_well_formed(w, SMC())
+    # the printed fix tempers at half the particles, each stage keeping 50: silent
+    (fix,) = _fixes(w)
+    assert not _fit(est.set_params(method=fix), *diabetes)
+    assert est.diagnostics_["n_stages"] > 1
+    # three particles at the default target: two of them at most, and the stage's plain
+    # ESS falls below that. The particles it asks for, as printed: a stage's least ESS
+    # was 0.10-0.50 of the particles over 60 fits of 8, 16 and 40 particles (at least 4
+    # of 40), so a false alarm here needs one under half the least seen.
+    est = BayesianMLPRegressor(method=SMC(), n_samples=3, random_state=0)
+    (w,) = _fit(est, *diabetes)
+    assert not _fixes(w)
+    n_samples = int(re.search(r"the estimator's n_samples=(\d+)", str(w.message)).group(1))
+    assert n_samples == 40
+    assert not _fit(est.set_params(n_samples=n_samples), *diabetes)
+
+
 @pytest.mark.parametrize("method", [NUTS(n_warmup=20), MALA(n_warmup=20, thin=1)],
                          ids=["nuts", "mala"])  # fmt: skip
 def test_samplers_warn_when_too_few_draws_to_judge(diabetes, method):

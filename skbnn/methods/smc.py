@@ -35,6 +35,9 @@ INIT_MAX_LEAPFROG = 50
 STEP_SIZE_JITTER = 0.015
 #: Mean acceptance of the last stage's moves below which the particles barely moved.
 MIN_FINAL_ACCEPT = 0.1
+#: A stage whose weights' effective sample size fell below this many particles rests on
+#: about one of them: every later particle descends from it.
+MIN_STAGE_ESS = 2.0
 
 
 class SMC(BaseMethod):
@@ -93,7 +96,9 @@ class SMC(BaseMethod):
     ----------
     target_ess : float, default=0.5
         Conditional ESS, as a fraction of the particles, that each new exponent keeps. Higher
-        means more, smaller stages: less variance in the evidence, more time.
+        means more, smaller stages: less variance in the evidence, more time. Below two
+        particles (``target_ess * n_samples < 2``) the first stage jumps to ``lambda = 1``
+        and its weights fall on one particle, which a ConvergenceWarning reports.
     resample_threshold : float, default=0.5
         Resample when the ESS of the weights falls below this fraction of the particles
         (0 never resamples, 1 resamples every stage).
@@ -384,8 +389,8 @@ class SMC(BaseMethod):
         )
 
     def _warn_if_unconverged(self, run: _Run, diagnostics: SMCDiagnostics) -> None:
-        """A ConvergenceWarning when the exponent jumped to 1, or the last moves barely
-        moved the particles."""
+        """A ConvergenceWarning when the exponent jumped to 1, a stage's weights fell on
+        about one particle, or the last moves barely moved the particles."""
         rec, n = run.rec, run.n
         if run.stopped != "lambda_reached_1":
             stopped = run.stopped
@@ -403,6 +408,25 @@ class SMC(BaseMethod):
                 f"{rec['ess'][-1]:.0f} of {n} particles and the evidence is unreliable. A "
                 f"stage took {per_stage:.2g} s on average. Allow more: {more}; or use fewer "
                 "particles (n_samples), or method='laplace' for an evidence on many rows.",
+                ConvergenceWarning,
+            )
+        elif np.min(rec["ess"]) < MIN_STAGE_ESS:
+            stage = int(np.argmin(rec["ess"]))
+            default = SMC().target_ess
+            if self.target_ess < default:
+                fix = f"temper in smaller steps, {self._fix(target_ess=default)}"
+            else:
+                # a stage's plain ESS can fall to a quarter of the conditional ESS the
+                # tempering keeps: a tenth leaves room
+                wanted = math.ceil(10 * MIN_STAGE_ESS / self.target_ess)
+                fix = f"use more particles, the estimator's n_samples={max(wanted, 2 * n)}"
+            warn(
+                f"SMC's weights fell on about one particle at stage {stage + 1} of "
+                f"{len(rec['ess'])} (an ESS of {rec['ess'][stage]:.2g} of {n} particles, "
+                f"lambda {rec['lambda'][stage]:.3g}): every later particle descends from "
+                "it, so the posterior is that particle's neighbourhood and the evidence "
+                f"rests on one weight. The tempering stepped further than the particles "
+                f"can follow: {fix}.",
                 ConvergenceWarning,
             )
         elif diagnostics.accept_rate < MIN_FINAL_ACCEPT:
