@@ -419,11 +419,14 @@ def test_variational_defaults_are_silent_on_diabetes(diabetes, name, seed):
 
 @pytest.mark.statistical
 def test_smc_defaults_are_silent_on_diabetes(diabetes, seed):
-    # SMC warns when tempering is cut at max_stages (1000; it takes tens here) or its
-    # final moves accept under 10 % (they accept most here)
+    # SMC warns when tempering is cut at max_stages (1000; it takes tens here), a stage's
+    # ESS falls under two particles (the tempering keeps half of them, and a stage's
+    # plain ESS stays above a tenth) or its final moves accept under 10 % (they accept
+    # most here)
     est = BayesianMLPRegressor(method="smc", random_state=0 + seed)
     assert _fit(est, *diabetes) == []
     assert est.diagnostics_["n_stages"] < 1000 / 10
+    assert np.min(est.diagnostics_["smc"]["ess"]) > 2 * 10
     assert est.diagnostics_["accept_rate"] > 0.1 * 3
 
 
