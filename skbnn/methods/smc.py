@@ -412,31 +412,64 @@ class SMC(BaseMethod):
             )
         elif np.min(rec["ess"]) < MIN_STAGE_ESS:
             stage = int(np.argmin(rec["ess"]))
-            default = SMC().target_ess
-            if self.target_ess < default:
-                fix = f"temper in smaller steps, {self._fix(target_ess=default)}"
+            default = SMC()
+            if self.target_ess < default.target_ess:
+                fix = (
+                    "the tempering stepped further than the particles can follow; temper "
+                    f"in smaller steps, {self._fix(target_ess=default.target_ess)}"
+                )
+            elif self._unresampled(rec, n, stage):
+                fix = self._resample_advice()
             else:
-                # a stage's plain ESS can fall to a quarter of the conditional ESS the
+                # a stage's plain ESS can fall to a fifth of the conditional ESS the
                 # tempering keeps: a tenth leaves room
                 wanted = math.ceil(10 * MIN_STAGE_ESS / self.target_ess)
-                fix = f"use more particles, the estimator's n_samples={max(wanted, 2 * n)}"
+                fix = (
+                    "the particles are too few for the tempering; use more, the "
+                    f"estimator's n_samples={max(wanted, 2 * n)}"
+                )
             warn(
                 f"SMC's weights fell on about one particle at stage {stage + 1} of "
                 f"{len(rec['ess'])} (an ESS of {rec['ess'][stage]:.2g} of {n} particles, "
-                f"lambda {rec['lambda'][stage]:.3g}): every later particle descends from "
-                "it, so the posterior is that particle's neighbourhood and the evidence "
-                f"rests on one weight. The tempering stepped further than the particles "
-                f"can follow: {fix}.",
+                f"lambda {rec['lambda'][stage]:.3g}): from there on the posterior is about "
+                f"one particle's neighbourhood and the evidence rests on one weight. "
+                f"{fix[0].upper()}{fix[1:]}.",
                 ConvergenceWarning,
             )
         elif diagnostics.accept_rate < MIN_FINAL_ACCEPT:
+            if self._unresampled(rec, n, len(rec["ess"])):
+                # the moves' metric is the weighted particles' variance: degenerate weights
+                # make it one particle's
+                fix = self._resample_advice()
+            else:
+                more = self._fix(n_mcmc_steps=2 * self.n_mcmc_steps)
+                fix = (
+                    f"move the particles more, {more}, or raise n_samples, or simplify the network"
+                )
             warn(
                 f"SMC's moves at the posterior accepted only {diagnostics.accept_rate:.2f} "
                 f"of proposals; {diagnostics.n_unique} of {n} particles are distinct. "
-                f"Move the particles more, {self._fix(n_mcmc_steps=2 * self.n_mcmc_steps)}, "
-                "or raise n_samples, or simplify the network.",
+                f"{fix[0].upper()}{fix[1:]}.",
                 ConvergenceWarning,
             )
+
+    @staticmethod
+    def _unresampled(rec: dict, n: int, stop: int) -> bool:
+        """Whether a stage before ``stop`` kept weights that the default threshold would
+        have resampled."""
+        threshold = SMC().resample_threshold * n
+        return any(
+            ess < threshold and not resampled
+            for ess, resampled in zip(rec["ess"][:stop], rec["resampled"][:stop], strict=True)
+        )
+
+    def _resample_advice(self) -> str:
+        """The cause and the fix when unresampled stages degenerated the weights."""
+        threshold = SMC().resample_threshold
+        return (
+            "without resampling the weights degenerate stage after stage; resample more "
+            f"often, {self._fix(resample_threshold=threshold)}"
+        )
 
     def _warn_if_slow(self, stage_time: float, target) -> None:
         """A SlowFitWarning after the first stage when the fewest stages a run takes would
