@@ -36,7 +36,7 @@ STEP_SIZE_JITTER = 0.015
 #: Mean acceptance of the last stage's moves below which the particles barely moved.
 MIN_FINAL_ACCEPT = 0.1
 #: A stage whose weights' effective sample size fell below this many particles rests on
-#: about one of them: every later particle descends from it.
+#: about one of them from there on.
 MIN_STAGE_ESS = 2.0
 
 
@@ -412,22 +412,7 @@ class SMC(BaseMethod):
             )
         elif np.min(rec["ess"]) < MIN_STAGE_ESS:
             stage = int(np.argmin(rec["ess"]))
-            default = SMC()
-            if self.target_ess < default.target_ess:
-                fix = (
-                    "the tempering stepped further than the particles can follow; temper "
-                    f"in smaller steps, {self._fix(target_ess=default.target_ess)}"
-                )
-            elif self._unresampled(rec, n, stage):
-                fix = self._resample_advice()
-            else:
-                # a stage's plain ESS can fall to a fifth of the conditional ESS the
-                # tempering keeps: a tenth leaves room
-                wanted = math.ceil(10 * MIN_STAGE_ESS / self.target_ess)
-                fix = (
-                    "the particles are too few for the tempering; use more, the "
-                    f"estimator's n_samples={max(wanted, 2 * n)}"
-                )
+            fix = self._collapse_advice(rec, n, stage)
             warn(
                 f"SMC's weights fell on about one particle at stage {stage + 1} of "
                 f"{len(rec['ess'])} (an ESS of {rec['ess'][stage]:.2g} of {n} particles, "
@@ -461,6 +446,24 @@ class SMC(BaseMethod):
         return any(
             ess < threshold and not resampled
             for ess, resampled in zip(rec["ess"][:stop], rec["resampled"][:stop], strict=True)
+        )
+
+    def _collapse_advice(self, rec: dict, n: int, stage: int) -> str:
+        """The cause and the fix when ``stage``'s weights fell on about one particle."""
+        default = SMC().target_ess
+        if self.target_ess < default:
+            return (
+                "the tempering stepped further than the particles can follow; temper in "
+                f"smaller steps, {self._fix(target_ess=default)}"
+            )
+        if self._unresampled(rec, n, stage):
+            return self._resample_advice()
+        # a stage's plain ESS can fall to a fifth of the conditional ESS the tempering
+        # keeps: a tenth leaves room
+        wanted = math.ceil(10 * MIN_STAGE_ESS / self.target_ess)
+        return (
+            "the particles are too few for the tempering; use more, the estimator's "
+            f"n_samples={max(wanted, 2 * n)}"
         )
 
     def _resample_advice(self) -> str:
