@@ -26,6 +26,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.special import expit, logsumexp
 from scipy.stats import multivariate_normal
+from sklearn.datasets import make_friedman1
 from sklearn.exceptions import ConvergenceWarning
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
@@ -431,16 +432,34 @@ def test_hmc_moves_leave_a_non_gaussian_target_invariant(kind, seed):
 
 
 def test_max_time_ends_tempering_within_one_stage_and_says_how_far_it_got():
-    # a budget far below what the 8-9 stages take: the budget is checked after each stage,
-    # so the first runs, overruns it (its moves of 100 particles take far more than 1e-6 s),
-    # and the second jumps to lambda = 1 with a warning: certain, not likely
+    # a budget far below what the 8-9 stages take: the first stage always reweights, the
+    # deadline has passed before its moves start (certain: the reweighting alone takes
+    # more than 1e-6 s), and the second jumps to lambda = 1 with a warning
     X, y, _ = _data(11)
     with pytest.warns(ConvergenceWarning, match=r"max_time=1e-06 s at lambda=.* after 1 stages"):
         reg = _linear(SMC(max_time=1e-6), n_samples=100, noise_std=0.3).fit(X, y)
     d = reg.diagnostics_
     assert d["stopped_because"] == "max_time" and d["n_stages"] == 2
     assert d["smc"]["lambda"][-1] == 1.0 and d["smc"]["lambda"][0] < 1.0
+    np.testing.assert_array_equal(d["smc"]["moved"], [0.0, 0.0])
     free = _linear(SMC(), n_samples=100, noise_std=0.3).fit(X, y)
     assert free.diagnostics_["stopped_because"] == "lambda_reached_1"
+    assert np.all(free.diagnostics_["smc"]["moved"] == 1.0)
     with pytest.raises(ValueError, match="max_time"):
         _linear(SMC(max_time=0), n_samples=100).fit(X, y)
+
+
+def test_max_time_bounds_a_first_stage_that_would_take_ten_times_longer():
+    # 400 particles on 3,000 rows: one stage's moves take 5-7 s on one thread of the
+    # reference machine (over 3 s on any a few times faster), ten times the budget. The
+    # moves stop at the deadline after the particle ranges already running, each a few
+    # hundredths of a second, so the run ends near 0.5 s; 1.5 s leaves a second of stall
+    X, y = make_friedman1(3000, 10, random_state=0)
+    method = SMC(max_time=0.5)
+    with pytest.warns(ConvergenceWarning, match=r"(?s)max_time=0.5 s.*moves at lambda=1 ran"):
+        reg = BayesianMLPRegressor(method=method, n_samples=400, random_state=0).fit(X, y)
+    d = reg.diagnostics_
+    assert d["stopped_because"] == "max_time"
+    assert d["smc"]["stage_time"].sum() < 3 * method.max_time
+    assert d["smc"]["moved"][0] < 1.0
+    assert np.all(np.isfinite(reg.predict(X[:5])))

@@ -361,17 +361,38 @@ def test_smc_warns_when_it_reaches_max_stages(diabetes):
     (w,) = _fit(est, *diabetes)
     assert est.diagnostics_["stopped_because"] == "max_stages"
     assert "max_stages=2" in str(w.message)  # the limit it reached
-    _assert_well_formed(w, SMC(max_stages=4))
-    # the fix as printed runs the same first stages and two more: it tempers further
-    # before the jump to lambda = 1 (here still short of it, so it warns again)
+    # a cap below the default is the cause: the fix returns to it
+    _assert_well_formed(w, SMC(max_stages=1000))
+    (printed,) = _fixes(w)
+    followed = BayesianMLPRegressor(method=printed, n_samples=50, random_state=0)
+    caught = _fit(followed, *diabetes)
+    # the tempering takes 12-13 stages here (the defaults' silence test bounds them by 100)
+    assert followed.diagnostics_["stopped_because"] == "lambda_reached_1"
+    assert not [c for c in caught if "max_stages" in str(c.message)]
+
+
+def test_smc_told_to_allow_more_time_tempers_further(diabetes):
+    # The budget is a third of what the run takes unbounded, so the tempering stops near a
+    # third of its stages. The printed fix doubles it: with the same random_state that
+    # run repeats the stages that ended before the first deadline and goes on for as
+    # long again, so it jumps to lambda = 1 from further on (it would need the stages'
+    # times to double between two fits in one process to fail)
+    free = BayesianMLPRegressor(method=SMC(), n_samples=50, random_state=0)
+    _fit(free, *diabetes)
+    budget = float(free.diagnostics_["smc"]["stage_time"].sum()) / 3
+    est = BayesianMLPRegressor(method=SMC(max_time=budget), n_samples=50, random_state=0)
+    (w,) = _fit(est, *diabetes)
+    assert est.diagnostics_["stopped_because"] == "max_time"
+    _assert_well_formed(w, SMC(max_time=2 * budget))
     (printed,) = _fixes(w)
     longer = BayesianMLPRegressor(method=printed, n_samples=50, random_state=0)
-    (again,) = _fit(longer, *diabetes)
+    caught = [c for c in _fit(longer, *diabetes) if "jumped to lambda=1" in str(c.message)]
+    reached = longer.diagnostics_["stopped_because"] == "lambda_reached_1"
+    assert reached or _jumped_from(caught[0]) > _jumped_from(w)
 
-    def jumped_from(warning):
-        return float(re.search(r"at lambda=([0-9.e-]+)", str(warning.message)).group(1))
 
-    assert jumped_from(again) > jumped_from(w)
+def _jumped_from(warning) -> float:
+    return float(re.search(r"at lambda=([0-9.e-]+)", str(warning.message)).group(1))
 
 
 @pytest.mark.parametrize("cls", [VariationalInference, LBBNN], ids=["vi", "lbbnn"])

@@ -38,6 +38,12 @@ MIN_FINAL_ACCEPT = 0.1
 #: A stage whose weights' effective sample size fell below this many particles rests on
 #: about one of them from there on.
 MIN_STAGE_ESS = 2.0
+#: The share of ``max_time`` kept for the moves at ``lambda = 1`` after the tempering ran
+#: out of time and jumped there.
+FINAL_MOVES_SHARE = 0.1
+#: Particle ranges per thread under ``max_time``: a move stops at the deadline after the
+#: ranges already running, so ranges are short enough for a stage to end near it.
+TIMED_RANGES_PER_WORKER = 64
 
 
 class SMC(BaseMethod):
@@ -119,12 +125,16 @@ class SMC(BaseMethod):
         Upper bound on the number of tempering stages. If ``lambda`` has not reached 1 by
         then, the last stage jumps to 1 and a ``ConvergenceWarning`` reports the ESS.
     max_time : float or None, default=None
-        Seconds of tempering (compilation not counted). When they run out before
-        ``lambda`` reaches 1, the next stage jumps to 1, as at ``max_stages``: the
-        particles are then an importance sample of the posterior with few distinct
-        weights, the evidence is unreliable, and a ``ConvergenceWarning`` says how far
-        the tempering got. ``diagnostics_["stopped_because"]`` is ``"max_time"``,
-        ``"max_stages"`` or ``"lambda_reached_1"``.
+        Seconds of tempering (compilation not counted), moves included: a stage's moves
+        stop at the deadline, also in the first stage, so a run ends near it however
+        long one stage would take. When the time runs out before ``lambda`` reaches 1
+        (at the latest after 90 % of ``max_time``), the next stage jumps to 1, as at
+        ``max_stages``, and moves the particles for the time left: they are then an
+        importance sample of the posterior with few distinct weights, the evidence is
+        unreliable, and a ``ConvergenceWarning`` says how far the tempering got.
+        ``diagnostics_["stopped_because"]`` is ``"max_time"``, ``"max_stages"`` or
+        ``"lambda_reached_1"``, and ``diagnostics_["smc"]["moved"]`` is the share of
+        each stage's planned transitions that ran.
 
     Notes
     -----
@@ -288,7 +298,9 @@ class SMC(BaseMethod):
     def _anneal(self, run: _Run, target, rng, bar: ProgressBar) -> None:
         """Stages until ``lambda`` reaches 1, or jumps there at ``max_stages`` or
         ``max_time`` (``run.stopped`` says which)."""
-        deadline = time.perf_counter() + (math.inf if self.max_time is None else self.max_time)
+        end = time.perf_counter() + (math.inf if self.max_time is None else self.max_time)
+        # the tempering stops early enough to leave the jump to lambda = 1 time to move
+        tempering_end = end - FINAL_MOVES_SHARE * (self.max_time or 0.0)
         shown = 0
         while run.lam < 1.0:
             t_stage = time.perf_counter()
@@ -296,11 +308,11 @@ class SMC(BaseMethod):
             new = self._next_lambda(run.tempered, run.stats, run.lam, ll_prev, run.logw)
             if new < 1.0 and len(run.rec["lambda"]) + 1 >= self.max_stages:
                 new, run.forced_from, run.stopped = 1.0, run.lam, "max_stages"
-            elif new < 1.0 and run.rec["lambda"] and t_stage >= deadline:
-                # checked after each stage: the first always runs
+            elif new < 1.0 and run.rec["lambda"] and t_stage >= tempering_end:
+                # the first stage always reweights; its moves stop at the deadline
                 new, run.forced_from, run.stopped = 1.0, run.lam, "max_time"
             ess, resampled = self._reweight(run, new, ll_prev, rng)
-            acc = self._stage_moves(run, new, rng)
+            acc = self._stage_moves(run, new, rng, end if new == 1.0 else tempering_end)
             self._record(run, t_stage, ess, resampled, acc, target)
             shown, before = int(round(1000 * run.lam)), shown
             bar.update(shown - before, f"lambda {run.lam:.3g}")
@@ -328,19 +340,20 @@ class SMC(BaseMethod):
             run.logw = np.full(n, -math.log(n))
         return ess, resampled
 
-    def _stage_moves(self, run: _Run, new: float, rng) -> np.ndarray:
+    def _stage_moves(self, run: _Run, new: float, rng, deadline: float) -> np.ndarray:
         """Retune the step sizes and path lengths from the last stage's jumps, then move
-        the particles at ``lambda = new``; each particle's acceptance."""
-        if run.esjd is not None:
+        the particles at ``lambda = new`` until ``deadline``; each particle's acceptance
+        (NaN for a particle that did not move)."""
+        if run.esjd is not None and np.isfinite(run.esjd).any():
             # the pairs are drawn afresh for every particle, so they need not follow
             # their particles through resampling
             run.eps, run.n_leap = self._retune(run.eps, run.n_leap, run.esjd, run.move_w, rng)
         run.lam = new
         run.tgt.cfg[0]["beta"] = run.lam
         particles = ksmc.Particles(run.thetas, run.grads, run.logps, run.stats, run.prior_stds)
-        run.esjd, acc, spent = self._move(
+        run.esjd, acc, spent, run.moved = self._move(
             run.ranges, particles, run.gamma_shapes, run.eps, run.n_leap, run.inv_m, run.tgt,
-            rng,
+            rng, deadline,
         )  # fmt: skip
         run.n_grad += spent
         run.move_w = np.exp(run.logw)
@@ -352,7 +365,10 @@ class SMC(BaseMethod):
         rec["lambda"].append(run.lam)
         rec["ess"].append(ess)
         rec["resampled"].append(resampled)
-        rec["accept_rate"].append(float(run.move_w @ acc))
+        moved = np.isfinite(acc)
+        w = run.move_w[moved]
+        rec["accept_rate"].append(float(w @ acc[moved] / w.sum()) if w.sum() > 0 else math.nan)
+        rec["moved"].append(run.moved)
         rec["step_size"].append(run.eps.copy())
         rec["n_leapfrog"].append(run.n_leap.copy())
         rec["log_evidence"].append(run.log_z)
@@ -398,14 +414,21 @@ class SMC(BaseMethod):
                     else f"max_time={self.max_time:g} s")  # fmt: skip
             per_stage = float(np.mean(rec["stage_time"]))
             more = (
-                self._fix(max_stages=2 * self.max_stages)
+                # a cap below the default is the cause: tempering takes tens of stages
+                self._fix(max_stages=max(2 * self.max_stages, SMC().max_stages))
                 if stopped == "max_stages"
                 else self._fix(max_time=2 * self.max_time)
+            )
+            cut = (
+                f" The moves at lambda=1 ran {rec['moved'][-1]:.0%} of their transitions "
+                f"before the deadline; {diagnostics.n_unique} of {n} particles are distinct."
+                if rec["moved"][-1] < 1.0
+                else ""
             )
             warn(
                 f"SMC reached {what} at lambda={run.forced_from:.3g} after "
                 f"{len(rec['lambda']) - 1} stages and jumped to lambda=1; the final ESS is "
-                f"{rec['ess'][-1]:.0f} of {n} particles and the evidence is unreliable. A "
+                f"{rec['ess'][-1]:.0f} of {n} particles and the evidence is unreliable.{cut} A "
                 f"stage took {per_stage:.2g} s on average. Allow more: {more}; or use fewer "
                 "particles (n_samples), or method='laplace' for an evidence on many rows.",
                 ConvergenceWarning,
@@ -489,17 +512,21 @@ class SMC(BaseMethod):
             SlowFitWarning,
         )
 
-    def _move(self, ranges, particles, gamma_shapes, eps, n_leap, inv_m, tgt, rng):
-        """``n_mcmc_steps`` HMC transitions of every particle, in place.
+    def _move(self, ranges, particles, gamma_shapes, eps, n_leap, inv_m, tgt, rng, deadline):
+        """``n_mcmc_steps`` HMC transitions of every particle, in place, until
+        ``deadline``.
 
         ``gamma_shapes`` are the shapes of the layers' Gamma draws (none without a
         hierarchical prior). Returns each particle's mean jumping distance and acceptance
-        over the transitions, and the gradient evaluations spent.
+        over its transitions (NaN for a particle that made none), the gradient evaluations
+        spent, and the share of the planned transitions that ran.
         """
         n, d = particles.thetas.shape
-        esjd, acc = np.zeros(n), np.zeros(n)
+        esjd, acc, done = np.zeros(n), np.zeros(n), np.zeros(n)
         spent = 0
         for step in range(self.n_mcmc_steps):
+            if time.perf_counter() >= deadline:
+                break
             z = rng.standard_normal((n, d))
             u = rng.random(n)
             # Gamma(a + m_l / 2, 1) draws for the layers' precisions (none without a
@@ -511,11 +538,16 @@ class SMC(BaseMethod):
             def kernel(a, b, proposals=proposals, refresh=step == 0, out=out):
                 ksmc.hmc_moves(particles, proposals, inv_m, tgt, a, b, refresh, out)
 
-            ranges.map(kernel, weights=n_leap)
-            esjd += out.esjd
-            acc += out.accept
-            spent += int(out.n_grad.sum())
-        return esjd / self.n_mcmc_steps, acc / self.n_mcmc_steps, spent
+            ran = ranges.map(kernel, weights=n_leap, deadline=deadline)
+            # a particle whose range did not start kept its state; its out entries are junk
+            esjd += np.where(ran, out.esjd, 0.0)
+            acc += np.where(ran, out.accept, 0.0)
+            spent += int(out.n_grad[ran].sum())
+            done += ran
+        with np.errstate(invalid="ignore"):
+            # a particle that never moved has no jump and no acceptance: NaN, not 0
+            esjd, acc = esjd / done, acc / done
+        return esjd, acc, spent, float(done.sum() / (n * self.n_mcmc_steps))
 
     def _next_lambda(self, tempered, stats, lam, ll_prev, logw) -> float:
         """The exponent whose conditional ESS of the incremental weights is the target."""
@@ -565,6 +597,7 @@ _STAGE_KEYS = (
     "n_leapfrog",
     "log_evidence",
     "stage_time",
+    "moved",
 )
 
 
@@ -597,6 +630,8 @@ class _Run:
     esjd: np.ndarray | None = None
     move_w: np.ndarray | None = None
     lam: float = 0.0
+    #: the share of the last stage's planned transitions that ran before the deadline
+    moved: float = 1.0
     log_z: float = 0.0
     n_grad: int = 0
     stopped: str = "lambda_reached_1"
@@ -689,18 +724,30 @@ class _ParticleRanges:
         self.n_workers = max(1, min(int(n_jobs), n))
         self.n_ranges = min(n, 4 * self.n_workers)
 
-    def map(self, fn, weights=None) -> None:
-        """``fn(start, stop)`` for every range, up to ``n_workers`` at a time."""
+    def map(self, fn, weights=None, deadline: float = math.inf) -> np.ndarray:
+        """``fn(start, stop)`` for every range, up to ``n_workers`` at a time; a range not
+        started by ``deadline`` (a ``time.perf_counter()`` value) is skipped. Whether each
+        particle's range ran."""
+        timed = math.isfinite(deadline)
+        n_ranges = min(self.n, TIMED_RANGES_PER_WORKER * self.n_workers) if timed else self.n_ranges
         if weights is None:
-            bounds = np.linspace(0, self.n, self.n_ranges + 1).astype(int)
+            bounds = np.linspace(0, self.n, n_ranges + 1).astype(int)
         else:
             cost = np.concatenate([[0], np.cumsum(np.asarray(weights, dtype=float) + 1.0)])
-            bounds = np.searchsorted(cost, np.linspace(0, cost[-1], self.n_ranges + 1))
+            bounds = np.searchsorted(cost, np.linspace(0, cost[-1], n_ranges + 1))
             bounds[0], bounds[-1] = 0, self.n
             bounds = np.unique(bounds)
         pairs = zip(bounds[:-1], bounds[1:], strict=True)
         ranges = [(a, b) for a, b in pairs if b > a]
-        thread_map(lambda ab: fn(*ab), ranges, self.n_workers, interruptible=True)
+        ran = np.zeros(self.n, dtype=bool)
+
+        def run(ab):
+            if time.perf_counter() < deadline:
+                fn(*ab)
+                ran[ab[0] : ab[1]] = True
+
+        thread_map(run, ranges, self.n_workers, interruptible=True)
+        return ran
 
 
 def _finite(x: np.ndarray) -> np.ndarray:
