@@ -234,4 +234,4 @@ def test_every_advised_setting_changes_the_run_and_is_valid():
     diag = _diag(rhat=np.nan, outputs=np.nan)
     diag.loglik = np.vstack([np.full(250, -3.0), np.random.default_rng(0).normal(size=(3, 250))])
     # the default warm-up, which a fix writes as the default: no knob
-    assert "lengthen the warm-up: method=NUTS()." in NUTS(n_warmup=0)._convergence_message(diag)
+    assert "give them a warm-up: method=NUTS()." in NUTS(n_warmup=0)._convergence_message(diag)

@@ -48,6 +48,10 @@ ERROR_WARN = 0.1
 #: The advice asks for this many times the draws the error's estimate says would reach
 #: ``ERROR_WARN``: the estimate, from a few hundred draws, is itself uncertain.
 DRAWS_MARGIN = 2.0
+#: A chain whose mean acceptance after warm-up is below this moved in a handful of its
+#: draws: they are a few points, whatever its log-likelihood's spread (an inferred noise
+#: varies it while the weights stay put).
+STUCK_ACCEPT = 0.02
 
 
 def monitored_predictions(outputs: np.ndarray, likelihood: str) -> np.ndarray:
@@ -472,9 +476,17 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
     # a chain whose every proposal after warm-up was rejected holds one point: its
     # variance and its error both look like 0
     loglik = diag.loglik
-    stuck = 0
+    stuck_chains = np.zeros(diag.n_chains, dtype=bool)
     if loglik is not None and loglik.shape[1] >= 4:
-        stuck = int(np.sum(np.ptp(loglik, axis=1) == 0))
+        stuck_chains |= np.ptp(loglik, axis=1) == 0
+    # judged from enough draws that such a rate means a move or none, not bad luck; where
+    # trajectories diverged after a warm-up, the step size it adapted is the cause, and
+    # the divergence advice names it
+    judged_rate = diag.n_draws_per_chain >= 1 / STUCK_ACCEPT
+    if judged_rate and np.size(diag.accept_rate) == diag.n_chains:
+        if not divergent or method.n_warmup == 0:
+            stuck_chains |= np.asarray(diag.accept_rate) < STUCK_ACCEPT
+    stuck = int(np.sum(stuck_chains))
     # NaN figures: chains too short to judge, unless a chain that never moved made them
     too_short = not stuck and (
         bool(np.isnan(rhats).any()) or (error is not None and np.isnan(error))
@@ -505,9 +517,11 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
         # doubled, or the sampler's default where there was none at all
         default_warmup = type(method)().n_warmup
         advice.append(
-            f"{stuck} of {diag.n_chains} chains never moved after warm-up (every "
-            "proposal rejected): their step size or metric adapted poorly; lengthen the "
-            f"warm-up: {method._fix(n_warmup=2 * method.n_warmup or default_warmup)}"
+            f"{stuck} of {diag.n_chains} chains never moved after warm-up (their "
+            f"proposals were rejected, all or over {1 - STUCK_ACCEPT:.0%} of them): their "
+            "step size or metric adapted poorly; "
+            + ("lengthen the warm-up: " if method.n_warmup else "give them a warm-up: ")
+            + f"{method._fix(n_warmup=2 * method.n_warmup or default_warmup)}"
         )
     if coarse:
         text = (
@@ -538,7 +552,14 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
                 else f"The cap is at its largest ({MAX_TREE_DEPTH}): simplify the network"
             )
         )
-    if divergent:
+    if divergent and method.n_warmup == 0:
+        # the acceptance target acts through the warm-up's step-size adaptation
+        if not stuck:
+            advice.append(
+                "divergent transitions: without warm-up the step size is never adapted; "
+                f"add one: {method._fix(n_warmup=type(method)().n_warmup)}"
+            )
+    elif divergent:
         advice.append(method._divergence_advice())
     rms = diag.x_rms_max or 0.0
     if rms > MAX_FEATURE_RMS:
