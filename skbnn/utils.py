@@ -55,7 +55,9 @@ def shared_pool() -> ThreadPoolExecutor:
         return _pool
 
 
-def thread_map(fn, items, n_jobs: int, interruptible: bool = False, on_interrupt=None) -> list:
+def thread_map(
+    fn, items, n_jobs: int, interruptible: bool = False, on_interrupt=None, poll=None
+) -> list:
     """``[fn(item) for item in items]``, up to ``n_jobs`` at a time on :func:`shared_pool`.
 
     With ``n_jobs == 1`` (or one item) it runs in the calling thread, unless
@@ -69,6 +71,10 @@ def thread_map(fn, items, n_jobs: int, interruptible: bool = False, on_interrupt
     for the running ones, and raises the ``KeyboardInterrupt``: no thread of the pool
     works on after it. Long tasks pass ``interruptible=True`` so that even one of them
     runs on the pool, with the main thread free to hear Ctrl-C.
+
+    ``poll()``, if given, is called by the waiting thread between its short waits (so a
+    warning it raises points at the caller's line); an exception from it stops the tasks
+    as Ctrl-C does, and is raised.
     """
     items = list(items)
     in_main = threading.current_thread() is threading.main_thread()
@@ -89,8 +95,9 @@ def thread_map(fn, items, n_jobs: int, interruptible: bool = False, on_interrupt
         # the main thread; a signal taken by another thread, or _thread.interrupt_main, is
         # seen when the main thread next runs bytecode
         while wait(futures, timeout=0.1).not_done:
-            pass
-    except KeyboardInterrupt:
+            if poll is not None:
+                poll()
+    except BaseException:
         _interrupt.set()
         try:
             if on_interrupt is not None:

@@ -315,9 +315,9 @@ def test_more_chains_than_threads_interleave_without_changing_the_draws(verbose)
     calls = []
     original = _chains.run_interleaved
 
-    def spy(chains, n_blocks, advance, n_workers, stop_early=None, on_interrupt=None):
+    def spy(chains, n_blocks, advance, n_workers, stop_early=None, on_interrupt=None, poll=None):
         calls.append((n_blocks, n_workers))
-        return original(chains, n_blocks, advance, n_workers, stop_early, on_interrupt)
+        return original(chains, n_blocks, advance, n_workers, stop_early, on_interrupt, poll)
 
     _chains.run_interleaved = spy
     try:

@@ -544,6 +544,38 @@ def test_auto_and_a_time_bound_never_announce_a_long_run(diabetes, monkeypatch):
         assert not [w for w in caught if issubclass(w.category, SlowFitWarning)]
 
 
+def _slow_warnings(est, X, y) -> list:
+    from skbnn.exceptions import SlowFitWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(X, y)
+    return [w for w in caught if issubclass(w.category, SlowFitWarning)]
+
+
+def test_a_max_time_that_warm_up_overruns_says_so_and_its_bound_fits_it(diabetes):
+    # Timing, within one process. The budget is half the time the same warm-up took in the
+    # fit before (same seed: the same iterations), so it passes during warm-up unless that
+    # runs twice as fast the second time. The printed bound is twice the warm-up's time
+    # projected from its first half, which overestimates it (the first iterations, before
+    # the step size adapts, are the slow ones): the followed fit, again the same warm-up,
+    # would have to run over twice as slow to warn.
+    method = NUTS(n_warmup=200)
+    free = BayesianMLPRegressor(method=method, n_samples=40, random_state=0)
+    free.fit(*diabetes)
+    d = free.diagnostics_
+    warm_up = d["wall_time"] - d["init_time"] - d["compile_time"]
+    budget = warm_up / 2
+    est = BayesianMLPRegressor(method=NUTS(n_warmup=200, max_time=budget), n_samples=400)
+    (w,) = _slow_warnings(est.set_params(random_state=0), *diabetes)
+    assert "max_time does not cut warm-up short" in str(w.message)
+    assert "method='ensemble'" in str(w.message)
+    _assert_well_formed(w)
+    (fix,) = _fixes(w)
+    assert fix.max_time > warm_up and fix.n_warmup == 200
+    assert _slow_warnings(est.set_params(method=fix), *diabetes) == []
+
+
 def test_smc_announces_a_long_run_after_its_first_stage_and_the_bound_silences_it(
     diabetes, monkeypatch
 ):

@@ -175,6 +175,7 @@ def run_interleaved(
     n_workers: int,
     stop_early=None,
     on_interrupt=None,
+    poll=None,
 ) -> None:
     """Advance every chain through ``n_blocks`` blocks on ``n_workers`` threads.
 
@@ -185,7 +186,7 @@ def run_interleaved(
     ``stop_early``, if given, is asked (under the scheduler's lock) before each block is
     handed out; when it returns a block count, sampling ends early: every chain completes
     the blocks it or any other chain has started, and at least that many, so all chains end
-    at the same block. ``on_interrupt``: see :func:`~skbnn.utils.thread_map`.
+    at the same block. ``on_interrupt`` and ``poll``: see :func:`~skbnn.utils.thread_map`.
     """
     cond = threading.Condition()
     busy: set[int] = set()
@@ -230,6 +231,7 @@ def run_interleaved(
         n_workers,
         interruptible=True,
         on_interrupt=on_interrupt,
+        poll=poll,
     )
 
 
@@ -353,13 +355,30 @@ class Runner:
     elsewhere: bool = False
     deadline: float | None = None
     min_blocks: int = 0
+    #: called once, by the thread that waits for the chains, with the share of warm-up
+    #: done when the deadline passed during warm-up (which it does not cut short)
+    on_late_warmup: object = None
+    #: that share, as the chains' threads found it
+    late_share: float | None = None
+    late_told: bool = False
 
     def stop_chains(self) -> None:
         # every kernel reads this before each iteration (Ctrl-C in the main thread)
         self.blocks.settings[0]["interrupt"] = 1
 
     def _stop_early(self) -> int | None:
-        return self.min_blocks if time.perf_counter() >= self.deadline else None
+        if time.perf_counter() < self.deadline:
+            return None
+        stops, n_warmup = self.blocks.stops, self.blocks.n_warmup
+        done = sum(min(stops[c.pos - 1] if c.pos else 0, n_warmup) for c in self.chains)
+        if self.late_share is None and done < n_warmup * len(self.chains):
+            self.late_share = done / (n_warmup * len(self.chains))
+        return self.min_blocks
+
+    def _tell_late_warmup(self) -> None:
+        if self.late_share is not None and not self.late_told and self.on_late_warmup:
+            self.late_told = True
+            self.on_late_warmup(self.late_share)
 
     def _run_serially(self, _) -> None:
         for chain in self.chains:
@@ -392,4 +411,6 @@ class Runner:
                 self.n_workers,
                 self._stop_early if self.deadline is not None and first else None,
                 on_interrupt=self.stop_chains,
+                poll=self._tell_late_warmup,
             )
+            self._tell_late_warmup()

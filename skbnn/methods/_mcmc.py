@@ -55,6 +55,13 @@ from ._starts import finite_start, map_starts
 from ._tempering import ReplicaExchange, ladder_betas
 from ._warmup import longest_window, restart_step_size, stan_windows
 
+
+def _round_up(seconds: float) -> float:
+    """``seconds`` rounded up to two significant digits, as a warning prints a bound."""
+    scale = 10.0 ** (math.floor(math.log10(seconds)) - 1)
+    return round(math.ceil(seconds / scale) * scale, 12)
+
+
 #: The kernels' kind of each ``metric`` option (:mod:`skbnn.kernels.linalg`)
 METRIC_KINDS = {"diagonal": DIAGONAL, "diagonal_grad": DIAGONAL, "dense": DENSE,
                 "low_rank": LOW_RANK}  # fmt: skip
@@ -97,6 +104,8 @@ class _Plan:
     compile_time: float
     #: the progress bars' verbosity (a sampler ``init``'s run shows its own)
     verbose: int = 0
+    #: the sampler this one starts, when it runs as that sampler's ``init``
+    outer: object = None
 
 
 @dataclass
@@ -282,7 +291,7 @@ class HMCFamily(BaseMethod):
         """The starts a sampler ``init`` hands over, the last positions of its chains,
         and the gradient evaluations its run took (its own starts' included)."""
         _, fleet = self.init._run_chains(
-            target, plan.n_samples, seed, n_jobs, plan.verbose, announce=False
+            target, plan.n_samples, seed, n_jobs, plan.verbose, announce=False, outer=self
         )
         ends = np.array([chain.arrays.q for chain in fleet.chains])
         n_grad = fleet.init_grad_evals + sum(grad_evals(c) for c in fleet.replicas)
@@ -347,6 +356,33 @@ class HMCFamily(BaseMethod):
             f"thread{'s' if threads > 1 else ''}, each "
             f"iteration up to {self._max_gradients()} gradient passes"
         )
+
+    def _warn_late_warmup(self, share: float, elapsed: float, outer) -> None:
+        """A SlowFitWarning when ``max_time`` passed with ``share`` of the warm-up done,
+        ``elapsed`` seconds in: warm-up is never cut short, so the run will overrun the
+        bound. Its fix is a bound twice the warm-up's time at the pace so far (early
+        iterations, before the step size adapts, are the slow ones)."""
+        if not self._slow_warning:
+            return
+        max_time = self._stop_rule().max_time
+        ran = f"{elapsed:.2g} s" if elapsed < 10 else duration(elapsed)
+        text = (
+            f"{type(self).__name__}'s warm-up has run {ran}, past max_time={max_time:g} s, "
+            f"with {share:.0%} of it done. max_time does not cut warm-up short (an "
+            "unadapted chain samples badly)"
+        )
+        if share > 0:
+            text += f", so at this pace warm-up alone takes about {duration(elapsed / share)}"
+        text += ". For an answer within the bound: method='ensemble' or method='laplace'"
+        if share > 0:
+            wanted = _round_up(2 * elapsed / share)
+            fix = (
+                self._fix(max_time=wanted)
+                if outer is None
+                else outer._fix(init=clone(self).set_params(max_time=wanted))
+            )
+            text += f"; or a bound the warm-up fits in: {fix}"
+        warn(text + ".", SlowFitWarning)
 
     def _open_stages(self) -> list[HMCFamily]:
         """The stages whose sampling ``max_time`` could bound, and does not."""
@@ -443,17 +479,20 @@ class HMCFamily(BaseMethod):
         return self._assemble(target, plan, fleet, t_start)
 
     def _run_chains(
-        self, target, n_samples, random_state, n_jobs, verbose, resume=None, announce=True
-    ):
+        self, target, n_samples, random_state, n_jobs, verbose, resume=None, announce=True,
+        outer=None,
+    ):  # fmt: skip
         """Plan, start and run the chains: the ``(plan, fleet)`` that :meth:`_assemble`
-        turns into a result, or whose chains' last positions start another sampler's
-        (``announce=False``: the sampler it starts announced the whole run's time)."""
+        turns into a result, or whose chains' last positions start another sampler's,
+        ``outer`` (``announce=False``: the sampler it starts announced the whole run's
+        time)."""
         self._check_knobs()
         if resume is not None:
             # a private copy: a continuation that fails leaves the stored state as it was
             resume = copy.deepcopy(ResumeState.of(resume))
         plan = self._plan(target, n_samples, resume)
         plan.verbose = verbose
+        plan.outer = outer
         if resume is None and announce:
             self._warn_if_slow(target, n_samples, n_jobs)
         fleet = self._start_chains(target, plan, random_state, n_jobs, resume)
@@ -696,6 +735,9 @@ class HMCFamily(BaseMethod):
         t_budget = time.perf_counter()
         if timed:
             runner.deadline = t_budget + max_time
+            runner.on_late_warmup = lambda share: self._warn_late_warmup(
+                share, time.perf_counter() - t_budget, plan.outer
+            )
         runner.run(first=True)
         cut = timed and chains[0].pos < len(stops)
         if cut:

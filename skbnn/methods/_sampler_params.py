@@ -204,7 +204,8 @@ SAMPLER_DOCS: dict = {
     stops at the end of the same block (a fortieth of the run), keeping fewer draws.
     Warm-up is never cut short (an unadapted chain samples badly), and a chain keeps at
     least 20 draws, so a budget shorter than warm-up is overrun by the rest of warm-up
-    and those draws.
+    and those draws: a ``SlowFitWarning`` says so when the budget passes during
+    warm-up, with the warm-up's time at its pace so far and a bound that fits it.
     ``diagnostics_["stopped_because"]`` is ``"targets_met"``, ``"max_time"``,
     ``"max_draws"``, or with ``max_time`` alone ``"n_samples"`` (the draws were
     complete in time); the progress bar shows the current R-hat and ESS. Not with
