@@ -199,9 +199,11 @@ def test_out_of_time_says_so_and_what_to_do_instead():
     assert "n_samples" not in msg
 
 
-def test_draw_cap_points_at_max_time():
+def test_draw_cap_asks_for_more_kept_draws():
+    # at the cap the kept draws are thinned from the longest run allowed: more of them,
+    # not a longer run, lowers the error
     msg = NUTS(target_rhat=1.01)._convergence_message(_extended("max_draws", rhat=1.2, error=0.2))
-    assert "method=NUTS(max_time=600, target_rhat=1.01)" in msg and "n_samples" not in msg
+    assert "n_samples=" in msg and "max_time" not in msg
 
 
 def test_a_chain_that_never_moved_is_named_with_a_longer_warm_up():

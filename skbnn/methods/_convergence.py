@@ -494,7 +494,6 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
     coarse = coarse and not too_short
     if not (too_short or divergent or coarse or stuck):
         return None
-    cls = type(method).__name__
     stopped = diag.stopped_because
     out_of_time = stopped == "max_time"
     advice = []
@@ -532,12 +531,9 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
         )
         if out_of_time:
             text += f"; give the chains more time: {method._fix(max_time=longer_time)}"
-        elif stopped == "max_draws":
-            text += (
-                f": {cls} held as many draws as it may without max_time; let time bound "
-                f"the run instead: {method._fix(max_time=600)}"
-            )
         else:
+            # also at max_draws: the kept draws are then thinned from the longest run the
+            # chains may make, so more of them, not a longer run, lowers the error
             text += method._coarse_advice(n_kept, wanted_draws(n_kept, diag.n_chains, error))
         advice.append(text)
     if capped:

@@ -59,7 +59,8 @@ from ._warmup import longest_window, restart_step_size, stan_windows
 def _round_up(seconds: float) -> float:
     """``seconds`` rounded up to two significant digits, as a warning prints a bound."""
     scale = 10.0 ** (math.floor(math.log10(seconds)) - 1)
-    return round(math.ceil(seconds / scale) * scale, 12)
+    value = round(math.ceil(seconds / scale) * scale, 12)
+    return int(value) if value >= 10 else value
 
 
 #: The kernels' kind of each ``metric`` option (:mod:`skbnn.kernels.linalg`)
