@@ -283,6 +283,12 @@ def test_array_init_clones_and_names_itself_in_a_fix():
     assert fix == "method=NUTS(init=..., n_chains=2, target_accept=0.9)"
 
 
+def test_a_numpy_scalar_knob_is_written_as_plain_code_in_a_fix():
+    # NumPy 2 prints np.float64(0.5), which runs only where NumPy is imported as np
+    fix = NUTS(target_accept=np.float64(0.7), n_chains=np.int64(2))._fix(max_tree_depth=12)
+    assert fix == "method=NUTS(max_tree_depth=12, n_chains=2, target_accept=0.7)"
+
+
 def _stage_target():
     X, y = _data(40)
     return LogPosterior(X, y, (4,), "tanh", "gaussian", noise_precision=100.0)

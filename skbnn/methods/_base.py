@@ -216,4 +216,8 @@ def _knob_code(value) -> str:
         return "..."
     if isinstance(value, BaseMethod):
         return value._code()
+    if isinstance(value, np.generic):
+        # a NumPy scalar the user passed prints as np.float64(...) under NumPy 2, which
+        # runs only where NumPy is imported as np
+        value = value.item()
     return repr(value)
