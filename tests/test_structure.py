@@ -155,6 +155,8 @@ ALLOWED_ATTRIBUTES = {
         "_diagnostics",
     },
     "skbnn.methods._chains": {"_block_kernel", "_uses_step_size", "_replace"},
+    # a sampler run as another's init names its fix through the sampler it starts
+    "skbnn.methods._mcmc": {"_fix"},
     # _getvalue: numba's struct proxy's value, the documented way to build a native value
     "skbnn.kernels._compile": {
         "_CacheImpl",

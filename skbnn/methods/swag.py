@@ -169,6 +169,9 @@ class SWAG(Trainer):
     ):
         store_params(self, locals())
 
+    #: whether a member's collection diverged at every restart in the last run
+    _collection_diverged: bool = False
+
     def _runs_epochs(self, target) -> bool:
         """True: the collection runs SGD epochs whatever the pre-training's solver."""
         return True
@@ -178,11 +181,16 @@ class SWAG(Trainer):
         lower = super()._lower_rate(settings)
         if self.swa_learning_rate == "auto":
             return lower
-        return f"{lower} or {self._fix(swa_learning_rate=self.swa_learning_rate / 100)}"
+        collection = self._fix(swa_learning_rate=self.swa_learning_rate / 100)
+        if self._collection_diverged:
+            # a member's restarts lower the pre-training's rate, not the collection's
+            return collection
+        return f"{collection} or {lower}"
 
     def run(self, target, n_samples: int, random_state, n_jobs, verbose: int) -> FitResult:
         """Pre-train, collect and fit the Gaussian(s); see :meth:`BaseMethod.run`."""
         self._validate_params()
+        self._collection_diverged = False
         ss = seed_sequence(random_state)
         members, train = self._train_members(
             target, int(self.n_members), ss, n_jobs, verbose, _glorot_start,
@@ -229,6 +237,8 @@ class SWAG(Trainer):
             lr /= 10.0
         member.swag_stable = bool(stable)
         member.swa_learning_rate = lr
+        if member.diverged:
+            self._collection_diverged = True
         self._store_moments(member, cfg, mom)
 
     def _collection_rate(self, target, theta, train, prior_mean, YT, rng, member) -> float:
