@@ -539,6 +539,25 @@ def test_a_named_sampler_announces_a_long_run_before_it_starts(diabetes, monkeyp
     _assert_well_formed(w, NUTS(max_time=600))
 
 
+def test_a_long_sampler_run_is_announced_at_the_real_threshold_and_auto_is_fast():
+    # No monkeypatch: NUTS on 6,000 rows of 10 features (a 601-weight network) projects
+    # over an hour here, twenty times the threshold, so on a machine up to twenty times
+    # faster it still warns. As an error, the warning stops the fit before any chain
+    # starts. The first alternative it prints, "auto", as printed: silent, in seconds.
+    from sklearn.datasets import make_friedman1
+
+    from skbnn.exceptions import SlowFitWarning
+
+    X, y = make_friedman1(6000, 10, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SlowFitWarning)
+        with pytest.raises(SlowFitWarning, match="may take up to") as raised:
+            BayesianMLPRegressor(method="nuts", random_state=0).fit(X, y)
+    message = str(raised.value)
+    assert "method='auto'" in message and "method=NUTS(max_time=600)" in message
+    assert _slow_warnings(BayesianMLPRegressor(method="auto", random_state=0), X, y) == []
+
+
 def test_auto_and_a_time_bound_never_announce_a_long_run(diabetes, monkeypatch):
     # deterministic: "auto" chooses NUTS for this size, and turns the projection off on it;
     # a sampler given max_time is bounded already
