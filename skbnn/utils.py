@@ -97,8 +97,11 @@ def thread_map(
         while wait(futures, timeout=0.1).not_done:
             if poll is not None:
                 poll()
-    except BaseException:
-        _interrupt.set()
+    except BaseException as exc:
+        # Ctrl-C stops every task on the pool; poll's own error only this call's
+        ctrl_c = isinstance(exc, KeyboardInterrupt)
+        if ctrl_c:
+            _interrupt.set()
         try:
             if on_interrupt is not None:
                 on_interrupt()
@@ -106,7 +109,8 @@ def thread_map(
                 f.cancel()
             wait(futures)
         finally:
-            _interrupt.clear()
+            if ctrl_c:
+                _interrupt.clear()
         raise
     return [f.result() for f in futures]
 

@@ -366,8 +366,12 @@ class SMC(BaseMethod):
         rec["ess"].append(ess)
         rec["resampled"].append(resampled)
         moved = np.isfinite(acc)
-        w = run.move_w[moved]
-        rec["accept_rate"].append(float(w @ acc[moved] / w.sum()) if w.sum() > 0 else math.nan)
+        if moved.all():
+            rec["accept_rate"].append(float(run.move_w @ acc))
+        else:
+            # over the particles that moved before the deadline
+            w = run.move_w[moved]
+            rec["accept_rate"].append(float(w @ acc[moved] / w.sum()) if w.sum() > 0 else math.nan)
         rec["moved"].append(run.moved)
         rec["step_size"].append(run.eps.copy())
         rec["n_leapfrog"].append(run.n_leap.copy())
