@@ -548,15 +548,15 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
                 else f"The cap is at its largest ({MAX_TREE_DEPTH}): simplify the network"
             )
         )
-    if divergent and method.n_warmup == 0:
-        # the acceptance target acts through the warm-up's step-size adaptation
-        if not stuck:
-            advice.append(
-                "divergent transitions: without warm-up the step size is never adapted; "
-                f"add one: {method._fix(n_warmup=type(method)().n_warmup)}"
-            )
-    elif divergent:
+    # without warm-up the advice is one (the stuck chains' when there are any): the
+    # acceptance target acts through the warm-up's step-size adaptation
+    if divergent and method.n_warmup:
         advice.append(method._divergence_advice())
+    elif divergent and not stuck:
+        advice.append(
+            "divergent transitions: without warm-up the step size is never adapted; "
+            f"add one: {method._fix(n_warmup=type(method)().n_warmup)}"
+        )
     rms = diag.x_rms_max or 0.0
     if rms > MAX_FEATURE_RMS:
         regression = diag.likelihood in ("gaussian", "heteroscedastic")

@@ -372,9 +372,7 @@ class HMCFamily(BaseMethod):
             f"with {share:.0%} of it done. max_time does not cut warm-up short (an "
             "unadapted chain samples badly)"
         )
-        if share > 0:
-            text += f", so at this pace warm-up alone takes about {duration(elapsed / share)}"
-        text += ". For an answer within the bound: method='ensemble' or method='laplace'"
+        faster = "For an answer within the bound: method='ensemble' or method='laplace'"
         if share > 0:
             wanted = _round_up(2 * elapsed / share)
             fix = (
@@ -382,7 +380,12 @@ class HMCFamily(BaseMethod):
                 if outer is None
                 else outer._fix(init=clone(self).set_params(max_time=wanted))
             )
-            text += f"; or a bound the warm-up fits in: {fix}"
+            text += (
+                f", so at this pace warm-up alone takes about {duration(elapsed / share)}. "
+                f"{faster}; or a bound the warm-up fits in: {fix}"
+            )
+        else:
+            text += f". {faster}"
         warn(text + ".", SlowFitWarning)
 
     def _open_stages(self) -> list[HMCFamily]:
