@@ -24,7 +24,7 @@ from sklearn.preprocessing import StandardScaler
 
 import skbnn.methods
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
-from skbnn.exceptions import ConvergenceWarning
+from skbnn.exceptions import ConvergenceWarning, SlowFitWarning
 from skbnn.methods import (
     HMC,
     LBBNN,
@@ -56,6 +56,17 @@ def _fit(est, X, y):
         warnings.simplefilter("always")
         est.fit(X, y)
     return [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+
+
+def _warned_fits(make, X, y, seeds):
+    """``(est, w)`` for each seed whose fit of ``make(seed)`` raised a ConvergenceWarning
+    (``w``, its only one); the silent fits are skipped."""
+    for s in seeds:
+        est = make(s)
+        caught = _fit(est, X, y)
+        if caught:
+            (w,) = caught
+            yield est, w
 
 
 #: A fix in a message: ``method=Class(knob=value, ...)``
@@ -146,14 +157,13 @@ def test_a_warning_on_unscaled_inputs_leads_with_the_pipeline_that_silences_it(s
 
     X, y = load_diabetes(return_X_y=True)
     X = X * 100 + 50
-    warned, still = 0, 0
-    for s in range(seed, seed + 5):
+
+    def make(s):
         method = NUTS(n_warmup=100, max_tree_depth=4)
-        est = BayesianMLPRegressor((3,), method=method, n_samples=200, random_state=s)
-        caught = _fit(est, X, y)
-        if not caught:
-            continue
-        (w,) = caught
+        return BayesianMLPRegressor((3,), method=method, n_samples=200, random_state=s)
+
+    warned, still = 0, 0
+    for est, w in _warned_fits(make, X, y, range(seed, seed + 5)):
         message = str(w.message)
         advice = message.index("Scale them first: make_pipeline(StandardScaler(), ")
         assert "method=" not in message[:advice]
@@ -383,16 +393,14 @@ def test_smc_without_resampling_is_told_to_resample(diabetes, seed):
     # of the same 30 seeds (a stage's least ESS 2.6 or more). Here 6 seeds: fewer than
     # two warning has probability 0.002 at a rate of 0.8; were 5 % of the followed fits
     # to warn, two or more of six would have probability 0.03.
-    warned, still = 0, 0
-    for s in range(seed, seed + 6):
+    def make(s):
         method = SMC(resample_threshold=0.0)
-        est = BayesianMLPRegressor(method=method, n_samples=24, random_state=s)
-        caught = _fit(est, *diabetes)
-        if not caught:
-            continue
+        return BayesianMLPRegressor(method=method, n_samples=24, random_state=s)
+
+    warned, still = 0, 0
+    for est, w in _warned_fits(make, *diabetes, range(seed, seed + 6)):
         # the weights' collapse, or the moves' collapse that follows from it (their
         # metric is the weighted particles' variance): both name the same fix
-        (w,) = caught
         assert "without resampling" in str(w.message).lower()
         _assert_well_formed(w, SMC())
         warned += 1
@@ -497,13 +505,11 @@ def test_laplace_told_its_map_stopped_early_is_silent_with_the_printed_budget(di
     # improved, and the printed max_iter (40), run as printed, was silent on all 4. Here
     # 12 seeds: were a quarter of them to warn, none would with probability 0.03; were
     # 10 % of the followed fits to warn, more than half of six 0.001.
+    def make(s):
+        return BayesianMLPRegressor(method=Laplace(max_iter=20), random_state=s)
+
     warned, still = 0, 0
-    for s in range(seed, seed + 12):
-        est = BayesianMLPRegressor(method=Laplace(max_iter=20), random_state=s)
-        caught = _fit(est, *diabetes)
-        if not caught:
-            continue
-        (w,) = caught
+    for est, w in _warned_fits(make, *diabetes, range(seed, seed + 12)):
         _assert_well_formed(w, Laplace(max_iter=40))
         (fix,) = _fixes(w)
         warned += 1
@@ -626,18 +632,21 @@ def test_default_classifier_is_silent_on_iris(seed):
 # --------------------------------------------------------------------------------------
 
 
+def _slow_warnings(est, X, y) -> list:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(X, y)
+    return [w for w in caught if issubclass(w.category, SlowFitWarning)]
+
+
 def test_a_named_sampler_announces_a_long_run_before_it_starts(diabetes, monkeypatch):
     # deterministic: with the threshold at zero seconds any projection is over it; the
     # message names the alternatives as code and the bound that keeps the sampler
-    from skbnn.exceptions import SlowFitWarning
     from skbnn.methods import _mcmc
 
     monkeypatch.setattr(_mcmc, "SLOW_FIT", 0.0)
     est = BayesianMLPRegressor(method="nuts", n_samples=8, random_state=0)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        est.fit(*diabetes)
-    (w,) = [w for w in caught if issubclass(w.category, SlowFitWarning)]
+    (w,) = _slow_warnings(est, *diabetes)
     # the faster alternatives as code, and the bound that keeps the sampler
     assert "method='ensemble'" in str(w.message)
     _assert_well_formed(w, NUTS(max_time=600))
@@ -649,8 +658,6 @@ def test_a_long_sampler_run_is_announced_at_the_real_threshold_and_auto_is_fast(
     # faster it still warns. As an error, the warning stops the fit before any chain
     # starts. The first alternative it prints, "auto", as printed: silent, in seconds.
     from sklearn.datasets import make_friedman1
-
-    from skbnn.exceptions import SlowFitWarning
 
     X, y = make_friedman1(6000, 10, random_state=0)
     with warnings.catch_warnings():
@@ -665,27 +672,15 @@ def test_a_long_sampler_run_is_announced_at_the_real_threshold_and_auto_is_fast(
 def test_auto_and_a_time_bound_never_announce_a_long_run(diabetes, monkeypatch):
     # deterministic: "auto" chooses NUTS for this size, and turns the projection off on it;
     # a sampler given max_time is bounded already
-    from skbnn.exceptions import SlowFitWarning
     from skbnn.methods import _mcmc
 
     monkeypatch.setattr(_mcmc, "SLOW_FIT", 0.0)
     bounded = NUTS(max_time=60)
     for method in ("auto", bounded):
         est = BayesianMLPRegressor(method=method, n_samples=8, random_state=0)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            est.fit(*diabetes)
+        slow = _slow_warnings(est, *diabetes)
         assert isinstance(est.method_, NUTS)
-        assert not [w for w in caught if issubclass(w.category, SlowFitWarning)]
-
-
-def _slow_warnings(est, X, y) -> list:
-    from skbnn.exceptions import SlowFitWarning
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        est.fit(X, y)
-    return [w for w in caught if issubclass(w.category, SlowFitWarning)]
+        assert not slow
 
 
 def test_a_max_time_that_warm_up_overruns_says_so_and_its_bound_fits_it(diabetes):
@@ -716,16 +711,12 @@ def test_smc_announces_a_long_run_after_its_first_stage_and_the_bound_silences_i
 ):
     # deterministic: with the threshold at zero any first stage projects over it; the fix
     # as printed bounds the tempering time, and the run it gives is silent
-    from skbnn.exceptions import SlowFitWarning
 
     monkeypatch.setattr(smc_module, "SLOW_FIT", 0.0)
 
     def slow_warnings(method):
         est = BayesianMLPRegressor(method=method, n_samples=50, random_state=0)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            est.fit(*diabetes)
-        return [w for w in caught if issubclass(w.category, SlowFitWarning)]
+        return _slow_warnings(est, *diabetes)
 
     (w,) = slow_warnings(SMC())
     assert "method='laplace'" in str(w.message)
@@ -740,7 +731,6 @@ def test_a_sampler_init_is_announced_with_its_sampler_and_the_fix_bounds_both(
     # deterministic: with the threshold at zero any projection is over it. One warning, for
     # both stages, before the first stage's chains start; its fix puts a bound on each
     # stage (the first alone would leave NUTS unbounded), and run as printed it is silent
-    from skbnn.exceptions import SlowFitWarning
     from skbnn.methods import _mcmc
 
     monkeypatch.setattr(_mcmc, "SLOW_FIT", 0.0)
@@ -769,18 +759,12 @@ def test_a_sampler_init_is_announced_with_its_sampler_and_the_fix_bounds_both(
     _assert_well_formed(w, bounded)
     (fix,) = _fixes(w)
     est = BayesianMLPRegressor(method=fix, n_samples=8, random_state=0)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        est.fit(*diabetes)
-    assert not [w for w in caught if issubclass(w.category, SlowFitWarning)]
+    assert not _slow_warnings(est, *diabetes)
 
     # a stage the user bounded keeps its bound; the fix bounds the rest, ten minutes
     method.set_params(init__max_time=30)
     est = BayesianMLPRegressor(method=method, n_samples=8, random_state=0)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        est.fit(*diabetes)
-    (w,) = [w for w in caught if issubclass(w.category, SlowFitWarning)]
+    (w,) = _slow_warnings(est, *diabetes)
     bounded.set_params(max_time=600, init__max_time=30)
     _assert_well_formed(w, bounded)
 
@@ -835,17 +819,12 @@ def _sine(n, seed=0):
 
 
 def _nuts_fit(X, y, n_samples, seed, n_warmup=100):
-    from skbnn.methods._convergence import predictive_error
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        est = BayesianMLPRegressor(
-            hidden_layer_sizes=(4,), method=NUTS(n_warmup=n_warmup), n_samples=n_samples,
-            random_state=seed,
-        ).fit(X, y)  # fmt: skip
-    texts = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
-    diag = ChainDiagnostics.from_dict(est.diagnostics_)
-    return float(np.nanmax(predictive_error(diag))), texts
+    est = BayesianMLPRegressor(
+        hidden_layer_sizes=(4,), method=NUTS(n_warmup=n_warmup), n_samples=n_samples,
+        random_state=seed,
+    )  # fmt: skip
+    texts = [str(w.message) for w in _fit(est, X, y)]
+    return _error(est), texts
 
 
 @pytest.mark.statistical
@@ -894,14 +873,13 @@ def test_trajectories_at_the_depth_cap_are_told_to_raise_it_and_the_error_falls(
     # three or four would be with probability 0.004; the mean error falling by under a
     # fifth is over 3 sd from the mean fall.
     X, y = _sine(60)
-    before, after = [], []
-    for s in range(seed, seed + 4):
+
+    def make(s):
         method = NUTS(max_tree_depth=2, n_warmup=100)
-        est = BayesianMLPRegressor((4,), method=method, n_samples=400, random_state=s)
-        caught = _fit(est, X, y)
-        if not caught:
-            continue
-        (w,) = caught
+        return BayesianMLPRegressor((4,), method=method, n_samples=400, random_state=s)
+
+    before, after = [], []
+    for est, w in _warned_fits(make, X, y, range(seed, seed + 4)):
         assert "at the depth cap" in str(w.message)
         _assert_well_formed(w, NUTS(max_tree_depth=4, n_warmup=100))
         before.append(_error(est))
@@ -1008,14 +986,12 @@ def test_mclmc_divergences_end_at_the_energy_target_it_prints(diabetes, seed):
     # and no warning on all 38. Here 6 seeds: were 15 % of the fits silent (2 of 40
     # were), four or more of six would have probability 0.006; were 10 % of the
     # followed fits to warn (0 of 38 did), more than half of three or more 0.03.
-    before, still = [], 0
-    for s in range(seed, seed + 6):
+    def make(s):
         method = MCLMC(desired_energy_var=5.0, n_warmup=500, max_delta_energy=100)
-        est = BayesianMLPRegressor(method=method, n_samples=200, random_state=s)
-        caught = _fit(est, *diabetes)
-        if not caught:
-            continue
-        (w,) = caught
+        return BayesianMLPRegressor(method=method, n_samples=200, random_state=s)
+
+    before, still = [], 0
+    for est, w in _warned_fits(make, *diabetes, range(seed, seed + 6)):
         divergences = est.diagnostics_["divergences"]
         assert f"{divergences} divergent steps" in str(w.message)
         assert "target_accept" not in str(w.message)
