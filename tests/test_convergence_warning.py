@@ -158,9 +158,8 @@ def test_slow_samplers_suggest_nuts(method):
     diag.mean_tree_depth = diag.max_tree_depth_hits = None
     msg = method._convergence_message(diag)
     assert "method='nuts'" in msg
-    if isinstance(method, MALA):
-        assert "n_samples=32000 (now 1000)" in msg
-    else:
+    assert "n_samples=32000 (now 1000)" in msg
+    if isinstance(method, AdaptiveMetropolis):
         assert "reference sampler" in msg and "n_warmup" not in msg
     assert "n_temperatures" not in msg and "tree depth" not in msg
     if isinstance(method, AdaptiveMetropolis):

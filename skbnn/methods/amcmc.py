@@ -114,10 +114,13 @@ class AdaptiveMetropolis(HMCFamily):
             )
 
     def _coarse_advice(self, n_kept: int, wanted: int) -> str:
+        # the draws the error asks for, first: a switch to NUTS at the same n_samples
+        # can stay as coarse
         return (
-            "; a random walk over a network's parameters mixes far too slowly to fit it "
-            "(AdaptiveMetropolis is a reference sampler): use method='nuts', or the default "
-            "method='auto'"
+            f"; draw more, the estimator's n_samples={wanted} (now {n_kept}); a random "
+            "walk over a network's parameters mixes far too slowly to fit it "
+            "(AdaptiveMetropolis is a reference sampler): use method='nuts', or the "
+            "default method='auto'"
         )
 
     def _settings(self):
