@@ -170,32 +170,45 @@ def test_slow_samplers_suggest_nuts(method):
         assert "method=MALA(target_accept=0.787)" in msg
 
 
-def _extended(stopped, **kw):
+def _extended(stopped, sampled=4321, **kw):
     return replace(
-        _diag(**kw), stopped_because=stopped, n_draws_sampled_per_chain=4321, budget_time=600.4
+        _diag(**kw), stopped_because=stopped, n_draws_sampled_per_chain=sampled, budget_time=600.4
     )
 
 
 def test_out_of_time_says_so_and_what_to_do_instead():
-    # the chains ran until max_time and the predictive is still coarse: no advice about
-    # n_samples (it only caps the kept draws then), but max_time
+    # the chains ran until max_time, keeping every draw they made, and the predictive is
+    # still coarse: no advice about n_samples (it only caps the kept draws then), but
+    # max_time
     method = NUTS(target_rhat=1.01, target_ess=400, max_time=600)
-    msg = method._convergence_message(_extended("max_time", rhat=1.6, outputs=1.7, error=0.3))
-    assert "after 4321 draws per chain in 600 s (stopped_because='max_time')" in msg
+    diag = _extended("max_time", sampled=250, rhat=1.6, outputs=1.7, error=0.3)
+    msg = method._convergence_message(diag)
+    assert "after 250 draws per chain in 600 s (stopped_because='max_time')" in msg
     assert (
         "give the chains more time: method=NUTS(max_time=1200, target_ess=400, "
         "target_rhat=1.01)" in msg
     )
     assert "n_samples" not in msg and "n_temperatures" not in msg
     # too few draws because the time ran out points at max_time, not n_samples
-    msg = method._convergence_message(
-        _extended("max_time", rhat=np.nan, outputs=np.nan, draws=2, chains=3, error=np.nan)
-    )
+    diag = _extended("max_time", sampled=2, rhat=np.nan, outputs=np.nan, draws=2, chains=3,
+                     error=np.nan)  # fmt: skip
+    msg = method._convergence_message(diag)
     assert (
         "the time ran out first: method=NUTS(max_time=1200, target_ess=400, target_rhat=1.01)"
         in msg
     )
     assert "n_samples" not in msg
+
+
+def test_out_of_time_after_thinning_asks_for_more_kept_draws():
+    # the chains drew more than n_samples keeps before the time ran out: the kept draws
+    # are thinned, and a longer run thins them more; more of them lower the error
+    method = NUTS(target_rhat=1.01, max_time=600)
+    msg = method._convergence_message(_extended("max_time", rhat=1.2, error=0.2))
+    assert "n_samples=8000 (now 1000)" in msg and "max_time=1200" not in msg
+    diag = _extended("max_time", rhat=np.nan, outputs=np.nan, draws=2, chains=3, error=np.nan)
+    msg = method._convergence_message(diag)
+    assert "n_samples=12 or more" in msg and "max_time=1200" not in msg
 
 
 def test_draw_cap_asks_for_more_kept_draws():

@@ -494,8 +494,11 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
     coarse = coarse and not too_short
     if not (too_short or divergent or coarse or stuck):
         return None
-    stopped = diag.stopped_because
-    out_of_time = stopped == "max_time"
+    # out of time before the chains drew more than they keep: a longer run adds kept
+    # draws. Thinned from a longer run (out of time later, or at the draw cap), more kept
+    # draws, not a longer run, lower the error
+    thinned = (diag.n_draws_sampled_per_chain or 0) > diag.n_draws_per_chain
+    out_of_time = diag.stopped_because == "max_time" and not thinned
     advice = []
     max_time = method._stop_rule().max_time
     longer_time = None if max_time is None else 2 * max_time
@@ -532,8 +535,6 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
         if out_of_time:
             text += f"; give the chains more time: {method._fix(max_time=longer_time)}"
         else:
-            # also at max_draws: the kept draws are then thinned from the longest run the
-            # chains may make, so more of them, not a longer run, lowers the error
             text += method._coarse_advice(n_kept, wanted_draws(n_kept, diag.n_chains, error))
         advice.append(text)
     if capped:
