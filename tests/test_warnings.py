@@ -897,12 +897,19 @@ def _error(est) -> float:
     return float(np.nanmax(predictive_error(ChainDiagnostics.from_dict(est.diagnostics_))))
 
 
-def _followed_draws(make, X, y, seeds):
+def _followed_draws(make, X, y, seeds, stopped=None):
     """For each seed whose fit of ``make(seed)`` warned of a coarse predictive: its error,
-    the error with the ``n_samples`` the warning printed, and whether that fit warned."""
+    the error with the ``n_samples`` the warning printed, and whether that fit warned.
+    The warning advises no ``max_time``; the run stopped as ``stopped`` says, if given,
+    with its kept draws thinned from more."""
     for est, w in _warned_fits(make, X, y, seeds):
         assert "too coarsely" in str(w.message), str(w.message)
+        assert "max_time=" not in str(w.message)
         _assert_well_formed(w)
+        if stopped is not None:
+            diag = est.diagnostics_
+            assert diag["stopped_because"] == stopped
+            assert diag["n_draws_sampled_per_chain"] > diag["n_draws_per_chain"]
         before = _error(est)
         n_samples = int(re.search(r"the estimator's n_samples=(\d+)", str(w.message)).group(1))
         still = bool(_fit(est.set_params(n_samples=n_samples), X, y))
@@ -963,22 +970,15 @@ def test_a_run_at_its_draw_cap_is_told_to_keep_more_draws(seed):
     # with probability 0.0016; were 10 % of the followed fits to warn, more than half of
     # two or more 0.03.
     X, y = _sine(20)
-    warned, still = 0, 0
-    for s in range(seed, seed + 6):
+
+    def make(s):
         method = NUTS(n_warmup=100, target_rhat=1.0001)
-        est = BayesianMLPRegressor((4,), method=method, n_samples=24, random_state=s)
-        caught = _fit(est, X, y)
-        assert est.diagnostics_["stopped_because"] == "max_draws"
-        if not caught:
-            continue
-        (w,) = caught
-        _assert_well_formed(w)
-        assert "max_time" not in str(w.message)
-        n_samples = int(re.search(r"n_samples=(\d+)", str(w.message)).group(1))
-        warned += 1
-        still += bool(_fit(est.set_params(n_samples=n_samples), X, y))
-    assert warned >= 2
-    assert still <= warned // 2
+        return BayesianMLPRegressor((4,), method=method, n_samples=24, random_state=s)
+
+    runs = list(_followed_draws(make, X, y, range(seed, seed + 6), stopped="max_draws"))
+    still = np.array(runs)[:, 2] if runs else []
+    assert len(runs) >= 2
+    assert sum(still) <= len(runs) // 2
 
 
 @pytest.mark.statistical
@@ -997,17 +997,10 @@ def test_a_run_out_of_time_after_thinning_is_told_to_keep_more_draws(seed):
         method = NUTS(n_warmup=100, target_rhat=1.0001, max_time=0.5)
         return BayesianMLPRegressor((4,), method=method, n_samples=24, random_state=s)
 
-    warned, still = 0, 0
-    for est, w in _warned_fits(make, X, y, range(seed, seed + 5)):
-        assert est.diagnostics_["stopped_because"] == "max_time"
-        assert est.diagnostics_["n_draws_sampled_per_chain"] > 6
-        _assert_well_formed(w)
-        assert "max_time=" not in str(w.message)
-        n_samples = int(re.search(r"the estimator's n_samples=(\d+)", str(w.message)).group(1))
-        warned += 1
-        still += bool(_fit(est.set_params(n_samples=n_samples), X, y))
-    assert warned >= 3
-    assert still <= warned // 2
+    runs = list(_followed_draws(make, X, y, range(seed, seed + 5), stopped="max_time"))
+    still = np.array(runs)[:, 2] if runs else []
+    assert len(runs) >= 3
+    assert sum(still) <= len(runs) // 2
 
 
 @pytest.mark.statistical
