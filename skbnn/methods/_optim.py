@@ -27,6 +27,7 @@ from numbers import Integral, Real
 import numpy as np
 from joblib import effective_n_jobs
 from scipy.optimize import minimize
+from sklearn.base import clone
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..exceptions import ConvergenceWarning, warn
@@ -74,6 +75,9 @@ ADAPTIVE_REDUCTIONS = 3
 #: types its arguments costs several times the step. A bound in rows, not steps, keeps a
 #: call short on large batches, for Ctrl-C and the progress bar.
 ROWS_PER_CALL = 4096
+#: What the warning of members stopped short of convergence says, which a method that
+#: polishes the members' optimum afterwards (Laplace) recognizes
+NOT_CONVERGED = "members did not converge"
 
 
 #: The training engine's parameters, with scikit-learn MLP's names: their constraints ...
@@ -645,8 +649,20 @@ class Trainer(BaseMethod):
         below the lowest the restarts tried."""
         return self._fix(learning_rate_init=settings.learning_rate_init / 10 ** (MAX_RESTARTS + 1))
 
-    def _not_converged(self, settings, slow: int, kept: list) -> str:
-        """The warning for ``slow`` of the ``kept`` members that did not converge."""
+    def _longer(self, target, settings) -> str:
+        """The fix, as code, for members stopped at ``max_iter``: the default budget where
+        it allows more than twice the epochs (its stopping rule ends each member when the
+        loss stops improving), else twice the epochs."""
+        twice = 2 * settings.max_iter
+        if self.max_iter is not None and type(self)().max_iter is None:
+            default = clone(self).set_params(max_iter=None)._settings(target).max_iter
+            if default > twice:
+                return f"the default budget, {self._fix(max_iter=None)}"
+        return self._fix(max_iter=twice)
+
+    def _not_converged(self, settings, slow: int, kept: list, longer: str) -> str:
+        """The warning for ``slow`` of the ``kept`` members that did not converge;
+        ``longer`` is the fix (:meth:`_longer`)."""
         if settings.solver == "lbfgs":
             what = (
                 "L-BFGS stopped at its limit of iterations (max_iter) or of loss evaluations "
@@ -660,9 +676,8 @@ class Trainer(BaseMethod):
                 + f" loss still improved by more than tol={settings.tol:g} per row"
             )
         return (
-            f"{slow} of {len(kept)} members did not converge: {what} "
-            f"(max_iter={settings.max_iter}). Train longer: "
-            f"{self._fix(max_iter=2 * settings.max_iter)}."
+            f"{slow} of {len(kept)} {NOT_CONVERGED}: {what} "
+            f"(max_iter={settings.max_iter}). Train longer: {longer}."
         )
 
     def _train(self, target, settings, start, ss, data_fraction=1.0, bar=None, after=None):
@@ -775,7 +790,8 @@ class Trainer(BaseMethod):
             )
         slow = sum(not m.converged and still_improving(m, settings) for m in kept)
         if slow:
-            warn(self._not_converged(settings, slow, kept), ConvergenceWarning)
+            longer = self._longer(target, settings)
+            warn(self._not_converged(settings, slow, kept, longer), ConvergenceWarning)
         diagnostics = TrainingDiagnostics(
             solver=settings.solver,
             max_iter=settings.max_iter,

@@ -407,20 +407,19 @@ class VariationalInference(Trainer):
     def _optimize(self, target, theta, train, val, s, prior_mean, YT, rng, bar, member):
         self._epochs(target, theta, train, val, s, YT, rng, bar, member, self._vcfg(target))
 
-    def _not_converged(self, settings, slow, kept) -> str:
+    def _not_converged(self, settings, slow, kept, longer) -> str:
         gain, se, w = getattr(kept[0], "trend", (float("nan"), float("nan"), 0))
         if not np.isfinite(gain):
             # fewer than four epochs: no trend to measure, so nothing to say it stabilized
             return (
                 f"the ELBO cannot be judged after max_iter={settings.max_iter} epochs: the "
                 "stopping rule compares means over windows of at least two epochs each. "
-                f"Train longer: {self._fix(max_iter=2 * settings.max_iter)}."
+                f"Train longer: {longer}."
             )
         return (
             f"the ELBO had not stabilized at max_iter={settings.max_iter} epochs: over the "
             f"last {w} epochs it still rose by {gain:.3g} +- {se:.2g} nats per row (more "
-            f"than tol={settings.tol:g} at three standard errors). Train longer: "
-            f"{self._fix(max_iter=2 * settings.max_iter)}."
+            f"than tol={settings.tol:g} at three standard errors). Train longer: {longer}."
         )
 
     def _elbo(self, target, vparams, vcfg, rng, n_draws: int, n_jobs: int = 1) -> np.ndarray:
