@@ -528,10 +528,10 @@ def test_laplace_told_its_map_stopped_early_is_silent_with_the_printed_budget(di
 @pytest.mark.statistical
 def test_laplace_polished_past_a_short_training_is_silent_and_predicts_as_the_default(seed):
     # ~3 s. With the GGN, Laplace polishes the MAP by L-BFGS and Newton steps from where
-    # training stopped, and its mode check judges the point reached: eight epochs were
-    # silent on 12 of 12 seeds, and their held-out log-likelihood per row was within
-    # 0.006 of the default budget's on 6 of 6 (-5.547 to -5.553, against -5.548). The
-    # 0.03 bound is five times the largest difference seen.
+    # training stopped, and its mode check judges the point reached: on this split eight
+    # epochs were silent on 12 of 12 seeds, and their held-out log-likelihood per row
+    # was within 0.006 of the default budget's on all 12 (-5.547 to -5.553, against
+    # -5.548 to -5.553). The 0.03 bound is five times the largest difference seen.
     from sklearn.model_selection import train_test_split
 
     from skbnn.model_selection import log_predictive_scorer
