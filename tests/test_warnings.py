@@ -953,7 +953,7 @@ def test_mala_told_its_predictive_is_coarse_draws_what_it_asks_and_is_silent(see
     # to 0.056-0.091 and all 16 were silent. Here 4 seeds: were 25 % of them silent,
     # three or four would be with probability 0.05; were 10 % of the followed fits to
     # warn, two or more of two to four 0.05; the mean error falling by under a fifth
-    # is 4 sd from its mean fall (0.133 to 0.075).
+    # is 3-4 sd (two to four pairs) from its mean fall (0.132 to 0.074).
     X, y = _sine(20)
 
     def make(s):
