@@ -754,14 +754,13 @@ class Laplace(Trainer):
                 steps += more
         # each polishing step factorizes again: one warning of a kind, its first figures
         seen = set()
-        if self._hessian.polishes and fit.first_layer == 0:
-            # the polish goes on where the training stopped, and the mode check judges
-            # the point it reaches: where training stopped matters only through it
-            seen.add((ConvergenceWarning, NOT_CONVERGED))
+        # the polish goes on where the training stopped, and the mode check judges the
+        # point it reaches: where training stopped matters only through it
+        polished_all = self._hessian.polishes and fit.first_layer == 0
         for w in [*caught, *polished]:
             kind = (w.category, str(w.message).split("(", 1)[0])
-            if issubclass(w.category, ConvergenceWarning) and NOT_CONVERGED in kind[1]:
-                kind = (ConvergenceWarning, NOT_CONVERGED)
+            if polished_all and NOT_CONVERGED in kind[1]:
+                continue
             if kind not in seen:
                 seen.add(kind)
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
