@@ -5,7 +5,7 @@ import it from here, so that neither imports the other."""
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import entr, expit, softmax
+from scipy.special import entr, expit, gammaln, softmax, stdtr, stdtrit
 
 from .kernels.likelihoods import HETERO_MIN_VAR
 
@@ -31,6 +31,79 @@ def draws_mean_sd(w, p):
     return m, np.sqrt(np.einsum("s,s...->...", w, (p - m[None]) ** 2))
 
 
+def noise_logpdf(resid, scale, df=None) -> np.ndarray:
+    """Log density of the residuals ``resid`` under the observation noise of scale
+    ``scale`` (broadcast): a Gaussian of that sd, or with ``df`` a Student-t of ``df``
+    degrees of freedom and that scale."""
+    z = resid / scale
+    if df is None:
+        return -0.5 * (z * z + np.log(2.0 * np.pi)) - np.log(scale)
+    const = gammaln(0.5 * (df + 1.0)) - gammaln(0.5 * df) - 0.5 * np.log(df * np.pi)
+    return const - np.log(scale) - 0.5 * (df + 1.0) * np.log1p(z * z / df)
+
+
+def noise_cdf(z, df=None) -> np.ndarray:
+    """CDF of the standardized observation noise at ``z``: the normal's, or with ``df``
+    the Student-t's."""
+    from scipy.special import ndtr
+
+    return ndtr(z) if df is None else stdtr(df, z)
+
+
+def noise_ppf(p, df=None) -> np.ndarray:
+    """Quantile function of the standardized observation noise (see :func:`noise_cdf`)."""
+    from scipy.special import ndtri
+
+    return ndtri(p) if df is None else stdtrit(df, p)
+
+
+def noise_draws(rng: np.random.Generator, shape, df=None) -> np.ndarray:
+    """Standardized observation noise: normal, or with ``df`` Student-t."""
+    return rng.standard_normal(shape) if df is None else rng.standard_t(df, shape)
+
+
+def student_mixture_quantiles(mu, sd, w, probs, df: float, out) -> None:
+    """Quantiles of mixtures of Student-t's of ``df`` degrees of freedom, the counterpart
+    of :func:`skbnn.kernels.predict.mixture_quantiles` (same parameters, ``sd`` the
+    components' scales), vectorized over the points.
+
+    Newton's method on the mixture's CDF, kept inside a bracket that shrinks at every
+    step and bisected where Newton leaves it: the quantile of a mixture lies between its
+    components' quantiles, which bracket it from the start.
+    """
+    mu = np.asarray(mu, dtype=np.float64)
+    sd = np.broadcast_to(np.asarray(sd, dtype=np.float64), mu.shape)
+    finite = np.all(np.isfinite(mu) & np.isfinite(sd), axis=1)
+    const = np.exp(gammaln(0.5 * (df + 1.0)) - gammaln(0.5 * df)) / np.sqrt(df * np.pi)
+    with np.errstate(invalid="ignore"):
+        for j, p in enumerate(probs):
+            comp = mu + sd * stdtrit(df, p)
+            lo, hi = comp.min(axis=1), comp.max(axis=1)
+            x = comp @ w
+            for _ in range(200):
+                z = (x[:, None] - mu) / sd
+                g = stdtr(df, z) @ w - p
+                below = g < 0.0
+                lo = np.where(below, x, lo)
+                hi = np.where(below, hi, x)
+                dens = (const * (1.0 + z * z / df) ** (-0.5 * (df + 1.0)) / sd) @ w
+                step = x - g / dens
+                # Newton's step where it stays inside the bracket, else its midpoint
+                inside = (step > lo) & (step < hi)
+                new = np.where(inside, step, 0.5 * (lo + hi))
+                done = np.abs(new - x) <= 4e-16 * np.maximum(np.abs(lo), np.abs(hi))
+                x = new
+                if np.all(done | ~finite):
+                    break
+            out[:, j] = np.where(finite, x, np.nan)
+
+
+def noise_variance_factor(df=None) -> float:
+    """The noise's variance over its squared scale: 1 for the Gaussian, ``df / (df - 2)``
+    for a Student-t of ``df > 2`` degrees of freedom."""
+    return 1.0 if df is None else df / (df - 2.0)
+
+
 class WeightedDraws:
     """A posterior represented by (optionally weighted) draws of ``theta``.
 
@@ -49,20 +122,34 @@ class WeightedDraws:
         Whether each draw's network predicts the noise per row (two outputs per target: the
         mean and a raw variance mapped through ``softplus + 1e-6``) instead of carrying a
         noise precision.
+    noise_df : float, default=None
+        With ``heteroscedastic``, the noise of each row is a Student-t of this many degrees
+        of freedom whose scale is the draw's predicted sd (see :meth:`predictive`);
+        ``None``: Gaussian.
 
     Attributes
     ----------
     n_draws : int
     """
 
+    #: Read by posteriors pickled before the Student-t noise existed: Gaussian.
+    noise_df = None
+
     def __init__(
-        self, thetas, weights=None, noise_precision=None, chain_shape=None, heteroscedastic=False
+        self,
+        thetas,
+        weights=None,
+        noise_precision=None,
+        chain_shape=None,
+        heteroscedastic=False,
+        noise_df=None,
     ):
         self.thetas = np.ascontiguousarray(thetas, dtype=np.float64)
         self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
         self.noise_precision = None if noise_precision is None else np.asarray(noise_precision)
         self.chain_shape = chain_shape
         self.heteroscedastic = bool(heteroscedastic)
+        self.noise_df = None if noise_df is None else float(noise_df)
         #: Draws of each layer's weight precision, shape (n_draws, n_layers), under a
         #: hierarchical prior; None otherwise.
         self.prior_precision = None
@@ -83,7 +170,7 @@ class WeightedDraws:
         return rng.choice(self.n_draws, size=n, p=self.normalized_weights())
 
     def predictive(self, outputs, n_targets: int, index=None) -> tuple[np.ndarray, np.ndarray]:
-        """Each draw's predictive mean and noise sd from its network outputs.
+        """Each draw's predictive mean and noise scale from its network outputs.
 
         Parameters
         ----------
@@ -97,7 +184,8 @@ class WeightedDraws:
         -------
         mean : ndarray of shape (n_draws, n_targets, n_rows)
         noise_sd : ndarray of shape (n_draws, n_targets, n_rows) or (n_draws, n_targets, 1)
-            The Gaussian observation noise of each draw: per row when heteroscedastic.
+            The observation noise of each draw, per row when heteroscedastic: the sd of a
+            Gaussian noise, the scale of a Student-t one (:attr:`noise_df`).
         """
         if self.heteroscedastic:
             raw = outputs[:, n_targets:]
@@ -117,7 +205,8 @@ class WeightedDraws:
         return (1.0 / np.sqrt(tau)) ** 2
 
     def components(self, net, X, n_targets: int):
-        """The predictive of ``y`` as a mixture of Gaussians in the network output.
+        """The predictive of ``y`` as a mixture of Gaussians (or Student-t's, see
+        :attr:`noise_df`) in the network output.
 
         Parameters
         ----------
@@ -136,7 +225,7 @@ class WeightedDraws:
             The variance of the network output within each component; None (zero) for
             draws of the weights.
         noise_sd : ndarray of shape (S, n_targets, n_chunk) or (S, n_targets, 1)
-            Each component's observation noise sd.
+            Each component's observation noise sd (its scale for a Student-t noise).
         """
         w = self.normalized_weights()
         for rows, out in net.outputs(X, self.thetas):

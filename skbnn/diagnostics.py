@@ -27,6 +27,7 @@ import scipy.stats
 from numpy.typing import ArrayLike, NDArray
 
 from ._data import validate_X
+from ._draws import noise_draws, noise_logpdf
 
 __all__ = [
     "ess_bulk",
@@ -657,9 +658,10 @@ def _pointwise(estimator, predictive, shape, index, X, y) -> dict:
         Y = np.asarray(y, dtype=np.float64).reshape(X.shape[0], -1)
         k = Y.shape[1]
         predicted = np.empty((n_draws, X.shape[0], k))
+        df = predictive.noise_df
         for rows, mean, sd in draws:
-            loglik[:, rows] = scipy.stats.norm.logpdf(Y[rows].T[None], mean, sd).sum(axis=1)
-            draw = mean + sd * rng.standard_normal(mean.shape)
+            loglik[:, rows] = noise_logpdf(Y[rows].T[None] - mean, sd, df).sum(axis=1)
+            draw = mean + sd * noise_draws(rng, mean.shape, df)
             predicted[:, rows] = np.transpose(draw, (0, 2, 1))
         if np.ndim(y) == 1:
             predicted = predicted[..., 0]

@@ -25,6 +25,7 @@ from ._data import (
     warn_unscaled,
     weighted_rows,
 )
+from ._draws import noise_variance_factor
 from .exceptions import InconsistentVersionWarning, warn
 from .layout import ACTIVATIONS, NetworkLayout
 from .log_posterior import LogPosterior, noise_mode
@@ -245,6 +246,7 @@ class _BaseBayesianMLP(BaseEstimator):
             noise=noise,
             noise_precision=noise_precision,
             sample_weight=W,
+            noise_df=getattr(method, "noise_df", None),
         )
         n_samples = method.default_n_samples if self.n_samples is None else self.n_samples
         run_kwargs = {}
@@ -448,6 +450,8 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
                 self.predictive_.network(self.n_jobs), rows, self.n_outputs_
             ):
                 noise += np.einsum("s,skn,n->k", wc, sd, W[part]) / data.weight_sum
+            # a Student-t noise's sd is its scale times sqrt(df / (df - 2))
+            noise *= np.sqrt(noise_variance_factor(self.predictive_.noise_df))
         else:
             tau = np.broadcast_to(self.posterior_.noise_precision, (len(w), self.n_outputs_))
             noise = w @ (1.0 / np.sqrt(tau))

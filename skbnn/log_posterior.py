@@ -8,7 +8,9 @@ from enum import StrEnum
 
 import numpy as np
 
+from ._draws import noise_logpdf
 from .kernels import density as knet
+from .kernels.likelihoods import HETERO_MIN_VAR
 from .layout import ACTIVATIONS, LIKELIHOODS, NetworkLayout
 from .priors import (
     NOISE_PRECISION_RATE,
@@ -132,6 +134,10 @@ class LogPosterior:
         A non-negative weight per row that multiplies the row's log-likelihood; ``None`` is
         ones. An integer weight is exactly a repeated row (every count of rows in the
         likelihood, such as the noise precision's conditional, sums the weights).
+    noise_df : float, default=None
+        The heteroscedastic likelihood only: each row's noise is a Student-t of this many
+        degrees of freedom (above 2), whose squared scale is the variance the network
+        predicts; ``None``: Gaussian.
 
     Attributes
     ----------
@@ -159,7 +165,13 @@ class LogPosterior:
         noise_shape=NOISE_PRECISION_SHAPE,
         noise_rate=NOISE_PRECISION_RATE,
         sample_weight=None,
+        noise_df=None,
     ):
+        if noise_df is not None and likelihood != "heteroscedastic":
+            raise ValueError(
+                f"noise_df={noise_df!r} is a Student-t noise of each row, which only the "
+                f"heteroscedastic likelihood has; got likelihood={likelihood!r}"
+            )
         X = np.asarray(X, dtype=np.float64)
         Y = np.asarray(Y, dtype=np.float64)
         if Y.ndim == 1:
@@ -167,6 +179,7 @@ class LogPosterior:
         self.n_rows, self.n_features = X.shape
         self.n_outputs = Y.shape[1]
         self.likelihood = likelihood
+        self.noise_df = None if noise_df is None else float(noise_df)
         self.activation = activation
         gaussian = likelihood == "gaussian"
         self.noise = noise if gaussian else NoiseMode.FIXED.value
@@ -203,6 +216,7 @@ class LogPosterior:
             rate,
             1.0 if fan_in else 0.0,
             *self.prior.mixture(),
+            0.0 if noise_df is None else noise_df,
         )
 
     @classmethod
@@ -581,8 +595,8 @@ class LogPosterior:
                 yield rows, ll.sum(axis=1)
             elif self.likelihood == "heteroscedastic":
                 k = self.n_outputs
-                var = np.logaddexp(0.0, f[:, k:]) + 1e-6
-                ll = -0.5 * (np.log(2 * np.pi * var) + (y - f[:, :k]) ** 2 / var)
+                scale = np.sqrt(np.logaddexp(0.0, f[:, k:]) + HETERO_MIN_VAR)
+                ll = noise_logpdf(y - f[:, :k], scale, self.noise_df)
                 yield rows, ll.sum(axis=1)
             elif self.likelihood == "bernoulli":
                 # log sigmoid(+-f) without overflow

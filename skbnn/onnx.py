@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from ._draws import noise_variance_factor
 from .kernels.likelihoods import HETERO_MIN_VAR
 from .layout import ACTIVATIONS
 
@@ -417,6 +418,10 @@ def _draws(g: _Graph, predictive, X: str, outputs) -> None:
         mean = g.op("Slice", f, g.axes(0), g.axes(k), g.axes(2))
         raw = g.op("Slice", f, g.axes(k), g.axes(2 * k), g.axes(2))
         noise = g.op("Add", g.softplus(raw), g.const(HETERO_MIN_VAR))
+        if predictive.noise_df is not None:
+            # a Student-t's variance is its squared scale times df / (df - 2)
+            factor = noise_variance_factor(predictive.noise_df)
+            noise = g.op("Mul", noise, g.const(factor, "t_variance"))
         aleatoric = g.reduce_sum(g.op("Mul", w, noise), 0)
     else:
         mean = f

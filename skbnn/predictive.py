@@ -19,6 +19,7 @@ import numpy as np
 from joblib import effective_n_jobs
 from scipy.special import entr, logsumexp
 
+from ._draws import noise_draws, noise_logpdf, noise_variance_factor, student_mixture_quantiles
 from .kernels.predict import mixture_quantiles
 from .metrics._scores import mixture_log_density
 from .posterior import ForwardPass, class_probabilities
@@ -217,6 +218,13 @@ class Predictive(_Shared):
         """Inputs of the network."""
         return int(self.layout.sizes[0])
 
+    @property
+    def noise_df(self) -> float | None:
+        """The degrees of freedom of a regressor's Student-t noise, whose components are
+        then Student-t's (``noise_df`` of the method); None for the Gaussian noise and for
+        a classifier."""
+        return getattr(self.posterior, "noise_df", None)
+
     def network(self, n_jobs=None) -> ForwardPass:
         """The fitted network, run on ``n_jobs`` threads.
 
@@ -306,7 +314,7 @@ class Predictive(_Shared):
             if fvar is not None:
                 var[rows] += np.einsum("s,skn->nk", w, fvar)
             alea[rows] = np.einsum("s,skn->nk", w, np.broadcast_to(sd**2, f.shape))
-        return mean, var, alea
+        return mean, var, alea * noise_variance_factor(self.noise_df)
 
     @_OVERFLOW_REFUSED
     def moments(self, X, n_jobs=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -391,6 +399,13 @@ class Predictive(_Shared):
         weights : ndarray of shape (S,)
             The components' weights, summing to one.
         """
+        if self.noise_df is not None:
+            raise ValueError(
+                f"this predictive's noise is a Student-t (noise_df={self.noise_df:g}), so "
+                "its components are Student-t's, not the Gaussians mixture() and "
+                "predict_mixture return: predict_interval, sample_y and "
+                "predictive_.log_predictive_density(X, y) account for them"
+            )
         X = self._rows(X)
         means = stds = weights = None
         for rows, w, mu, sd in self._standardized_mixture(X, n_jobs):
@@ -436,7 +451,12 @@ class Predictive(_Shared):
                 def part(ab, mu=mu, sd_o=sd_o, dest=dest, w=w):
                     a, b = ab
                     sd_part = sd_o if sd_o.shape[0] == 1 else sd_o[a:b]
-                    mixture_quantiles(mu[a:b], sd_part, w, probs, dest[a:b])
+                    if self.noise_df is None:
+                        mixture_quantiles(mu[a:b], sd_part, w, probs, dest[a:b])
+                    else:
+                        student_mixture_quantiles(
+                            mu[a:b], sd_part, w, probs, self.noise_df, dest[a:b]
+                        )
 
                 thread_map(part, parts, n_threads)
                 bounds[:, rows, o] = dest.T
@@ -445,8 +465,9 @@ class Predictive(_Shared):
     def sample_y(self, X, n_samples: int = 1, random_state=None, n_jobs=None) -> np.ndarray:
         """Draws from the predictive distribution of ``y``.
 
-        Each draw takes one posterior draw of the weights (and noise) and adds Gaussian
-        noise, so a draw is jointly coherent across the rows of ``X``.
+        Each draw takes one posterior draw of the weights (and noise) and adds its
+        observation noise (Gaussian, or Student-t with :attr:`noise_df`), so a draw is
+        jointly coherent across the rows of ``X``.
 
         Parameters
         ----------
@@ -479,7 +500,7 @@ class Predictive(_Shared):
         draws = self.posterior.function_draws(self.network(n_jobs), X, k, n_samples, rng)
         for rows, f, sd in draws:
             if noise:
-                f = f + rng.standard_normal(f.shape) * sd
+                f = f + noise_draws(rng, f.shape, self.noise_df) * sd
             out[rows] = np.transpose(f, (2, 1, 0))
         return finite_prediction(out * self.y_std[None, :, None] + self.y_mean[None, :, None])
 
@@ -506,7 +527,13 @@ class Predictive(_Shared):
         Z = (Y - self.y_mean) / self.y_std
         out = np.empty(X.shape[0])
         for rows, w, mu, sd in self._standardized_mixture(X, n_jobs):
-            out[rows] = mixture_log_density(Z[rows], mu, sd, w)
+            if self.noise_df is None:
+                out[rows] = mixture_log_density(Z[rows], mu, sd, w)
+            else:
+                with np.errstate(divide="ignore"):
+                    logw = np.log(w)
+                logp = noise_logpdf(Z[rows][..., None] - mu, sd, self.noise_df).sum(axis=1)
+                out[rows] = logsumexp(logw[None, :] + logp, axis=1)
         return out - np.sum(np.log(self.y_std))
 
     def per_draw(self, X, index=None, n_jobs=None):
@@ -527,7 +554,8 @@ class Predictive(_Shared):
         ------
         rows : slice
         mean, sd : ndarrays of shape (n_draws, n_outputs, n_chunk)
-            A regressor's: each draw's mean and noise sd, in the units of ``y``.
+            A regressor's: each draw's mean and noise sd (the scale of a Student-t noise,
+            :attr:`noise_df`), in the units of ``y``.
         proba : ndarray of shape (n_draws, n_chunk, n_classes)
             A classifier's, instead of ``mean, sd``: each draw's class probabilities.
         """

@@ -45,14 +45,18 @@ RTOL = 1e-5
 
 #: One tiny configuration per method and per way a posterior predicts: draws of every
 #: sampler, weighted SMC particles, ensembles (heteroscedastic ones predict the noise per
-#: row), Gaussians drawn on demand, spike-and-slab draws, and the Laplace variants (the
-#: linearized predictive under each covariance, on all layers or the last, and its draws)
+#: row, a Gaussian's or a Student-t's), Gaussians drawn on demand, spike-and-slab draws,
+#: and the Laplace variants (the linearized predictive under each covariance, on all
+#: layers or the last, and its draws)
 METHODS = {
     "nuts": lambda: NUTS(n_chains=2, n_warmup=30, max_tree_depth=4),
     "nuts_modes": lambda: NUTS(
         n_chains=4, n_warmup=30, max_tree_depth=4, n_modes=2, mode_weights="stacking"
     ),
     "nuts_hetero": lambda: NUTS(n_chains=2, n_warmup=30, max_tree_depth=4, heteroscedastic=True),
+    "nuts_student": lambda: NUTS(
+        n_chains=2, n_warmup=30, max_tree_depth=4, heteroscedastic=True, noise_df=4.0
+    ),
     "hmc": lambda: HMC(n_chains=2, n_warmup=30),
     "mala": lambda: MALA(n_chains=2, n_warmup=60),
     "amcmc": lambda: AdaptiveMetropolis(n_chains=2, n_warmup=200, variant="diagonal"),
@@ -62,6 +66,7 @@ METHODS = {
     "sghmc": lambda: SGHMC(n_chains=2, max_iter=50),
     "ensemble": lambda: DeepEnsemble(max_iter=50),
     "ensemble_hetero": lambda: DeepEnsemble(max_iter=50, heteroscedastic=True),
+    "ensemble_student": lambda: DeepEnsemble(max_iter=50, noise_df=3.0),
     "rms": lambda: RandomizedMAP(max_iter=50),
     "swag": lambda: SWAG(max_iter=50, swa_epochs=5, rank=3),
     "laplace": lambda: Laplace(max_iter=50),
@@ -81,7 +86,7 @@ METHODS = {
     ),
 }
 #: methods whose likelihood only a regressor has
-REGRESSION_ONLY = {"nuts_hetero", "ensemble_hetero"}
+REGRESSION_ONLY = {"nuts_hetero", "nuts_student", "ensemble_hetero", "ensemble_student"}
 #: where a configuration means nothing to one task (a regressor has no link)
 CLASSIFICATION_ONLY = {"laplace_link_mc"}
 

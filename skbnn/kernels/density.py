@@ -38,6 +38,8 @@ the first component's standard deviations for the scale mixture).
 ``fan_in``          1.0 when a hierarchical prior scales weights by ``1 / sqrt(fan_in)``
 ``mix_weight``      the scale mixture's weight ``pi`` of its first component
 ``mix_ratio``       its second component's sd over its first's
+``noise_df``        above 0: the heteroscedastic likelihood's noise is a Student-t of this
+                    many degrees of freedom (0: Gaussian)
 ==================  =====================================================================
 
 The workspace ``ws`` holds the activations of every layer followed by two delta buffers
@@ -98,6 +100,7 @@ CONFIG = record(
         ("fan_in", np.float64),
         ("mix_weight", np.float64),
         ("mix_ratio", np.float64),
+        ("noise_df", np.float64),
     ],
     align=True,
 )

@@ -1,9 +1,11 @@
 """Log-likelihood terms of the network's outputs and their output deltas: Gaussian (with
-known, sampled or marginalized noise), heteroscedastic Gaussian, Bernoulli and categorical.
+known, sampled or marginalized noise), heteroscedastic Gaussian or Student-t, Bernoulli and
+categorical.
 
-The heteroscedastic Gaussian likelihood reads ``2 m`` network outputs for ``m`` targets: the
+The heteroscedastic likelihood reads ``2 m`` network outputs for ``m`` targets: the
 means, then raw variances mapped through ``softplus(f) + 1e-6`` (as in Lakshminarayanan et
-al. 2017).
+al. 2017). With ``cfg.noise_df`` above zero, each row's noise is a Student-t of that many
+degrees of freedom whose squared scale is that variance.
 """
 
 import math
@@ -127,6 +129,13 @@ def _heteroscedastic_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base
     ll = 0.0
     # heteroscedastic: outputs [0, m) are means, [m, 2m) raw variances
     m = k // 2
+    nu = cfg.noise_df
+    student = nu > 0.0
+    # the Student-t's normalizing constant, per unit of row weight
+    t_const = 0.0
+    if student:
+        t_const = (math.lgamma(0.5 * (nu + 1.0)) - math.lgamma(0.5 * nu)
+                   - 0.5 * math.log(nu * math.pi))  # fmt: skip
     for o in range(m):
         mu = ws[out_base + o * n : out_base + (o + 1) * n]
         raw = ws[out_base + (o + m) * n : out_base + (o + m + 1) * n]
@@ -137,19 +146,35 @@ def _heteroscedastic_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base
         # e^-|f| waits in the variance delta row (one transcendental per pass, as below)
         for t in range(n):
             dv[t] = _exp_neg(-abs(raw[t]))
-        for t in range(n):
-            f = raw[t]
-            e = dv[t]
-            var = (f if f >= 0.0 else 0.0) + _log1p_unit(e) + HETERO_MIN_VAR
-            r = y[t] - mu[t]
-            inv = 1.0 / var
-            wt = w[t]
-            ssr += wt * r * r
-            ll -= 0.5 * wt * (_log(var) + _LOG_2PI + r * r * inv)
-            dm[t] = wt * r * inv
-            # d ll / d var times softplus'(f) = sigmoid(f)
-            sig = 1.0 / (1.0 + e) if f >= 0.0 else e / (1.0 + e)
-            dv[t] = 0.5 * wt * inv * (r * r * inv - 1.0) * sig
+        if student:
+            for t in range(n):
+                f = raw[t]
+                e = dv[t]
+                var = (f if f >= 0.0 else 0.0) + _log1p_unit(e) + HETERO_MIN_VAR
+                r = y[t] - mu[t]
+                wt = w[t]
+                ssr += wt * r * r
+                # log t = c - log(var) / 2 - (nu + 1) / 2 log(1 + r^2 / (nu var)), written
+                # with q = nu var + r^2 so that its derivatives share one division
+                q = nu * var + r * r
+                ll += wt * (t_const - 0.5 * _log(var) - 0.5 * (nu + 1.0) * _log(q / (nu * var)))
+                dm[t] = wt * (nu + 1.0) * r / q
+                sig = 1.0 / (1.0 + e) if f >= 0.0 else e / (1.0 + e)
+                dv[t] = 0.5 * wt / var * ((nu + 1.0) * r * r / q - 1.0) * sig
+        else:
+            for t in range(n):
+                f = raw[t]
+                e = dv[t]
+                var = (f if f >= 0.0 else 0.0) + _log1p_unit(e) + HETERO_MIN_VAR
+                r = y[t] - mu[t]
+                inv = 1.0 / var
+                wt = w[t]
+                ssr += wt * r * r
+                ll -= 0.5 * wt * (_log(var) + _LOG_2PI + r * r * inv)
+                dm[t] = wt * r * inv
+                # d ll / d var times softplus'(f) = sigmoid(f)
+                sig = 1.0 / (1.0 + e) if f >= 0.0 else e / (1.0 + e)
+                dv[t] = 0.5 * wt * inv * (r * r * inv - 1.0) * sig
         stats[2 + o] = ssr
     return ll
 

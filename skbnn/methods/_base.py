@@ -4,14 +4,28 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
+from numbers import Real
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval
 
 from ..kernels._compile import compile_once
 from ..log_posterior import LogPosterior, NoiseMode
 from ..posterior import WeightedDraws
 from ._records import RunDiagnostics
+
+#: ``noise_df``'s constraint: above 2, so that the noise (and the predictive) has a
+#: variance, which ``predict_std`` and ``predict(X, return_std=True)`` report.
+NOISE_DF_CONSTRAINT = [Interval(Real, 2, None, closed="neither"), None]
+
+#: ``noise_df``'s documentation, shared by every method that has it.
+NOISE_DF_DOC = """The degrees of freedom of a Student-t noise of each row, in place of the
+    Gaussian, with ``heteroscedastic``: the network's predicted variance of a row is the
+    square of the t's scale. Its heavier tails let the fit give up on a few rows far from
+    the rest instead of widening every row's noise for them, and a held-out row far out
+    costs fewer nats. Above 2, so that the predictive has a variance. ``None``: the
+    Gaussian."""
 
 
 @dataclass

@@ -156,7 +156,10 @@ class HMCFamily(BaseMethod):
     def likelihood(self, likelihood: str, infer_noise: bool = True) -> str:
         """The heteroscedastic Gaussian in place of the Gaussian with ``heteroscedastic``
         (see :class:`~skbnn.methods._optim.NoiseHead`)."""
-        if getattr(self, "heteroscedastic", False) is False:
+        if (
+            getattr(self, "heteroscedastic", False) is False
+            and getattr(self, "noise_df", None) is None
+        ):
             return likelihood
         return NoiseHead.likelihood(self, likelihood, infer_noise)
 
@@ -260,7 +263,7 @@ class HMCFamily(BaseMethod):
             return
         stage._check_knobs()
         name = type(stage).__name__
-        for knob in ("heteroscedastic", "noise_update"):
+        for knob in ("heteroscedastic", "noise_df", "noise_update"):
             # both shape the target (the likelihood, the noise's handling) the two share
             if getattr(stage, knob, None) != getattr(self, knob, None):
                 raise ValueError(
@@ -778,6 +781,7 @@ class HMCFamily(BaseMethod):
             noise_precision=noise,
             chain_shape=(self.n_chains, n_keep),
             heteroscedastic=target.likelihood == "heteroscedastic",
+            noise_df=target.noise_df,
         )
         if n_hyper:
             posterior.prior_precision = taus[:, k:].copy()

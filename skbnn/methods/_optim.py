@@ -813,15 +813,26 @@ class Trainer(BaseMethod):
 
 class NoiseHead:
     """``heteroscedastic``: the members of a regressor with the noise inferred predict the
-    noise of every row (a variance head per target) instead of learning one noise."""
+    noise of every row (a variance head per target) instead of learning one noise;
+    ``noise_df``: that noise is a Student-t of so many degrees of freedom."""
 
     def likelihood(self, likelihood: str, infer_noise: bool = True) -> str:
         """The heteroscedastic Gaussian in place of the Gaussian when asked for, and with
         ``"auto"`` where the noise is inferred."""
+        # the knobs' own errors first: an invalid noise_df is named as such
+        self._validate_params()
         hetero = self.heteroscedastic
         if hetero == "auto":
             hetero = likelihood == "gaussian" and infer_noise
+        df = getattr(self, "noise_df", None)
         if not hetero:
+            if df is not None:
+                raise ValueError(
+                    f"noise_df={df!r} makes each row's noise a Student-t whose scale the "
+                    "network predicts, which needs heteroscedastic=True (a regressor with "
+                    f"noise_std=None); here heteroscedastic={self.heteroscedastic!r} "
+                    "resolves to False. Set heteroscedastic=True, or noise_df=None"
+                )
             return likelihood
         if likelihood != "gaussian":
             raise ValueError(

@@ -14,7 +14,7 @@ from numbers import Integral, Real
 
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._base import default_repr
+from ._base import NOISE_DF_CONSTRAINT, NOISE_DF_DOC, default_repr
 from ._tempering import TEMPERING_CONSTRAINTS
 
 #: The shared knobs' constraints (a sampler keeps those that name one of its knobs) ...
@@ -35,6 +35,7 @@ SAMPLER_CONSTRAINTS: dict = {
     "n_modes": [Interval(Integral, 1, None, closed="left")],
     "mode_weights": [StrOptions({"equal", "stacking"})],
     "heteroscedastic": ["boolean", StrOptions({"auto"})],
+    "noise_df": NOISE_DF_CONSTRAINT,
     "target_rhat": [Interval(Real, 1, None, closed="neither"), None],
     "target_ess": [Interval(Real, 1, None, closed="left"), None],
     "max_time": [Interval(Real, 0, None, closed="neither"), None],
@@ -54,6 +55,7 @@ SAMPLER_DEFAULTS: dict = {
     "n_modes": 1,
     "mode_weights": "equal",
     "heteroscedastic": False,
+    "noise_df": None,
     "target_rhat": None,
     "target_ess": None,
     "max_time": None,
@@ -188,6 +190,7 @@ SAMPLER_DOCS: dict = {
     variance can collapse onto the integers it predicts exactly, a density spike the
     Gaussian likelihood rewards without bound: keep one noise there.""",
     ),
+    "noise_df": ("float or None", NOISE_DF_DOC),
     "target_rhat, target_ess, max_time": (
         "float or None",
         """Sample until converged: with any of them set, after the first ``n_samples`` draws

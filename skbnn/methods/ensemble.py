@@ -8,7 +8,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..posterior import WeightedDraws
-from ._base import FitResult, store_params
+from ._base import NOISE_DF_CONSTRAINT, FitResult, store_params
 from ._optim import (
     ENGINE_DEFAULTS,
     NoiseHead,
@@ -56,6 +56,13 @@ class DeepEnsemble(NoiseHead, Trainer):
         paper). ``"auto"`` is True where the noise is inferred (``noise_std=None``), so the
         intervals widen where the data are noisier, and False for a fixed ``noise_std`` and
         for classifiers; True needs ``noise_std=None``.
+    noise_df : float or None, default=None
+        The degrees of freedom of a Student-t noise of each row, in place of the
+        Gaussian, with ``heteroscedastic``: a member's predicted variance of a row is the
+        square of the t's scale. Its heavier tails let a member give up on a few rows far
+        from the rest instead of widening every row's noise for them, and a held-out row
+        far out costs fewer nats. Above 2, so that the predictive has a variance.
+        ``None``: the Gaussian.
     data_fraction : float, default=1.0
         Each member trains on a random subset of this share of the rows (drawn without
         replacement), which decorrelates the members further.
@@ -76,6 +83,7 @@ class DeepEnsemble(NoiseHead, Trainer):
     _parameter_constraints: dict = {
         **Trainer._parameter_constraints,
         "heteroscedastic": ["boolean", StrOptions({"auto"})],
+        "noise_df": NOISE_DF_CONSTRAINT,
         "data_fraction": [Interval(Real, 0, 1, closed="right")],
     }
 
@@ -96,6 +104,7 @@ class DeepEnsemble(NoiseHead, Trainer):
         validation_fraction=_ENGINE["validation_fraction"],
         n_iter_no_change=_ENGINE["n_iter_no_change"],
         heteroscedastic="auto",
+        noise_df=None,
         data_fraction=1.0,
     ):
         store_params(self, locals())
@@ -114,5 +123,6 @@ class DeepEnsemble(NoiseHead, Trainer):
             thetas,
             noise_precision=noise_of(target, thetas),
             heteroscedastic=target.likelihood == "heteroscedastic",
+            noise_df=target.noise_df,
         )
         return FitResult(posterior, diagnostics=diagnostics)

@@ -99,6 +99,7 @@ class NUTS(HMCFamily):
         n_modes: int = _SHARED["n_modes"],
         mode_weights: str = _SHARED["mode_weights"],
         heteroscedastic: bool | str = _SHARED["heteroscedastic"],
+        noise_df: float | None = _SHARED["noise_df"],
         target_rhat: float | None = _SHARED["target_rhat"],
         target_ess: float | None = _SHARED["target_ess"],
         max_time: float | None = _SHARED["max_time"],

@@ -6,7 +6,7 @@ import numpy as np
 from sklearn.utils._param_validation import StrOptions
 
 from ..posterior import WeightedDraws
-from ._base import FitResult, store_params
+from ._base import NOISE_DF_CONSTRAINT, FitResult, store_params
 from ._optim import (
     ENGINE_DEFAULTS,
     ENGINE_DOCS,
@@ -58,6 +58,9 @@ class RandomizedMAP(NoiseHead, Trainer):
     heteroscedastic : bool or "auto", default="auto"
         As for :class:`DeepEnsemble`: a variance head per target where the noise is
         inferred.
+    noise_df : float or None, default=None
+        As for :class:`DeepEnsemble`: a Student-t noise of this many degrees of freedom
+        with ``heteroscedastic``.
     """
 
     name = "rms"
@@ -66,6 +69,7 @@ class RandomizedMAP(NoiseHead, Trainer):
     _parameter_constraints: dict = {
         **Trainer._parameter_constraints,
         "heteroscedastic": ["boolean", StrOptions({"auto"})],
+        "noise_df": NOISE_DF_CONSTRAINT,
     }
 
     def __init__(
@@ -85,6 +89,7 @@ class RandomizedMAP(NoiseHead, Trainer):
         validation_fraction=_ENGINE["validation_fraction"],
         n_iter_no_change=_ENGINE["n_iter_no_change"],
         heteroscedastic="auto",
+        noise_df=None,
     ):
         store_params(self, locals())
 
@@ -115,6 +120,7 @@ class RandomizedMAP(NoiseHead, Trainer):
             thetas,
             noise_precision=noise_of(target, thetas),
             heteroscedastic=target.likelihood == "heteroscedastic",
+            noise_df=target.noise_df,
         )
         diagnostics = RMSDiagnostics.extending(train, perturbed_targets=perturb)
         return FitResult(posterior, diagnostics=diagnostics)
