@@ -4,10 +4,11 @@ For every (dataset, split), in one process: the peer ``bde.BdeRegressor`` (READM
 settings by default, see ``benchmarks/peers/bde_mile.py``) and one or more skbnn
 ``BayesianMLPRegressor`` methods, all with the same hidden layers (ReLU) on the same
 inputs, standardized with the training split's mean and sd. skbnn standardizes y itself;
-for bde it is standardized in the peer module. Both predictives are Gaussian mixtures in
-y's original units, scored by the same code: the test log-likelihood
-(``skbnn.metrics.log_predictive_density``, the exact log of the mean of the components'
-densities), the RMSE of the mixture mean, the equal-tailed 90 % interval of the mixture
+for bde it is standardized in the peer module. Both predictives are mixtures in y's
+original units (of Gaussians, or of Student-t's for a skbnn method with ``noise_df``),
+scored by the same code: the test log-likelihood (the mean over rows of the exact log of
+the mean of the components' densities, as ``skbnn.metrics.log_predictive_density``), the
+RMSE of the mixture mean, the equal-tailed 90 % interval of the mixture
 (its coverage and mean width), and the sds of the components. When all targets are
 integers (wine), two more log-likelihoods judge the predictive as one of integers:
 ``ll_discrete``, the log predictive probability of ``[y - 0.5, y + 0.5]``, and
@@ -49,7 +50,8 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from scipy.special import log_ndtr, logsumexp, ndtr
+from scipy.special import log_ndtr, logsumexp, ndtr, stdtr, stdtrit
+from scipy.stats import t as student_t
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
@@ -62,55 +64,86 @@ DATASETS = ["bostonHousing", "concrete", "energy", "wine-quality-red", "yacht"]
 # --- the predictive's scores, the same code for every method ----------------------------
 
 
-def mixture_quantiles(means, stds, weights, probs, iters: int = 60) -> np.ndarray:
-    """Quantiles ``(len(probs), rows)`` of each row's Gaussian mixture, by bisection."""
-    lo = np.min(means - 10 * stds, axis=1)
-    hi = np.max(means + 10 * stds, axis=1)
+# A component is a Gaussian of sd ``stds``, or with ``df`` a Student-t of that scale: a
+# skbnn fit with a Student-t noise (``noise_df``).
+
+
+def _cdf(z, df=None):
+    return ndtr(z) if df is None else stdtr(df, z)
+
+
+def mixture_quantiles(means, stds, weights, probs, iters: int = 60, df=None) -> np.ndarray:
+    """Quantiles ``(len(probs), rows)`` of each row's mixture, by bisection."""
+    reach = 10.0 if df is None else stdtrit(df, 1.0 - 1e-12)
+    lo = np.min(means - reach * stds, axis=1)
+    hi = np.max(means + reach * stds, axis=1)
     out = []
     for p in probs:
         a, b = lo.copy(), hi.copy()
         for _ in range(iters):
             mid = 0.5 * (a + b)
-            below = ndtr((mid[:, None] - means) / stds) @ weights < p
+            below = _cdf((mid[:, None] - means) / stds, df) @ weights < p
             a, b = np.where(below, mid, a), np.where(below, b, mid)
         out.append(0.5 * (a + b))
     return np.array(out)
 
 
-def row_log_density(y, means, stds, weights) -> np.ndarray:
+def row_log_density(y, means, stds, weights, df=None) -> np.ndarray:
     """Per-row log density of ``y`` under its mixture (the terms of the test LL)."""
     r = (y[:, None] - means) / stds
-    logp = -0.5 * r**2 - np.log(stds) - 0.5 * np.log(2 * np.pi)
+    if df is None:
+        logp = -0.5 * r**2 - np.log(stds) - 0.5 * np.log(2 * np.pi)
+    else:
+        logp = student_t.logpdf(r, df) - np.log(stds)
     return logsumexp(logp + np.log(weights), axis=1)
 
 
-def _log_diff_ndtr(a, b):
-    """``log(Phi(b) - Phi(a))`` for ``a < b``, accurate in both tails."""
-    flip = a > 0  # upper tail: Phi(b) - Phi(a) = Phi(-a) - Phi(-b)
+def _log_diff_cdf(a, b, df=None):
+    """``log(F(b) - F(a))`` for ``a < b``, accurate in both tails."""
+    flip = a > 0  # upper tail: F(b) - F(a) = F(-a) - F(-b)
     a, b = np.where(flip, -b, a), np.where(flip, -a, b)
-    la, lb = log_ndtr(a), log_ndtr(b)
-    with np.errstate(divide="ignore"):
+    if df is None:
+        la, lb = log_ndtr(a), log_ndtr(b)
+    else:
+        with np.errstate(divide="ignore"):
+            la, lb = np.log(stdtr(df, a)), np.log(stdtr(df, b))
+    with np.errstate(divide="ignore", invalid="ignore"):
         return lb + np.log1p(-np.exp(la - lb))
 
 
-def row_log_interval_prob(y, means, stds, weights, half: float = 0.5) -> np.ndarray:
+def row_log_interval_prob(y, means, stds, weights, half: float = 0.5, df=None) -> np.ndarray:
     """Per-row log predictive probability of ``[y - half, y + half]``."""
     a = (y[:, None] - half - means) / stds
     b = (y[:, None] + half - means) / stds
-    return logsumexp(_log_diff_ndtr(a, b) + np.log(weights), axis=1)
+    return logsumexp(_log_diff_cdf(a, b, df) + np.log(weights), axis=1)
 
 
-def score(y, means, stds, weights, jitter_rng=None, jitter_draws: int = 20) -> dict:
+def skbnn_mixture(reg, X) -> tuple:
+    """``(means, stds, weights, df)`` of a fitted skbnn regressor's predictive at ``X``:
+    ``predict_mixture``'s Gaussians, or each draw's Student-t (location and scale) with
+    ``df`` its degrees of freedom."""
+    df = reg.predictive_.noise_df
+    if df is None:
+        return (*reg.predict_mixture(X), None)
+    parts = list(reg.predictive_.per_draw(X))
+    means = np.concatenate([m[:, 0] for _, m, _ in parts], axis=1).T
+    scales = np.concatenate([s[:, 0] for _, _, s in parts], axis=1).T
+    return means, scales, reg.posterior_.normalized_weights(), df
+
+
+def score(y, means, stds, weights, jitter_rng=None, jitter_draws: int = 20, df=None) -> dict:
     """The scores of one fit's test predictive (mixture in y's units)."""
-    from skbnn.metrics import interval_coverage, log_predictive_density, mean_interval_width
+    from skbnn.metrics import interval_coverage, mean_interval_width
 
     weights = np.asarray(weights, dtype=np.float64) / np.sum(weights)
     mean = means @ weights
-    total_sd = np.sqrt(np.maximum((means**2 + stds**2) @ weights - mean**2, 0.0))
-    low, high = mixture_quantiles(means, stds, weights, [0.05, 0.95])
-    rows = row_log_density(y, means, stds, weights)
+    # a Student-t's variance is its squared scale times df / (df - 2)
+    noise_var = stds**2 * (1.0 if df is None else df / (df - 2.0))
+    total_sd = np.sqrt(np.maximum((means**2 + noise_var) @ weights - mean**2, 0.0))
+    low, high = mixture_quantiles(means, stds, weights, [0.05, 0.95], df=df)
+    rows = row_log_density(y, means, stds, weights, df)
     out = {
-        "test_ll": log_predictive_density(y, means, stds, weights),
+        "test_ll": float(np.mean(rows)),
         "rmse": float(np.sqrt(np.mean((mean - y) ** 2))),
         "coverage_90": interval_coverage(y, low, high),
         "width_90": mean_interval_width(low, high),
@@ -127,15 +160,15 @@ def score(y, means, stds, weights, jitter_rng=None, jitter_draws: int = 20) -> d
     if np.all(y == np.round(y)):
         jitter = jitter_rng.uniform(-0.5, 0.5, size=(jitter_draws, y.size))
         out["integer_targets"] = True
-        discrete = row_log_interval_prob(y, means, stds, weights)
+        discrete = row_log_interval_prob(y, means, stds, weights, df=df)
         out["ll_discrete"] = float(np.mean(discrete))
         out["row_ll_discrete_quantiles"] = np.quantile(discrete, [0, 0.05, 0.5, 0.95, 1]).tolist()
-        out["ll_jitter"] = float(np.mean([log_predictive_density(y + u, means, stds, weights)
+        out["ll_jitter"] = float(np.mean([row_log_density(y + u, means, stds, weights, df)
                                           for u in jitter]))  # fmt: skip
         # how much of each row's predictive mass sits within 0.1 of an integer; a
         # continuous predictive that is smooth on the scale of 1 puts about 0.2 there
         grid = np.round(mean)[:, None] + np.arange(-3, 4)[None, :]
-        near = sum(np.exp(row_log_interval_prob(grid[:, k], means, stds, weights, 0.1))
+        near = sum(np.exp(row_log_interval_prob(grid[:, k], means, stds, weights, 0.1, df))
                    for k in range(grid.shape[1]))  # fmt: skip
         out["mass_near_integers"] = float(np.mean(near))
         # spikes: components narrower than a twentieth of the spacing of the targets, and
@@ -210,8 +243,9 @@ def fit_skbnn(name, params, hidden, X_train, y_train, X_test, y_test, args, rng)
             explore = estimator(METHODS[stages[0]](**params[stages[0]])).fit(X_train, y_train)
             first_time, n_first = time.perf_counter() - start, len(caught)
             # a copy of the split's generator: the same jitter draws as the route's score
-            stage = score(y_test, *explore.predict_mixture(X_test), copy.deepcopy(rng),
-                          args.jitter_draws)  # fmt: skip
+            means, stds, weights, df = skbnn_mixture(explore, X_test)
+            stage = score(y_test, means, stds, weights, copy.deepcopy(rng), args.jitter_draws,
+                          df)  # fmt: skip
             first = {"first_stage": {"fit_time": first_time, **stage}}
             thetas = explore.posterior_.thetas
             ends = thetas.reshape(explore.diagnostics_["n_chains"], -1, thetas.shape[1])[:, -1]
@@ -222,7 +256,8 @@ def fit_skbnn(name, params, hidden, X_train, y_train, X_test, y_test, args, rng)
         reg = estimator(method).fit(X_train, y_train)
         fit_time = first_time + time.perf_counter() - start
     start = time.perf_counter()
-    record = score(y_test, *reg.predict_mixture(X_test), rng, args.jitter_draws)
+    means, stds, weights, df = skbnn_mixture(reg, X_test)
+    record = score(y_test, means, stds, weights, rng, args.jitter_draws, df)
     return {
         "library": "skbnn",
         "method": name,

@@ -518,7 +518,8 @@ def test_bde_scores_every_mixture_alike(monkeypatch):
     far = driver.row_log_interval_prob(y[3:], means[3:], stds[3:], w)[0]
     assert np.isfinite(far) and abs(far - norm.logpdf(40.0)) < 50
     r = driver.score(y[:3], means[:3], stds[:3], w, np.random.default_rng(0), 5)
-    assert r["test_ll"] == log_predictive_density(y[:3], means[:3], stds[:3])
+    assert r["test_ll"] == pytest.approx(log_predictive_density(y[:3], means[:3], stds[:3]),
+                                         rel=1e-12)  # fmt: skip
     assert r["ll_discrete"] == pytest.approx(np.mean(np.log(expected)), rel=1e-12)
     assert r["integer_targets"] and r["ll_jitter"] < r["test_ll"]  # the sd-0.1 row loses
     assert r["share_components_sd_below_0.05"] == 0 and r["share_narrow_on_integer"] is None
@@ -529,6 +530,32 @@ def test_bde_scores_every_mixture_alike(monkeypatch):
                          np.random.default_rng(0), 5)  # fmt: skip
     assert spike["test_ll"] > 5 and spike["ll_discrete"] == pytest.approx(0.0, abs=1e-12)
     assert spike["share_narrow_on_integer"] == 1.0 and spike["ll_jitter"] < -1000
+
+
+def test_bde_scores_a_student_t_mixture_as_scipy(monkeypatch):
+    # a skbnn fit with noise_df: the same helpers with the degrees of freedom
+    from scipy.stats import t
+
+    driver = _bde_driver(monkeypatch)
+    y = np.array([3.0, 5.0, 9.0])
+    means = np.array([[3.2, 2.0], [4.0, 4.5], [6.0, 5.0]])
+    stds = np.array([[0.5, 1.0], [2.0, 1.0], [0.1, 0.3]])
+    w = np.array([0.25, 0.75])
+
+    def cdf(x):
+        return t.cdf(x[:, None], 4.0, means, stds) @ w
+
+    q = driver.mixture_quantiles(means, stds, w, [0.05, 0.95], df=4.0)
+    np.testing.assert_allclose(cdf(q[0]), 0.05, atol=1e-9)
+    np.testing.assert_allclose(cdf(q[1]), 0.95, atol=1e-9)
+    r = driver.score(y, means, stds, w, np.random.default_rng(0), 5, df=4.0)
+    rows = np.log(t.pdf(y[:, None], 4.0, means, stds) @ w)
+    assert r["test_ll"] == pytest.approx(np.mean(rows), rel=1e-12)
+    discrete = np.log(cdf(y + 0.5) - cdf(y - 0.5))
+    assert r["ll_discrete"] == pytest.approx(np.mean(discrete), rel=1e-10)
+    # the t's variance: 4 / (4 - 2) times its squared scale
+    var = (means**2 + 2.0 * stds**2) @ w - (means @ w) ** 2
+    assert r["predictive_sd_median"] == pytest.approx(np.median(np.sqrt(var)), rel=1e-12)
 
 
 def test_bde_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, capsys):
@@ -576,13 +603,15 @@ def test_bde_harness_on_a_tiny_dataset(uci_dir, tmp_path, monkeypatch, capsys):
 
 def test_bde_harness_two_stage_route(uci_dir, tmp_path, monkeypatch):
     # "mclmc>nuts": NUTS from where MCLMC's chains ended; the line scores what that
-    # refit by hand predicts, and keeps the first stage's own score beside it
+    # refit by hand predicts, and keeps the first stage's own score beside it; here
+    # with a Student-t noise, whose predictive the harness reads per draw
     from skbnn import BayesianMLPRegressor
     from skbnn.methods import MCLMC, NUTS
     from skbnn.model_selection import log_predictive_scorer
 
-    explore = {"n_chains": 2, "n_modes": 2, "n_warmup": 60, "thin": 2}
-    sample = {"n_chains": 2, "n_warmup": 30}
+    noise = {"heteroscedastic": True, "noise_df": 5.0}
+    explore = {"n_chains": 2, "n_modes": 2, "n_warmup": 60, "thin": 2, **noise}
+    sample = {"n_chains": 2, "n_warmup": 30, **noise}
     out = tmp_path / "bde.jsonl"
     argv = ["--data", "tiny", "--data-dir", str(uci_dir), "--splits", "1", "--hidden", "4",
             "--peer-settings", "none", "--skbnn-method", "mclmc>nuts",
