@@ -42,21 +42,6 @@ def noise_logpdf(resid, scale, df=None) -> np.ndarray:
     return const - np.log(scale) - 0.5 * (df + 1.0) * np.log1p(z * z / df)
 
 
-def noise_cdf(z, df=None) -> np.ndarray:
-    """CDF of the standardized observation noise at ``z``: the normal's, or with ``df``
-    the Student-t's."""
-    from scipy.special import ndtr
-
-    return ndtr(z) if df is None else stdtr(df, z)
-
-
-def noise_ppf(p, df=None) -> np.ndarray:
-    """Quantile function of the standardized observation noise (see :func:`noise_cdf`)."""
-    from scipy.special import ndtri
-
-    return ndtri(p) if df is None else stdtrit(df, p)
-
-
 def noise_draws(rng: np.random.Generator, shape, df=None) -> np.ndarray:
     """Standardized observation noise: normal, or with ``df`` Student-t."""
     return rng.standard_normal(shape) if df is None else rng.standard_t(df, shape)
