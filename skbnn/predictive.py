@@ -19,7 +19,7 @@ import numpy as np
 from joblib import effective_n_jobs
 from scipy.special import entr, logsumexp
 
-from ._draws import noise_draws, noise_logpdf, noise_variance_factor, student_mixture_quantiles
+from ._draws import noise_draws, noise_variance_factor, student_mixture_quantiles
 from .kernels.predict import mixture_quantiles
 from .metrics._scores import mixture_log_density
 from .posterior import ForwardPass, class_probabilities
@@ -527,13 +527,7 @@ class Predictive(_Shared):
         Z = (Y - self.y_mean) / self.y_std
         out = np.empty(X.shape[0])
         for rows, w, mu, sd in self._standardized_mixture(X, n_jobs):
-            if self.noise_df is None:
-                out[rows] = mixture_log_density(Z[rows], mu, sd, w)
-            else:
-                with np.errstate(divide="ignore"):
-                    logw = np.log(w)
-                logp = noise_logpdf(Z[rows][..., None] - mu, sd, self.noise_df).sum(axis=1)
-                out[rows] = logsumexp(logw[None, :] + logp, axis=1)
+            out[rows] = mixture_log_density(Z[rows], mu, sd, w, self.noise_df)
         return out - np.sum(np.log(self.y_std))
 
     def per_draw(self, X, index=None, n_jobs=None):

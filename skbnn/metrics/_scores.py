@@ -10,6 +10,7 @@ from scipy.special import logsumexp, ndtr
 from sklearn.utils import check_consistent_length, column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
+from .._draws import noise_logpdf
 from ..kernels.predict import mixture_spread as kernel_mixture_spread
 
 _MULTIOUTPUT = [StrOptions({"raw_values", "uniform_average"}), "array-like"]
@@ -428,14 +429,19 @@ def pit_mixture(
     return pit[:, 0] if single else pit
 
 
-def mixture_log_density(y: np.ndarray, mu: np.ndarray, sd: np.ndarray, w: np.ndarray):
+def mixture_log_density(y: np.ndarray, mu: np.ndarray, sd: np.ndarray, w: np.ndarray,
+                        df: float | None = None):  # fmt: skip
     """Log density of each row's targets ``(n, k)`` under the mixture whose components
     are ``(n, k, S)``, joint over the targets (each component is independent across
-    them); a component of weight 0 drops out."""
+    them); a component of weight 0 drops out. Gaussian components of sd ``sd``, or with
+    ``df`` Student-t's of that scale."""
     with np.errstate(divide="ignore"):
         logw = np.log(w)
-    r = (y[..., None] - mu) / sd
-    logp = np.sum(-0.5 * r**2 - np.log(sd) - _LOG_SQRT_2PI, axis=1)
+    if df is None:
+        r = (y[..., None] - mu) / sd
+        logp = np.sum(-0.5 * r**2 - np.log(sd) - _LOG_SQRT_2PI, axis=1)
+    else:
+        logp = np.sum(noise_logpdf(y[..., None] - mu, sd, df), axis=1)
     return logsumexp(logw[None, :] + logp, axis=1)
 
 
