@@ -558,37 +558,50 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         out = self.predictive_.sample_y(X, n_samples, random_state, n_jobs=self.n_jobs)
         return out[:, 0, :] if self.n_outputs_ == 1 else out
 
-    def predict_mixture(self, X: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The posterior predictive distribution of ``y`` as a Gaussian mixture.
+    def predict_mixture(self, X: ArrayLike, return_df: bool = False) -> tuple:
+        """The posterior predictive distribution of ``y`` as a Gaussian mixture, or as a
+        Student-t mixture for a method with ``noise_df``.
 
-        Every method's predictive is a mixture of Gaussians: one component per posterior
-        draw (the network's output and that draw's noise), or per Gaussian of a Laplace
-        fit with the linearized predictive. :mod:`skbnn.metrics` scores it exactly
-        (``crps_mixture``, ``pit_mixture``, ``log_predictive_density``). It holds
+        Every method's predictive is a mixture: one component per posterior draw (the
+        network's output and that draw's noise), or per Gaussian of a Laplace fit with the
+        linearized predictive. The components are Gaussians, or Student-t's of
+        ``noise_df`` degrees of freedom for a fit with that noise. :mod:`skbnn.metrics`
+        scores it exactly (``crps_mixture`` for Gaussians, ``pit_mixture`` and
+        ``log_predictive_density``, with ``df=`` for Student-t's). It holds
         ``n_samples x S`` numbers: for many rows, score them in chunks.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+        return_df : bool, default=False
+            Also return the components' degrees of freedom (None for Gaussians). Without
+            it, a Student-t noise is a ``ValueError``: its components are not the
+            Gaussians a caller of the three-value form expects.
 
         Returns
         -------
         y_means, y_stds : ndarrays of shape (n_samples, S) or (n_samples, n_outputs, S)
-            Each component's mean and standard deviation, in the units of ``y``.
+            Each component's mean and standard deviation (a Student-t's scale), in the
+            units of ``y``.
         weights : ndarray of shape (S,)
             The components' weights, summing to one.
+        df : float or None
+            With ``return_df``: the Student-t's degrees of freedom, or None for Gaussians.
 
         Examples
         --------
         >>> from skbnn.metrics import log_predictive_density
         >>> means, stds, weights = reg.predict_mixture(X_test)  # doctest: +SKIP
         >>> log_predictive_density(y_test, means, stds, weights)  # doctest: +SKIP
+        >>> *mixture, df = reg.predict_mixture(X_test, return_df=True)  # doctest: +SKIP
+        >>> log_predictive_density(y_test, *mixture, df=df)  # doctest: +SKIP
         """
         X = validate_X(self, X)
-        means, stds, weights = self.predictive_.mixture(X, n_jobs=self.n_jobs)
+        means, stds, *rest = self.predictive_.mixture(X, n_jobs=self.n_jobs,
+                                                      return_df=return_df)  # fmt: skip
         if self.n_outputs_ == 1:
             means, stds = means[:, 0], stds[:, 0]
-        return means, stds, weights
+        return (means, stds, *rest)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -645,7 +645,7 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         return self.predictive_.entropy(inputs, kind, n_jobs=self._n_jobs())
 
     @available_if(_is_regressor)
-    def predict_mixture(self, X: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def predict_mixture(self, X: ArrayLike, return_df: bool = False) -> tuple:
         """The model-averaged predictive distribution of ``y`` as one Gaussian mixture.
 
         The components of every candidate's
@@ -655,6 +655,10 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+        return_df : bool, default=False
+            Also return the components' degrees of freedom, as
+            :meth:`~skbnn.BayesianMLPRegressor.predict_mixture` does: None, since the
+            methods that estimate an evidence have Gaussian noise.
 
         Returns
         -------
@@ -662,12 +666,15 @@ class BayesianModelAverage(MetaEstimatorMixin, BaseEstimator):
             Each component's mean and standard deviation, in the units of ``y``.
         weights : ndarray of shape (S,)
             The components' weights, summing to one.
+        df : None
+            With ``return_df``.
         """
         inputs = self._inputs(X)
-        means, stds, weights = self.predictive_.mixture(inputs, n_jobs=self._n_jobs())
+        means, stds, *rest = self.predictive_.mixture(inputs, n_jobs=self._n_jobs(),
+                                                      return_df=return_df)  # fmt: skip
         if self.n_outputs_ == 1:
             means, stds = means[:, 0], stds[:, 0]
-        return means, stds, weights
+        return (means, stds, *rest)
 
     @available_if(_is_regressor)
     def predict_interval(

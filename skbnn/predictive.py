@@ -59,6 +59,17 @@ def entropy_parts(proba: np.ndarray, aleatoric: np.ndarray, kind: str) -> np.nda
 _OVERFLOW_REFUSED = np.errstate(over="ignore", invalid="ignore")
 
 
+def raise_student_components(df: float) -> None:
+    """The error of a caller that expects Gaussian components from a Student-t noise."""
+    raise ValueError(
+        f"this predictive's noise is a Student-t (noise_df={df:g}), so its components are "
+        "Student-t's of that many degrees of freedom, with scales in place of sds: ask "
+        "for them with return_df=True (predict_mixture(X, return_df=True) returns "
+        "means, scales, weights, df), and score them with df=df in "
+        "skbnn.metrics.log_predictive_density and pit_mixture"
+    )
+
+
 def finite_prediction(a: np.ndarray) -> np.ndarray:
     """``a``, or a ValueError when a prediction overflowed float64: inputs far beyond the
     training data's scale (or a y near 1e300) can take the network's outputs, their spread
@@ -381,8 +392,9 @@ class Predictive(_Shared):
         total = {"epistemic": var, "aleatoric": alea, "total": var + alea}[kind]
         return finite_prediction(np.sqrt(total) * self.y_std)
 
-    def mixture(self, X, n_jobs=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The predictive distribution of ``y`` as a Gaussian mixture.
+    def mixture(self, X, n_jobs=None, return_df: bool = False) -> tuple:
+        """The predictive distribution of ``y`` as a Gaussian mixture, or a Student-t
+        mixture for a noise of :attr:`noise_df` degrees of freedom.
 
         One component per posterior draw (the network's output and that draw's noise), or
         per Gaussian of a Laplace fit with the linearized predictive.
@@ -391,21 +403,23 @@ class Predictive(_Shared):
         ----------
         X : ndarray of shape (n_samples, n_features)
         n_jobs : int, default=None
+        return_df : bool, default=False
+            Also return the components' degrees of freedom. Without it, a Student-t
+            noise is a ``ValueError``: its components are not the Gaussians the caller
+            expects.
 
         Returns
         -------
         means, stds : ndarrays of shape (n_samples, n_outputs, S)
-            Each component's mean and standard deviation, in the units of ``y``.
+            Each component's mean and standard deviation (the scale of a Student-t), in
+            the units of ``y``.
         weights : ndarray of shape (S,)
             The components' weights, summing to one.
+        df : float or None
+            With ``return_df``: :attr:`noise_df`.
         """
-        if self.noise_df is not None:
-            raise ValueError(
-                f"this predictive's noise is a Student-t (noise_df={self.noise_df:g}), so "
-                "its components are Student-t's, not the Gaussians mixture() and "
-                "predict_mixture return: predict_interval, sample_y and "
-                "predictive_.log_predictive_density(X, y) account for them"
-            )
+        if self.noise_df is not None and not return_df:
+            raise_student_components(self.noise_df)
         X = self._rows(X)
         means = stds = weights = None
         for rows, w, mu, sd in self._standardized_mixture(X, n_jobs):
@@ -416,7 +430,8 @@ class Predictive(_Shared):
             means[rows], stds[rows] = mu, sd
         means = finite_prediction(means * self.y_std[:, None] + self.y_mean[:, None])
         stds = finite_prediction(stds * self.y_std[:, None])
-        return means, stds, np.array(weights)
+        out = means, stds, np.array(weights)
+        return (*out, self.noise_df) if return_df else out
 
     def quantiles(self, X, q, n_jobs=None) -> np.ndarray:
         """Quantiles of the predictive distribution of ``y``, by bisection on the
@@ -713,17 +728,33 @@ class PredictiveMixture(_Shared):
                  "total": epistemic + aleatoric}[kind]  # fmt: skip
         return np.sqrt(total)
 
-    def mixture(self, X, n_jobs=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    @property
+    def noise_df(self) -> float | None:
+        """The components' Student-t degrees of freedom, shared by all of them (None for
+        Gaussian noise); a ``ValueError`` where they differ."""
+        dfs = {p.noise_df for p in self.predictives}
+        if len(dfs) > 1:
+            raise ValueError(
+                f"the predictives' noises differ (noise_df {sorted(dfs, key=str)}), so "
+                "their components form no one mixture of a single family"
+            )
+        return dfs.pop()
+
+    def mixture(self, X, n_jobs=None, return_df: bool = False) -> tuple:
         """As :meth:`Predictive.mixture`: every component's components, each one's weights
         multiplied by the component's."""
-        parts = self._parts(X, lambda p, Xc: p.mixture(Xc, n_jobs=n_jobs))
-        means = np.concatenate([m for _, (m, _, _) in parts], axis=-1)
-        stds = np.concatenate([sd for _, (_, sd, _) in parts], axis=-1)
-        weights = np.concatenate([w * cw for w, (_, _, cw) in parts])
-        return means, stds, weights / weights.sum()
+        df = self.noise_df
+        if df is not None and not return_df:
+            raise_student_components(df)
+        parts = self._parts(X, lambda p, Xc: p.mixture(Xc, n_jobs=n_jobs, return_df=True))
+        means = np.concatenate([m for _, (m, *_) in parts], axis=-1)
+        stds = np.concatenate([sd for _, (_, sd, *_) in parts], axis=-1)
+        weights = np.concatenate([w * cw for w, (_, _, cw, _) in parts])
+        out = means, stds, weights / weights.sum()
+        return (*out, df) if return_df else out
 
     def quantiles(self, X, q, n_jobs=None) -> np.ndarray:
-        """As :meth:`Predictive.quantiles`, of the Gaussian mixture of :meth:`mixture`, in
+        """As :meth:`Predictive.quantiles`, of the mixture of :meth:`mixture`, in
         chunks of rows (the mixture holds every component's components for each row)."""
         probs = np.asarray(q, dtype=np.float64)
         inputs = self._inputs(X)
@@ -731,12 +762,16 @@ class PredictiveMixture(_Shared):
         chunks = []
         for start in range(0, n, INTERVAL_CHUNK_ROWS):
             rows = slice(start, min(n, start + INTERVAL_CHUNK_ROWS))
-            means, stds, weights = self.mixture([Xc[rows] for Xc in inputs], n_jobs=n_jobs)
+            means, stds, weights, df = self.mixture([Xc[rows] for Xc in inputs],
+                                                    n_jobs=n_jobs, return_df=True)  # fmt: skip
             bounds = np.empty((len(probs), *means.shape[:2]))
             dest = np.empty((means.shape[0], len(probs)))
             for o in range(means.shape[1]):
                 mu, sd = np.ascontiguousarray(means[:, o]), np.ascontiguousarray(stds[:, o])
-                mixture_quantiles(mu, sd, weights, probs, dest)
+                if df is None:
+                    mixture_quantiles(mu, sd, weights, probs, dest)
+                else:
+                    student_mixture_quantiles(mu, sd, weights, probs, df, dest)
                 bounds[:, :, o] = dest.T
             chunks.append(bounds)
         return np.concatenate(chunks, axis=1)

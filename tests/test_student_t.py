@@ -10,6 +10,7 @@ import scipy.stats
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.log_posterior import LogPosterior
 from skbnn.methods import MCLMC, NUTS, DeepEnsemble, RandomizedMAP
+from skbnn.metrics import log_predictive_density, pit_mixture
 from skbnn.posterior import ForwardPass
 
 pytestmark = pytest.mark.filterwarnings(
@@ -153,10 +154,61 @@ def test_sample_y_draws_from_the_predictive(fitted, seed):
     assert scipy.stats.kstest(draws, cdf).pvalue > 1e-4
 
 
-def test_predict_mixture_refuses_the_student_t(fitted):
-    est, X, _ = fitted
-    with pytest.raises(ValueError, match="components are Student-t's"):
+def test_predict_mixture_gives_the_student_ts_only_when_asked(fitted):
+    est, X, y = fitted
+    # the three-value form promises Gaussians: a t's scales in their place would be
+    # scored as sds by every caller that does not look
+    with pytest.raises(ValueError, match="return_df=True"):
         est.predict_mixture(X)
+    means, scales, weights, df = est.predict_mixture(X[:30], return_df=True)
+    loc, scale, w = _components(est, X[:30])
+    assert df == 3.0
+    np.testing.assert_allclose(means, loc.T, rtol=1e-12)
+    np.testing.assert_allclose(scales, scale.T, rtol=1e-12)
+    np.testing.assert_allclose(weights, w)
+    # the public scores read them as the predictive does
+    lpd = est.predictive_.log_predictive_density(X[:30], y[:30])
+    np.testing.assert_allclose(
+        log_predictive_density(y[:30], means, scales, weights, df=df), lpd.mean(), rtol=1e-12
+    )
+    pit = pit_mixture(y[:30], means, scales, weights, df=df)
+    np.testing.assert_allclose(pit, w @ scipy.stats.t.cdf(y[None, :30], 3.0, loc, scale))
+    # a Gaussian fit returns None for df, and its mixture as before
+    gauss = BayesianMLPRegressor(hidden_layer_sizes=(2,), method=DeepEnsemble(max_iter=50),
+                                 n_samples=2, random_state=0).fit(X, y)  # fmt: skip
+    *three, df = gauss.predict_mixture(X[:5], return_df=True)
+    assert df is None
+    for a, b in zip(three, gauss.predict_mixture(X[:5]), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("df", [1.0, 3.0, 30.0])
+def test_metrics_score_student_t_mixtures_as_scipy(df):
+    rng = np.random.default_rng(5)
+    y = rng.standard_normal((7, 2)) * 3
+    mu, scale = rng.standard_normal((7, 2, 4)), rng.uniform(0.5, 2.0, (7, 2, 4))
+    w = rng.dirichlet(np.ones(4))
+    comps = scipy.stats.t(df, mu, scale)
+    joint = np.log(np.einsum("nks,s->n", np.prod(comps.pdf(y[..., None]), axis=1)[:, None], w))
+    np.testing.assert_allclose(log_predictive_density(y, mu, scale, w, df=df), joint.mean())
+    np.testing.assert_allclose(
+        pit_mixture(y, mu, scale, w, df=df), comps.cdf(y[..., None]) @ w, rtol=1e-12
+    )
+    with pytest.raises(ValueError, match="df"):
+        pit_mixture(y, mu, scale, w, df=0.0)
+
+
+def test_pit_display_reads_the_student_ts(fitted):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from skbnn.metrics import PITDisplay
+
+    est, X, y = fitted
+    disp = PITDisplay.from_estimator(est, X[:30], y[:30])
+    loc, scale, w = _components(est, X[:30])
+    np.testing.assert_allclose(disp.pit, w @ scipy.stats.t.cdf(y[None, :30], 3.0, loc, scale))
 
 
 def test_arviz_log_likelihood_is_the_student_ts():

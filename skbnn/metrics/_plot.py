@@ -385,7 +385,8 @@ class PITDisplay:
     def from_estimator(cls, estimator, X: ArrayLike, y: ArrayLike, *, kind: str = "coverage",
                        ax=None, name=None, **kwargs) -> PITDisplay:  # fmt: skip
         """PIT values of held-out rows under a fitted regressor's exact predictive
-        (:meth:`~skbnn.BayesianMLPRegressor.predict_mixture`), and their plot.
+        (:meth:`~skbnn.BayesianMLPRegressor.predict_mixture`, Gaussian or Student-t),
+        and their plot.
 
         Parameters
         ----------
@@ -404,16 +405,19 @@ class PITDisplay:
         PITDisplay
         """
         reg, Xt = _last_step(estimator, X)
-        pit = pit_mixture(y, *reg.predict_mixture(Xt))
+        *mixture, df = reg.predict_mixture(Xt, return_df=True)
+        pit = pit_mixture(y, *mixture, df=df)
         disp = cls(pit=pit.ravel(), estimator_name=type(reg).__name__)
         return disp.plot(ax=ax, kind=kind, name=name, **kwargs)
 
     @classmethod
     def from_predictions(cls, y_true: ArrayLike, y_means: ArrayLike, y_stds: ArrayLike,
-                         weights: ArrayLike | None = None, *, kind: str = "coverage", ax=None,
-                         name=None, **kwargs) -> PITDisplay:  # fmt: skip
-        """PIT values under given Gaussian mixtures (:func:`pit_mixture`'s arguments; a
-        mean and sd per row is a Gaussian), and their plot. For draws, build it from
+                         weights: ArrayLike | None = None, *, df: float | None = None,
+                         kind: str = "coverage", ax=None, name=None,
+                         **kwargs) -> PITDisplay:  # fmt: skip
+        """PIT values under given Gaussian (or, with ``df``, Student-t) mixtures
+        (:func:`pit_mixture`'s arguments; a mean and sd per row is a Gaussian), and their
+        plot. For draws, build it from
         :func:`pit_ensemble`: ``PITDisplay(pit=pit_ensemble(y, draws)).plot()``.
 
         Parameters
@@ -421,6 +425,8 @@ class PITDisplay:
         y_true : array-like of shape (n_samples,) or (n_samples, n_outputs)
         y_means, y_stds : array-like
         weights : array-like of shape (S,), default=None
+        df : float, default=None
+            The degrees of freedom of Student-t components (``y_stds`` their scales).
         kind : {"coverage", "histogram"}, default="coverage"
         ax : matplotlib Axes, default=None
         name : str, default=None
@@ -431,7 +437,7 @@ class PITDisplay:
         -------
         PITDisplay
         """
-        pit = pit_mixture(y_true, y_means, y_stds, weights)
+        pit = pit_mixture(y_true, y_means, y_stds, weights, df=df)
         return cls(pit=pit.ravel()).plot(ax=ax, kind=kind, name=name, **kwargs)
 
 

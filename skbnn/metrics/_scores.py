@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import logsumexp, ndtr
+from scipy.special import logsumexp, ndtr, stdtr
 from sklearn.utils import check_consistent_length, column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
@@ -15,6 +15,9 @@ from ..kernels.predict import mixture_spread as kernel_mixture_spread
 
 _MULTIOUTPUT = [StrOptions({"raw_values", "uniform_average"}), "array-like"]
 _LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
+
+#: A Student-t's degrees of freedom, or None for the Gaussian.
+_DF = [Interval(Real, 0, None, closed="neither"), None]
 
 
 def _validated(*arrays: str, optional: tuple = (), **constraints):
@@ -398,12 +401,17 @@ def pit_ensemble(y_true: ArrayLike, y_samples: ArrayLike) -> np.ndarray:
     return pit[:, 0] if single else pit
 
 
-@_validated("y_true", "y_means", "y_stds", optional=("weights",))
+@_validated("y_true", "y_means", "y_stds", optional=("weights",), df=_DF)
 def pit_mixture(
-    y_true: ArrayLike, y_means: ArrayLike, y_stds: ArrayLike, weights: ArrayLike | None = None
+    y_true: ArrayLike,
+    y_means: ArrayLike,
+    y_stds: ArrayLike,
+    weights: ArrayLike | None = None,
+    *,
+    df: float | None = None,
 ) -> np.ndarray:
-    """Probability integral transform values under Gaussian mixtures: each row's
-    predictive CDF at its target, computed exactly.
+    """Probability integral transform values under Gaussian mixtures (or Student-t
+    mixtures, with ``df``): each row's predictive CDF at its target, computed exactly.
 
     Parameters
     ----------
@@ -412,6 +420,10 @@ def pit_mixture(
         The components, as ``predict_mixture`` returns them; ``(n_samples,)`` is one
         Gaussian per row.
     weights : array-like of shape (S,), default=None
+    df : float, default=None
+        The degrees of freedom of Student-t components, whose scales ``y_stds`` then
+        holds (a fit with ``noise_df``: ``predict_mixture(X, return_df=True)`` returns
+        them); None for Gaussian components.
 
     Returns
     -------
@@ -424,7 +436,8 @@ def pit_mixture(
     array([0.5  , 0.841])
     """
     y, single, mu, sd, w = _mixture(y_true, y_means, y_stds, weights)
-    pit = np.einsum("nks,s->nk", ndtr((y[..., None] - mu) / sd), w)
+    z = (y[..., None] - mu) / sd
+    pit = np.einsum("nks,s->nk", ndtr(z) if df is None else stdtr(df, z), w)
     pit = np.clip(pit, 0.0, 1.0)  # the weighted sum may round past 1
     return pit[:, 0] if single else pit
 
@@ -445,7 +458,7 @@ def mixture_log_density(y: np.ndarray, mu: np.ndarray, sd: np.ndarray, w: np.nda
     return logsumexp(logw[None, :] + logp, axis=1)
 
 
-@_validated("y_true", "y_means", "y_stds", optional=("weights", "sample_weight"))
+@_validated("y_true", "y_means", "y_stds", optional=("weights", "sample_weight"), df=_DF)
 def log_predictive_density(
     y_true: ArrayLike,
     y_means: ArrayLike,
@@ -453,8 +466,10 @@ def log_predictive_density(
     weights: ArrayLike | None = None,
     *,
     sample_weight: ArrayLike | None = None,
+    df: float | None = None,
 ) -> float:
-    """Mean log density of the targets under their Gaussian-mixture predictives.
+    """Mean log density of the targets under their Gaussian-mixture predictives (or
+    Student-t mixtures, with ``df``).
 
     ``log sum_i w_i N(y | mu_i, s_i^2)``, with the log-sum-exp taken exactly rather
     than the density averaged (which underflows far in the tails); with several targets,
@@ -470,6 +485,10 @@ def log_predictive_density(
         one Gaussian per row.
     weights : array-like of shape (S,), default=None
     sample_weight : array-like of shape (n_samples,), default=None
+    df : float, default=None
+        The degrees of freedom of Student-t components, whose scales ``y_stds`` then
+        holds (a fit with ``noise_df``: ``predict_mixture(X, return_df=True)`` returns
+        them); None for Gaussian components.
 
     Returns
     -------
@@ -482,7 +501,7 @@ def log_predictive_density(
     -1.4189
     """
     y, single, mu, sd, w = _mixture(y_true, y_means, y_stds, weights)
-    return _average(mixture_log_density(y, mu, sd, w)[:, None], sample_weight,
+    return _average(mixture_log_density(y, mu, sd, w, df)[:, None], sample_weight,
                     "uniform_average", True)  # fmt: skip
 
 
