@@ -18,6 +18,9 @@ test rows, the paired difference from the ensemble on the same rows and its stan
 error, the RMSE or the accuracy, and the warnings raised::
 
     python benchmarks/auto.py --data diamonds credit --out benchmarks/results/auto.jsonl
+    # the ensemble with a Student-t noise of 5 degrees of freedom beside it (doc/choosing.md)
+    python benchmarks/auto.py --data diamonds --networks 50-tanh 10-tanh \
+        --methods ensemble ensemble_t5 --out benchmarks/results/auto_student_t_diamonds.jsonl
     python benchmarks/auto.py --report benchmarks/results/auto.jsonl  # doc/choosing.md's table
 """
 
@@ -35,8 +38,8 @@ from _uci import emitter, standardize  # noqa: E402
 from scale import provenance, timed_fit, warm_up  # noqa: E402
 
 CREDIT = HERE.parents[1] / "shared" / "data" / "credit_default" / "UCI_Credit_Card.csv"
-METHODS = ("ensemble", "sghmc", "laplace_kron")
-NETWORKS = {"10-tanh": ((10,), "tanh"), "50-relu": ((50,), "relu"),
+METHODS = ("ensemble", "sghmc", "laplace_kron", "ensemble_t5")
+NETWORKS = {"10-tanh": ((10,), "tanh"), "50-tanh": ((50,), "tanh"), "50-relu": ((50,), "relu"),
             "100x2-relu": ((100, 100), "relu")}  # fmt: skip
 CUT = ["Fair", "Good", "Very Good", "Premium", "Ideal"]
 COLOR = list("JIHGFED")
@@ -71,9 +74,11 @@ def split(name: str, rows: int, test_rows: int):
 
 
 def _method(name: str):
-    from skbnn.methods import Laplace
+    from skbnn.methods import DeepEnsemble, Laplace
 
-    return Laplace(hessian="kron") if name == "laplace_kron" else name
+    special = {"laplace_kron": lambda: Laplace(hessian="kron"),
+               "ensemble_t5": lambda: DeepEnsemble(noise_df=5)}  # fmt: skip
+    return special[name]() if name in special else name
 
 
 def cell(data: str, rows: int, network: str, name: str, test_rows: int):
@@ -118,7 +123,8 @@ def report(path: str) -> str:
 
     records = [json.loads(line) for line in open(path)]
     methods = list(dict.fromkeys(r["method"] for r in records))
-    names = {"ensemble": "ensemble", "sghmc": "SGHMC", "laplace_kron": "Kronecker Laplace"}
+    names = {"ensemble": "ensemble", "sghmc": "SGHMC", "laplace_kron": "Kronecker Laplace",
+             "ensemble_t5": "ensemble, Student-t noise (5)"}  # fmt: skip
     lines = ["| data, rows, network (parameters) | " + " | ".join(names[m] for m in methods)
              + " |", "|---" * (len(methods) + 1) + "|"]  # fmt: skip
     cells: dict = {}

@@ -60,6 +60,9 @@ _SHARED_PARAMS_DOC = """
         121), and the deep ensemble beyond; for a classifier, the deep ensemble on fewer than
         10,000 rows (whose held-out log loss it gave at or below ``LogisticRegression``'s) and
         cyclical SGHMC from there; ``method_`` says which ran (see :mod:`skbnn.methods._auto`).
+        Chains from several optima and a Student-t noise, which predict better on some
+        real data, stay knobs of the methods (``NUTS(n_modes=8)``,
+        ``DeepEnsemble(noise_df=5)``): :mod:`skbnn.methods._auto` says why.
     prior : {"gaussian", "logistic", "hierarchical", "scale_mixture"} or prior object, \
 default="gaussian"
         Prior over weights and biases; ``"gaussian"`` is ``GaussianPrior()``, N(0, 1) with
