@@ -38,8 +38,17 @@ def noise_logpdf(resid, scale, df=None) -> np.ndarray:
     z = resid / scale
     if df is None:
         return -0.5 * (z * z + np.log(2.0 * np.pi)) - np.log(scale)
+    # log(1 + z^2/df) as 2 log(|z| / sqrt(df)) + log1p(df / z^2) beyond |z| = 1, where z^2
+    # would overflow to inf (and the density to 0) from |z| near 1e154
+    z = np.abs(z)
+    far = z > 1.0
+    zf, zn = np.where(far, z, 1.0), np.where(far, 1.0, z)
+    root = np.sqrt(df)
+    log_kernel = np.where(
+        far, 2.0 * np.log(zf / root) + np.log1p((root / zf) ** 2), np.log1p(zn * zn / df)
+    )
     const = gammaln(0.5 * (df + 1.0)) - gammaln(0.5 * df) - 0.5 * np.log(df * np.pi)
-    return const - np.log(scale) - 0.5 * (df + 1.0) * np.log1p(z * z / df)
+    return const - np.log(scale) - 0.5 * (df + 1.0) * log_kernel
 
 
 def noise_draws(rng: np.random.Generator, shape, df=None) -> np.ndarray:

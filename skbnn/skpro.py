@@ -5,27 +5,35 @@ regression: a regressor's ``predict_proba`` returns a distribution object, with 
 ``var``, ``pdf``, ``cdf``, ``ppf`` and ``sample``, which skpro's metrics (CRPS, log loss,
 pinball loss, ...) score. :class:`BayesianMLPProbaRegressor` wraps
 :class:`~skbnn.BayesianMLPRegressor` so, and returns the posterior predictive as a
-:class:`PosteriorPredictiveMixture` (exact) or as skpro's ``Empirical`` distribution of
-posterior predictive draws.
+:class:`PosteriorPredictiveMixture` of normals or, for a fit with Student-t noise, a
+:class:`PosteriorPredictiveStudentMixture` (both exact), or as skpro's ``Empirical``
+distribution of posterior predictive draws.
 
 This module imports skpro; ``import skbnn`` does not import it.
 """
 
 from __future__ import annotations
 
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 import pandas as pd
+from scipy.special import logsumexp, stdtr, stdtrit
 from skpro.distributions.empirical import Empirical
 from skpro.distributions.normal_mixture import NormalMixture
 from skpro.regression.base import BaseProbaRegressor
 
 from skbnn._data import validate_X
+from skbnn._draws import noise_logpdf
 from skbnn.estimators import BayesianMLPRegressor
+from skbnn.exceptions import warn
 from skbnn.metrics._scores import mixture_spread
 
-__all__ = ["BayesianMLPProbaRegressor", "PosteriorPredictiveMixture"]
+__all__ = [
+    "BayesianMLPProbaRegressor",
+    "PosteriorPredictiveMixture",
+    "PosteriorPredictiveStudentMixture",
+]
 
 #: The constructor parameters passed on to BayesianMLPRegressor.
 _REGRESSOR_PARAMS = ("hidden_layer_sizes", "activation", "method", "prior", "n_samples",
@@ -98,7 +106,7 @@ class PosteriorPredictiveMixture(NormalMixture):
         distributions use it.
 
         A draw picks one component per row (the same for all columns: a posterior draw
-        gives every output), then draws from its normal.
+        gives every output), then draws from that component.
 
         Parameters
         ----------
@@ -120,8 +128,7 @@ class PosteriorPredictiveMixture(NormalMixture):
         which = np.minimum(np.sum(u >= cdf[None], axis=2), S - 1)  # (N, n_rows)
         rows = np.arange(n_rows)[None, :]
         mu, sigma = mu[rows, which], sigma[rows, which]  # (N, n_rows, n_cols)
-        noise = np.random.standard_normal(mu.shape)  # noqa: NPY002
-        draws = (mu + sigma * noise).reshape(N * n_rows, n_cols)
+        draws = (mu + sigma * self._standard_noise(mu.shape)).reshape(N * n_rows, n_cols)
         if self.ndim == 0:
             if n_samples is None:
                 return float(draws[0, 0])
@@ -129,6 +136,10 @@ class PosteriorPredictiveMixture(NormalMixture):
         index = (self.index if n_samples is None
                  else pd.MultiIndex.from_product([pd.RangeIndex(N), self.index]))  # fmt: skip
         return pd.DataFrame(draws, index=index, columns=self.columns)
+
+    def _standard_noise(self, shape):
+        """The components' noise at unit scale, from numpy's global state."""
+        return np.random.standard_normal(shape)  # noqa: NPY002
 
     def _iloc(self, rowidx=None, colidx=None):
         return self._same_type(super()._iloc(rowidx, colidx))
@@ -141,9 +152,277 @@ class PosteriorPredictiveMixture(NormalMixture):
         if not isinstance(d, NormalMixture) or isinstance(d, type(self)):
             return d
         if d.ndim == 0:
-            return type(self)(pi=d._pi[0], mu=d._mu[0, :, 0], sigma=d._sigma[0, :, 0])
-        return type(self)(pi=d._pi, mu=d._mu, sigma=d._sigma, index=d.index,
+            return self._like(pi=d._pi[0], mu=d._mu[0, :, 0], sigma=d._sigma[0, :, 0])
+        return self._like(pi=d._pi, mu=d._mu, sigma=d._sigma, index=d.index,
                           columns=d.columns)  # fmt: skip
+
+    def _like(self, **params):
+        """A distribution of this class with these components (and this one's other
+        parameters)."""
+        return type(self)(**params)
+
+
+#: The self-energy's quadrature (:func:`_student_mixture_spread`) stops halving its step
+#: when a halving changes it by less than this (relative), after one by less than 1e-3:
+#: its error is then far smaller, as it roughly squares per halving
+_SPREAD_RTOL = 1e-8
+#: Evaluations of a component's CDF (nodes x components) one entry's quadrature may spend
+_SPREAD_BUDGET = 2**22
+#: Elements of the (entries, nodes, components) blocks evaluated at once
+_BLOCK = 2**18
+
+
+def _as_2d(x) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return x.reshape(1, 1) if x.ndim == 0 else x[None, :] if x.ndim == 1 else x
+
+
+def _spread_integrand(t, center, width, mu, scale, w, df):
+    """``F (1 - F) dx/dt`` at the nodes ``t`` (n,) of each row's mixture, (m, n), with
+    ``x = center + width * sinh(pi/2 sinh t)``; ``F`` and ``1 - F`` are summed from each
+    component's smaller tail, so both keep their precision far out."""
+    m, S = mu.shape
+    u = 0.5 * np.pi * np.sinh(t)
+    dxdt = 0.5 * np.pi * np.cosh(t) * np.cosh(u)
+    out = np.empty((m, t.size))
+    nb = min(t.size, max(1, _BLOCK // S))
+    rb = max(1, _BLOCK // (S * nb))
+    for a in range(0, m, rb):
+        rows = slice(a, a + rb)
+        wr = w[rows, :, None]
+        for b in range(0, t.size, nb):
+            nodes = slice(b, b + nb)
+            x = center[rows, None] + width[rows, None] * np.sinh(u[nodes])
+            z = (x[:, :, None] - mu[rows, None, :]) / scale[rows, None, :]
+            tail = stdtr(df, -np.abs(z))
+            left = z < 0.0
+            below = np.matmul(np.where(left, tail, 1.0 - tail), wr)[..., 0]
+            above = np.matmul(np.where(left, 1.0 - tail, tail), wr)[..., 0]
+            out[rows, nodes] = below * above * (width[rows, None] * dxdt[nodes])
+    return out
+
+
+def _student_mixture_spread(mu, scale, w, df: float) -> np.ndarray:
+    """``E|X - X'|`` of each row's mixture of Student-t's, rows of ``(m, S)`` arrays
+    (weights summing to one): ``2 * integral of F (1 - F)``, by the trapezoidal rule after
+    the double-exponential substitution ``x = c + b sinh(pi/2 sinh t)`` (``c`` the mixture's
+    centre, ``b`` its spread), which makes the power-law tails decay double-exponentially.
+    The step is halved until two successive halvings change the sum by less than 1e-3 and
+    ``_SPREAD_RTOL`` (relative), or until the next halving would exceed ``_SPREAD_BUDGET``
+    evaluations per row, which warns if the last one still changed it by more than 1e-6."""
+    m, S = mu.shape
+    if m == 0:
+        return np.zeros(0)
+    center = np.einsum("ms,ms->m", w, mu)
+    width = np.sqrt(np.einsum("ms,ms->m", w, scale**2 + (mu - center[:, None]) ** 2))
+    # standardized distance beyond which a component's tail adds below rounding: its mass
+    # there (the quantile of 1e-18) and its integral, which decays as z**(1 - df)
+    z_far = max(-stdtrit(df, 1e-18), 10.0 ** (17.0 / (df - 1.0)))
+    reach = np.max((np.abs(mu - center[:, None]) + z_far * scale) / width[:, None])
+    t_max = np.arcsinh(2.0 / np.pi * np.arcsinh(min(reach, 1e100)))
+    h = 0.5
+    n_half = int(np.ceil(t_max / h))
+    t = np.arange(-n_half, n_half + 1) * h
+    total = _spread_integrand(t, center, width, mu, scale, w, df).sum(axis=1)
+    estimate = h * total
+    change = np.full(m, np.inf)
+    active = np.arange(m)
+    level = 0
+    while active.size and (4 * n_half * 2**level + 1) * S <= _SPREAD_BUDGET:
+        level += 1
+        h /= 2
+        half = n_half * 2 ** (level - 1)
+        t = (2 * np.arange(-half, half) + 1) * h  # the nodes between the last ones
+        args = (center[active], width[active], mu[active], scale[active], w[active], df)
+        total[active] += _spread_integrand(t, *args).sum(axis=1)
+        new = h * total[active]
+        last = np.abs(new - estimate[active]) / new
+        # an under-resolved narrow component can give two close sums by chance: the one
+        # before must have been close as well
+        converged = (last <= _SPREAD_RTOL) & (change[active] <= 1e-3)
+        change[active], estimate[active] = last, new
+        active = active[~converged]
+    coarse = active[change[active] > 1e-6]
+    if coarse.size:
+        warn(
+            f"The self-energy (the CRPS's spread term) of {coarse.size} of {m} entries "
+            f"is a quadrature whose last step changed it by up to {change[coarse].max():.0e} "
+            "(relative): their Student-t components are narrow against the spread of their "
+            'locations. distribution="empirical" scores draws instead.',
+            UserWarning,
+        )
+    return 2.0 * estimate
+
+
+class PosteriorPredictiveStudentMixture(PosteriorPredictiveMixture):
+    """A mixture of Student-t distributions per entry, sharing their degrees of freedom.
+
+    The posterior predictive of a fit with Student-t observation noise (a method's
+    ``noise_df``): one component per posterior draw, a Student-t of ``df`` degrees of
+    freedom with the network's output as location and that draw's noise scale. It is what
+    :meth:`BayesianMLPProbaRegressor.predict_proba` returns for such a fit. It subclasses
+    :class:`PosteriorPredictiveMixture` (so skpro's ``NormalMixture``) for their layout,
+    subsetting and sampling; its components are Student-t's, not normals.
+
+    The mean, variance (``sigma^2 df / (df - 2)`` per component, in two passes), density,
+    log density, CDF and ``E|X - x|`` (the CRPS's first term) are in closed form; the
+    quantiles are the CDF's roots, by Newton's method inside a bracket, to rounding. The
+    self-energy ``E|X - X'|`` (the CRPS's spread term) has no closed form: it is
+    ``2 * integral of F (1 - F)``, computed by double-exponential quadrature whose step is
+    halved until a halving changes it by less than ``1e-8`` (relative; its error is then
+    usually at rounding), which is why the tags call ``energy`` approximate. skpro's
+    default, the mean of a thousand draws of ``|X - X'|``, would be random and a few
+    percent off. Each node of the quadrature evaluates every component's CDF, and narrow
+    components far apart need more nodes: an entry whose budget runs out while a halving
+    still changes it by more than ``1e-6`` warns.
+
+    Parameters
+    ----------
+    pi : array-like of shape (n_rows, S) or (S,)
+        Mixture weights per row (normalized here).
+    mu : array-like of shape (n_rows, S, n_columns), (n_rows, S) or (S,)
+        The components' locations (their means).
+    sigma : array-like, shaped as ``mu``
+        The components' scales, positive (their sds are ``sigma * sqrt(df / (df - 2))``).
+    df : float
+        The components' degrees of freedom, finite and above 2 (a finite variance).
+    index, columns : pandas.Index, default=None
+        As skpro's distributions: the rows and columns (``RangeIndex`` when None).
+
+    See Also
+    --------
+    PosteriorPredictiveMixture : The mixture of normals, for a fit with Gaussian noise.
+
+    Examples
+    --------
+    >>> from skbnn.skpro import PosteriorPredictiveStudentMixture
+    >>> d = PosteriorPredictiveStudentMixture(
+    ...     pi=[[0.5, 0.5]], mu=[[[-1.0], [1.0]]], sigma=[[[1.0], [1.0]]], df=4.0
+    ... )
+    >>> float(d.var().iloc[0, 0])  # each component's 4 / (4 - 2), plus the means' spread
+    3.0
+    >>> float(d.cdf(0.0).iloc[0, 0])
+    0.5
+    """
+
+    _tags = {
+        "capabilities:approx": ["pdfnorm", "energy"],
+        "capabilities:exact": ["mean", "var", "pdf", "log_pdf", "cdf", "ppf"],
+    }
+
+    def __init__(self, pi, mu, sigma, df, index=None, columns=None):
+        if not (isinstance(df, Real) and 2 < df < np.inf):
+            raise ValueError(f"df must be a finite number above 2, got {df!r}")
+        self.df = df
+        super().__init__(pi=pi, mu=mu, sigma=sigma, index=index, columns=columns)
+
+    def _like(self, **params):
+        return type(self)(df=self.df, **params)
+
+    def _standard_noise(self, shape):
+        return np.random.standard_t(self.df, shape)  # noqa: NPY002
+
+    def _out(self, a):
+        return float(a[0, 0]) if self.ndim == 0 else a
+
+    def _var(self):
+        pi, mu, sigma = self._pi, self._mu, self._sigma
+        mean = np.sum(pi[:, :, None] * mu, axis=1, keepdims=True)
+        factor = self.df / (self.df - 2.0)
+        return self._out(np.sum(pi[:, :, None] * (sigma**2 * factor + (mu - mean) ** 2), axis=1))
+
+    def _log_pdf(self, x):
+        x = _as_2d(x)[:, None, :]
+        with np.errstate(divide="ignore"):
+            log_pi = np.log(self._pi)[:, :, None]
+        log_comp = noise_logpdf(x - self._mu, self._sigma, self.df)
+        return self._out(logsumexp(log_pi + log_comp, axis=1))
+
+    def _pdf(self, x):
+        x = _as_2d(x)[:, None, :]
+        comp = np.exp(noise_logpdf(x - self._mu, self._sigma, self.df))
+        return self._out(np.sum(self._pi[:, :, None] * comp, axis=1))
+
+    def _cdf(self, x):
+        z = (_as_2d(x)[:, None, :] - self._mu) / self._sigma
+        return self._out(np.sum(self._pi[:, :, None] * stdtr(self.df, z), axis=1))
+
+    def _ppf(self, p):
+        p = np.broadcast_to(_as_2d(p), self._mu[:, 0, :].shape)
+        df, pi = self.df, self._pi[:, :, None]
+        inside = (p > 0.0) & (p < 1.0)
+        # an upper quantile is minus the lower one of the mirrored mixture, whose CDF
+        # there is a small number that keeps its precision
+        upper = p > 0.5
+        q = np.where(inside, np.where(upper, 1.0 - p, p), 0.5)
+        mu = np.where(upper[:, None, :], -self._mu, self._mu)
+        sigma = self._sigma
+        # the quantile lies between the components' quantiles
+        comp = mu + sigma * stdtrit(df, q)[:, None, :]
+        lo, hi = comp.min(axis=1), comp.max(axis=1)
+        x = np.sum(pi * comp, axis=1)
+        floor = 1e-15 * sigma.min(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            for _ in range(200):
+                resid = x[:, None, :] - mu
+                g = np.sum(pi * stdtr(df, resid / sigma), axis=1) - q
+                below = g < 0.0
+                lo, hi = np.where(below, x, lo), np.where(below, hi, x)
+                dens = np.sum(pi * np.exp(noise_logpdf(resid, sigma, df)), axis=1)
+                step = x - g / dens
+                # Newton's step where it stays inside the bracket, else its midpoint
+                new = np.where((step > lo) & (step < hi), step, 0.5 * (lo + hi))
+                done = np.abs(new - x) <= 4e-16 * np.maximum(np.abs(lo), np.abs(hi)) + floor
+                x = new
+                if np.all(done | ~inside):
+                    break
+        x = np.where(upper, -x, x)
+        out = np.where(inside, x, np.where(p <= 0.0, -np.inf, np.where(p >= 1.0, np.inf, np.nan)))
+        return self._out(out)
+
+    def _energy_x(self, x):
+        # E|T - z| = z (2 F(z) - 1) + 2 f(z) (df + z^2) / (df - 1) for a standard Student-t
+        df = self.df
+        z = (_as_2d(x)[:, None, :] - self._mu) / self._sigma
+        dens = np.exp(noise_logpdf(z, 1.0, df))
+        comp = np.abs(z) * (1.0 - 2.0 * stdtr(df, -np.abs(z))) + 2.0 * dens * (df + z**2) / (df - 1)
+        energy = np.sum(self._pi[:, :, None] * self._sigma * comp, axis=1)
+        if self.ndim == 0:
+            return float(energy[0, 0])
+        return np.sum(energy, axis=1, keepdims=True)
+
+    def _energy_self(self):
+        n, S, k = self._mu.shape
+        # one row of components per entry
+        spread = _student_mixture_spread(
+            np.transpose(self._mu, (0, 2, 1)).reshape(n * k, S),
+            np.transpose(self._sigma, (0, 2, 1)).reshape(n * k, S),
+            np.repeat(self._pi, k, axis=0),
+            float(self.df),
+        ).reshape(n, k)
+        if self.ndim == 0:
+            return float(spread[0, 0])
+        return np.sum(spread, axis=1, keepdims=True)
+
+    @classmethod
+    def get_test_params(cls, parameter_set="default"):
+        """skpro's test settings of :class:`~skpro.distributions.NormalMixture`, with
+        degrees of freedom.
+
+        Parameters
+        ----------
+        parameter_set : str, default="default"
+            Unused.
+
+        Returns
+        -------
+        list of dict
+            Rows of two components over two columns (with a RangeIndex and with an index
+            and columns of their own) and a scalar distribution, with 5, 3 and 2.5 degrees
+            of freedom.
+        """
+        params = NormalMixture.get_test_params(parameter_set)
+        return [{**p, "df": df} for p, df in zip(params, [5.0, 3.0, 2.5], strict=True)]
 
 
 class BayesianMLPProbaRegressor(BaseProbaRegressor):
@@ -153,8 +432,9 @@ class BayesianMLPProbaRegressor(BaseProbaRegressor):
     ``estimator_``), and predicts through skpro's interface: ``predict_proba`` returns the
     posterior predictive distribution of ``y``, and ``predict``, ``predict_var``,
     ``predict_interval`` and ``predict_quantiles`` its mean, variance, equal-tailed
-    intervals and quantiles, computed exactly from the predictive's Gaussian mixture
-    whatever ``distribution`` is. Multi-output ``y`` is supported; missing values are not.
+    intervals and quantiles, computed exactly from the predictive's mixture (of normals, or
+    of Student-t's for a method with Student-t noise, ``noise_df``) whatever
+    ``distribution`` is. Multi-output ``y`` is supported; missing values are not.
     ``X`` is used as given: put a scaler in front (``StandardScaler() * regressor``, a skpro
     Pipeline), as for ``BayesianMLPRegressor``.
 
@@ -166,10 +446,12 @@ n_jobs, verbose, warm_start
         ``warm_start=True``, ``set_params(n_samples=...)`` then ``fit`` on the same data
         continues the chains (skbase's ``set_params`` resets other fitted state).
     distribution : {"mixture", "empirical"}, default="mixture"
-        What ``predict_proba`` returns. ``"mixture"``: a
-        :class:`PosteriorPredictiveMixture`, the predictive exactly (every method's
-        predictive is a mixture of normals, one per posterior draw), with closed-form mean,
-        variance, density, CDF and CRPS. ``"empirical"``: skpro's ``Empirical`` of
+        What ``predict_proba`` returns. ``"mixture"``: the predictive exactly (every
+        method's predictive is a mixture, one component per posterior draw), with
+        closed-form mean, variance, density and CDF: a :class:`PosteriorPredictiveMixture`
+        of normals, with a closed-form CRPS, or for a method with ``noise_df`` a
+        :class:`PosteriorPredictiveStudentMixture` of Student-t's, whose CRPS's spread term
+        is a quadrature. ``"empirical"``: skpro's ``Empirical`` of
         ``n_draws`` draws of ``sample_y``, each jointly coherent across the rows (one
         posterior draw per draw of all rows), sampled as wholes: for joint statements about
         several rows, and cheaper to score by CRPS than a mixture of thousands of components.
@@ -282,7 +564,9 @@ n_jobs, verbose, warm_start
         columns = self._get_columns(method="predict_quantiles", alpha=alpha)
         return self._frame(np.transpose(q, (1, 2, 0)), X, columns)
 
-    def _predict_proba(self, X: pd.DataFrame) -> PosteriorPredictiveMixture | Empirical:
+    def _predict_proba(
+        self, X: pd.DataFrame
+    ) -> PosteriorPredictiveMixture | PosteriorPredictiveStudentMixture | Empirical:
         columns = self._get_columns(method="predict")
         k = len(columns)
         if self.distribution == "empirical":
@@ -295,15 +579,18 @@ n_jobs, verbose, warm_start
                 columns=columns,
             )
             return Empirical(spl, time_indep=False, index=X.index, columns=columns)
-        means, stds, weights = self.estimator_.predict_mixture(self._array(X))
-        means, stds = means.reshape(len(X), k, -1), stds.reshape(len(X), k, -1)
-        return PosteriorPredictiveMixture(
-            pi=np.broadcast_to(weights, (len(X), len(weights))),
-            mu=np.transpose(means, (0, 2, 1)),
-            sigma=np.transpose(stds, (0, 2, 1)),
-            index=X.index,
-            columns=columns,
-        )
+        means, scales, weights, df = self.estimator_.predict_mixture(self._array(X), return_df=True)
+        means, scales = means.reshape(len(X), k, -1), scales.reshape(len(X), k, -1)
+        params = {
+            "pi": np.broadcast_to(weights, (len(X), len(weights))),
+            "mu": np.transpose(means, (0, 2, 1)),
+            "sigma": np.transpose(scales, (0, 2, 1)),
+            "index": X.index,
+            "columns": columns,
+        }
+        if df is None:
+            return PosteriorPredictiveMixture(**params)
+        return PosteriorPredictiveStudentMixture(df=df, **params)
 
     @classmethod
     def get_test_params(cls, parameter_set: str = "default") -> list[dict]:

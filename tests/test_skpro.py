@@ -2,10 +2,11 @@
 checks, and its distribution is the regressor's posterior predictive.
 
 skpro's ``check_estimator`` runs unmodified on the regressor and on the mixture
-distribution it returns. The other tests hold skpro's view of a fit to skbnn's own: the
-distribution's mean and variance are ``predict(X, return_std=True)``'s, its quantiles
-``predict_interval``'s, skpro's CRPS and log loss skbnn's ``crps_mixture`` and
-``log_predictive_density``, on the same fit.
+distributions it returns (of normals, and of Student-t's for a fit with ``noise_df``). The
+other tests hold skpro's view of a fit to skbnn's own: the distribution's mean and
+variance are ``predict(X, return_std=True)``'s, its quantiles ``predict_interval``'s,
+skpro's CRPS and log loss skbnn's ``crps_mixture`` and ``log_predictive_density``, on the
+same fit; and the Student-t mixture is scipy's Student-t's, mixed by hand.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import integrate, stats
+from scipy import integrate, special, stats
 
 from skbnn import BayesianMLPRegressor
 from skbnn.exceptions import ConvergenceWarning
-from skbnn.methods import NUTS, Laplace
+from skbnn.methods import NUTS, DeepEnsemble, Laplace
 from skbnn.metrics import crps_mixture, log_predictive_density
 
 pytest.importorskip("skpro")
@@ -30,7 +31,12 @@ from skpro.distributions.normal_mixture import NormalMixture  # noqa: E402
 from skpro.metrics import CRPS, LogLoss  # noqa: E402
 from skpro.utils import check_estimator  # noqa: E402
 
-from skbnn.skpro import BayesianMLPProbaRegressor, PosteriorPredictiveMixture  # noqa: E402
+import skbnn.skpro  # noqa: E402
+from skbnn.skpro import (  # noqa: E402
+    BayesianMLPProbaRegressor,
+    PosteriorPredictiveMixture,
+    PosteriorPredictiveStudentMixture,
+)
 
 #: Tiny fits: a Laplace approximation of a three-unit network takes a fraction of a second
 SMALL = {"hidden_layer_sizes": (3,), "n_samples": 30, "random_state": 0}
@@ -253,3 +259,228 @@ def test_bad_settings_are_refused():
 def test_skbnn_does_not_import_skpro():
     code = "import skbnn, sys; assert 'skpro' not in sys.modules, 'skbnn imported skpro'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- the mixture of Student-t's, for a fit with Student-t noise ---------------------------
+
+#: Three components over two columns in four rows, each row with weights of its own, far
+#: apart against some of their scales
+_PI = np.array([[0.2, 0.5, 0.3], [0.6, 0.3, 0.1], [1 / 3, 1 / 3, 1 / 3], [0.05, 0.05, 0.9]])
+_MU = np.array(
+    [
+        [[-6.0, 100.0], [0.0, 101.0], [4.0, 95.0]],
+        [[1.0, -3.0], [1.5, -3.0], [2.0, -2.0]],
+        [[0.0, 0.0], [0.0, 10.0], [0.0, -10.0]],
+        [[-50.0, 7.0], [50.0, 7.5], [0.0, 8.0]],
+    ]
+)
+_SIGMA = np.array(
+    [
+        [[0.5, 1.0], [2.0, 0.2], [1.0, 3.0]],
+        [[1.0, 1.0], [1.0, 0.1], [0.3, 1.0]],
+        [[0.1, 1.0], [1.0, 1.0], [10.0, 1.0]],
+        [[1.0, 0.5], [1.0, 0.5], [5.0, 0.5]],
+    ]
+)
+_DF = 3.5
+
+
+def _student_mixture():
+    return PosteriorPredictiveStudentMixture(
+        pi=_PI,
+        mu=_MU,
+        sigma=_SIGMA,
+        df=_DF,
+        index=pd.Index(list("pqrs"), name="row"),
+        columns=pd.Index(["u", "v"]),
+    )
+
+
+def _scipy_mixture(function, x):
+    """``sum_k pi_k function(x)`` of scipy's Student-t's, per entry of ``x`` (rows, columns)."""
+    x = np.asarray(x)[:, None, :]
+    return np.sum(_PI[:, :, None] * function(x, _DF, loc=_MU, scale=_SIGMA), axis=1)
+
+
+# skpro fills in the L2 norm of the density by Monte Carlo, and says so
+@pytest.mark.filterwarnings("ignore:.*pdfnorm:UserWarning")
+def test_student_mixture_passes_skpros_check_estimator():
+    results = check_estimator(PosteriorPredictiveStudentMixture, verbose=False)
+    assert len(results) > 100
+    assert not _failures(results), _failures(results)
+
+
+def test_student_mixture_is_scipys_student_t_mixture():
+    d = _student_mixture()
+    comp_mean = stats.t.mean(_DF, loc=_MU, scale=_SIGMA)
+    comp_var = stats.t.var(_DF, loc=_MU, scale=_SIGMA)
+    mean = np.sum(_PI[:, :, None] * comp_mean, axis=1)
+    np.testing.assert_allclose(d.mean().to_numpy(), mean, rtol=1e-12)
+    # the law of total variance
+    second = np.sum(_PI[:, :, None] * (comp_var + comp_mean**2), axis=1)
+    np.testing.assert_allclose(d.var().to_numpy(), second - mean**2, rtol=1e-10)
+
+    x = mean + 5 * np.random.default_rng(0).standard_normal((4, 2))
+    x_frame = pd.DataFrame(x, index=d.index, columns=d.columns)
+    pdf = _scipy_mixture(stats.t.pdf, x)
+    np.testing.assert_allclose(d.pdf(x_frame).to_numpy(), pdf, rtol=1e-12)
+    np.testing.assert_allclose(d.log_pdf(x_frame).to_numpy(), np.log(pdf), rtol=1e-12)
+    cdf = _scipy_mixture(stats.t.cdf, x)
+    np.testing.assert_allclose(d.cdf(x_frame).to_numpy(), cdf, rtol=1e-12)
+    # far in a tail, where every component's density underflows, the log density is finite
+    far = pd.DataFrame(np.full((4, 2), 1e200), index=d.index, columns=d.columns)
+    assert np.all(np.isfinite(d.log_pdf(far).to_numpy()))
+
+
+def test_student_mixture_quantiles_invert_its_cdf():
+    # (skpro's check_estimator holds ppf(cdf(x)) to x for draws x)
+    d = _student_mixture()
+    for p in [1e-10, 1e-3, 0.1, 0.5, 0.77, 0.999, 1 - 1e-9]:
+        q = d.ppf(pd.DataFrame(np.full((4, 2), p), index=d.index, columns=d.columns))
+        assert q.index.equals(d.index) and q.columns.equals(d.columns)
+        # against scipy's CDF, or its survival function in the upper tail
+        if p < 0.5:
+            np.testing.assert_allclose(_scipy_mixture(stats.t.cdf, q), p, rtol=1e-12)
+        else:
+            np.testing.assert_allclose(_scipy_mixture(stats.t.sf, q), 1 - p, rtol=1e-9)
+    edges = pd.DataFrame([[0.0, 1.0]] * 4, index=d.index, columns=d.columns)
+    assert np.all(d.ppf(edges).to_numpy() == [-np.inf, np.inf])
+    # the quantile of a scalar distribution
+    one = d.iat[1, 0]
+    assert float(one.cdf(one.ppf(0.3))) == pytest.approx(0.3, rel=1e-14)
+
+
+def _pieces(cuts):
+    """The real line cut at ``cuts``, as (start, end) pairs."""
+    cuts = np.unique(cuts)
+    return [(-np.inf, cuts[0]), *zip(cuts[:-1], cuts[1:], strict=True), (cuts[-1], np.inf)]
+
+
+def _quad(integrand, cuts) -> float:
+    """scipy's adaptive quadrature over the real line, piece by piece."""
+    return sum(
+        integrate.quad(integrand, a, b, epsabs=0, epsrel=1e-12, limit=200)[0]
+        for a, b in _pieces(cuts)
+    )
+
+
+def _self_energy(pi, mu, sigma, df):
+    """``E|X - X'| = 2 * integral of F (1 - F)``, cut at the components' locations and a
+    few scales from them, with ``1 - F`` from the survival functions."""
+
+    def integrand(x):
+        cdf, sf = stats.t.cdf(x, df, mu, sigma), stats.t.sf(x, df, mu, sigma)
+        return np.sum(pi * cdf) * np.sum(pi * sf)
+
+    return 2 * _quad(integrand, np.concatenate([mu - 3 * sigma, mu, mu + 3 * sigma]))
+
+
+def test_student_mixtures_self_energy_is_exact_to_the_quadrature():
+    d = _student_mixture()
+    energy = d.energy()
+    assert energy.index.equals(d.index) and list(energy.columns) == ["energy"]
+    # skpro's energy of a row is the sum over its columns
+    expected = [
+        sum(_self_energy(_PI[i], _MU[i, :, j], _SIGMA[i, :, j], _DF) for j in range(2))
+        for i in range(4)
+    ]
+    np.testing.assert_allclose(energy.to_numpy()[:, 0], expected, rtol=1e-9)
+    # a single Student-t's in closed form (Jordan, Krueger and Lerch's CRPS of the t)
+    for df in [2.2, 3.5, 30.0]:
+        one = PosteriorPredictiveStudentMixture(pi=[1.0], mu=[3.0], sigma=[2.0], df=df)
+        beta = special.beta
+        closed = 8 * np.sqrt(df) * beta(0.5, df - 0.5) / ((df - 1) * beta(0.5, df / 2) ** 2)
+        assert one.energy() == pytest.approx(closed, rel=1e-10)
+
+
+def test_student_mixtures_crps_is_the_integral_of_the_squared_cdf_error():
+    # skpro's CRPS: E|X - y| (closed form) - E|X - X'| / 2 (the quadrature), against
+    # integral of (F(x) - 1{x >= y})^2 by scipy
+    d = _student_mixture().iloc[:2, :1]
+    y = np.array([[0.3], [8.0]])
+    crps = d.energy(pd.DataFrame(y, index=d.index, columns=d.columns)) - 0.5 * d.energy()
+    for i in range(2):
+        pi, mu, sigma, at = _PI[i], _MU[i, :, 0], _SIGMA[i, :, 0], y[i, 0]
+
+        def integrand(x, pi=pi, mu=mu, sigma=sigma, at=at):
+            if x < at:
+                return np.sum(pi * stats.t.cdf(x, _DF, mu, sigma)) ** 2
+            return np.sum(pi * stats.t.sf(x, _DF, mu, sigma)) ** 2
+
+        expected = _quad(integrand, np.concatenate([mu, [at]]))
+        assert float(crps.iloc[i, 0]) == pytest.approx(expected, rel=1e-9)
+
+
+def test_student_mixtures_quadrature_warns_when_its_budget_runs_out(monkeypatch):
+    monkeypatch.setattr(skbnn.skpro, "_SPREAD_BUDGET", 2**10)
+    # components a thousand scales apart
+    d = PosteriorPredictiveStudentMixture(
+        pi=[0.5, 0.5], mu=[-10.0, 10.0], sigma=[0.01, 0.01], df=3.0
+    )
+    with pytest.warns(UserWarning, match="self-energy .* 1 of 1 entries"):
+        d.energy()
+
+
+def test_student_mixture_refuses_df_without_a_variance():
+    for df in [2.0, np.inf, np.nan]:
+        with pytest.raises(ValueError, match="df must be a finite number above 2"):
+            PosteriorPredictiveStudentMixture(pi=[1.0], mu=[0.0], sigma=[1.0], df=df)
+
+
+def test_student_mixtures_subsets_keep_their_class_and_df():
+    d = _student_mixture()
+    for sub in [d.iloc[1:3], d.iloc[:, 1:], d.iloc[[0, 3], [1]], d.iat[2, 1], d.loc[["q"], ["v"]]]:
+        assert type(sub) is PosteriorPredictiveStudentMixture
+        assert sub.df == _DF
+    np.testing.assert_allclose(d.iloc[1:3, 1:].var().to_numpy(), d.var().to_numpy()[1:3, 1:])
+    np.testing.assert_allclose(d.iloc[1:3].energy().to_numpy(), d.energy().to_numpy()[1:3])
+    assert float(d.iat[2, 1].var()) == pytest.approx(d.var().to_numpy()[2, 1], rel=1e-14)
+
+
+@pytest.mark.statistical
+def test_student_mixture_draws_follow_the_mixture(seed):
+    # each entry's 4000 draws against its exact CDF: a KS test at a false-alarm probability
+    # of 1e-4 per entry, 8e-4 for the eight entries
+    d = _student_mixture()
+    np.random.seed(1 + seed)  # noqa: NPY002
+    n = 4000
+    draws = d.sample(n)
+    assert draws.index.equals(pd.MultiIndex.from_product([pd.RangeIndex(n), d.index]))
+    for i, row in enumerate(d.index):
+        x = draws.xs(row, level=1).to_numpy()
+        for j in range(2):
+
+            def cdf(t, i=i, j=j):
+                t = np.asarray(t)[:, None]
+                return np.sum(_PI[i] * stats.t.cdf(t, _DF, _MU[i, :, j], _SIGMA[i, :, j]), axis=1)
+
+            assert stats.kstest(x[:, j], cdf).pvalue > 1e-4
+
+
+# the short ensemble's members may stop before converging, and say so
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_predict_proba_of_a_student_t_fit_is_its_predictive():
+    X, y = _frames()
+    X_test, y_test = X.iloc[::4], y.iloc[::4]
+    method = DeepEnsemble(heteroscedastic=True, noise_df=5, max_iter=200)
+    reg = BayesianMLPProbaRegressor(hidden_layer_sizes=(3,), method=method, random_state=0)
+    dist = reg.fit(X, y).predict_proba(X_test)
+    assert type(dist) is PosteriorPredictiveStudentMixture and dist.df == 5
+    assert dist.index.equals(X_test.index) and dist.columns.equals(y.columns)
+    estimator, rows = reg.estimator_, X_test.to_numpy()
+    mean, std = estimator.predict(rows), estimator.predict_std(rows)
+    np.testing.assert_allclose(dist.mean().to_numpy()[:, 0], mean, rtol=1e-12)
+    np.testing.assert_allclose(dist.var().to_numpy()[:, 0], std**2, rtol=1e-10)
+    np.testing.assert_allclose(reg.predict(X_test).to_numpy()[:, 0], mean, rtol=1e-12)
+    np.testing.assert_allclose(reg.predict_var(X_test).to_numpy()[:, 0], std**2, rtol=1e-10)
+    lpd = estimator.predictive_.log_predictive_density(rows, y_test.to_numpy()[:, 0])
+    np.testing.assert_allclose(dist.log_pdf(y_test).to_numpy()[:, 0], lpd, rtol=1e-12)
+    # the distribution's quantiles (its own root finding) are skbnn's
+    interval = reg.predict_interval(X_test, coverage=0.8)
+    quantiles = dist.quantile([0.1, 0.9])
+    for side, alpha in [("lower", 0.1), ("upper", 0.9)]:
+        np.testing.assert_allclose(
+            quantiles[("first", alpha)], interval[("first", 0.8, side)], atol=1e-9 * std.max()
+        )
+    # and skpro scores it
+    assert np.isfinite(CRPS()(y_test, dist)) and np.isfinite(LogLoss()(y_test, dist))
