@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -455,6 +456,24 @@ def test_student_mixture_draws_follow_the_mixture(seed):
                 return np.sum(_PI[i] * stats.t.cdf(t, _DF, _MU[i, :, j], _SIGMA[i, :, j]), axis=1)
 
             assert stats.kstest(x[:, j], cdf).pvalue > 1e-4
+
+
+# the short ensemble's members may stop before converging, and say so
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_the_quadratures_advice_scores_without_it(monkeypatch):
+    # a budget that allows no halving leaves every entry's self-energy coarse; the
+    # warning's advice, distribution="empirical", followed as printed, scores draws
+    monkeypatch.setattr(skbnn.skpro, "_SPREAD_BUDGET", 1)
+    X, y = _frames()
+    method = DeepEnsemble(heteroscedastic=True, noise_df=5, max_iter=200)
+    params = {"hidden_layer_sizes": (3,), "method": method, "random_state": 0}
+    reg = BayesianMLPProbaRegressor(**params).fit(X, y)
+    with pytest.warns(UserWarning, match='distribution="empirical" scores draws instead'):
+        CRPS()(y, reg.predict_proba(X))
+    advised = BayesianMLPProbaRegressor(**params, distribution="empirical").fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        assert np.isfinite(CRPS()(y, advised.predict_proba(X)))
 
 
 # the short ensemble's members may stop before converging, and say so
