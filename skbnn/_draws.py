@@ -56,40 +56,55 @@ def noise_draws(rng: np.random.Generator, shape, df=None) -> np.ndarray:
     return rng.standard_normal(shape) if df is None else rng.standard_t(df, shape)
 
 
-def student_mixture_quantiles(mu, sd, w, probs, df: float, out) -> None:
-    """Quantiles of mixtures of Student-t's of ``df`` degrees of freedom, the counterpart
-    of :func:`skbnn.kernels.predict.mixture_quantiles` (same parameters, ``sd`` the
-    components' scales), vectorized over the points.
+def student_mixture_quantile(mu, sd, w, p, df: float) -> np.ndarray:
+    """The ``p[i]`` quantile of row ``i``'s mixture of Student-t's of ``df`` degrees of
+    freedom, locations ``mu[i]`` and scales ``sd[i]`` (``(n, S)``), weights ``w[i]`` (or
+    ``w`` ``(S,)`` for all rows), for ``p`` strictly inside (0, 1).
 
     Newton's method on the mixture's CDF, kept inside a bracket that shrinks at every
     step and bisected where Newton leaves it: the quantile of a mixture lies between its
-    components' quantiles, which bracket it from the start.
+    components' quantiles, which bracket it from the start. An upper quantile is minus
+    the lower one of the mirrored mixture, whose CDF there is a small number that keeps
+    its precision.
+    """
+    w = np.broadcast_to(w, mu.shape)
+    upper = p > 0.5
+    q = np.where(upper, 1.0 - p, p)
+    mu = np.where(upper[:, None], -mu, mu)
+    comp = mu + sd * stdtrit(df, q)[:, None]
+    lo, hi = comp.min(axis=1), comp.max(axis=1)
+    x = np.sum(w * comp, axis=1)
+    # a quantile at zero meets no relative tolerance
+    floor = 1e-15 * sd.min(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for _ in range(200):
+            resid = x[:, None] - mu
+            g = np.sum(w * stdtr(df, resid / sd), axis=1) - q
+            below = g < 0.0
+            lo, hi = np.where(below, x, lo), np.where(below, hi, x)
+            dens = np.sum(w * np.exp(noise_logpdf(resid, sd, df)), axis=1)
+            step = x - g / dens
+            # Newton's step where it stays inside the bracket, else its midpoint
+            new = np.where((step > lo) & (step < hi), step, 0.5 * (lo + hi))
+            done = np.abs(new - x) <= 4e-16 * np.maximum(np.abs(lo), np.abs(hi)) + floor
+            x = new
+            if np.all(done):
+                break
+    return np.where(upper, -x, x)
+
+
+def student_mixture_quantiles(mu, sd, w, probs, df: float, out) -> None:
+    """Quantiles of mixtures of Student-t's of ``df`` degrees of freedom, the counterpart
+    of :func:`skbnn.kernels.predict.mixture_quantiles` (same parameters, ``sd`` the
+    components' scales), vectorized over the points by :func:`student_mixture_quantile`.
     """
     mu = np.asarray(mu, dtype=np.float64)
     sd = np.broadcast_to(np.asarray(sd, dtype=np.float64), mu.shape)
     finite = np.all(np.isfinite(mu) & np.isfinite(sd), axis=1)
-    const = np.exp(gammaln(0.5 * (df + 1.0)) - gammaln(0.5 * df)) / np.sqrt(df * np.pi)
-    with np.errstate(invalid="ignore"):
-        for j, p in enumerate(probs):
-            comp = mu + sd * stdtrit(df, p)
-            lo, hi = comp.min(axis=1), comp.max(axis=1)
-            x = comp @ w
-            for _ in range(200):
-                z = (x[:, None] - mu) / sd
-                g = stdtr(df, z) @ w - p
-                below = g < 0.0
-                lo = np.where(below, x, lo)
-                hi = np.where(below, hi, x)
-                dens = (const * (1.0 + z * z / df) ** (-0.5 * (df + 1.0)) / sd) @ w
-                step = x - g / dens
-                # Newton's step where it stays inside the bracket, else its midpoint
-                inside = (step > lo) & (step < hi)
-                new = np.where(inside, step, 0.5 * (lo + hi))
-                done = np.abs(new - x) <= 4e-16 * np.maximum(np.abs(lo), np.abs(hi))
-                x = new
-                if np.all(done | ~finite):
-                    break
-            out[:, j] = np.where(finite, x, np.nan)
+    out[~finite] = np.nan
+    for j, p in enumerate(probs):
+        p_rows = np.full(int(finite.sum()), p)
+        out[finite, j] = student_mixture_quantile(mu[finite], sd[finite], w, p_rows, df)
 
 
 def noise_variance_factor(df=None) -> float:

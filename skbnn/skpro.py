@@ -24,7 +24,7 @@ from skpro.distributions.normal_mixture import NormalMixture
 from skpro.regression.base import BaseProbaRegressor
 
 from skbnn._data import validate_X
-from skbnn._draws import noise_logpdf
+from skbnn._draws import noise_logpdf, student_mixture_quantile
 from skbnn.estimators import BayesianMLPRegressor
 from skbnn.exceptions import warn
 from skbnn.metrics._scores import mixture_spread
@@ -349,34 +349,16 @@ class PosteriorPredictiveStudentMixture(PosteriorPredictiveMixture):
 
     def _ppf(self, p):
         p = np.broadcast_to(_as_2d(p), self._mu[:, 0, :].shape)
-        df, pi = self.df, self._pi[:, :, None]
+        n, S, k = self._mu.shape
         inside = (p > 0.0) & (p < 1.0)
-        # an upper quantile is minus the lower one of the mirrored mixture, whose CDF
-        # there is a small number that keeps its precision
-        upper = p > 0.5
-        q = np.where(inside, np.where(upper, 1.0 - p, p), 0.5)
-        mu = np.where(upper[:, None, :], -self._mu, self._mu)
-        sigma = self._sigma
-        # the quantile lies between the components' quantiles
-        comp = mu + sigma * stdtrit(df, q)[:, None, :]
-        lo, hi = comp.min(axis=1), comp.max(axis=1)
-        x = np.sum(pi * comp, axis=1)
-        floor = 1e-15 * sigma.min(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            for _ in range(200):
-                resid = x[:, None, :] - mu
-                g = np.sum(pi * stdtr(df, resid / sigma), axis=1) - q
-                below = g < 0.0
-                lo, hi = np.where(below, x, lo), np.where(below, hi, x)
-                dens = np.sum(pi * np.exp(noise_logpdf(resid, sigma, df)), axis=1)
-                step = x - g / dens
-                # Newton's step where it stays inside the bracket, else its midpoint
-                new = np.where((step > lo) & (step < hi), step, 0.5 * (lo + hi))
-                done = np.abs(new - x) <= 4e-16 * np.maximum(np.abs(lo), np.abs(hi)) + floor
-                x = new
-                if np.all(done | ~inside):
-                    break
-        x = np.where(upper, -x, x)
+        # one row of components per entry, as the self-energy's
+        x = student_mixture_quantile(
+            np.transpose(self._mu, (0, 2, 1)).reshape(n * k, S),
+            np.transpose(self._sigma, (0, 2, 1)).reshape(n * k, S),
+            np.repeat(self._pi, k, axis=0),
+            np.where(inside, p, 0.5).ravel(),
+            float(self.df),
+        ).reshape(n, k)
         out = np.where(inside, x, np.where(p <= 0.0, -np.inf, np.where(p >= 1.0, np.inf, np.nan)))
         return self._out(out)
 
