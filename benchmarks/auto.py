@@ -21,6 +21,10 @@ error, the RMSE or the accuracy, and the warnings raised::
     # the ensemble with a Student-t noise of 5 degrees of freedom beside it (doc/choosing.md)
     python benchmarks/auto.py --data diamonds --networks 50-tanh 10-tanh \
         --methods ensemble ensemble_t5 --out benchmarks/results/auto_student_t_diamonds.jsonl
+    # and the ensemble that chooses between them by its held-out rows (doc/choosing.md)
+    python benchmarks/auto.py --data diamonds --networks 50-tanh 10-tanh \
+        --methods ensemble ensemble_t5 ensemble_tauto \
+        --out benchmarks/results/auto_noise_choice_diamonds.jsonl
     python benchmarks/auto.py --report benchmarks/results/auto.jsonl  # doc/choosing.md's table
 """
 
@@ -38,7 +42,7 @@ from _uci import emitter, standardize  # noqa: E402
 from scale import provenance, timed_fit, warm_up  # noqa: E402
 
 CREDIT = HERE.parents[1] / "shared" / "data" / "credit_default" / "UCI_Credit_Card.csv"
-METHODS = ("ensemble", "sghmc", "laplace_kron", "ensemble_t5")
+METHODS = ("ensemble", "sghmc", "laplace_kron", "ensemble_t5", "ensemble_tauto")
 NETWORKS = {"10-tanh": ((10,), "tanh"), "50-tanh": ((50,), "tanh"), "50-relu": ((50,), "relu"),
             "100x2-relu": ((100, 100), "relu")}  # fmt: skip
 CUT = ["Fair", "Good", "Very Good", "Premium", "Ideal"]
@@ -77,7 +81,8 @@ def _method(name: str):
     from skbnn.methods import DeepEnsemble, Laplace
 
     special = {"laplace_kron": lambda: Laplace(hessian="kron"),
-               "ensemble_t5": lambda: DeepEnsemble(noise_df=5)}  # fmt: skip
+               "ensemble_t5": lambda: DeepEnsemble(noise_df=5),
+               "ensemble_tauto": lambda: DeepEnsemble(noise_df="auto")}  # fmt: skip
     return special[name]() if name in special else name
 
 
@@ -109,6 +114,10 @@ def cell(data: str, rows: int, network: str, name: str, test_rows: int):
         "test_ll_se": float(lpd.std(ddof=1) / np.sqrt(lpd.size)),
         "warnings": caught,
     }
+    # noise_df="auto": the noise the held-out rows chose, and by how much
+    for key in ("noise", "noise_df_gain", "noise_df_gain_se", "noise_df_rows"):
+        if key in est.diagnostics_:
+            record[key] = est.diagnostics_[key]
     if task == "regression":
         record["rmse"] = float(np.sqrt(np.mean((pred - y_test) ** 2)))
     else:
@@ -124,7 +133,8 @@ def report(path: str) -> str:
     records = [json.loads(line) for line in open(path)]
     methods = list(dict.fromkeys(r["method"] for r in records))
     names = {"ensemble": "ensemble", "sghmc": "SGHMC", "laplace_kron": "Kronecker Laplace",
-             "ensemble_t5": "ensemble, Student-t noise (5)"}  # fmt: skip
+             "ensemble_t5": "ensemble, Student-t noise (5)",
+             "ensemble_tauto": "ensemble, noise chosen (noise_df=\"auto\")"}  # fmt: skip
     lines = ["| data, rows, network (parameters) | " + " | ".join(names[m] for m in methods)
              + " |", "|---" * (len(methods) + 1) + "|"]  # fmt: skip
     cells: dict = {}

@@ -249,7 +249,8 @@ class _BaseBayesianMLP(BaseEstimator):
             noise=noise,
             noise_precision=noise_precision,
             sample_weight=W,
-            noise_df=getattr(method, "noise_df", None),
+            # "auto" (the deep ensemble's) builds the Gaussian; the method weighs the t
+            noise_df=None if (df := getattr(method, "noise_df", None)) == "auto" else df,
         )
         n_samples = method.default_n_samples if self.n_samples is None else self.n_samples
         run_kwargs = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import threading
 from enum import StrEnum
@@ -67,6 +68,14 @@ def noise_mode(likelihood: str, infer: bool, handling: str) -> str:
     if likelihood != "gaussian" or not infer:
         return NoiseMode.FIXED.value
     return handling
+
+
+def _check_noise_df(noise_df, likelihood: str) -> None:
+    if noise_df is not None and likelihood != "heteroscedastic":
+        raise ValueError(
+            f"noise_df={noise_df!r} is a Student-t noise of each row, which only the "
+            f"heteroscedastic likelihood has; got likelihood={likelihood!r}"
+        )
 
 
 def padded_rows(n: int) -> int:
@@ -167,11 +176,7 @@ class LogPosterior:
         sample_weight=None,
         noise_df=None,
     ):
-        if noise_df is not None and likelihood != "heteroscedastic":
-            raise ValueError(
-                f"noise_df={noise_df!r} is a Student-t noise of each row, which only the "
-                f"heteroscedastic likelihood has; got likelihood={likelihood!r}"
-            )
+        _check_noise_df(noise_df, likelihood)
         X = np.asarray(X, dtype=np.float64)
         Y = np.asarray(Y, dtype=np.float64)
         if Y.ndim == 1:
@@ -218,6 +223,26 @@ class LogPosterior:
             *self.prior.mixture(),
             0.0 if noise_df is None else noise_df,
         )
+
+    def with_noise_df(self, noise_df: float | None) -> LogPosterior:
+        """This log posterior with a Student-t noise of ``noise_df`` degrees of freedom
+        (``None``: the Gaussian) in place of its own; the data and their padded copies are
+        shared, not copied.
+
+        Parameters
+        ----------
+        noise_df : float or None
+
+        Returns
+        -------
+        LogPosterior
+        """
+        _check_noise_df(noise_df, self.likelihood)
+        other = copy.copy(self)
+        other.noise_df = None if noise_df is None else float(noise_df)
+        other.cfg = self.cfg.copy()
+        other.cfg[0]["noise_df"] = 0.0 if noise_df is None else float(noise_df)
+        return other
 
     @classmethod
     def tiny(cls, codes: tuple[int, int, int]) -> LogPosterior:

@@ -195,6 +195,8 @@ def _data_for(cls):
 # configuration runs. (Plain NUTS runs no Python line that the tempered one does not, but
 # it is a method of its own.)
 _CHECKED_ESTIMATORS = [_fast(cls, method) for cls in ESTIMATORS for method in FAST_METHODS]
+# ... and the deep ensemble that fits both noises and keeps one: a method run of its own
+_CHECKED_ESTIMATORS.append(_fast(BayesianMLPRegressor, DeepEnsemble(noise_df="auto"), n_samples=4))
 
 
 def _expected_failed_checks(estimator):

@@ -245,6 +245,8 @@ class Member:
     curvature: float = float("nan")
     #: a sampler's kept draws, shape (n_draws, n_params)
     draws: np.ndarray | None = None
+    #: the rows held out for early stopping, which the member never trained on
+    val_rows: np.ndarray | None = None
 
 
 def glorot_init(target, rng: np.random.Generator) -> np.ndarray:
@@ -694,7 +696,7 @@ class Trainer(BaseMethod):
         restarts = 0
         while True:
             theta, prior_mean, YT = start(target, rng)
-            member = Member(theta)
+            member = Member(theta, val_rows=val)
             member.restarts = restarts
             self._optimize(target, theta, train, val, s, prior_mean, YT, rng, bar, member)
             if not math.isfinite(member.loss_curve[-1]) or not np.all(np.isfinite(theta)):
@@ -826,7 +828,8 @@ class NoiseHead:
             hetero = likelihood == "gaussian" and infer_noise
         df = getattr(self, "noise_df", None)
         if not hetero:
-            if df is not None:
+            # "auto" chooses among the noises the fit has: here the one
+            if df is not None and df != "auto":
                 raise ValueError(
                     f"noise_df={df!r} makes each row's noise a Student-t whose scale the "
                     "network predicts, which needs heteroscedastic=True (a regressor with "

@@ -16,6 +16,7 @@ import numpy as np
 
 __all__ = [
     "ChainDiagnostics",
+    "EnsembleDiagnostics",
     "LBBNNDiagnostics",
     "LaplaceDiagnostics",
     "ModeFigures",
@@ -119,6 +120,18 @@ class TrainingDiagnostics(RunDiagnostics):
     n_grad_evals: int | None = None
     train_time: float | None = None
     validation_loss_curve: list | None = None
+
+
+@dataclass(slots=True)
+class EnsembleDiagnostics(TrainingDiagnostics):
+    """The deep ensemble with ``noise_df="auto"``: the noise its held-out rows chose, and
+    by how much (nats per held-out row, Student-t fit minus Gaussian fit, paired by
+    member and row, with its standard error, over so many member-row pairs)."""
+
+    noise: str | None = None
+    noise_df_gain: float | None = None
+    noise_df_gain_se: float | None = None
+    noise_df_rows: int | None = None
 
 
 @dataclass(slots=True)

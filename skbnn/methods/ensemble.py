@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from numbers import Real
 
 import numpy as np
@@ -17,8 +18,48 @@ from ._optim import (
     glorot_init,
     noise_of,
 )
+from ._records import EnsembleDiagnostics
 
 _ENGINE = ENGINE_DEFAULTS["members"]
+
+#: The Student-t that ``noise_df="auto"`` weighs against the Gaussian: the noise of the
+#: multi-mode route that led bde (MILE) on the UCI sets (doc/samplers.md). Five degrees of
+#: freedom keep a variance while a row ten scales out costs 6 nats, not 50.
+AUTO_NOISE_DF = 5.0
+
+
+def held_out_gain(target, gaussian: list, student: list) -> tuple[float, float, int]:
+    """How many nats per held-out row the Student-t members predict better than the
+    Gaussian ones: each member's log density of the rows it held out, the t's minus the
+    Gaussian's of the member trained from the same seed (the same held-out rows), averaged
+    over the member-row pairs with the rows' weights.
+
+    Returns
+    -------
+    gain, standard error, number of member-row pairs
+    """
+    by_rows = {m.val_rows.tobytes(): m for m in gaussian if m.val_rows is not None}
+    t_target = target.with_noise_df(AUTO_NOISE_DF)
+    diffs, weights = [], []
+    for m in student:
+        g = None if m.val_rows is None else by_rows.get(m.val_rows.tobytes())
+        if g is None:
+            # a member dropped from one of the two fits has no partner
+            continue
+        rows = m.val_rows
+        diffs.append(
+            t_target.pointwise_loglik(m.theta[None])[0, rows]
+            - target.pointwise_loglik(g.theta[None])[0, rows]
+        )
+        weights.append(target.W[rows])
+    if not diffs:
+        return float("nan"), float("nan"), 0
+    d, w = np.concatenate(diffs), np.concatenate(weights)
+    total = w.sum()
+    gain = float(np.dot(w, d) / total)
+    # frequency weights: a row of weight 3 counts as three rows
+    var = np.dot(w, (d - gain) ** 2) / max(total - 1.0, 1.0)
+    return gain, float(np.sqrt(var / total)), int(d.size)
 
 
 @engine_parameters()
@@ -56,13 +97,21 @@ class DeepEnsemble(NoiseHead, Trainer):
         paper). ``"auto"`` is True where the noise is inferred (``noise_std=None``), so the
         intervals widen where the data are noisier, and False for a fixed ``noise_std`` and
         for classifiers; True needs ``noise_std=None``.
-    noise_df : float or None, default=None
+    noise_df : float, "auto" or None, default=None
         The degrees of freedom of a Student-t noise of each row, in place of the
         Gaussian, with ``heteroscedastic``: a member's predicted variance of a row is the
         square of the t's scale. Its heavier tails let a member give up on a few rows far
         from the rest instead of widening every row's noise for them, and a held-out row
         far out costs fewer nats. Above 2, so that the predictive has a variance.
-        ``None``: the Gaussian.
+        ``None``: the Gaussian. ``"auto"``: the data choose. The members train twice, with
+        the Gaussian and with a t of ``AUTO_NOISE_DF`` (5) degrees of freedom, from the
+        same seeds, so each member of the one fit holds out the same rows as its partner
+        in the other; the fit whose members predict their held-out rows better is kept
+        (``diagnostics_["noise"]``, with the gain in nats per held-out row and its
+        standard error), and its warnings are the ones raised. Twice the training time.
+        Without held-out rows (``early_stopping=False``, or too few rows) there is
+        nothing to choose by, and it is the Gaussian. Where the noise is not inferred
+        (a classifier, a fixed ``noise_std``), ``"auto"`` is the Gaussian.
     data_fraction : float, default=1.0
         Each member trains on a random subset of this share of the rows (drawn without
         replacement), which decorrelates the members further.
@@ -83,7 +132,7 @@ class DeepEnsemble(NoiseHead, Trainer):
     _parameter_constraints: dict = {
         **Trainer._parameter_constraints,
         "heteroscedastic": ["boolean", StrOptions({"auto"})],
-        "noise_df": NOISE_DF_CONSTRAINT,
+        "noise_df": [*NOISE_DF_CONSTRAINT, StrOptions({"auto"})],
         "data_fraction": [Interval(Real, 0, 1, closed="right")],
     }
 
@@ -115,9 +164,15 @@ class DeepEnsemble(NoiseHead, Trainer):
         def start(target, rng):
             return glorot_init(target, rng), None, None
 
-        members, diagnostics = self._train_members(
-            target, n_samples, random_state, n_jobs, verbose, start, self.data_fraction
-        )
+        def train(target):
+            return self._train_members(
+                target, n_samples, random_state, n_jobs, verbose, start, self.data_fraction
+            )
+
+        if self.noise_df == "auto" and target.likelihood == "heteroscedastic":
+            target, members, diagnostics = self._choose_noise(target, train)
+        else:
+            members, diagnostics = train(target)
         thetas = np.stack([m.theta for m in members])
         posterior = WeightedDraws(
             thetas,
@@ -126,3 +181,37 @@ class DeepEnsemble(NoiseHead, Trainer):
             noise_df=target.noise_df,
         )
         return FitResult(posterior, diagnostics=diagnostics)
+
+    def _choose_noise(self, target, train):
+        """``noise_df="auto"``: both fits, and the one whose members predict their
+        held-out rows better, with its warnings and the choice in its diagnostics."""
+        fits = []
+        for t in (target, target.with_noise_df(AUTO_NOISE_DF)):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                members, diagnostics = train(t)
+            fits.append((t, members, diagnostics, caught))
+            if not any(m.val_rows is not None for m in members):
+                # no held-out rows to choose by: the Gaussian, trained once
+                break
+        gain, se, n_pairs = (
+            held_out_gain(target, fits[0][1], fits[1][1])
+            if len(fits) == 2
+            else (float("nan"), float("nan"), 0)
+        )
+        keep = 1 if gain > 0 else 0
+        chosen, members, diagnostics, caught = fits[keep]
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        both = [f[2] for f in fits]
+        diagnostics = EnsembleDiagnostics.extending(
+            diagnostics,
+            noise="student_t" if keep else "gaussian",
+            noise_df_gain=gain,
+            noise_df_gain_se=se,
+            noise_df_rows=n_pairs,
+            n_grad_evals=sum(d.n_grad_evals for d in both),
+            train_time=sum(d.train_time for d in both),
+            compile_time=sum(d.compile_time for d in both),
+        )
+        return chosen, members, diagnostics
