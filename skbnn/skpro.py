@@ -18,7 +18,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import pandas as pd
-from scipy.special import logsumexp, stdtr, stdtrit
+from scipy.special import logsumexp, stdtr
 from skpro.distributions.empirical import Empirical
 from skpro.distributions.normal_mixture import NormalMixture
 from skpro.regression.base import BaseProbaRegressor
@@ -26,8 +26,7 @@ from skpro.regression.base import BaseProbaRegressor
 from skbnn._data import validate_X
 from skbnn._draws import noise_logpdf, student_mixture_quantile
 from skbnn.estimators import BayesianMLPRegressor
-from skbnn.exceptions import warn
-from skbnn.metrics._scores import mixture_spread
+from skbnn.metrics._scores import mixture_spread, student_abs_mean, student_mixture_spread
 
 __all__ = [
     "BayesianMLPProbaRegressor",
@@ -162,96 +161,9 @@ class PosteriorPredictiveMixture(NormalMixture):
         return type(self)(**params)
 
 
-#: The self-energy's quadrature (:func:`_student_mixture_spread`) stops halving its step
-#: when a halving changes it by less than this (relative), after one by less than 1e-3:
-#: its error is then far smaller, as it roughly squares per halving
-_SPREAD_RTOL = 1e-8
-#: Evaluations of a component's CDF (nodes x components) one entry's quadrature may spend
-_SPREAD_BUDGET = 2**22
-#: Elements of the (entries, nodes, components) blocks evaluated at once
-_BLOCK = 2**18
-
-
 def _as_2d(x) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     return x.reshape(1, 1) if x.ndim == 0 else x[None, :] if x.ndim == 1 else x
-
-
-def _spread_integrand(t, center, width, mu, scale, w, df):
-    """``F (1 - F) dx/dt`` at the nodes ``t`` (n,) of each row's mixture, (m, n), with
-    ``x = center + width * sinh(pi/2 sinh t)``; ``F`` and ``1 - F`` are summed from each
-    component's smaller tail, so both keep their precision far out."""
-    m, S = mu.shape
-    u = 0.5 * np.pi * np.sinh(t)
-    dxdt = 0.5 * np.pi * np.cosh(t) * np.cosh(u)
-    out = np.empty((m, t.size))
-    nb = min(t.size, max(1, _BLOCK // S))
-    rb = max(1, _BLOCK // (S * nb))
-    for a in range(0, m, rb):
-        rows = slice(a, a + rb)
-        wr = w[rows, :, None]
-        for b in range(0, t.size, nb):
-            nodes = slice(b, b + nb)
-            x = center[rows, None] + width[rows, None] * np.sinh(u[nodes])
-            z = (x[:, :, None] - mu[rows, None, :]) / scale[rows, None, :]
-            tail = stdtr(df, -np.abs(z))
-            left = z < 0.0
-            below = np.matmul(np.where(left, tail, 1.0 - tail), wr)[..., 0]
-            above = np.matmul(np.where(left, 1.0 - tail, tail), wr)[..., 0]
-            out[rows, nodes] = below * above * (width[rows, None] * dxdt[nodes])
-    return out
-
-
-def _student_mixture_spread(mu, scale, w, df: float) -> np.ndarray:
-    """``E|X - X'|`` of each row's mixture of Student-t's, rows of ``(m, S)`` arrays
-    (weights summing to one): ``2 * integral of F (1 - F)``, by the trapezoidal rule after
-    the double-exponential substitution ``x = c + b sinh(pi/2 sinh t)`` (``c`` the mixture's
-    centre, ``b`` its spread), which makes the power-law tails decay double-exponentially.
-    The step is halved until two successive halvings change the sum by less than 1e-3 and
-    ``_SPREAD_RTOL`` (relative), or until the next halving would exceed ``_SPREAD_BUDGET``
-    evaluations per row, which warns if the last one still changed it by more than 1e-6."""
-    m, S = mu.shape
-    if m == 0:
-        return np.zeros(0)
-    center = np.einsum("ms,ms->m", w, mu)
-    width = np.sqrt(np.einsum("ms,ms->m", w, scale**2 + (mu - center[:, None]) ** 2))
-    # standardized distance beyond which a component's tail adds below rounding: its mass
-    # there (the quantile of 1e-18) and its integral, which decays as z**(1 - df)
-    z_far = max(-stdtrit(df, 1e-18), 10.0 ** (17.0 / (df - 1.0)))
-    reach = np.max((np.abs(mu - center[:, None]) + z_far * scale) / width[:, None])
-    t_max = np.arcsinh(2.0 / np.pi * np.arcsinh(min(reach, 1e100)))
-    h = 0.5
-    n_half = int(np.ceil(t_max / h))
-    t = np.arange(-n_half, n_half + 1) * h
-    total = _spread_integrand(t, center, width, mu, scale, w, df).sum(axis=1)
-    estimate = h * total
-    change = np.full(m, np.inf)
-    active = np.arange(m)
-    level = 0
-    while active.size and (4 * n_half * 2**level + 1) * S <= _SPREAD_BUDGET:
-        level += 1
-        h /= 2
-        half = n_half * 2 ** (level - 1)
-        t = (2 * np.arange(-half, half) + 1) * h  # the nodes between the last ones
-        args = (center[active], width[active], mu[active], scale[active], w[active], df)
-        total[active] += _spread_integrand(t, *args).sum(axis=1)
-        new = h * total[active]
-        last = np.abs(new - estimate[active]) / new
-        # an under-resolved narrow component can give two close sums by chance: the one
-        # before must have been close as well
-        converged = (last <= _SPREAD_RTOL) & (change[active] <= 1e-3)
-        change[active], estimate[active] = last, new
-        active = active[~converged]
-    coarse = active[change[active] > 1e-6]
-    if coarse.size:
-        warn(
-            f"The self-energy (the CRPS's spread term) of {coarse.size} of {m} entries "
-            f"is a quadrature whose last step changed it by up to {change[coarse].max():.0e} "
-            "(relative): their Student-t components are narrow against the spread of their "
-            'locations. distribution="empirical" scores draws instead.',
-            UserWarning,
-        )
-    return 2.0 * estimate
 
 
 class PosteriorPredictiveStudentMixture(PosteriorPredictiveMixture):
@@ -363,11 +275,8 @@ class PosteriorPredictiveStudentMixture(PosteriorPredictiveMixture):
         return self._out(out)
 
     def _energy_x(self, x):
-        # E|T - z| = z (2 F(z) - 1) + 2 f(z) (df + z^2) / (df - 1) for a standard Student-t
-        df = self.df
         z = (_as_2d(x)[:, None, :] - self._mu) / self._sigma
-        dens = np.exp(noise_logpdf(z, 1.0, df))
-        comp = np.abs(z) * (1.0 - 2.0 * stdtr(df, -np.abs(z))) + 2.0 * dens * (df + z**2) / (df - 1)
+        comp = student_abs_mean(z, self.df)
         energy = np.sum(self._pi[:, :, None] * self._sigma * comp, axis=1)
         if self.ndim == 0:
             return float(energy[0, 0])
@@ -376,11 +285,12 @@ class PosteriorPredictiveStudentMixture(PosteriorPredictiveMixture):
     def _energy_self(self):
         n, S, k = self._mu.shape
         # one row of components per entry
-        spread = _student_mixture_spread(
+        spread = student_mixture_spread(
             np.transpose(self._mu, (0, 2, 1)).reshape(n * k, S),
             np.transpose(self._sigma, (0, 2, 1)).reshape(n * k, S),
             np.repeat(self._pi, k, axis=0),
             float(self.df),
+            advice='distribution="empirical" scores draws instead',
         ).reshape(n, k)
         if self.ndim == 0:
             return float(spread[0, 0])

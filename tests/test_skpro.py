@@ -413,7 +413,7 @@ def test_student_mixtures_crps_is_the_integral_of_the_squared_cdf_error():
 
 
 def test_student_mixtures_quadrature_warns_when_its_budget_runs_out(monkeypatch):
-    monkeypatch.setattr(skbnn.skpro, "_SPREAD_BUDGET", 2**10)
+    monkeypatch.setattr(skbnn.metrics._scores, "SPREAD_BUDGET", 2**10)
     # components a thousand scales apart
     d = PosteriorPredictiveStudentMixture(
         pi=[0.5, 0.5], mu=[-10.0, 10.0], sigma=[0.01, 0.01], df=3.0
@@ -463,7 +463,7 @@ def test_student_mixture_draws_follow_the_mixture(seed):
 def test_the_quadratures_advice_scores_without_it(monkeypatch):
     # a budget that allows no halving leaves every entry's self-energy coarse; the
     # warning's advice, distribution="empirical", followed as printed, scores draws
-    monkeypatch.setattr(skbnn.skpro, "_SPREAD_BUDGET", 1)
+    monkeypatch.setattr(skbnn.metrics._scores, "SPREAD_BUDGET", 1)
     X, y = _frames()
     method = DeepEnsemble(heteroscedastic=True, noise_df=5, max_iter=200)
     params = {"hidden_layer_sizes": (3,), "method": method, "random_state": 0}
