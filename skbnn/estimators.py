@@ -57,12 +57,15 @@ _SHARED_PARAMS_DOC = """
         ``"auto"`` chooses from the problem's size alone, so that a default fit answers in about
         a minute at most: NUTS (exact, no path length to tune) for regression where rows x
         network parameters is at most 250,000 (the diabetes data and a 10-unit network: 442 x
-        121), and the deep ensemble beyond; for a classifier, the deep ensemble on fewer than
-        10,000 rows (whose held-out log loss it gave at or below ``LogisticRegression``'s) and
-        cyclical SGHMC from there; ``method_`` says which ran (see :mod:`skbnn.methods._auto`).
-        Chains from several optima and a Student-t noise, which predict better on some
-        real data, stay knobs of the methods (``NUTS(n_modes=8)``,
-        ``DeepEnsemble(noise_df=5)``): :mod:`skbnn.methods._auto` says why.
+        121), and beyond it the deep ensemble, whose held-out rows choose between a Gaussian
+        and a Student-t noise (``DeepEnsemble(noise_df="auto")``, which led the Gaussian on
+        real data and kept it on Gaussian noise); for a classifier, the deep ensemble on
+        fewer than 10,000 rows (whose held-out log loss it gave at or below
+        ``LogisticRegression``'s) and cyclical SGHMC from there; ``method_`` says which ran
+        (see :mod:`skbnn.methods._auto`). Chains from several optima, and NUTS with a
+        Student-t noise, which predict better on some real data, stay knobs of the methods
+        (``NUTS(n_modes=8)``, ``NUTS(heteroscedastic=True, noise_df=5)``):
+        :mod:`skbnn.methods._auto` says why.
     prior : {"gaussian", "logistic", "hierarchical", "scale_mixture"} or prior object, \
 default="gaussian"
         Prior over weights and biases; ``"gaussian"`` is ``GaussianPrior()``, N(0, 1) with

@@ -18,23 +18,28 @@ def test_the_rule_is_rows_times_parameters_for_regression_and_rows_for_classes()
     assert isinstance(resolve(NUTS_MAX_WORK // 100 + 1, 100, 1, "regression"), DeepEnsemble)
     # regression never goes to SGHMC, however many rows
     assert isinstance(resolve(10**7, 100, 1, "regression"), DeepEnsemble)
+    # the regression ensemble lets its held-out rows choose the noise; a classifier's has none
+    assert resolve(10**7, 100, 1, "regression").noise_df == "auto"
+    assert resolve(10, 10, 2, "classification").noise_df is None
     assert isinstance(resolve(10, 10, 2, "classification"), DeepEnsemble)
     assert isinstance(resolve(SGHMC_MIN_ROWS - 1, 10**5, 2, "classification"), DeepEnsemble)
     assert isinstance(resolve(SGHMC_MIN_ROWS, 10, 10, "classification"), SGHMC)
 
 
 @pytest.mark.parametrize(
-    "hidden, expected", [((10,), NUTS), ((1000,), DeepEnsemble)], ids=["small", "wide"]
+    "hidden, expected", [((10,), NUTS), ((100,), DeepEnsemble)], ids=["small", "wide"]
 )
 def test_the_fitted_estimator_records_what_auto_ran(hidden, expected):
-    # deterministic: diabetes with 10 units is 442 x 121 rows x parameters; with 1000 units,
-    # 442 x 12,001, beyond the threshold. The method object that ran is a fitted attribute,
+    # deterministic: diabetes with 10 units is 442 x 121 rows x parameters; with 100 units,
+    # 442 x 1,201, beyond the threshold. The method object that ran is a fitted attribute,
     # and the constructor's parameter stays "auto"
     X, y = load_diabetes(return_X_y=True)
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     est = BayesianMLPRegressor(hidden, n_samples=8, random_state=0).fit(X, y)
     assert type(est.method_) is expected and est.method == "auto"
     assert np.all(np.isfinite(est.predict(X[:5])))
+    # the ensemble says which noise its held-out rows chose
+    assert ("noise" in est.diagnostics_) == (expected is DeepEnsemble)
 
 
 def test_a_default_classifier_is_a_deep_ensemble():
