@@ -110,8 +110,9 @@ class DeepEnsemble(NoiseHead, Trainer):
         (``diagnostics_["noise"]``, with the gain in nats per held-out row and its
         standard error), and its warnings are the ones raised. Twice the training time.
         Without held-out rows (``early_stopping=False``, or too few rows) there is
-        nothing to choose by, and it is the Gaussian. Where the noise is not inferred
-        (a classifier, a fixed ``noise_std``), ``"auto"`` is the Gaussian.
+        nothing to choose by, and it is the Gaussian. Without a noise head
+        (``heteroscedastic`` resolving to False: a classifier, a fixed ``noise_std``),
+        ``"auto"`` is the Gaussian.
     data_fraction : float, default=1.0
         Each member trains on a random subset of this share of the rows (drawn without
         replacement), which decorrelates the members further.
