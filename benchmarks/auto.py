@@ -42,7 +42,15 @@ from _uci import emitter, standardize  # noqa: E402
 from scale import provenance, timed_fit, warm_up  # noqa: E402
 
 CREDIT = HERE.parents[1] / "shared" / "data" / "credit_default" / "UCI_Credit_Card.csv"
-METHODS = ("ensemble", "sghmc", "laplace_kron", "ensemble_t5", "ensemble_tauto")
+METHODS = (
+    "ensemble",
+    "sghmc",
+    "laplace_kron",
+    "ensemble_t5",
+    "ensemble_tauto",
+    "ensemble_tauto_p100",
+    "auto",
+)
 NETWORKS = {"10-tanh": ((10,), "tanh"), "50-tanh": ((50,), "tanh"), "50-relu": ((50,), "relu"),
             "100x2-relu": ((100, 100), "relu")}  # fmt: skip
 CUT = ["Fair", "Good", "Very Good", "Premium", "Ideal"]
@@ -82,7 +90,9 @@ def _method(name: str):
 
     special = {"laplace_kron": lambda: Laplace(hessian="kron"),
                "ensemble_t5": lambda: DeepEnsemble(noise_df=5),
-               "ensemble_tauto": lambda: DeepEnsemble(noise_df="auto")}  # fmt: skip
+               "ensemble_tauto": lambda: DeepEnsemble(noise_df="auto"),
+               "ensemble_tauto_p100":
+                   lambda: DeepEnsemble(noise_df="auto", n_iter_no_change=100)}  # fmt: skip
     return special[name]() if name in special else name
 
 
@@ -134,7 +144,9 @@ def report(path: str) -> str:
     methods = list(dict.fromkeys(r["method"] for r in records))
     names = {"ensemble": "ensemble", "sghmc": "SGHMC", "laplace_kron": "Kronecker Laplace",
              "ensemble_t5": "ensemble, Student-t noise (5)",
-             "ensemble_tauto": "ensemble, noise chosen (noise_df=\"auto\")"}  # fmt: skip
+             "ensemble_tauto": "ensemble, noise chosen (noise_df=\"auto\")",
+             "ensemble_tauto_p100": "the same, n_iter_no_change=100",
+             "auto": "method=\"auto\""}  # fmt: skip
     lines = ["| data, rows, network (parameters) | " + " | ".join(names[m] for m in methods)
              + " |", "|---" * (len(methods) + 1) + "|"]  # fmt: skip
     cells: dict = {}

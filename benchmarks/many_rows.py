@@ -57,6 +57,7 @@ def run_fit(method: str, args) -> dict:
     params = json.loads(args.method_params) if args.method_params else {}
     est = BayesianMLPRegressor(
         hidden_layer_sizes=tuple(args.hidden),
+        activation=args.activation,
         method="auto" if method == "auto" else METHODS[method](**params),
         random_state=args.seed,
         n_jobs=-1,
@@ -75,6 +76,7 @@ def run_fit(method: str, args) -> dict:
         "method_params": params,
         "rows": args.rows,
         "hidden": list(args.hidden),
+        "activation": args.activation,
         "seed": args.seed,
         "fit_time": fit_time,
         "compile_time": float(diag.get("compile_time", 0.0)),
@@ -93,6 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--test-rows", type=int, default=10_000)
     parser.add_argument("--hidden", type=int, nargs="+", default=[100, 100])
     parser.add_argument("--methods", nargs="+", default=["sghmc", "ensemble"])
+    parser.add_argument("--activation", default="tanh", choices=["tanh", "relu"])
     parser.add_argument("--method-params", default=None, help="JSON knobs of every method")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
