@@ -226,8 +226,10 @@ class LogPosterior:
 
     def with_noise_df(self, noise_df: float | None) -> LogPosterior:
         """This log posterior with a Student-t noise of ``noise_df`` degrees of freedom
-        (``None``: the Gaussian) in place of its own; the data and their padded copies are
-        shared, not copied.
+        (``None``: the Gaussian) in place of its own. Only the settings (``cfg``) are
+        copied: the data and their padded copies, the noise precisions and the prior's
+        scales and mean are shared with this one, so a method that updates those in place
+        (Laplace's empirical Bayes) updates both.
 
         Parameters
         ----------

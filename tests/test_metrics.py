@@ -92,6 +92,12 @@ def test_crps_mixture_of_student_ts_is_the_integral_of_its_definition(df):
     )
 
 
+def test_crps_mixture_of_student_ts_just_above_one_degree_of_freedom_is_finite():
+    # the quadrature's reach, 10 ** (17 / (df - 1)), must not overflow near df = 1
+    for df in (1.01, 1.05):
+        assert np.isfinite(crps_mixture([0.5], [[0.0, 1.0]], [[1.0, 0.5]], df=df))
+
+
 def test_crps_mixture_of_student_ts_needs_a_mean():
     with pytest.raises(ValueError, match="'df' parameter of crps_mixture"):
         crps_mixture([0.0], [[0.0]], [[1.0]], df=1.0)

@@ -245,8 +245,12 @@ class Member:
     curvature: float = float("nan")
     #: a sampler's kept draws, shape (n_draws, n_params)
     draws: np.ndarray | None = None
-    #: the rows held out for early stopping, which the member never trained on
+    #: the rows held out for early stopping: the member's gradient steps never used them,
+    #: though its stopping point was chosen on them
     val_rows: np.ndarray | None = None
+    #: the spawn key of the member's seed, the same for the member of that seed in a
+    #: second run from the same root seed
+    seed_key: tuple = ()
 
 
 def glorot_init(target, rng: np.random.Generator) -> np.ndarray:
@@ -696,7 +700,7 @@ class Trainer(BaseMethod):
         restarts = 0
         while True:
             theta, prior_mean, YT = start(target, rng)
-            member = Member(theta, val_rows=val)
+            member = Member(theta, val_rows=val, seed_key=tuple(getattr(ss, "spawn_key", ())))
             member.restarts = restarts
             self._optimize(target, theta, train, val, s, prior_mean, YT, rng, bar, member)
             if not math.isfinite(member.loss_curve[-1]) or not np.all(np.isfinite(theta)):
@@ -728,10 +732,18 @@ class Trainer(BaseMethod):
 
     def _train_members(self, target, n_members, random_state, n_jobs, verbose, start,
                        data_fraction=1.0, after=None, epochs_per_member=None,
-                       settings=None):  # fmt: skip
+                       settings=None, deferred=None):  # fmt: skip
         """Train ``n_members`` members on the shared pool (with ``settings``, by default
-        :meth:`_settings`); warn about the unconverged and the dropped. Returns the
-        surviving members and the diagnostics of the run."""
+        :meth:`_settings`); warn about the unconverged and the dropped, or, given a list
+        ``deferred``, append those warnings to it as ``(message, category)`` for the caller
+        to raise or not. Returns the surviving members and the diagnostics of the run."""
+
+        def warn_or_defer(message, category):
+            if deferred is None:
+                warn(message, category)
+            else:
+                deferred.append((message, category))
+
         from ..utils import seed_sequence
 
         self._validate_params()
@@ -783,7 +795,7 @@ class Trainer(BaseMethod):
             # a member that diverged and then converged at a lower rate is a result as good
             # as any (diagnostics_["n_restarts"] counts them); one that never did is missing
             lower = self._lower_rate(settings)
-            warn(
+            warn_or_defer(
                 f"{dropped} of {n_members} members diverged (their loss became non-finite, "
                 f"or ended far above its best) even after {MAX_RESTARTS} restarts at a 10x "
                 f"smaller learning rate each, and were dropped; {len(kept)} remain. Lower "
@@ -793,7 +805,7 @@ class Trainer(BaseMethod):
         slow = sum(not m.converged and still_improving(m, settings) for m in kept)
         if slow:
             longer = self._longer(target, settings)
-            warn(self._not_converged(settings, slow, kept, longer), ConvergenceWarning)
+            warn_or_defer(self._not_converged(settings, slow, kept, longer), ConvergenceWarning)
         diagnostics = TrainingDiagnostics(
             solver=settings.solver,
             max_iter=settings.max_iter,

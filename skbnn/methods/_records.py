@@ -126,7 +126,9 @@ class TrainingDiagnostics(RunDiagnostics):
 class EnsembleDiagnostics(TrainingDiagnostics):
     """The deep ensemble with ``noise_df="auto"``: the noise its held-out rows chose, and
     by how much (nats per held-out row, Student-t fit minus Gaussian fit, paired by
-    member and row, with its standard error, over so many member-row pairs)."""
+    member and row, with its standard error, over so many member-row pairs). The other
+    figures are the kept fit's, but for ``n_grad_evals``, ``train_time`` and
+    ``compile_time``, which add up both fits."""
 
     noise: str | None = None
     noise_df_gain: float | None = None

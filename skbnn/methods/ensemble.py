@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import warnings
 from numbers import Real
 
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from ..exceptions import warn
 from ..posterior import WeightedDraws
+from ..utils import seed_sequence
 from ._base import NOISE_DF_CONSTRAINT, FitResult, store_params
 from ._optim import (
     ENGINE_DEFAULTS,
@@ -38,11 +39,12 @@ def held_out_gain(target, gaussian: list, student: list) -> tuple[float, float, 
     -------
     gain, standard error, number of member-row pairs
     """
-    by_rows = {m.val_rows.tobytes(): m for m in gaussian if m.val_rows is not None}
+    # partners by their seed: the same spawn key in two runs from the same root seed
+    partner = {m.seed_key: m for m in gaussian if m.val_rows is not None}
     t_target = target.with_noise_df(AUTO_NOISE_DF)
     diffs, weights = [], []
     for m in student:
-        g = None if m.val_rows is None else by_rows.get(m.val_rows.tobytes())
+        g = partner.get(m.seed_key) if m.val_rows is not None else None
         if g is None:
             # a member dropped from one of the two fits has no partner
             continue
@@ -57,7 +59,8 @@ def held_out_gain(target, gaussian: list, student: list) -> tuple[float, float, 
     d, w = np.concatenate(diffs), np.concatenate(weights)
     total = w.sum()
     gain = float(np.dot(w, d) / total)
-    # frequency weights: a row of weight 3 counts as three rows
+    # frequency weights, as everywhere in skbnn: a row of weight 3 counts as three rows
+    # (so the error scales with the weights' sum, not only with their number)
     var = np.dot(w, (d - gain) ** 2) / max(total - 1.0, 1.0)
     return gain, float(np.sqrt(var / total)), int(d.size)
 
@@ -109,8 +112,9 @@ class DeepEnsemble(NoiseHead, Trainer):
         in the other; the fit whose members predict their held-out rows better is kept
         (``diagnostics_["noise"]``, with the gain in nats per held-out row and its
         standard error), and its warnings are the ones raised. Twice the training time.
-        Without held-out rows (``early_stopping=False``, or too few rows) there is
-        nothing to choose by, and it is the Gaussian. Without a noise head
+        Without held-out rows (``early_stopping=False``, ``solver="lbfgs"``, or too few
+        rows) there is nothing to choose by, and it is the Gaussian, trained once; so it is
+        where every t member diverged. Without a noise head
         (``heteroscedastic`` resolving to False: a classifier, a fixed ``noise_std``),
         ``"auto"`` is the Gaussian.
     data_fraction : float, default=1.0
@@ -165,15 +169,14 @@ class DeepEnsemble(NoiseHead, Trainer):
         def start(target, rng):
             return glorot_init(target, rng), None, None
 
-        def train(target):
-            return self._train_members(
+        if self.noise_df == "auto" and target.likelihood == "heteroscedastic":
+            target, members, diagnostics = self._choose_noise(
+                target, n_samples, random_state, n_jobs, verbose, start
+            )
+        else:
+            members, diagnostics = self._train_members(
                 target, n_samples, random_state, n_jobs, verbose, start, self.data_fraction
             )
-
-        if self.noise_df == "auto" and target.likelihood == "heteroscedastic":
-            target, members, diagnostics = self._choose_noise(target, train)
-        else:
-            members, diagnostics = train(target)
         thetas = np.stack([m.theta for m in members])
         posterior = WeightedDraws(
             thetas,
@@ -183,15 +186,29 @@ class DeepEnsemble(NoiseHead, Trainer):
         )
         return FitResult(posterior, diagnostics=diagnostics)
 
-    def _choose_noise(self, target, train):
+    def _choose_noise(self, target, n_samples, random_state, n_jobs, verbose, start):
         """``noise_df="auto"``: both fits, and the one whose members predict their
         held-out rows better, with its warnings and the choice in its diagnostics."""
+        # one root seed for both fits, resolved once (random_state=None or a RandomState
+        # gives a new one at each call), so each member of the one meets its partner
+        root = seed_sequence(random_state)
         fits = []
         for t in (target, target.with_noise_df(AUTO_NOISE_DF)):
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                members, diagnostics = train(t)
-            fits.append((t, members, diagnostics, caught))
+            seeds = np.random.SeedSequence(
+                root.entropy, spawn_key=root.spawn_key, n_children_spawned=root.n_children_spawned
+            )
+            deferred: list = []
+            try:
+                members, diagnostics = self._train_members(
+                    t, n_samples, seeds, n_jobs, verbose, start, self.data_fraction,
+                    deferred=deferred,
+                )  # fmt: skip
+            except ValueError:
+                if not fits:
+                    raise
+                # every t member diverged where the Gaussian's did not: the Gaussian
+                break
+            fits.append((t, members, diagnostics, deferred))
             if not any(m.val_rows is not None for m in members):
                 # no held-out rows to choose by: the Gaussian, trained once
                 break
@@ -201,9 +218,11 @@ class DeepEnsemble(NoiseHead, Trainer):
             else (float("nan"), float("nan"), 0)
         )
         keep = 1 if gain > 0 else 0
-        chosen, members, diagnostics, caught = fits[keep]
-        for w in caught:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        chosen, members, diagnostics, deferred = fits[keep]
+        # raised here, not recorded by catching them: a warnings filter is process-wide,
+        # and fits in other threads would lose theirs
+        for message, category in deferred:
+            warn(message, category)
         both = [f[2] for f in fits]
         diagnostics = EnsembleDiagnostics.extending(
             diagnostics,

@@ -323,8 +323,10 @@ def crps_mixture(
     locations ``y_means`` and scales ``y_stds`` (a fit with ``noise_df``:
     ``predict_mixture(X, return_df=True)`` returns them). The first term is in closed
     form; the spread term ``E|X - X'|`` has none for t's, and is ``2 * integral of
-    F (1 - F)`` by double-exponential quadrature, to about ``1e-8`` (relative). Narrow
-    components far apart can exhaust its budget, which warns.
+    F (1 - F)`` by double-exponential quadrature, to about ``1e-8`` (relative): every
+    node evaluates every component's CDF, so for many rows and components
+    :func:`crps_ensemble` on draws is far cheaper. Narrow components far apart can exhaust
+    its budget, which warns.
 
     Parameters
     ----------
@@ -428,7 +430,8 @@ def student_mixture_spread(mu, scale, w, df: float, advice: str) -> np.ndarray:
     width = np.sqrt(np.einsum("ms,ms->m", w, scale**2 + (mu - center[:, None]) ** 2))
     # standardized distance beyond which a component's tail adds below rounding: its mass
     # there (the quantile of 1e-18) and its integral, which decays as z**(1 - df)
-    z_far = max(-stdtrit(df, 1e-18), 10.0 ** (17.0 / (df - 1.0)))
+    # (the exponent capped: below df = 1.06 it would overflow, and reach is capped anyway)
+    z_far = max(-stdtrit(df, 1e-18), 10.0 ** min(17.0 / (df - 1.0), 300.0))
     reach = np.max((np.abs(mu - center[:, None]) + z_far * scale) / width[:, None])
     t_max = np.arcsinh(2.0 / np.pi * np.arcsinh(min(reach, 1e100)))
     h = 0.5
