@@ -569,7 +569,9 @@ class LogPosterior:
         thread_map(part, list(zip(cuts[:-1], cuts[1:], strict=True)), int(n_jobs))
         return logp, grads
 
-    def pointwise_loglik(self, thetas, noise_precision=None, n_jobs: int = 1) -> np.ndarray:
+    def pointwise_loglik(
+        self, thetas, noise_precision=None, n_jobs: int = 1, rows=None
+    ) -> np.ndarray:
         """Each training row's log-likelihood under each row of ``thetas``, unweighted.
 
         What leave-one-out cross-validation by PSIS and the stacking of chains read: a row's
@@ -583,29 +585,34 @@ class LogPosterior:
             trailing log precisions of ``theta`` under ``noise="theta"``.
         n_jobs : int, default=1
             Threads of the forward pass; the result does not depend on it.
+        rows : array-like of int, default=None
+            Only these training rows (the network runs on them alone); default all.
 
         Returns
         -------
-        ndarray of shape (n_thetas, n_rows)
+        ndarray of shape (n_thetas, n_rows) or (n_thetas, len(rows))
         """
         thetas = np.ascontiguousarray(thetas, dtype=np.float64)
-        out = np.empty((thetas.shape[0], self.n_rows))
-        for rows, terms in self._pointwise_chunks(thetas, noise_precision, n_jobs):
-            out[:, rows] = terms
+        n = self.n_rows if rows is None else len(rows)
+        out = np.empty((thetas.shape[0], n))
+        for chunk, terms in self._pointwise_chunks(thetas, noise_precision, n_jobs, rows):
+            out[:, chunk] = terms
         return out
 
-    def _outputs(self, thetas, n_jobs: int):
+    def _outputs(self, thetas, n_jobs: int, rows=None):
         # (rows slice, their targets (k, m), each draw's outputs (S, k_net, m)) over the
-        # forward pass's chunks of rows
+        # forward pass's chunks of rows (of ``rows`` alone, when given)
         from .posterior import ForwardPass
 
         X = self.XT.reshape(self.n_features, self.n_rows).T
         Y = self.YT.reshape(self.n_outputs, self.n_rows)
+        if rows is not None:
+            X, Y = X[rows], Y[:, rows]
         net = ForwardPass(self.layout, self.activation_code, n_jobs)
-        for rows, f in net.outputs(X, thetas):
-            yield rows, Y[:, rows], f
+        for chunk, f in net.outputs(X, thetas):
+            yield chunk, Y[:, chunk], f
 
-    def _pointwise_chunks(self, thetas, noise_precision, n_jobs: int):
+    def _pointwise_chunks(self, thetas, noise_precision, n_jobs: int, rows=None):
         # (rows slice, each draw's log-likelihood of each of those rows) over the forward
         # pass's chunks of rows
         if self.likelihood == "gaussian":
@@ -616,21 +623,21 @@ class LogPosterior:
             else:
                 tau = np.broadcast_to(self.tau, (thetas.shape[0], self.n_outputs))
             tau = tau[:, :, None]
-        for rows, y, f in self._outputs(thetas, n_jobs):
+        for chunk, y, f in self._outputs(thetas, n_jobs, rows):
             if self.likelihood == "gaussian":
                 ll = 0.5 * (np.log(tau) - np.log(2 * np.pi) - tau * (y - f) ** 2)
-                yield rows, ll.sum(axis=1)
+                yield chunk, ll.sum(axis=1)
             elif self.likelihood == "heteroscedastic":
                 k = self.n_outputs
                 scale = np.sqrt(np.logaddexp(0.0, f[:, k:]) + HETERO_MIN_VAR)
                 ll = noise_logpdf(y - f[:, :k], scale, self.noise_df)
-                yield rows, ll.sum(axis=1)
+                yield chunk, ll.sum(axis=1)
             elif self.likelihood == "bernoulli":
                 # log sigmoid(+-f) without overflow
-                yield rows, -np.logaddexp(0.0, np.where(y[0] > 0.5, -f[:, 0], f[:, 0]))
+                yield chunk, -np.logaddexp(0.0, np.where(y[0] > 0.5, -f[:, 0], f[:, 0]))
             else:
                 lse = np.logaddexp.reduce(f, axis=1)
-                yield rows, np.einsum("skn,kn->sn", f, y) - lse
+                yield chunk, np.einsum("skn,kn->sn", f, y) - lse
 
     def sample_prior(self, rng: np.random.Generator, size: int) -> np.ndarray:
         """Draws of ``theta`` from the prior, shape ``(size, n_params)``."""

@@ -72,8 +72,11 @@ def test_regressor_passes_skpros_check_estimator():
 
 # skpro fills in the L2 norm of the density by Monte Carlo, and says so, for NormalMixture too
 @pytest.mark.filterwarnings("ignore:.*pdfnorm:UserWarning")
-def test_mixture_distribution_passes_skpros_check_estimator():
-    results = check_estimator(PosteriorPredictiveMixture, verbose=False)
+@pytest.mark.parametrize(
+    "distribution", [PosteriorPredictiveMixture, PosteriorPredictiveStudentMixture]
+)
+def test_mixture_distributions_pass_skpros_check_estimator(distribution):
+    results = check_estimator(distribution, verbose=False)
     assert len(results) > 100
     assert not _failures(results), _failures(results)
 
@@ -301,14 +304,6 @@ def _scipy_mixture(function, x):
     """``sum_k pi_k function(x)`` of scipy's Student-t's, per entry of ``x`` (rows, columns)."""
     x = np.asarray(x)[:, None, :]
     return np.sum(_PI[:, :, None] * function(x, _DF, loc=_MU, scale=_SIGMA), axis=1)
-
-
-# skpro fills in the L2 norm of the density by Monte Carlo, and says so
-@pytest.mark.filterwarnings("ignore:.*pdfnorm:UserWarning")
-def test_student_mixture_passes_skpros_check_estimator():
-    results = check_estimator(PosteriorPredictiveStudentMixture, verbose=False)
-    assert len(results) > 100
-    assert not _failures(results), _failures(results)
 
 
 def test_student_mixture_is_scipys_student_t_mixture():

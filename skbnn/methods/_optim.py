@@ -700,7 +700,7 @@ class Trainer(BaseMethod):
         restarts = 0
         while True:
             theta, prior_mean, YT = start(target, rng)
-            member = Member(theta, val_rows=val, seed_key=tuple(getattr(ss, "spawn_key", ())))
+            member = Member(theta, val_rows=val, seed_key=tuple(ss.spawn_key))
             member.restarts = restarts
             self._optimize(target, theta, train, val, s, prior_mean, YT, rng, bar, member)
             if not math.isfinite(member.loss_curve[-1]) or not np.all(np.isfinite(theta)):

@@ -50,8 +50,8 @@ def held_out_gain(target, gaussian: list, student: list) -> tuple[float, float, 
             continue
         rows = m.val_rows
         diffs.append(
-            t_target.pointwise_loglik(m.theta[None])[0, rows]
-            - target.pointwise_loglik(g.theta[None])[0, rows]
+            t_target.pointwise_loglik(m.theta[None], rows=rows)[0]
+            - target.pointwise_loglik(g.theta[None], rows=rows)[0]
         )
         weights.append(target.W[rows])
     if not diffs:
