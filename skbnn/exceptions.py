@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import contextvars
 import functools
 import os
 import sys
@@ -151,14 +152,54 @@ def _internal(filename: str) -> bool:
     )
 
 
+#: The list that :func:`collected_warnings` gathers skbnn's warnings into, in this thread
+#: (a new thread starts without one), or None where they are raised.
+_COLLECTOR: contextvars.ContextVar[list | None] = contextvars.ContextVar(
+    "skbnn_collected_warnings", default=None
+)
+
+
+@contextlib.contextmanager
+def collected_warnings():
+    """Gather the warnings skbnn raises inside the block into a list of ``(message,
+    category)`` instead of raising them, for the caller to raise (:func:`raise_warnings`)
+    or drop: the warnings of a trial fit that was not kept, of a step whose best repeat
+    alone speaks.
+
+    The list is this thread's alone. ``warnings.catch_warnings`` would do the same through
+    the process-wide filters, and a fit running meanwhile in another thread would lose its
+    own warnings into it. Warnings from outside skbnn (numpy's, scipy's) are raised as
+    usual, and so are skbnn's from the threads a fit starts inside the block.
+    """
+    caught: list = []
+    token = _COLLECTOR.set(caught)
+    try:
+        yield caught
+    finally:
+        _COLLECTOR.reset(token)
+
+
+def raise_warnings(caught) -> None:
+    """Raise the ``(message, category)`` pairs :func:`collected_warnings` gathered."""
+    for message, category in caught:
+        warn(message, category)
+
+
 def warn(message: str | Warning, category: type[Warning] | None = None) -> None:
     """``warnings.warn(message, category)`` attributed to the user's line that started the
     fit: the first frame outside skbnn, scikit-learn, joblib and the standard library's
     threads and decorators.
 
     Where every frame is internal (a fit in a joblib worker) the warning points at the
-    outermost one. ``message`` may be a Warning instance, as for ``warnings.warn``.
+    outermost one. ``message`` may be a Warning instance, as for ``warnings.warn``. Inside
+    :func:`collected_warnings` it is gathered instead.
     """
+    caught = _COLLECTOR.get()
+    if caught is not None:
+        if category is None:
+            category = type(message) if isinstance(message, Warning) else UserWarning
+        caught.append((message, category))
+        return
     frame = sys._getframe(1)
     level = 1
     while frame.f_back is not None and _internal(frame.f_code.co_filename):

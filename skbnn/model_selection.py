@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -18,7 +17,7 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ._data import validate_X
-from .exceptions import ConvergenceWarning
+from .exceptions import ConvergenceWarning, collected_warnings, raise_warnings
 from .methods import METHODS
 from .predictive import PredictiveMixture, check_predictive_args
 from .utils import data_difference, last_step
@@ -194,11 +193,14 @@ def _finite_or_minus_inf(log_post: np.ndarray) -> np.ndarray:
 def _fit_candidate(estimator, X, y, fit_params, screen=False):
     """``estimator.fit(X, y, **fit_params)``: a module-level function, so that joblib can
     send it to worker processes. A ``screen`` fit is cut short on purpose, so its
-    convergence warnings are not the user's concern and are silenced."""
-    with warnings.catch_warnings():
-        if screen:
-            warnings.simplefilter("ignore", ConvergenceWarning)
+    convergence warnings are not the user's concern and are dropped (gathered, not
+    filtered: a filter is process-wide, and would silence fits in other threads too)."""
+    if not screen:
         return estimator.fit(X, y, **fit_params)
+    with collected_warnings() as caught:
+        fitted = estimator.fit(X, y, **fit_params)
+    raise_warnings([w for w in caught if not issubclass(w[1], ConvergenceWarning)])
+    return fitted
 
 
 def _final_step(estimator):

@@ -732,18 +732,10 @@ class Trainer(BaseMethod):
 
     def _train_members(self, target, n_members, random_state, n_jobs, verbose, start,
                        data_fraction=1.0, after=None, epochs_per_member=None,
-                       settings=None, deferred=None):  # fmt: skip
+                       settings=None):  # fmt: skip
         """Train ``n_members`` members on the shared pool (with ``settings``, by default
-        :meth:`_settings`); warn about the unconverged and the dropped, or, given a list
-        ``deferred``, append those warnings to it as ``(message, category)`` for the caller
-        to raise or not. Returns the surviving members and the diagnostics of the run."""
-
-        def warn_or_defer(message, category):
-            if deferred is None:
-                warn(message, category)
-            else:
-                deferred.append((message, category))
-
+        :meth:`_settings`), and warn about the unconverged and the dropped. Returns the
+        surviving members and the diagnostics of the run."""
         from ..utils import seed_sequence
 
         self._validate_params()
@@ -795,7 +787,7 @@ class Trainer(BaseMethod):
             # a member that diverged and then converged at a lower rate is a result as good
             # as any (diagnostics_["n_restarts"] counts them); one that never did is missing
             lower = self._lower_rate(settings)
-            warn_or_defer(
+            warn(
                 f"{dropped} of {n_members} members diverged (their loss became non-finite, "
                 f"or ended far above its best) even after {MAX_RESTARTS} restarts at a 10x "
                 f"smaller learning rate each, and were dropped; {len(kept)} remain. Lower "
@@ -805,7 +797,7 @@ class Trainer(BaseMethod):
         slow = sum(not m.converged and still_improving(m, settings) for m in kept)
         if slow:
             longer = self._longer(target, settings)
-            warn_or_defer(self._not_converged(settings, slow, kept, longer), ConvergenceWarning)
+            warn(self._not_converged(settings, slow, kept, longer), ConvergenceWarning)
         diagnostics = TrainingDiagnostics(
             solver=settings.solver,
             max_iter=settings.max_iter,

@@ -7,7 +7,7 @@ from numbers import Real
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ..exceptions import warn
+from ..exceptions import collected_warnings, raise_warnings
 from ..posterior import WeightedDraws
 from ..utils import seed_sequence
 from ._base import NOISE_DF_CONSTRAINT, FitResult, store_params
@@ -197,18 +197,17 @@ class DeepEnsemble(NoiseHead, Trainer):
             seeds = np.random.SeedSequence(
                 root.entropy, spawn_key=root.spawn_key, n_children_spawned=root.n_children_spawned
             )
-            deferred: list = []
             try:
-                members, diagnostics = self._train_members(
-                    t, n_samples, seeds, n_jobs, verbose, start, self.data_fraction,
-                    deferred=deferred,
-                )  # fmt: skip
+                with collected_warnings() as caught:
+                    members, diagnostics = self._train_members(
+                        t, n_samples, seeds, n_jobs, verbose, start, self.data_fraction
+                    )
             except ValueError:
                 if not fits:
                     raise
                 # every t member diverged where the Gaussian's did not: the Gaussian
                 break
-            fits.append((t, members, diagnostics, deferred))
+            fits.append((t, members, diagnostics, caught))
             if not any(m.val_rows is not None for m in members):
                 # no held-out rows to choose by: the Gaussian, trained once
                 break
@@ -218,11 +217,8 @@ class DeepEnsemble(NoiseHead, Trainer):
             else (float("nan"), float("nan"), 0)
         )
         keep = 1 if gain > 0 else 0
-        chosen, members, diagnostics, deferred = fits[keep]
-        # raised here, not recorded by catching them: a warnings filter is process-wide,
-        # and fits in other threads would lose theirs
-        for message, category in deferred:
-            warn(message, category)
+        chosen, members, diagnostics, caught = fits[keep]
+        raise_warnings(caught)
         both = [f[2] for f in fits]
         diagnostics = EnsembleDiagnostics.extending(
             diagnostics,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import math
 import time
-import warnings
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
@@ -14,7 +13,7 @@ from scipy.linalg import LinAlgError, cho_factor, cho_solve
 from scipy.optimize import minimize
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ..exceptions import ConvergenceWarning, warn
+from ..exceptions import ConvergenceWarning, collected_warnings, warn
 from ..kernels import backprop as kbackprop
 from ..kernels import density as knet
 from ..kernels.helper import serve_kernel
@@ -658,8 +657,7 @@ class Laplace(Trainer):
         evaluator = target.evaluator()
         # the warnings of the update's training and approximation are the best update's
         # to raise (:meth:`_final_polish`), not every update's
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with collected_warnings() as caught:
             if update > 0 and self._holds_map(target):
                 state = self._assemble(target, fit.net, search.theta, fit.first_layer, fit.sl,
                                        fit.jobs, evaluator,
@@ -743,8 +741,7 @@ class Laplace(Trainer):
         target = fit.target
         target.prior_scale[:] = scales
         target.tau[:] = tau
-        with warnings.catch_warnings(record=True) as polished:
-            warnings.simplefilter("always")
+        with collected_warnings() as polished:
             if fit.updating and self._hessian.polishes:
                 evaluator = target.evaluator()
                 state, more = self._polish(target, fit.net, state.theta, fit.first_layer,
@@ -757,13 +754,13 @@ class Laplace(Trainer):
         # the polish goes on where the training stopped, and the mode check judges the
         # point it reaches: where training stopped matters only through it
         polished_all = self._hessian.polishes and fit.first_layer == 0
-        for w in [*caught, *polished]:
-            kind = (w.category, str(w.message).split("(", 1)[0])
+        for message, category in [*caught, *polished]:
+            kind = (category, str(message).split("(", 1)[0])
             if polished_all and NOT_CONVERGED in kind[1]:
                 continue
             if kind not in seen:
                 seen.add(kind)
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+                warn(message, category)
         return state, steps
 
     def _check_mode(self, fit: _Fit, state) -> tuple:
