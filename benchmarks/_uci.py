@@ -99,17 +99,13 @@ def provenance(script: str, argv: list[str] | None) -> dict:
     scikit-learn, the command that reproduces it (``python benchmarks/<script> ...``) and
     :func:`machine`."""
     import shlex
-    import subprocess
     import sys
 
     import sklearn
 
     from skbnn import __version__
 
-    commit = subprocess.run(
-        ["git", "-C", str(Path(__file__).resolve().parents[1]), "rev-parse", "--short", "HEAD"],
-        capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
+    commit = _commit(Path(__file__).resolve().parents[1])
     argv = sys.argv[1:] if argv is None else list(argv)
     return {"commit": commit, "skbnn": __version__, "sklearn": sklearn.__version__,
             "command": "python " + shlex.join([f"benchmarks/{script}", *argv]),
@@ -119,14 +115,25 @@ def provenance(script: str, argv: list[str] | None) -> dict:
 def package_commit() -> str | None:
     """The commit of the skbnn checkout that is imported, which ``PYTHONPATH`` may point
     at another worktree than the script's (a before-and-after run)."""
-    import subprocess
 
     import skbnn
 
-    package = Path(skbnn.__file__).resolve().parent.parent
-    out = subprocess.run(["git", "-C", str(package), "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True)  # fmt: skip
-    return out.stdout.strip() or None
+    return _commit(Path(skbnn.__file__).resolve().parent.parent) or None
+
+
+def _commit(checkout: Path) -> str:
+    """The checkout's short commit, marked ``-dirty`` where its package differs from it
+    (uncommitted changes under ``skbnn/``: the figures are not that commit's)."""
+    import subprocess
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(checkout), *args], capture_output=True,
+                              text=True).stdout.strip()  # fmt: skip
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if commit and git("status", "--porcelain", "--", "skbnn"):
+        commit += "-dirty"
+    return commit
 
 
 def fresh_numba_cache(prefix: str = "skbnn-compare-") -> None:

@@ -30,7 +30,7 @@ from sklearn.preprocessing import StandardScaler
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 from skbnn.log_posterior import LogPosterior
-from skbnn.methods import METHODS, SWAG, DeepEnsemble, RandomizedMAP
+from skbnn.methods import METHODS, SWAG, DeepEnsemble, Laplace, RandomizedMAP
 from skbnn.methods._optim import MAX_RESTARTS, Settings, glorot_init, minibatch_epochs
 from skbnn.model_selection import log_predictive_scorer
 from skbnn.posterior import GaussianPosterior
@@ -214,6 +214,57 @@ def test_early_stopping_stops_and_reports_the_validation_curve(seed):
         assert int(np.argmin(val)) == n_iter - n_change - 2
 
 
+@pytest.mark.statistical
+def test_a_long_plateau_is_checked_after_each_call_of_several_epochs(seed):
+    # the run above with a plateau of 200 epochs, as n_iter_no_change="auto" gives on a few
+    # rows: an epoch of 30 rows is one step, a call of the epoch kernel takes 200 // 20 =
+    # 10 of them (4096 // 30 would fit), and the rule is checked after each call. The stop
+    # comes at the first check more than 200 epochs after the best, 21 checks after it,
+    # and the latest best seen above (837 epochs) leaves the cap far off
+    X, y = _overfit_data(seed)
+    method = DeepEnsemble(solver="adam", learning_rate_init=0.02, learning_rate="constant",
+                          max_iter=5000, tol=0.0, early_stopping=True,
+                          validation_fraction=0.25, n_iter_no_change=200)  # fmt: skip
+    est = BayesianMLPRegressor(
+        hidden_layer_sizes=(20,), method=method, noise_std=0.05, n_samples=3, random_state=seed
+    )
+    assert _fit(est, X, y) == []
+    d = est.diagnostics_
+    assert d["validation_every"] == 10 and d["n_iter_no_change"] == 200
+    assert np.all(d["n_iter"] < 5000) and d["converged"].all()
+    for n_iter, val, train in zip(
+        d["n_iter"], d["validation_loss_curve"], d["loss_curve"], strict=True
+    ):
+        assert len(train) == n_iter == 10 * len(val)
+        assert int(np.argmin(val)) == len(val) - 22
+
+
+@pytest.mark.parametrize(
+    "method, n_rows, plateau",
+    [
+        # 36 training rows (10 % held out) are 2 steps of 32 rows: 1000 epochs of them
+        (DeepEnsemble(), 40, 1000),
+        # 3,600 are 113 steps: 18 epochs, raised to 20
+        (DeepEnsemble(), 4000, 20),
+        # without held-out rows (a fixed noise): 250 rows, 8 steps
+        (RandomizedMAP(), 250, 250),
+        (DeepEnsemble(n_iter_no_change=7), 40, 7),
+        (Laplace(), 40, 20),
+    ],
+    ids=["ensemble-40", "ensemble-4000", "rms-fixed-noise-250", "explicit", "laplace"],
+)
+def test_auto_plateau_is_the_epochs_of_2000_steps(method, n_rows, plateau):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n_rows, 2))
+    y = X[:, 0] + 0.1 * rng.standard_normal(n_rows)
+    method.set_params(max_iter=1, solver="adam")
+    noise = 0.1 if isinstance(method, RandomizedMAP) else None
+    est = BayesianMLPRegressor(hidden_layer_sizes=(3,), method=method, noise_std=noise,
+                               n_samples=2, random_state=0)  # fmt: skip
+    _fit(est, X, y)
+    assert est.diagnostics_["n_iter_no_change"] == plateau
+
+
 def test_early_stopping_keeps_the_best_validation_parameters():
     # ~0.01 s; the engine itself, with validation rows we choose, so the parameters kept
     # can be scored on them independently
@@ -328,7 +379,7 @@ def test_adam_with_a_huge_rate_gives_finite_predictions(kind):
     X, y = _linear_data()
     method = DeepEnsemble(solver="adam", learning_rate_init=1e3, batch_size=10, max_iter=50,
                           early_stopping=False, learning_rate="constant",
-                          heteroscedastic=False)  # fmt: skip
+                          heteroscedastic=False, n_iter_no_change=20)  # fmt: skip
     if kind == "regressor":
         est = BayesianMLPRegressor(
             hidden_layer_sizes=(5,), method=method, noise_std=0.5, n_samples=3, random_state=0
@@ -354,10 +405,12 @@ def test_a_member_whose_loss_overflows_is_restarted():
     # overflows to inf or underflows to 0, and the Gaussian log-likelihood's log(tau) is
     # non-finite at the next step. Every member restarts at 100, where exp(+-100) is
     # finite: the fit succeeds with finite predictions and says how many restarts it took.
+    # A plateau of 20 epochs ends the run at that rate, as the scenario needs; a longer
+    # one (the default's on 40 rows) runs it into overflow again
     X, y = _linear_data()
     method = DeepEnsemble(solver="adam", learning_rate_init=1e3, batch_size=10, max_iter=50,
                           early_stopping=False, learning_rate="constant",
-                          heteroscedastic=False)  # fmt: skip
+                          heteroscedastic=False, n_iter_no_change=20)  # fmt: skip
     est = BayesianMLPRegressor(hidden_layer_sizes=(), method=method, n_samples=3, random_state=0)
     _fit(est, X, y)
     assert np.all(est.diagnostics_["n_restarts"] >= 1)
@@ -371,7 +424,7 @@ def test_a_restarted_member_that_converges_does_not_warn():
     X, y = _linear_data()
     method = DeepEnsemble(solver="adam", learning_rate_init=1e3, batch_size=10, max_iter=50,
                           early_stopping=False, learning_rate="constant",
-                          heteroscedastic=False)  # fmt: skip
+                          heteroscedastic=False, n_iter_no_change=20)  # fmt: skip
     est = BayesianMLPRegressor(hidden_layer_sizes=(), method=method, n_samples=3, random_state=0)
     caught = [str(w.message) for w in _fit(est, X, y)]
     assert np.all(est.diagnostics_["n_restarts"] >= 1)

@@ -70,6 +70,17 @@ AUTO_BATCH_STEPS = 1000
 #: member stops at the plateau after the last division.
 ADAPTIVE_FACTOR = 5.0
 ADAPTIVE_REDUCTIONS = 3
+#: ``n_iter_no_change="auto"``: a plateau is the epochs in which the optimizer takes this
+#: many steps, and at least ``MIN_PATIENCE`` epochs. What moves the parameters is the
+#: steps: on a few hundred rows an epoch is a few steps, and 20 of them ended members
+#: whose held-out loss was still falling, slowly, while their mean fitted.
+PATIENCE_STEPS = 2000
+MIN_PATIENCE = 20
+#: Short epochs under a stopping rule go to the epoch kernel together (see
+#: ``ROWS_PER_CALL``), and the rule is checked after each call: at least this many times in
+#: a plateau of ``n_iter_no_change`` epochs. So an epoch-by-epoch check stays where a
+#: plateau is short (20 epochs), and a long plateau over a few rows costs few calls.
+CHECKS_PER_PLATEAU = 20
 #: A fixed schedule's epochs (SWAG's, SGHMC's) go to the epoch kernel together, up to this
 #: many rows a call: on a few rows, an epoch is one step, and the call from Python that
 #: types its arguments costs several times the step. A bound in rows, not steps, keeps a
@@ -95,7 +106,7 @@ ENGINE_CONSTRAINTS: dict = {
     "tol": [Interval(Real, 0, None, closed="left")],
     "early_stopping": ["boolean", StrOptions({"auto"})],
     "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
-    "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+    "n_iter_no_change": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
 }
 
 #: ... their defaults, per family of methods: the ensembles' and SWAG's (``"members"``),
@@ -115,11 +126,18 @@ _MEMBER_DEFAULTS = {
     "tol": 1e-4,
     "early_stopping": "auto",
     "validation_fraction": 0.1,
-    "n_iter_no_change": 20,
+    "n_iter_no_change": "auto",
 }
 ENGINE_DEFAULTS: dict = {
     "members": _MEMBER_DEFAULTS,
-    "laplace": {**_MEMBER_DEFAULTS, "solver": "adam", "early_stopping": False},
+    # Laplace polishes its MAP by Newton's method afterwards, so a longer plateau would
+    # only cost time
+    "laplace": {
+        **_MEMBER_DEFAULTS,
+        "solver": "adam",
+        "early_stopping": False,
+        "n_iter_no_change": 20,
+    },  # fmt: skip
     "variational": {
         **_MEMBER_DEFAULTS,
         "learning_rate_init": 1e-3,
@@ -191,7 +209,13 @@ ENGINE_DOCS: dict = {
     trains on all of them.""",
     ),
     "validation_fraction": ("float", ""),
-    "n_iter_no_change": ("int", "Epochs without improvement that make a plateau."),
+    "n_iter_no_change": (
+        'int or "auto"',
+        """Epochs without improvement that make a plateau. ``"auto"``: the epochs of 2,000
+    optimizer steps, and at least 20; it differs from 20 below about 3,000 rows (at the
+    default batch size), where 20 epochs are a few hundred steps and ended members whose
+    held-out loss was still falling.""",
+    ),
 }
 
 
@@ -251,6 +275,8 @@ class Member:
     #: the spawn key of the member's seed, the same for the member of that seed in a
     #: second run from the same root seed
     seed_key: tuple = ()
+    #: epochs between the entries of ``validation_curve``
+    validation_every: int = 1
 
 
 def glorot_init(target, rng: np.random.Generator) -> np.ndarray:
@@ -309,9 +335,10 @@ def schedule(kind: str, lr0: float, epoch: int, n_epochs: int, n_steps: int,
     return np.full(n_steps, float(lr0))
 
 
-def _no_improvement(curve, best, count, tol):
-    # scikit-learn MLP's rule: an epoch counts when it does not beat the best by tol
-    return count + 1 if curve[-1] > best - tol else 0
+def _no_improvement(loss, best, count, tol, epochs=1):
+    # scikit-learn MLP's rule: an epoch counts when it does not beat the best by tol (a
+    # check after several epochs counts them all)
+    return count + epochs if loss > best - tol else 0
 
 
 def record_epoch(member, loss: float, n_evals: int, bar) -> bool:
@@ -329,13 +356,14 @@ def record_epoch(member, loss: float, n_evals: int, bar) -> bool:
     return True
 
 
-def validation_epoch(validation, val_weight, params, member, best, count, tol):
-    """Record the validation loss at ``params``; returns whether it is the best so far,
-    the best, and the count of epochs without improvement (scikit-learn's rule)."""
+def validation_epoch(validation, val_weight, params, member, best, count, tol, epochs=1):
+    """Record the validation loss at ``params``, ``epochs`` epochs after the last check;
+    returns whether it is the best so far, the best, and the count of epochs without
+    improvement (scikit-learn's rule)."""
     validation.value(params)
     member.validation_curve.append(-validation.stats[0] / val_weight)
     member.n_grad_evals += 1
-    count = _no_improvement(member.validation_curve, best, count, tol)
+    count = _no_improvement(member.validation_curve[-1], best, count, tol, epochs)
     improved = member.validation_curve[-1] < best
     return improved, min(best, member.validation_curve[-1]), count
 
@@ -377,8 +405,10 @@ def still_improving(member, s) -> bool:
     ``n_iter_no_change``) by more than ``tol`` per epoch and by more than twice the
     fall's standard error. A loss that only fluctuates sets a new best by chance now and
     then, which keeps the stopping rule from firing but is no reason to train longer."""
-    curve = member.validation_curve or member.loss_curve
-    window = max(2, s.n_iter_no_change // 2)
+    curve, every = member.validation_curve, member.validation_every
+    if not curve:
+        curve, every = member.loss_curve, 1
+    window = max(2, s.n_iter_no_change // 2 // every)
     if s.solver == "lbfgs" or len(curve) < 2 * window:
         return True
     gain, se = loss_trend(curve, window)
@@ -446,22 +476,28 @@ def minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rng
     none = np.empty(0)
     if not collecting:
         member.converged = False
-    # a fixed schedule has no stopping rule: its short epochs go to the kernel together
-    span = max(1, ROWS_PER_CALL // n_train) if collecting else 1
+    # short epochs go to the kernel together: a fixed schedule's (no stopping rule) up to
+    # ROWS_PER_CALL rows a call; a stopping rule's too, but checked after each call, so
+    # with at least CHECKS_PER_PLATEAU checks in a plateau
+    span = max(1, ROWS_PER_CALL // n_train)
+    if not collecting:
+        span = max(1, min(span, s.n_iter_no_change // CHECKS_PER_PLATEAU))
+    member.validation_every = span
     losses = np.empty(min(span, max(n_epochs, 1)))
     epoch = 0
     while epoch < n_epochs:
         # a member on the pool stops here when Ctrl-C reaches the main thread
         check_interrupt()
         k = min(span, n_epochs - epoch)
+        rows = (rng.permutation(train) if k == 1
+                else rng.permuted(np.tile(train, (k, 1)), axis=1).ravel())  # fmt: skip
+        data = data._replace(rows=rows)
         if collecting:
-            rows = (rng.permutation(train) if k == 1
-                    else rng.permuted(np.tile(train, (k, 1)), axis=1).ravel())  # fmt: skip
-            data = data._replace(rows=rows)
             lrs, noise, keep = _planned(plan, epoch, k, n_steps, none)
         else:
-            data = data._replace(rows=rng.permutation(train))
-            lrs, noise, keep = schedule(lr_kind, lr0, epoch, n_epochs, n_steps), none, none
+            lrs = np.concatenate([schedule(lr_kind, lr0, e, n_epochs, n_steps)
+                                  for e in range(epoch, epoch + k)])  # fmt: skip
+            noise, keep = none, none
         ran = kopt.run_epochs(theta, tgt, data, batch, lrs, noise, keep, opt, moments, ws,
                               grad, stats, rng, losses[:k])  # fmt: skip
         epoch += k
@@ -472,12 +508,13 @@ def minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rng
             continue
         if validation is not None:
             improved, best, count = validation_epoch(validation, val_weight, theta, member,
-                                                      best, count, s.tol)  # fmt: skip
+                                                      best, count, s.tol, epochs=k)  # fmt: skip
             if improved:
                 best_theta = theta.copy()
         else:
-            count = _no_improvement(member.loss_curve, best, count, s.tol)
-            best = min(best, loss)
+            for loss in losses[:ran]:
+                count = _no_improvement(loss, best, count, s.tol)
+                best = min(best, loss)
         if count > s.n_iter_no_change:
             if lr_kind == "adaptive" and reductions < ADAPTIVE_REDUCTIONS:
                 # a plateau at this rate: go on at a fifth of it, from the best point
@@ -614,8 +651,19 @@ class Trainer(BaseMethod):
             max_iter=int(max_iter),
             tol=float(self.tol),
             early_stopping=bool(early),
-            n_iter_no_change=int(self.n_iter_no_change),
+            n_iter_no_change=self._patience(target, batch, early),
         )
+
+    def _patience(self, target, batch: int, early: bool) -> int:
+        """``n_iter_no_change``, with ``"auto"`` resolved to the epochs of
+        ``PATIENCE_STEPS`` steps over a member's training rows (at least ``MIN_PATIENCE``)."""
+        if self.n_iter_no_change != "auto":
+            return int(self.n_iter_no_change)
+        n_train = target.n_rows * float(getattr(self, "data_fraction", 1.0))
+        if early:
+            n_train *= 1.0 - float(self.validation_fraction)
+        _, steps = batches(max(1, int(n_train)), batch)
+        return max(MIN_PATIENCE, -(-PATIENCE_STEPS // steps))
 
     def _rows(self, target, rng, data_fraction: float, holdout: bool):
         """A member's training rows and validation rows (None without ``holdout``)."""
@@ -801,6 +849,7 @@ class Trainer(BaseMethod):
         diagnostics = TrainingDiagnostics(
             solver=settings.solver,
             max_iter=settings.max_iter,
+            n_iter_no_change=settings.n_iter_no_change,
             n_members=len(kept),
             n_dropped=dropped,
             n_restarts=np.array([m.restarts for m in kept]),
@@ -814,6 +863,7 @@ class Trainer(BaseMethod):
         )
         if settings.early_stopping and settings.solver != "lbfgs":
             diagnostics.validation_loss_curve = [np.asarray(m.validation_curve) for m in kept]
+            diagnostics.validation_every = kept[0].validation_every
         return kept, diagnostics
 
 

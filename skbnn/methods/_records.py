@@ -110,6 +110,8 @@ class TrainingDiagnostics(RunDiagnostics):
 
     solver: str | None = None
     max_iter: int | None = None
+    #: the plateau's epochs, ``n_iter_no_change="auto"`` resolved
+    n_iter_no_change: int | None = None
     n_members: int | None = None
     n_dropped: int | None = None
     n_restarts: np.ndarray | None = None
@@ -120,6 +122,9 @@ class TrainingDiagnostics(RunDiagnostics):
     n_grad_evals: int | None = None
     train_time: float | None = None
     validation_loss_curve: list | None = None
+    #: epochs between the entries of ``validation_loss_curve``: one a call of the epoch
+    #: kernel, which takes several epochs of a few rows together
+    validation_every: int | None = None
 
 
 @dataclass(slots=True)
