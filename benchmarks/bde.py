@@ -358,6 +358,11 @@ def run(args) -> None:
 
     import skbnn
 
+    if args.patience_steps is not None:
+        # an experiment on the engine's constant behind n_iter_no_change="auto"
+        import skbnn.methods._optim as engine
+
+        engine.PATIENCE_STEPS = args.patience_steps
     common = {
         "benchmark": "bde",
         "hidden": hidden,
@@ -366,6 +371,7 @@ def run(args) -> None:
         "n_jobs": args.n_jobs,
         "cores_used": len(os.sched_getaffinity(0)),
         "conditions": args.conditions,
+        "patience_steps": args.patience_steps,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "skbnn_path": str(Path(skbnn.__file__).resolve().parent),
         **provenance("bde.py", args.argv),
@@ -547,6 +553,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jitter-draws", type=int, default=20)
     parser.add_argument("--conditions", default=None, help='e.g. "1 core beside other work"')
     parser.add_argument("--resume", action="store_true", help="skip fits --out holds")
+    parser.add_argument("--patience-steps", type=int, default=None,
+                        help='the optimizer steps n_iter_no_change="auto" spans (default: '
+                             "the engine's)")  # fmt: skip
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
     parser.add_argument("--report", nargs="+", default=None,
                         help="print the tables of these files")  # fmt: skip
