@@ -62,7 +62,7 @@ def inverse_softplus(s: float) -> float:
 
 
 #: What the variational methods' training engine does differently (see
-#: :func:`~skbnn.methods._optim.engine_parameters`).
+#: :func:`~skbnn.methods._engine_params.engine_parameters`).
 VARIATIONAL_ENGINE_DOCS = {
     "solver": (
         '{"auto", "adam", "sgd"}',
