@@ -342,8 +342,9 @@ def minibatch_epochs(target, theta, train, val, s, prior_mean, YT, n_epochs, rng
         if collecting:
             lrs, noise, keep = _planned(plan, epoch, k, n_steps, none)
         else:
-            lrs = np.concatenate([schedule(lr_kind, lr0, e, n_epochs, n_steps)
-                                  for e in range(epoch, epoch + k)])  # fmt: skip
+            lrs = (schedule(lr_kind, lr0, epoch, n_epochs, n_steps) if k == 1
+                   else np.concatenate([schedule(lr_kind, lr0, e, n_epochs, n_steps)
+                                        for e in range(epoch, epoch + k)]))  # fmt: skip
             noise, keep = none, none
         ran = kopt.run_epochs(theta, tgt, data, batch, lrs, noise, keep, opt, moments, ws,
                               grad, stats, rng, losses[:k])  # fmt: skip
