@@ -55,6 +55,14 @@ class NetworkLayout:
         self.n_noise = int(n_noise)
         self.n_params = self.n_weights + self.n_noise
 
+    def __setstate__(self, state: dict) -> None:
+        # A model loaded with joblib's mmap_mode holds read-only arrays; numba types a
+        # read-only array apart from a writable one, so every kernel taking the layout
+        # would compile again. Two small int arrays: own writable copies.
+        self.__dict__.update(state)
+        self.sizes = np.array(self.sizes, dtype=np.int64)
+        self.offsets = np.array(self.offsets, dtype=np.int64)
+
     @property
     def n_layers(self) -> int:
         """Number of weight layers (hidden layers + 1)."""

@@ -162,7 +162,9 @@ class ForwardPass:
         n_threads = max(1, min(self.n_jobs, n_draws))
         per_row = k * n_draws + n_threads * int(knet.workspace_size(self.layout.sizes, 1))
         chunk = max(1, _CHUNK_BYTES // (8 * per_row))
-        thetas = np.ascontiguousarray(thetas[:, : self.layout.n_weights])
+        # writable: a model loaded with joblib's mmap_mode holds read-only draws, which
+        # numba would compile the kernel for again (a copy of the draws costs less)
+        thetas = np.require(thetas[:, : self.layout.n_weights], np.float64, ["C", "W"])
         bounds = np.linspace(0, n_draws, n_threads + 1).astype(int)
         sizes, offsets = self.layout.sizes, self.layout.offsets
         predict = knet.forward_batch_for(self.activation)
@@ -193,7 +195,7 @@ class ForwardPass:
         n, k = X.shape[0], self.n_outputs
         q = layout.n_weights - int(layout.offsets[first_layer])
         chunk = max(1, _JACOBIAN_BYTES // (8 * k * q))
-        theta = np.ascontiguousarray(theta[: layout.n_weights], dtype=np.float64)
+        theta = np.require(theta[: layout.n_weights], np.float64, ["C", "W"])
         sizes, offsets = layout.sizes, layout.offsets
 
         def part(lo):
@@ -227,7 +229,7 @@ class ForwardPass:
         n, k = X.shape[0], self.n_outputs
         widest = int(np.max(layout.sizes))
         chunk = max(1, _JACOBIAN_BYTES // (8 * (k + 1) * widest * layout.n_layers))
-        theta = np.ascontiguousarray(theta[: layout.n_weights], dtype=np.float64)
+        theta = np.require(theta[: layout.n_weights], np.float64, ["C", "W"])
 
         def part(lo):
             rows = slice(lo, min(n, lo + chunk))

@@ -93,6 +93,47 @@ def test_a_fresh_process_predicts_the_same_bits(tmp_path):
                 np.testing.assert_array_equal(loaded[name + key], value, err_msg=name)
 
 
+def _readonly_signatures(dispatcher) -> list:
+    from numba.core import types
+
+    return [sig for sig in dispatcher.signatures
+            if any(isinstance(arg, types.Array) and not arg.mutable for arg in sig)]  # fmt: skip
+
+
+@pytest.mark.parametrize("cls", [BayesianMLPRegressor, BayesianMLPClassifier])
+def test_a_model_loaded_as_read_only_memory_maps_predicts_without_compiling(tmp_path, cls):
+    # joblib.load(mmap_mode="r") hands back read-only arrays, and numba types a read-only
+    # array apart from a writable one: the draws and the layout passed to the prediction
+    # kernels as they are made prediction compile its kernels again, for seconds, in every
+    # process that loads the model (the ensemble's forward pass and Laplace's Jacobian did)
+    import joblib
+    from numba.core import event
+
+    from skbnn.kernels import backprop
+    from skbnn.kernels import density as knet
+
+    X, y = load_iris(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
+    y = y if cls is BayesianMLPClassifier else X[:, 0] + 0.1 * np.sin(3 * X[:, 1])
+    X = X[:, 1:]
+    for name, method in METHODS.items():
+        est = cls(hidden_layer_sizes=(3,), method=method(), n_samples=20, random_state=0)
+        before = _predictions(est.fit(X, y), X[:9])
+        joblib.dump(est, tmp_path / f"{name}.joblib")
+        loaded = joblib.load(tmp_path / f"{name}.joblib", mmap_mode="r")
+        # what the test is about: the loaded posterior's arrays are read-only
+        arrays = [a for a in vars(loaded.posterior_).values() if isinstance(a, np.ndarray)]
+        assert arrays and not any(a.flags.writeable for a in arrays), name
+        with event.install_recorder("numba:compile") as compiled:
+            after = _predictions(loaded, X[:9])
+        names = {e[1].data["dispatcher"].py_func.__name__ for e in compiled.buffer}
+        assert names == set(), name
+        for key, value in before.items():
+            np.testing.assert_array_equal(after[key], value, err_msg=name)
+    for kernel in (knet.forward_batch_for(2), backprop.jacobian):
+        assert _readonly_signatures(kernel) == []
+
+
 def _fitted():
     rng = np.random.default_rng(1)
     X = rng.standard_normal((20, 2))
