@@ -342,6 +342,10 @@ COMPILE_AB_LBBNN = "compile_time_epyc_ab_lbbnn.jsonl"
 COMPILE_AB_ASIDE = "compile_time_xeon_ab_aside.jsonl"
 
 
+#: compile_time.py on an AMD EPYC with AVX-512, the CPU of issue 75's newcomer trial:
+#: every method's regressor, cold and warm, and the quickstart
+COMPILE_AVX512 = "compile_time_epyc_avx512.jsonl"
+
 #: the L-BFGS fits' warm-up without the epoch kernel, on classifiers, with and without the
 #: helper process (each line's note names ``SKBNN_COMPILE_ASIDE=0`` or ``=1``)
 COMPILE_AB_LBFGS = "compile_time_xeon_ab_lbfgs.jsonl"
@@ -606,6 +610,29 @@ def performance_compile_ab_lbfgs() -> str:
     return _ab_table(rows, cold, header, ("compile_time_s", "compile_cpu_s", "fit_s"))
 
 
+def performance_compile_avx512() -> str:
+    """doc/performance.md's table of :data:`COMPILE_AVX512`: per method, the cold
+    ``compile_time`` (its CPU seconds), the whole first fit and a warm fit; the quickstart."""
+    records = _read(COMPILE_AVX512)
+    summaries = _summaries(records)
+    cold, warm = _quickstart(records)
+    lines = _run_lines(summaries) + _quickstart_lines(records)
+    commit = _short(summaries[0].get("commit"))
+    columns = ["method (regressor)", "cold `compile_time` (CPU)", "first fit on an empty cache",
+               "warm fit"]  # fmt: skip
+    out = [_fill(f"Commit {commit}, {conditions(lines)}, one process at a time:"), "",
+           _row(columns), "|---" * len(columns) + "|"]  # fmt: skip
+    for s in summaries:
+        compiled = f"{s['cold_compile_time_s']:.1f} s ({s['cold_compile_cpu_s']:.1f} s)"
+        first = f"{s['_runs']['cold']['fit_s']:.1f} s"
+        out.append(_row([NAMES[s["method"]], compiled, first, f"{s['warm_fit_s']:.2f} s"]))
+    quick = (
+        "The quickstart (`python examples/quickstart.py`, the whole process): "
+        f"{_quickstart_figure(cold, warm)}."
+    )
+    return "\n".join([*out, "", _fill(quick)])
+
+
 def performance_summary() -> str:
     """doc/performance.md's summary-table cell for the first fit of a method."""
     records = _compile_lines()
@@ -802,6 +829,7 @@ BLOCKS = {
         False,
     ),  # fmt: skip
     "performance-compile-ab-lbfgs": (PERFORMANCE, performance_compile_ab_lbfgs, False),
+    "performance-compile-avx512": (PERFORMANCE, performance_compile_avx512, False),
     "defaults-quickstart": (DEFAULTS, defaults_quickstart, False),
 }
 
