@@ -103,9 +103,9 @@ def _readonly_signatures(dispatcher) -> list:
 @pytest.mark.parametrize("cls", [BayesianMLPRegressor, BayesianMLPClassifier])
 def test_a_model_loaded_as_read_only_memory_maps_predicts_without_compiling(tmp_path, cls):
     # joblib.load(mmap_mode="r") hands back read-only arrays, and numba types a read-only
-    # array apart from a writable one: the draws and the layout passed to the prediction
-    # kernels as they are made prediction compile its kernels again, for seconds, in every
-    # process that loads the model (the ensemble's forward pass and Laplace's Jacobian did)
+    # array apart from a writable one: passed on as loaded, the draws and the layout made
+    # prediction compile its kernels again, for seconds, in every process that loaded the
+    # model (the ensemble's forward pass and Laplace's Jacobian did)
     import joblib
     from numba.core import event
 
