@@ -35,12 +35,7 @@ from ..log_posterior import NoiseMode
 from ..posterior import single_threaded_blas
 from ..utils import backend_elsewhere, check_interrupt, thread_map
 from ._base import BaseMethod
-from ._engine_params import (  # noqa: F401 (the methods import them from here)
-    ENGINE_CONSTRAINTS,
-    ENGINE_DEFAULTS,
-    ENGINE_DOCS,
-    engine_parameters,
-)
+from ._engine_params import ENGINE_CONSTRAINTS
 from ._progress import ProgressBar
 from ._records import TrainingDiagnostics
 

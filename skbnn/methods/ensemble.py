@@ -11,14 +11,8 @@ from ..exceptions import collected_warnings, raise_warnings
 from ..posterior import WeightedDraws
 from ..utils import seed_sequence
 from ._base import NOISE_DF_CONSTRAINT, FitResult, store_params
-from ._optim import (
-    ENGINE_DEFAULTS,
-    NoiseHead,
-    Trainer,
-    engine_parameters,
-    glorot_init,
-    noise_of,
-)
+from ._engine_params import ENGINE_DEFAULTS, engine_parameters
+from ._optim import NoiseHead, Trainer, glorot_init, noise_of
 from ._records import EnsembleDiagnostics
 
 _ENGINE = ENGINE_DEFAULTS["members"]

@@ -22,15 +22,8 @@ from ..posterior import ForwardPass, LaplacePosterior, single_threaded_blas
 from ..utils import seed_sequence
 from ._base import FitResult, store_params
 from ._curvature import CURVATURES, Curvature, full_hessian
-from ._optim import (
-    ENGINE_DEFAULTS,
-    ENGINE_DOCS,
-    NOT_CONVERGED,
-    Trainer,
-    engine_parameters,
-    glorot_init,
-    row_budget,
-)
+from ._engine_params import ENGINE_DEFAULTS, ENGINE_DOCS, engine_parameters
+from ._optim import NOT_CONVERGED, Trainer, glorot_init, row_budget
 from ._records import LaplaceDiagnostics, TrainingDiagnostics
 from ._symmetry import log_symmetric_modes
 

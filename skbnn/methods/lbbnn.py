@@ -29,7 +29,8 @@ from ..posterior import (
 )
 from ..utils import seed_sequence
 from ._base import FitResult, store_params
-from ._optim import ENGINE_DEFAULTS, Trainer, engine_parameters, glorot_init
+from ._engine_params import ENGINE_DEFAULTS, engine_parameters
+from ._optim import Trainer, glorot_init
 from ._records import LBBNNDiagnostics
 from .vi import VARIATIONAL_ENGINE_DOCS, VariationalInference, inverse_softplus
 

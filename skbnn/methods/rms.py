@@ -7,14 +7,8 @@ from sklearn.utils._param_validation import StrOptions
 
 from ..posterior import WeightedDraws
 from ._base import NOISE_DF_CONSTRAINT, FitResult, store_params
-from ._optim import (
-    ENGINE_DEFAULTS,
-    ENGINE_DOCS,
-    NoiseHead,
-    Trainer,
-    engine_parameters,
-    noise_of,
-)
+from ._engine_params import ENGINE_DEFAULTS, ENGINE_DOCS, engine_parameters
+from ._optim import NoiseHead, Trainer, noise_of
 from ._records import RMSDiagnostics
 
 _ENGINE = ENGINE_DEFAULTS["members"]

@@ -14,10 +14,10 @@ from ..exceptions import ConvergenceWarning, warn
 from ..kernels import optim as kopt
 from ..posterior import WeightedDraws
 from ._base import FitResult, store_params
+from ._engine_params import ENGINE_CONSTRAINTS
 from ._optim import (
     AUTO_BATCH,
     AUTO_BATCH_STEPS,
-    ENGINE_CONSTRAINTS,
     Settings,
     Trainer,
     batches,

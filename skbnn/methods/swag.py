@@ -13,16 +13,8 @@ from ..kernels import optim as kopt
 from ..posterior import GaussianPosterior
 from ..utils import seed_sequence
 from ._base import FitResult, store_params
-from ._optim import (
-    ENGINE_DEFAULTS,
-    MAX_RESTARTS,
-    Trainer,
-    batches,
-    engine_parameters,
-    glorot_init,
-    minibatch_epochs,
-    schedule,
-)
+from ._engine_params import ENGINE_DEFAULTS, engine_parameters
+from ._optim import MAX_RESTARTS, Trainer, batches, glorot_init, minibatch_epochs, schedule
 from ._records import SWAGDiagnostics
 
 _ENGINE = ENGINE_DEFAULTS["members"]

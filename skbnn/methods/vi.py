@@ -19,17 +19,15 @@ from ..kernels.helper import serve_kernel
 from ..posterior import GaussianPosterior
 from ..utils import check_interrupt, seed_sequence
 from ._base import FitResult, store_params
+from ._engine_params import ENGINE_DEFAULTS, ENGINE_DOCS, engine_parameters
 from ._optim import (
     ADAPTIVE_FACTOR,
     ADAPTIVE_REDUCTIONS,
-    ENGINE_DEFAULTS,
-    ENGINE_DOCS,
     Member,
     Settings,
     Trainer,
     batches,
     ended_far_above_best,
-    engine_parameters,
     glorot_init,
     loss_trend,
     record_epoch,
