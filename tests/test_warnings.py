@@ -336,21 +336,65 @@ def test_laplace_names_the_cause_of_a_hessian_that_is_not_positive_definite(diab
 
     precision = np.array([[0.5, 1.5], [1.5, 0.5]])  # eigenvalues 2 and -1
     with pytest.warns(ConvergenceWarning) as caught:
-        repaired, logdet, _ = factorize(precision, np.array([-0.5, 0.5]))
+        repaired, logdet, _ = factorize(precision, np.array([-0.5, 0.5]), "fix it")
     assert np.all(np.linalg.eigvalsh(repaired) > 0) and np.isfinite(logdet)
     (w,) = caught
     assert "negative for 1 of the 2 weights" in str(w.message)
     assert str(w.message).endswith("prior='gaussian'.")
     assert "Gauss-Newton matrix, positive definite" not in str(w.message)
-    with pytest.warns(ConvergenceWarning, match="rounding is the cause"):
-        factorize(precision, np.array([1e-20, 1e-20]))
+    with pytest.warns(ConvergenceWarning, match="rounding is the cause.*To fix it, fix it"):
+        factorize(precision, np.array([1e-20, 1e-20]), "fix it")
     # a diagonal one with a negative entry is refused, naming the same cause
     with pytest.raises(ValueError, match="prior='gaussian'"):
-        factorize(np.array([1.0, -0.1]), np.array([1.0, -0.2]))
+        factorize(np.array([1.0, -0.1]), np.array([1.0, -0.2]), "fix it")
     # the prior it prints, on a fit whose prior was fixed as a scale mixture's must be
     prior = re.search(r"prior='(\w+)'", str(w.message)).group(1)
     est = BayesianMLPRegressor(prior=prior, method=Laplace(optimize_prior=False), random_state=0)
     assert not [w for w in _fit(est, *diabetes) if "positive definite" in str(w.message)]
+
+
+def test_a_prior_lost_to_rounding_warns_whether_or_not_cholesky_succeeds():
+    # deterministic. A GGN of rank 3 in 40 weights, diagonal entries up to 1.9e4, plus a
+    # prior precision of 1e-11: the 37 null directions' eigenvalues (1e-11) are below the
+    # rounding of the matrix (40 eps 1.9e4, about 2e-10), so a Cholesky factor, where it
+    # succeeds, takes rounding noise as curvature: here it succeeded at 1e-11, its log
+    # determinant 5 nats off, and failed at 1e-300. Which one succeeds depends on the
+    # CPU's last bits; the warning must not.
+    from skbnn.methods._curvature import factorize
+
+    rng = np.random.default_rng(0)
+    J = rng.standard_normal((3, 40)) * 50.0
+    ggn = J.T @ J
+    for prior in (1e-11, 1e-300):
+        with pytest.warns(ConvergenceWarning, match="rounding is the cause.*To fix it, fix it"):
+            _, logdet, _ = factorize(ggn + prior * np.eye(40), np.full(40, prior), "fix it")
+        assert np.isfinite(logdet)
+    # a prior float64 resolves beside the same GGN: silent, and the exact log determinant
+    H = ggn + 1e-3 * np.eye(40)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        _, logdet, _ = factorize(H, np.full(40, 1e-3), "fix it")
+    assert logdet == pytest.approx(np.linalg.slogdet(H)[1], rel=1e-10)
+
+
+def test_laplace_under_a_prior_lost_to_rounding_is_told_to_let_empirical_bayes_choose(diabetes):
+    # deterministic in effect: a prior sd of 1e6 (precisions 1e-12 to 2e-11) under a fixed
+    # prior, on 442 rows with 241 weights, where the GGN's largest diagonal entry is about
+    # 1e4: its rounding (100 x 241 eps 1e4, about 5e-8) is 2,500 times the prior's largest
+    # precision, so every CPU warns
+    from skbnn.priors import GaussianPrior
+
+    X, y = diabetes
+    est = BayesianMLPRegressor(
+        hidden_layer_sizes=(20,), prior=GaussianPrior(std=1e6),
+        method=Laplace(optimize_prior=False), random_state=0,
+    )  # fmt: skip
+    (w,) = [w for w in _fit(est, X, y) if "rounding is the cause" in str(w.message)]
+    _assert_well_formed(w, Laplace())
+    (fix,) = _fixes(w)
+    caught = _fit(est.set_params(method=fix), X, y)
+    assert not [w for w in caught if "positive definite" in str(w.message)]
+    assert np.isfinite(est.log_evidence_)
 
 
 def test_smc_warns_when_its_final_moves_accept_too_little(diabetes, monkeypatch):

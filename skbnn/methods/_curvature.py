@@ -65,12 +65,24 @@ def full_hessian(target, theta: np.ndarray, sl: slice, n_jobs: int) -> np.ndarra
     return 0.5 * (H + H.T)
 
 
-def factorize(precision: np.ndarray, prior_prec: np.ndarray) -> tuple:
+#: How many times float64's rounding of the matrix (its size times eps times its largest
+#: diagonal entry) an eigenvalue must exceed for its log to be right to about 1 %
+RESOLVED = 100.0
+
+
+def factorize(precision: np.ndarray, prior_prec: np.ndarray, rounding_fix: str) -> tuple:
     """``(H, log det H, Cholesky factor of H or None)``, with ``H`` made positive definite
     (with a warning naming the cause, read off the prior's precision ``prior_prec``, and
     its fix) when it is not. The matrices here are the Gauss-Newton matrix plus
     ``prior_prec`` (the exact Hessian gives way to them before), so only a prior with
-    negative curvature or rounding can make them indefinite."""
+    negative curvature or rounding can make them indefinite.
+
+    Rounding is judged by the prior, not by whether the Cholesky factorization happens to
+    succeed: where the GGN is singular (more weights than rows, dead units), a prior
+    precision below float64's resolution of ``H`` leaves eigenvalues that are rounding
+    noise, which a Cholesky factor takes as they come on one CPU and refuses on another,
+    and the log determinant is off by orders of magnitude either way. ``rounding_fix`` is
+    the runnable fix the warning then names."""
     negative = int(np.sum(np.asarray(prior_prec) < 0))
     # the prior's own cause, when it is one, and the fix that removes it
     prior_cause = (
@@ -90,12 +102,17 @@ def factorize(precision: np.ndarray, prior_prec: np.ndarray) -> tuple:
         raise ValueError(
             "the Hessian at the MAP is not finite; lower learning_rate_init or check the data"
         )
+    resolution = RESOLVED * precision.shape[0] * np.finfo(float).eps * np.max(np.diag(precision))
     try:
         factor = cho_factor(precision, lower=True)
-        return precision, 2.0 * float(np.sum(np.log(np.diag(factor[0])))), factor
+        logdet = 2.0 * float(np.sum(np.log(np.diag(factor[0]))))
+        if np.min(prior_prec) >= resolution:
+            return precision, logdet, factor
     except LinAlgError:
-        pass
+        factor = None
     vals, vecs = eigh(precision)
+    if factor is not None and vals.min() >= resolution:
+        return precision, logdet, factor
     floor = max(vals.max(), 1.0) * 1e-8
     low = int(np.sum(vals < floor))
     cause = (
@@ -105,15 +122,15 @@ def factorize(precision: np.ndarray, prior_prec: np.ndarray) -> tuple:
             "the Gauss-Newton matrix is positive semi-definite and the prior's precision "
             "positive, so rounding is the cause: the smallest prior precision, "
             f"{np.min(prior_prec):.3g}, is below what float64 resolves beside the largest "
-            f"eigenvalue, {vals.max():.3g}. Give the weights a narrower prior"
+            f"eigenvalue, {vals.max():.3g}. To fix it, {rounding_fix}"
         )
     )
     warn(
         f"the Hessian of the negative log posterior at the MAP is not positive definite "
-        f"({low} of {vals.size} eigenvalues below {floor:.3g}, the smallest "
-        f"{vals.min():.3g}). Those eigenvalues were raised to the floor, so the covariance "
-        "and evidence are finite but not a Laplace approximation there. The cause: "
-        f"{cause}.",
+        f"to float64's precision ({low} of {vals.size} eigenvalues below {floor:.3g}, the "
+        f"smallest {vals.min():.3g}). Those eigenvalues were raised to the floor, so the "
+        "covariance and evidence are finite but not a Laplace approximation there. The "
+        f"cause: {cause}.",
         ConvergenceWarning,
     )
     vals = np.maximum(vals, floor)
@@ -139,10 +156,11 @@ class Curvature:
         raise NotImplementedError
 
     def precision(self, target, theta, sl, n_jobs, curvature, prior_prec, first_layer,
-                  fix: Callable[[], str]) -> Precision:  # fmt: skip
+                  fix: Callable[[str], str]) -> Precision:  # fmt: skip
         """The posterior precision: the likelihood's ``curvature`` under the current noise
-        precisions plus the prior's precision ``prior_prec`` over ``theta[sl]``; ``fix()``
-        is the runnable fix toward the GGN that an error names."""
+        precisions plus the prior's precision ``prior_prec`` over ``theta[sl]``.
+        ``fix(cause)`` is the runnable fix that a warning or an error names for ``cause``:
+        ``"ggn"`` (toward the GGN) or ``"rounding"`` (a prior too wide to resolve)."""
         raise NotImplementedError
 
     def covariance(self, state) -> np.ndarray:
@@ -218,9 +236,9 @@ class GGN(_Jacobians):
     name = "ggn"
 
     def precision(self, target, theta, sl, n_jobs, curvature, prior_prec, first_layer,
-                  fix: Callable[[], str]) -> Precision:  # fmt: skip
+                  fix: Callable[[str], str]) -> Precision:  # fmt: skip
         precision = weighted(target, curvature) + np.diag(prior_prec)
-        precision, logdet, factor = factorize(precision, prior_prec)
+        precision, logdet, factor = factorize(precision, prior_prec, fix("rounding"))
         return Precision(precision, logdet, factor, False, _cholesky_solve(factor))
 
 
@@ -231,7 +249,7 @@ class FullHessian(_Jacobians):
     name = "full"
 
     def precision(self, target, theta, sl, n_jobs, curvature, prior_prec, first_layer,
-                  fix: Callable[[], str]) -> Precision:  # fmt: skip
+                  fix: Callable[[str], str]) -> Precision:  # fmt: skip
         lik = weighted(target, curvature)
         precision = full_hessian(target, theta, sl, n_jobs)
         fallback = False
@@ -243,7 +261,7 @@ class FullHessian(_Jacobians):
             # definite stand-in
             precision = lik + np.diag(prior_prec)
             fallback = True
-        precision, logdet, factor = factorize(precision, prior_prec)
+        precision, logdet, factor = factorize(precision, prior_prec, fix("rounding"))
         ggn = factor if fallback else cho_factor(lik + np.diag(prior_prec), lower=True)
         return Precision(precision, logdet, factor, fallback, _cholesky_solve(ggn))
 
@@ -259,8 +277,10 @@ class Diagonal(_Jacobians):
         return np.einsum("kqm,kqm->kq", M, M)
 
     def precision(self, target, theta, sl, n_jobs, curvature, prior_prec, first_layer,
-                  fix: Callable[[], str]) -> Precision:  # fmt: skip
-        precision, logdet, factor = factorize(weighted(target, curvature) + prior_prec, prior_prec)
+                  fix: Callable[[str], str]) -> Precision:  # fmt: skip
+        precision, logdet, factor = factorize(
+            weighted(target, curvature) + prior_prec, prior_prec, fix("rounding")
+        )
         return Precision(precision, logdet, factor, False, None)
 
     def covariance(self, state) -> np.ndarray:
@@ -284,7 +304,7 @@ class Kronecker(Curvature):
         return likelihood_factors(target, net, theta, first_layer)
 
     def precision(self, target, theta, sl, n_jobs, curvature, prior_prec, first_layer,
-                  fix: Callable[[], str]) -> Precision:  # fmt: skip
+                  fix: Callable[[str], str]) -> Precision:  # fmt: skip
         """The factors under the current noise precisions, plus each weight matrix's and
         bias vector's prior precision, which must be one number per group (the Kronecker
         structure has no room for more)."""
@@ -298,7 +318,7 @@ class Kronecker(Curvature):
                     raise ValueError(
                         "Laplace(hessian='kron') needs one prior precision per weight matrix "
                         "and bias vector, as the Gaussian prior gives; this prior's curvature "
-                        f"varies within them. Use {fix()}."
+                        f"varies within them. Use {fix('ggn')}."
                     )
                 deltas.append(float(np.mean(prec)))
         tau = target.tau if target.likelihood == "gaussian" else np.ones(1)

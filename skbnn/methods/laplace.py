@@ -6,6 +6,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from numbers import Integral, Real
 
 import numpy as np
@@ -330,6 +331,16 @@ class Laplace(Trainer):
         """The strategy of ``hessian`` (:mod:`skbnn.methods._curvature`)."""
         return CURVATURES[self.hessian]
 
+    def _advice(self, target, cause: str) -> str:
+        """The runnable fix a curvature's warning or error names for ``cause``: toward the
+        GGN (``"ggn"``), or from a prior too wide for float64 to resolve beside the
+        likelihood's curvature (``"rounding"``), which empirical Bayes narrows."""
+        if cause == "ggn":
+            return self._fix(hessian="ggn")
+        if not self.optimize_prior and target.prior_density.gaussian:
+            return f"let empirical Bayes choose the prior's scale: {self._fix(optimize_prior=True)}"
+        return "give the weights a narrower prior: a smaller std of skbnn.priors.GaussianPrior"
+
     def _assemble(self, target, net, theta, first_layer, sl, n_jobs, evaluator, curvature=None):
         """The approximation at ``theta`` under the target's current hyperparameters; the
         likelihood's ``curvature`` there (:meth:`Curvature.likelihood`) is computed unless
@@ -348,7 +359,7 @@ class Laplace(Trainer):
                 "or check the data"
             )
         built = self._hessian.precision(target, theta, sl, n_jobs, curvature, prior_prec,
-                                        first_layer, lambda: self._fix(hessian="ggn"))  # fmt: skip
+                                        first_layer, partial(self._advice, target))  # fmt: skip
         q = sl.stop - sl.start
         evidence = loglik + logprior + 0.5 * q * _LOG_2PI - 0.5 * built.logdet
         state = _State(theta, built.precision, loglik, logprior, evidence, curvature, ssr)
@@ -763,9 +774,12 @@ class Laplace(Trainer):
         target = fit.target
         evidence_change, predictive_change = 0.0, 0.0
         if state.decrement > MAX_DECREMENT:
-            evidence_change, predictive_change = self._step_change(
-                target, fit.net, state, fit.first_layer, fit.sl, fit.jobs, target.evaluator()
-            )
+            # the step's point is hypothetical: its factorization repeats what the MAP's
+            # already told the user, so its warnings are dropped
+            with collected_warnings():
+                evidence_change, predictive_change = self._step_change(
+                    target, fit.net, state, fit.first_layer, fit.sl, fit.jobs, target.evaluator()
+                )
         evidence_bound = max(MIN_EVIDENCE_CHANGE, MAX_EVIDENCE_CHANGE * target.weight_sum)
         if abs(evidence_change) > evidence_bound:
             # half the units in every hidden layer: on a smooth 300-row function that
