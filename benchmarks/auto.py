@@ -49,6 +49,8 @@ METHODS = (
     "ensemble_t5",
     "ensemble_tauto",
     "ensemble_tauto_p100",
+    "mclmc_modes8",
+    "mclmc_modes8_long",
     "auto",
 )
 NETWORKS = {"10-tanh": ((10,), "tanh"), "50-tanh": ((50,), "tanh"), "50-relu": ((50,), "relu"),
@@ -86,13 +88,19 @@ def split(name: str, rows: int, test_rows: int):
 
 
 def _method(name: str):
-    from skbnn.methods import DeepEnsemble, Laplace
+    from skbnn.methods import MCLMC, DeepEnsemble, Laplace
 
     special = {"laplace_kron": lambda: Laplace(hessian="kron"),
                "ensemble_t5": lambda: DeepEnsemble(noise_df=5),
                "ensemble_tauto": lambda: DeepEnsemble(noise_df="auto"),
                "ensemble_tauto_p100":
-                   lambda: DeepEnsemble(noise_df="auto", n_iter_no_change=100)}  # fmt: skip
+                   lambda: DeepEnsemble(noise_df="auto", n_iter_no_change=100),
+               # a chain from each of eight optima: at its defaults, and with the
+               # longer steps of bde's energy variance
+               "mclmc_modes8": lambda: MCLMC(n_modes=8, n_chains=8),
+               "mclmc_modes8_long":
+                   lambda: MCLMC(n_modes=8, n_chains=8, desired_energy_var=0.1,
+                                 rescale_units=False, n_warmup=5000, thin=2)}  # fmt: skip
     return special[name]() if name in special else name
 
 
@@ -146,6 +154,8 @@ def report(path: str) -> str:
              "ensemble_t5": "ensemble, Student-t noise (5)",
              "ensemble_tauto": "ensemble, noise chosen (noise_df=\"auto\")",
              "ensemble_tauto_p100": "the same, n_iter_no_change=100",
+             "mclmc_modes8": "MCLMC from eight optima",
+             "mclmc_modes8_long": "the same, energy variance 0.1",
              "auto": "method=\"auto\""}  # fmt: skip
     lines = ["| data, rows, network (parameters) | " + " | ".join(names[m] for m in methods)
              + " |", "|---" * (len(methods) + 1) + "|"]  # fmt: skip

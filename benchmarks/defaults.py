@@ -354,6 +354,13 @@ UCI_SETS = ("bostonHousing", "concrete", "energy", "wine-quality-red", "yacht")
 #: (name, training rows, seeds) of the synthetic regression problems
 SYNTHETIC = (("friedman", 2000, 3), ("friedman", 15000, 3), ("friedman", 100000, 1),
              ("smooth16", 10000, 1))  # fmt: skip
+#: MCLMC from eight optima at the default network: its defaults, and the longer steps of
+#: bde's energy variance (0.1)
+MCLMC_MODES = {
+    "mclmc8": {"n_modes": 8, "n_chains": 8},
+    "mclmc8_long": {"n_modes": 8, "n_chains": 8, "desired_energy_var": 0.1,
+                    "rescale_units": False, "n_warmup": 5000, "thin": 2},
+}  # fmt: skip
 #: The tuned UCI runs each method's test log-likelihood is compared with, per split.
 TUNED = {m: f"uci_{m}.jsonl" for m in ("ensemble", "rms", "swag", "laplace", "vi")}
 
@@ -382,6 +389,12 @@ def _regressor(name: str, seed: int, protocol: bool):
     kw = {"random_state": seed, "n_jobs": -1}
     if name == "default":
         return BayesianMLPRegressor(**kw)
+    if name in MCLMC_MODES:
+        # a chain from each of eight optima at the default network, the candidate for
+        # "auto"'s sampler (issue 74)
+        from skbnn.methods import MCLMC
+
+        return BayesianMLPRegressor(method=MCLMC(**MCLMC_MODES[name]), **kw)
     if protocol:
         kw.update(hidden_layer_sizes=(50,), activation="relu")
     if name.startswith("lbbnn_"):
