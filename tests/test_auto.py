@@ -8,14 +8,23 @@ import pytest
 from sklearn.datasets import load_diabetes, load_iris
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
-from skbnn.methods import NUTS, SGHMC, DeepEnsemble
-from skbnn.methods._auto import NUTS_MAX_WORK, SGHMC_MIN_ROWS, resolve
+from skbnn.methods import MCLMC, NUTS, SGHMC, DeepEnsemble
+from skbnn.methods._auto import (
+    AUTO_MCLMC,
+    MCLMC_MAX_WORK,
+    NUTS_MAX_WORK,
+    SGHMC_MIN_ROWS,
+    auto_knob_message,
+    resolve,
+)
 
 
 def test_the_rule_is_rows_times_parameters_for_regression_and_rows_for_classes():
     # deterministic: each threshold's two sides, and no timing involved
     assert isinstance(resolve(NUTS_MAX_WORK // 100, 100, 1, "regression"), NUTS)
-    assert isinstance(resolve(NUTS_MAX_WORK // 100 + 1, 100, 1, "regression"), DeepEnsemble)
+    assert isinstance(resolve(NUTS_MAX_WORK // 100 + 1, 100, 1, "regression"), MCLMC)
+    assert isinstance(resolve(MCLMC_MAX_WORK // 100, 100, 1, "regression"), MCLMC)
+    assert isinstance(resolve(MCLMC_MAX_WORK // 100 + 1, 100, 1, "regression"), DeepEnsemble)
     # regression never goes to SGHMC, however many rows
     assert isinstance(resolve(10**7, 100, 1, "regression"), DeepEnsemble)
     # the regression ensemble lets its held-out rows choose the noise; a classifier's has none
@@ -24,18 +33,37 @@ def test_the_rule_is_rows_times_parameters_for_regression_and_rows_for_classes()
     assert isinstance(resolve(10, 10, 2, "classification"), DeepEnsemble)
     assert isinstance(resolve(SGHMC_MIN_ROWS - 1, 10**5, 2, "classification"), DeepEnsemble)
     assert isinstance(resolve(SGHMC_MIN_ROWS, 10, 10, "classification"), SGHMC)
+    # classification never goes to MCLMC, whatever its size
+    assert not isinstance(resolve(NUTS_MAX_WORK // 100 + 1, 100, 2, "classification"), MCLMC)
+
+
+def test_past_nuts_size_auto_runs_a_chain_in_each_of_eight_optima():
+    # deterministic: the knobs measured (doc/choosing.md), each chain from an optimum of
+    # its own, and a method object as a user writes it
+    method = resolve(NUTS_MAX_WORK // 100 + 1, 100, 1, "regression")
+    assert method.get_params() == {**MCLMC().get_params(), **AUTO_MCLMC}
+    assert method.n_modes == method.n_chains == 8
+    assert "MCLMC" in auto_knob_message("method__n_warmup", 10)
 
 
 @pytest.mark.parametrize(
-    "hidden, expected", [((10,), NUTS), ((100,), DeepEnsemble)], ids=["small", "wide"]
+    "rows, hidden, expected",
+    [(442, (10,), NUTS), (300, (10,), MCLMC), (42_000, (10,), DeepEnsemble)],
+    ids=["small", "middle", "large"],
 )
-def test_the_fitted_estimator_records_what_auto_ran(hidden, expected):
-    # deterministic: diabetes with 10 units is 442 x 121 rows x parameters; with 100 units,
-    # 442 x 1,201, beyond the threshold. The method object that ran is a fitted attribute,
-    # and the constructor's parameter stays "auto". Two members are enough to say so
-    X, y = load_diabetes(return_X_y=True)
+def test_the_fitted_estimator_records_what_auto_ran(rows, hidden, expected):
+    # deterministic: with 10 units, 442 x 121 rows x parameters is within NUTS's bound;
+    # 300 rows of 85 features (300 x 871) just past it, within MCLMC's; 42,000 rows of 10
+    # (42,000 x 121) past both. The method object that ran is a fitted attribute, and the
+    # constructor's parameter stays "auto". Two ensemble members are enough to say so
+    from sklearn.datasets import make_regression
+
+    if rows == 442:
+        X, y = load_diabetes(return_X_y=True)
+    else:
+        X, y = make_regression(rows, 85 if rows == 300 else 10, noise=1.0, random_state=0)
     X = (X - X.mean(axis=0)) / X.std(axis=0)
-    n_samples = 8 if expected is NUTS else 2
+    n_samples = 2 if expected is DeepEnsemble else 8
     est = BayesianMLPRegressor(hidden, n_samples=n_samples, random_state=0).fit(X, y)
     assert type(est.method_) is expected and est.method == "auto"
     assert np.all(np.isfinite(est.predict(X[:5])))
