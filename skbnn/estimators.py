@@ -57,7 +57,7 @@ _SHARED_PARAMS_DOC = """
         ``"auto"`` chooses from the problem's size alone, so that a default fit answers in about
         a minute at most: NUTS (exact, no path length to tune) for regression where rows x
         network parameters is at most 250,000 (the diabetes data and a 10-unit network: 442 x
-        121); up to 5,000,000, MCLMC with a chain in each of eight optima
+        121); from 2,000 rows up to 5,000,000, MCLMC with a chain in each of eight optima
         (``MCLMC(n_modes=8, ...)``), which led the ensemble there; and beyond it the deep
         ensemble, whose held-out rows choose between a Gaussian
         and a Student-t noise (``DeepEnsemble(noise_df="auto")``, which led the Gaussian on

@@ -12,6 +12,7 @@ from skbnn.methods import MCLMC, NUTS, SGHMC, DeepEnsemble
 from skbnn.methods._auto import (
     AUTO_MCLMC,
     MCLMC_MAX_WORK,
+    MCLMC_MIN_ROWS,
     NUTS_MAX_WORK,
     SGHMC_MIN_ROWS,
     auto_knob_message,
@@ -25,6 +26,9 @@ def test_the_rule_is_rows_times_parameters_for_regression_and_rows_for_classes()
     assert isinstance(resolve(NUTS_MAX_WORK // 100 + 1, 100, 1, "regression"), MCLMC)
     assert isinstance(resolve(MCLMC_MAX_WORK // 100, 100, 1, "regression"), MCLMC)
     assert isinstance(resolve(MCLMC_MAX_WORK // 100 + 1, 100, 1, "regression"), DeepEnsemble)
+    # past NUTS's size on few rows (a wide network), the ensemble
+    assert isinstance(resolve(MCLMC_MIN_ROWS, 1_000, 1, "regression"), MCLMC)
+    assert isinstance(resolve(MCLMC_MIN_ROWS - 1, 1_000, 1, "regression"), DeepEnsemble)
     # regression never goes to SGHMC, however many rows
     assert isinstance(resolve(10**7, 100, 1, "regression"), DeepEnsemble)
     # the regression ensemble lets its held-out rows choose the noise; a classifier's has none
@@ -48,12 +52,12 @@ def test_past_nuts_size_auto_runs_a_chain_in_each_of_eight_optima():
 
 @pytest.mark.parametrize(
     "rows, hidden, expected",
-    [(442, (10,), NUTS), (300, (10,), MCLMC), (42_000, (10,), DeepEnsemble)],
+    [(442, (10,), NUTS), (2_100, (10,), MCLMC), (42_000, (10,), DeepEnsemble)],
     ids=["small", "middle", "large"],
 )
 def test_the_fitted_estimator_records_what_auto_ran(rows, hidden, expected):
     # deterministic: with 10 units, 442 x 121 rows x parameters is within NUTS's bound;
-    # 300 rows of 85 features (300 x 871) just past it, within MCLMC's; 42,000 rows of 10
+    # 2,100 rows of 10 (2,100 x 121) just past it, within MCLMC's; 42,000 rows of 10
     # (42,000 x 121) past both. The method object that ran is a fitted attribute, and the
     # constructor's parameter stays "auto". Two ensemble members are enough to say so
     from sklearn.datasets import make_regression
@@ -61,7 +65,7 @@ def test_the_fitted_estimator_records_what_auto_ran(rows, hidden, expected):
     if rows == 442:
         X, y = load_diabetes(return_X_y=True)
     else:
-        X, y = make_regression(rows, 85 if rows == 300 else 10, noise=1.0, random_state=0)
+        X, y = make_regression(rows, 10, noise=1.0, random_state=0)
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     n_samples = 2 if expected is DeepEnsemble else 8
     est = BayesianMLPRegressor(hidden, n_samples=n_samples, random_state=0).fit(X, y)

@@ -5,8 +5,9 @@ timing, so a fit still depends on ``random_state`` alone, on any machine:
 
 - regression with at most ``NUTS_MAX_WORK`` rows x parameters: :class:`~skbnn.methods.NUTS`,
   the exact posterior, in about a minute at that size;
-- regression with at most ``MCLMC_MAX_WORK``: :class:`~skbnn.methods.MCLMC` from eight
-  optima (``AUTO_MCLMC``), a chain in the mode of each, in seconds to about a minute;
+- regression on at least ``MCLMC_MIN_ROWS`` rows with at most ``MCLMC_MAX_WORK``:
+  :class:`~skbnn.methods.MCLMC` from eight optima (``AUTO_MCLMC``), a chain in the mode of
+  each, in seconds to about a minute;
 - larger regression problems: :class:`~skbnn.methods.DeepEnsemble` with
   ``noise_df="auto"``, its members' held-out rows choosing between a Gaussian and a
   Student-t noise, in seconds on 10^4 rows;
@@ -37,8 +38,10 @@ bde's energy variance (0.1) and steps, led the ensemble on the diamonds data on 
 and on every fit of the Friedman variant on 1,200-3,500 rows (by 0.03-0.34), with no
 warning, in 4-8 s where the ensemble took 1 s, and 76 s on 10,000 rows at 50 units
 (doc/choosing.md). On the UCI sets, within NUTS's size, it trailed NUTS on Boston,
-energy and yacht, so NUTS keeps them. ``MCLMC_MAX_WORK`` bounds its default run near a
-minute on two cores.
+energy and yacht, so NUTS keeps them; with 50 ReLU units on those sets (455-1,439 rows,
+past NUTS's size) it trailed the ensemble, whose per-row noise it lacks, on all four, so
+the ensemble keeps fewer than ``MCLMC_MIN_ROWS`` rows. ``MCLMC_MAX_WORK`` bounds its
+default run near a minute on two cores.
 
 A Student-t noise (``noise_df=5``), the other half of that route's lead, was measured in
 each regression branch (doc/choosing.md). With NUTS at the default network it raised the
@@ -68,6 +71,12 @@ NUTS_MAX_WORK = 250_000
 #: with the rows times the parameters alone; at this size its default run takes about a
 #: minute on two cores (doc/choosing.md).
 MCLMC_MAX_WORK = 5_000_000
+
+#: Training rows from which ``"auto"`` runs :data:`AUTO_MCLMC` past NUTS's size: it led the
+#: ensemble on every fit measured from 2,000 rows (diamonds, the Friedman variant), and
+#: trailed it on the four UCI sets of 455-1,439 rows that a 50-unit network puts past
+#: NUTS's size (doc/choosing.md).
+MCLMC_MIN_ROWS = 2_000
 
 #: The knobs of the MCLMC that ``"auto"`` runs: a chain from each of eight optima, with
 #: bde's energy variance per parameter (0.1, not MCLMC's default 0.0005), 5,000 warm-up
@@ -140,7 +149,7 @@ def resolve(n_rows: int, n_weights: int, n_outputs: int, task: str) -> BaseMetho
     if task == "regression":
         if n_rows * n_weights <= NUTS_MAX_WORK:
             return NUTS()
-        if n_rows * n_weights <= MCLMC_MAX_WORK:
+        if n_rows >= MCLMC_MIN_ROWS and n_rows * n_weights <= MCLMC_MAX_WORK:
             return MCLMC(**AUTO_MCLMC)
         return DeepEnsemble(noise_df="auto")
     return SGHMC() if n_rows >= SGHMC_MIN_ROWS else DeepEnsemble()

@@ -448,8 +448,8 @@ class HMCFamily(BaseMethod):
             f"{what} may take up to {duration(projected)} here: {how}, over "
             f"{target.n_rows} rows and {target.n_params} parameters "
             f"({min(times) * 1e3:.2g} ms a pass). For an answer in seconds to minutes: "
-            "method='auto' (the default; NUTS where it is fast, then MCLMC from eight optima, "
-            "the deep ensemble beyond), "
+            "method='auto' (the default; NUTS where it is fast, then MCLMC from eight optima "
+            "or the deep ensemble), "
             f"method='ensemble' or method='vi'; method='laplace' also gives the evidence.{bound}",
             SlowFitWarning,
         )
