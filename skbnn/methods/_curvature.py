@@ -106,7 +106,9 @@ def factorize(precision: np.ndarray, prior_prec: np.ndarray, rounding_fix: str) 
     try:
         factor = cho_factor(precision, lower=True)
         logdet = 2.0 * float(np.sum(np.log(np.diag(factor[0]))))
-        if np.min(prior_prec) >= resolution:
+        # a prior with negative curvature is judged by Cholesky alone, as before: its
+        # cause is the prior's, and an eigendecomposition per factorization would cost it
+        if negative or np.min(prior_prec) >= resolution:
             return precision, logdet, factor
     except LinAlgError:
         factor = None
