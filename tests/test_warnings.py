@@ -336,17 +336,17 @@ def test_laplace_names_the_cause_of_a_hessian_that_is_not_positive_definite(diab
 
     precision = np.array([[0.5, 1.5], [1.5, 0.5]])  # eigenvalues 2 and -1
     with pytest.warns(ConvergenceWarning) as caught:
-        repaired, logdet, _ = factorize(precision, np.array([-0.5, 0.5]), "fix it")
+        repaired, logdet, _ = factorize(precision, np.array([-0.5, 0.5]), lambda cause: "fix it")
     assert np.all(np.linalg.eigvalsh(repaired) > 0) and np.isfinite(logdet)
     (w,) = caught
     assert "negative for 1 of the 2 weights" in str(w.message)
     assert str(w.message).endswith("prior='gaussian'.")
     assert "Gauss-Newton matrix, positive definite" not in str(w.message)
     with pytest.warns(ConvergenceWarning, match="rounding is the cause.*To fix it, fix it"):
-        factorize(precision, np.array([1e-20, 1e-20]), "fix it")
+        factorize(precision, np.array([1e-20, 1e-20]), lambda cause: "fix it")
     # a diagonal one with a negative entry is refused, naming the same cause
     with pytest.raises(ValueError, match="prior='gaussian'"):
-        factorize(np.array([1.0, -0.1]), np.array([1.0, -0.2]), "fix it")
+        factorize(np.array([1.0, -0.1]), np.array([1.0, -0.2]), lambda cause: "fix it")
     # the prior it prints, on a fit whose prior was fixed as a scale mixture's must be
     prior = re.search(r"prior='(\w+)'", str(w.message)).group(1)
     est = BayesianMLPRegressor(prior=prior, method=Laplace(optimize_prior=False), random_state=0)
@@ -367,13 +367,15 @@ def test_a_prior_lost_to_rounding_warns_whether_or_not_cholesky_succeeds():
     ggn = J.T @ J
     for prior in (1e-11, 1e-300):
         with pytest.warns(ConvergenceWarning, match="rounding is the cause.*To fix it, fix it"):
-            _, logdet, _ = factorize(ggn + prior * np.eye(40), np.full(40, prior), "fix it")
+            _, logdet, _ = factorize(
+                ggn + prior * np.eye(40), np.full(40, prior), lambda cause: "fix it"
+            )
         assert np.isfinite(logdet)
     # a prior float64 resolves beside the same GGN: silent, and the exact log determinant
     H = ggn + 1e-3 * np.eye(40)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        _, logdet, _ = factorize(H, np.full(40, 1e-3), "fix it")
+        _, logdet, _ = factorize(H, np.full(40, 1e-3), lambda cause: "fix it")
     assert logdet == pytest.approx(np.linalg.slogdet(H)[1], rel=1e-10)
 
 

@@ -70,7 +70,7 @@ def full_hessian(target, theta: np.ndarray, sl: slice, n_jobs: int) -> np.ndarra
 RESOLVED = 100.0
 
 
-def factorize(precision: np.ndarray, prior_prec: np.ndarray, rounding_fix: str) -> tuple:
+def factorize(precision: np.ndarray, prior_prec: np.ndarray, fix: Callable[[str], str]) -> tuple:
     """``(H, log det H, Cholesky factor of H or None)``, with ``H`` made positive definite
     (with a warning naming the cause, read off the prior's precision ``prior_prec``, and
     its fix) when it is not. The matrices here are the Gauss-Newton matrix plus
@@ -81,8 +81,8 @@ def factorize(precision: np.ndarray, prior_prec: np.ndarray, rounding_fix: str) 
     succeed: where the GGN is singular (more weights than rows, dead units), a prior
     precision below float64's resolution of ``H`` leaves eigenvalues that are rounding
     noise, which a Cholesky factor takes as they come on one CPU and refuses on another,
-    and the log determinant is off by orders of magnitude either way. ``rounding_fix`` is
-    the runnable fix the warning then names."""
+    and the log determinant is off by orders of magnitude either way. ``fix("rounding")``
+    is the runnable fix the warning then names (asked for only then)."""
     negative = int(np.sum(np.asarray(prior_prec) < 0))
     # the prior's own cause, when it is one, and the fix that removes it
     prior_cause = (
@@ -124,7 +124,7 @@ def factorize(precision: np.ndarray, prior_prec: np.ndarray, rounding_fix: str) 
             "the Gauss-Newton matrix is positive semi-definite and the prior's precision "
             "positive, so rounding is the cause: the smallest prior precision, "
             f"{np.min(prior_prec):.3g}, is below what float64 resolves beside the largest "
-            f"eigenvalue, {vals.max():.3g}. To fix it, {rounding_fix}"
+            f"eigenvalue, {vals.max():.3g}. To fix it, {fix('rounding')}"
         )
     )
     warn(
@@ -240,7 +240,7 @@ class GGN(_Jacobians):
     def precision(self, target, theta, sl, n_jobs, curvature, prior_prec, first_layer,
                   fix: Callable[[str], str]) -> Precision:  # fmt: skip
         precision = weighted(target, curvature) + np.diag(prior_prec)
-        precision, logdet, factor = factorize(precision, prior_prec, fix("rounding"))
+        precision, logdet, factor = factorize(precision, prior_prec, fix)
         return Precision(precision, logdet, factor, False, _cholesky_solve(factor))
 
 
@@ -263,7 +263,7 @@ class FullHessian(_Jacobians):
             # definite stand-in
             precision = lik + np.diag(prior_prec)
             fallback = True
-        precision, logdet, factor = factorize(precision, prior_prec, fix("rounding"))
+        precision, logdet, factor = factorize(precision, prior_prec, fix)
         ggn = factor if fallback else cho_factor(lik + np.diag(prior_prec), lower=True)
         return Precision(precision, logdet, factor, fallback, _cholesky_solve(ggn))
 
@@ -281,7 +281,7 @@ class Diagonal(_Jacobians):
     def precision(self, target, theta, sl, n_jobs, curvature, prior_prec, first_layer,
                   fix: Callable[[str], str]) -> Precision:  # fmt: skip
         precision, logdet, factor = factorize(
-            weighted(target, curvature) + prior_prec, prior_prec, fix("rounding")
+            weighted(target, curvature) + prior_prec, prior_prec, fix
         )
         return Precision(precision, logdet, factor, False, None)
 
