@@ -39,6 +39,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _uci import emitter, standardize  # noqa: E402
+from defaults import MCLMC_MODES  # noqa: E402
 from scale import provenance, timed_fit, warm_up  # noqa: E402
 
 CREDIT = HERE.parents[1] / "shared" / "data" / "credit_default" / "UCI_Credit_Card.csv"
@@ -96,11 +97,9 @@ def _method(name: str):
                "ensemble_tauto_p100":
                    lambda: DeepEnsemble(noise_df="auto", n_iter_no_change=100),
                # a chain from each of eight optima: at its defaults, and with the
-               # longer steps of bde's energy variance
-               "mclmc_modes8": lambda: MCLMC(n_modes=8, n_chains=8),
-               "mclmc_modes8_long":
-                   lambda: MCLMC(n_modes=8, n_chains=8, desired_energy_var=0.1,
-                                 rescale_units=False, n_warmup=5000, thin=2)}  # fmt: skip
+               # longer steps of bde's energy variance (the settings defaults.py runs)
+               "mclmc_modes8": lambda: MCLMC(**MCLMC_MODES["mclmc8"]),
+               "mclmc_modes8_long": lambda: MCLMC(**MCLMC_MODES["mclmc8_long"])}  # fmt: skip
     return special[name]() if name in special else name
 
 
