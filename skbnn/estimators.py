@@ -58,7 +58,8 @@ _SHARED_PARAMS_DOC = """
         a minute at most: NUTS (exact, no path length to tune) for regression where rows x
         network parameters is at most 250,000 (the diabetes data and a 10-unit network: 442 x
         121); from 2,000 rows up to 5,000,000, MCLMC with a chain in each of eight optima
-        (``MCLMC(n_modes=8, ...)``), which led the ensemble there; and beyond it the deep
+        and a noise per row (``MCLMC(n_modes=8, heteroscedastic="auto", ...)``), which led
+        the ensemble there; and beyond it the deep
         ensemble, whose held-out rows choose between a Gaussian
         and a Student-t noise (``DeepEnsemble(noise_df="auto")``, which led the Gaussian on
         real data and kept it on Gaussian noise); for a classifier, the deep ensemble on

@@ -48,6 +48,9 @@ def test_past_nuts_size_auto_runs_a_chain_in_each_of_eight_optima():
     assert method.get_params() == {**MCLMC().get_params(), **AUTO_MCLMC}
     assert method.n_modes == method.n_chains == 8
     assert "MCLMC" in auto_knob_message("method__n_warmup", 10)
+    # a noise per row where the noise is inferred, as the ensemble's; one where it is given
+    assert method.likelihood("gaussian", infer_noise=True) == "heteroscedastic"
+    assert method.likelihood("gaussian", infer_noise=False) == "gaussian"
 
 
 @pytest.mark.parametrize(
@@ -73,6 +76,8 @@ def test_the_fitted_estimator_records_what_auto_ran(rows, hidden, expected):
     assert np.all(np.isfinite(est.predict(X[:5])))
     # the ensemble says which noise its held-out rows chose
     assert ("noise" in est.diagnostics_) == (expected is DeepEnsemble)
+    # past NUTS's size, the noise of every row, as the ensemble predicts it
+    assert est.posterior_.heteroscedastic == (expected is not NUTS)
 
 
 def test_a_default_classifier_is_a_deep_ensemble():

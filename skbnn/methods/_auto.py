@@ -7,7 +7,7 @@ timing, so a fit still depends on ``random_state`` alone, on any machine:
   the exact posterior, in about a minute at that size;
 - regression on at least ``MCLMC_MIN_ROWS`` rows with at most ``MCLMC_MAX_WORK``:
   :class:`~skbnn.methods.MCLMC` from eight optima (``AUTO_MCLMC``), a chain in the mode of
-  each, in seconds to about a minute;
+  each, with a noise per row as the ensemble's, in seconds to about a minute;
 - larger regression problems: :class:`~skbnn.methods.DeepEnsemble` with
   ``noise_df="auto"``, its members' held-out rows choosing between a Gaussian and a
   Student-t noise, in seconds on 10^4 rows;
@@ -81,9 +81,11 @@ MCLMC_MIN_ROWS = 2_000
 #: The knobs of the MCLMC that ``"auto"`` runs: a chain from each of eight optima, with
 #: bde's energy variance per parameter (0.1, not MCLMC's default 0.0005), 5,000 warm-up
 #: steps and every fourth step kept, whose draws estimate the predictive finely enough
-#: that its Monte Carlo error stays under the warning's bound (doc/choosing.md).
+#: that its Monte Carlo error stays under the warning's bound, and a noise per row where
+#: the noise is inferred, as the ensemble predicts one: with a single noise the chains
+#: trailed the ensemble on two real data sets of the four measured (doc/choosing.md).
 AUTO_MCLMC = {"n_modes": 8, "n_chains": 8, "desired_energy_var": 0.1, "rescale_units": False,
-              "n_warmup": 5000, "thin": 4}  # fmt: skip
+              "n_warmup": 5000, "thin": 4, "heteroscedastic": "auto"}  # fmt: skip
 
 #: The methods ``"auto"`` may run, by registry name.
 AUTO_CANDIDATES = ("nuts", "mclmc", "ensemble", "sghmc")
