@@ -73,9 +73,10 @@ NUTS_MAX_WORK = 250_000
 MCLMC_MAX_WORK = 5_000_000
 
 #: Training rows from which ``"auto"`` runs :data:`AUTO_MCLMC` past NUTS's size: it led the
-#: ensemble on every fit measured from 2,000 rows (diamonds, the Friedman variant), and
-#: trailed it on the four UCI sets of 455-1,439 rows that a 50-unit network puts past
-#: NUTS's size (doc/choosing.md).
+#: ensemble on 12 of the 13 fits measured from 2,000 rows (diamonds, Computers, the
+#: Friedman variant; not Males' wages, whose held-out rows chose a Student-t noise), and,
+#: with one noise, trailed it on the four UCI sets of 455-1,439 rows that a 50-unit
+#: network puts past NUTS's size (doc/choosing.md).
 MCLMC_MIN_ROWS = 2_000
 
 #: The knobs of the MCLMC that ``"auto"`` runs: a chain from each of eight optima, with
