@@ -67,6 +67,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _uci import provenance  # noqa: E402
 
+from skbnn.methods._auto import AUTO_MCLMC  # noqa: E402
+
 CLASSIFICATION = ("iris", "wine", "breast_cancer", "digits")
 REGRESSION = ("diabetes", "friedman1")
 #: z of a central 90 % Gaussian interval.
@@ -360,6 +362,8 @@ MCLMC_MODES = {
     "mclmc8": {"n_modes": 8, "n_chains": 8},
     "mclmc8_long": {"n_modes": 8, "n_chains": 8, "desired_energy_var": 0.1,
                     "rescale_units": False, "n_warmup": 5000, "thin": 2},
+    # the chains "auto" runs past NUTS's size (a noise per row), run where it runs NUTS
+    "mclmc8_auto": AUTO_MCLMC,
 }  # fmt: skip
 #: The tuned UCI runs each method's test log-likelihood is compared with, per split.
 TUNED = {m: f"uci_{m}.jsonl" for m in ("ensemble", "rms", "swag", "laplace", "vi")}
