@@ -54,16 +54,16 @@ _SHARED_PARAMS_DOC = """
         ``"laplace"``, ``"vi"``, ``"lbbnn"`` for the optimization methods, which scale to many
         rows) or an object from :mod:`skbnn.methods` carrying its own knobs
         (``NUTS(target_accept=0.9)``), which ``GridSearchCV`` can tune as ``method__<knob>``.
-        ``"auto"`` chooses from the problem's size alone, so that a default fit answers in about
-        a minute at most: NUTS (exact, no path length to tune) for regression where rows x
-        network parameters is at most 250,000 (the diabetes data and a 10-unit network: 442 x
-        121); from 2,000 rows up to 5,000,000, MCLMC with a chain in each of eight optima
-        and a noise per row (``MCLMC(n_modes=8, heteroscedastic="auto", ...)``), which led
-        the ensemble there; and beyond it the deep
-        ensemble, whose held-out rows choose between a Gaussian
-        and a Student-t noise (``DeepEnsemble(noise_df="auto")``, which led the Gaussian on
-        real data and kept it on Gaussian noise); for a classifier, the deep ensemble on
-        fewer than 10,000 rows (whose held-out log loss it gave at or below
+        ``"auto"`` chooses from the problem's size alone, within a time budget (the times are in
+        the documentation's "Choosing a method"; ``n_jobs=-1`` uses every core): NUTS (exact, no
+        path length to tune) for regression where rows x network parameters is at most 250,000
+        (the diabetes data and a 10-unit network: 442 x 121); from 2,000 rows up to 5,000,000,
+        MCLMC with a chain in each of eight optima and a noise per row (``MCLMC(n_modes=8,
+        heteroscedastic="auto", ...)``), which led the ensemble there; and beyond it the deep
+        ensemble, whose held-out rows choose between a Gaussian and a Student-t noise
+        (``DeepEnsemble(noise_df="auto")``, which led the Gaussian on real data and kept it on
+        Gaussian noise); for a classifier, the deep ensemble on fewer than 10,000 rows (whose
+        held-out log loss it gave at or below
         ``LogisticRegression``'s) and cyclical SGHMC from there; ``method_`` says which ran
         (see :mod:`skbnn.methods._auto`). Chains from several optima, and NUTS with a
         Student-t noise, which predict better on some real data, stay knobs of the methods

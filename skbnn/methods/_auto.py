@@ -4,13 +4,13 @@ The rule reads only the task and the numbers of rows and network parameters, nev
 timing, so a fit still depends on ``random_state`` alone, on any machine:
 
 - regression with at most ``NUTS_MAX_WORK`` rows x parameters: :class:`~skbnn.methods.NUTS`,
-  the exact posterior, in about a minute at that size;
+  the exact posterior;
 - regression on at least ``MCLMC_MIN_ROWS`` rows with at most ``MCLMC_MAX_WORK``:
   :class:`~skbnn.methods.MCLMC` from eight optima (``AUTO_MCLMC``), a chain in the mode of
-  each, with a noise per row as the ensemble's, in seconds to about a minute;
+  each, with a noise per row as the ensemble's;
 - larger regression problems: :class:`~skbnn.methods.DeepEnsemble` with
   ``noise_df="auto"``, its members' held-out rows choosing between a Gaussian and a
-  Student-t noise, in seconds on 10^4 rows;
+  Student-t noise;
 - classification on fewer than ``SGHMC_MIN_ROWS`` rows: the deep ensemble;
 - classification on ``SGHMC_MIN_ROWS`` rows or more: :class:`~skbnn.methods.SGHMC`.
 
@@ -36,16 +36,18 @@ Past NUTS's size the modes are still the unit of sampling. MCLMC from eight opti
 bde's energy variance (0.1) and steps, led the ensemble on the diamonds data on 2,500,
 4,000 and 10,000 rows (by 0.107, 0.063 and 0.046 nats per row of test log-likelihood)
 and on every fit of the Friedman variant on 1,200-3,500 rows (by 0.03-0.34), with no
-warning, in 4-8 s where the ensemble took 1 s, and 76 s on 10,000 rows at 50 units
-(doc/choosing.md). With one noise for all rows it trailed the ensemble on Computers and
-Males, whose noise per row it lacked; with a noise per row (``AUTO_MCLMC``) it leads on
-12 of 13 fits from 2,000 rows. On the UCI sets, within NUTS's size, the chains with one
-noise trailed NUTS on Boston, energy and yacht; with a noise per row they lead its
-density on four sets but miss its mean on all five (yacht's RMSE 0.75 against 0.30, as
-exact NUTS under the same model does), so NUTS keeps them. With 50 ReLU units on those
-sets (455-1,439 rows, past NUTS's size) the chains with one noise trailed the ensemble
-on all four, so the ensemble keeps fewer than ``MCLMC_MIN_ROWS`` rows.
-``MCLMC_MAX_WORK`` bounds its default run near a minute on two cores.
+warning, at several times the ensemble's time (doc/choosing.md). With one noise for all
+rows it trailed the ensemble on Computers and Males, whose noise per row it lacked; with
+a noise per row (``AUTO_MCLMC``) it leads on 12 of 13 fits from 2,000 rows. On the UCI
+sets, within NUTS's size, the chains with one noise trailed NUTS on Boston, energy and
+yacht; with a noise per row they lead its density on four sets but miss its mean on all
+five (yacht's RMSE 0.75 against 0.30, as exact NUTS under the same model does), so NUTS
+keeps them. With 50 ReLU units on those sets (455-1,439 rows, past NUTS's size) the
+chains with one noise trailed the ensemble on all four, so the ensemble keeps fewer than
+``MCLMC_MIN_ROWS`` rows. ``MCLMC_MAX_WORK`` bounds its run at about NUTS's at its own
+bound, and its 5,000 warm-up steps are worth their time: with 2,000 the chains took half
+the time and gave back 0.04 of their 0.10 lead over the ensemble on 8,000 diamonds rows
+(doc/choosing.md gives the times).
 
 A Student-t noise (``noise_df=5``), the other half of that route's lead, was measured in
 each regression branch (doc/choosing.md). With NUTS at the default network it raised the
@@ -66,14 +68,14 @@ from ._base import BaseMethod
 #: Rows times network parameters up to which ``"auto"`` samples the exact posterior with
 #: NUTS. Its cost is a gradient per leapfrog step, each a pass over every row and parameter,
 #: and NUTS's trajectories lengthen as more rows narrow the posterior; at this size its
-#: default run (4 chains x 750 iterations) takes about a minute on two cores even when
-#: every trajectory reaches the depth cap (doc/choosing.md).
+#: default run (4 chains x 750 iterations) stays within the default's time budget even
+#: when every trajectory reaches the depth cap (doc/choosing.md gives its times).
 NUTS_MAX_WORK = 250_000
 
 #: Rows times network parameters up to which ``"auto"`` runs :data:`AUTO_MCLMC` past NUTS's
 #: size: its cost is a gradient per step, a fixed number of steps per chain, so it grows
-#: with the rows times the parameters alone; at this size its default run takes about a
-#: minute on two cores (doc/choosing.md).
+#: with the rows times the parameters alone; at this size its default run takes about as
+#: long as NUTS's at :data:`NUTS_MAX_WORK` (doc/choosing.md gives the times).
 MCLMC_MAX_WORK = 5_000_000
 
 #: Training rows from which ``"auto"`` runs :data:`AUTO_MCLMC` past NUTS's size: it led the
