@@ -212,6 +212,80 @@ def report(path: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: Data sets' names in the warm-up tables.
+TITLES = {"computers": "Computers", "friedman": "Friedman", "diamonds": "diamonds",
+          "males": "Males", "credit": "credit"}  # fmt: skip
+
+
+def _warmup_steps(record: dict, ensemble: dict) -> int | None:
+    """The chains' warm-up steps of a line, or None where ``"auto"`` ran the ensemble."""
+    if record["method"] == "auto":
+        return None if record["test_ll"] == ensemble["test_ll"] else AUTO_MCLMC["n_warmup"]
+    return int(record["method"][len("auto_warmup") :])
+
+
+def _chains(record: dict, steps: int | None = None) -> str:
+    """A chains' cell: test LL (its difference from the ensemble; fit time; warm-up)."""
+    tail = f"; {steps:,}" if steps else ""
+    return (f"{record['test_ll']:.3f} ({record['diff_first']:+.3f} ± "
+            f"{record['diff_first_se']:.3f}; {record['fit_time']:.1f} s{tail})")  # fmt: skip
+
+
+def report_warmup(path: str, shrunk: bool = False) -> str:
+    """doc/choosing.md's tables of ``"auto"``'s chains against the ensemble, by warm-up.
+
+    Per data set (in file order) and rows, the ensemble's test log-likelihood and fit time,
+    and the chains' test log-likelihood, its paired difference from the ensemble ± its
+    standard error and fit time: in a column per warm-up (5,000, ``"auto"``'s, then
+    shorter), or with ``shrunk``, the shrunk warm-up's fit in one column (its steps last)
+    and a 5,000-step fit of the same rows after it. Then the same with one thread, where
+    the file has such fits."""
+    import json
+
+    records = [json.loads(line) for line in open(path) if line.strip()]
+    cells: dict = {}
+    for r in records:
+        key = (r.get("n_jobs", 2), r["data"], r["rows"])
+        cells.setdefault(key, {})[r["method"]] = r
+    out = []
+    order = list(dict.fromkeys(r["data"] for r in records))
+    for threads in sorted({k[0] for k in cells}, reverse=True):
+        groups = sorted(((k, v) for k, v in cells.items() if k[0] == threads),
+                        key=lambda item: (order.index(item[0][1]), item[0][2]))  # fmt: skip
+        chains = {k: {_warmup_steps(r, v["ensemble_tauto"]): r for m, r in v.items()
+                      if m != "ensemble_tauto"} for k, v in groups}  # fmt: skip
+        if shrunk:
+            head = ['the ensemble, what `"auto"` runs', "the chains, shrunk warm-up (steps)"]
+        else:
+            steps = sorted({n for c in chains.values() for n in c if n}, reverse=True)
+            head = ["the ensemble"] + [f"{n:,} warm-up steps" for n in steps]
+        if threads != 2:
+            head = [f"{h}, n_jobs={threads}" for h in head]
+        lines = ["| data, rows | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
+        for (_, data, rows), fits in groups:
+            ensemble = fits["ensemble_tauto"]
+            by_steps = chains[(threads, data, rows)]
+            runs = '; what `"auto"` runs here' if None in by_steps and not shrunk else ""
+            row = [f"{TITLES.get(data, data)}, {rows:,}",
+                   f"{ensemble['test_ll']:.3f} ({ensemble['fit_time']:.1f} s{runs})"]  # fmt: skip
+            if shrunk:
+                short = [(n, r) for n, r in by_steps.items()
+                         if n and n != AUTO_MCLMC["n_warmup"]]  # fmt: skip
+                cell = _chains(short[0][1], short[0][0]) if short else ""
+                full = by_steps.get(AUTO_MCLMC["n_warmup"])
+                if full is not None:
+                    cell += (f"; with {AUTO_MCLMC['n_warmup']:,}: {full['test_ll']:.3f} "
+                             f"({full['fit_time']:.1f} s)")  # fmt: skip
+                row.append(cell)
+            else:
+                for n in steps:
+                    r = by_steps.get(n)
+                    row.append(_chains(r) if r is not None else "")
+            lines.append("| " + " | ".join(row) + " |")
+        out.append("\n".join(lines) + "\n")
+    return "\n".join(out)
+
+
 def _method_name(name: str) -> str:
     """``--methods``'s type: a name of ``METHODS``, or ``auto_warmupN``."""
     if name in METHODS or (name.startswith("auto_warmup") and name[11:].isdigit()):
@@ -232,9 +306,19 @@ def main() -> None:
     parser.add_argument("--n-jobs", type=int, default=2, help="the estimator's n_jobs")
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
     parser.add_argument("--report", default=None, help="print the table of a results file")
+    parser.add_argument(
+        "--report-warmup",
+        default=None,
+        help="print doc/choosing.md's tables of the chains' warm-up",
+    )
+    parser.add_argument("--shrunk", action="store_true",
+                        help="with --report-warmup: the shrunk warm-up's layout")  # fmt: skip
     args = parser.parse_args()
     if args.report:
         print(report(args.report), end="")
+        return
+    if args.report_warmup:
+        print(report_warmup(args.report_warmup, args.shrunk), end="")
         return
     emit = emitter(args.out)
     info = provenance()

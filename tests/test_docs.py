@@ -100,6 +100,29 @@ def test_benchmark_table_matches_the_benchmark_results(monkeypatch, name):
     )
 
 
+@pytest.mark.parametrize(
+    ("tag", "results", "shrunk"),
+    [("warmup", "auto_warmup.jsonl", False), ("budget", "auto_budget.jsonl", True)],
+)
+def test_auto_warmup_tables_match_the_benchmark_results(monkeypatch, tag, results, shrunk):
+    # doc/choosing.md's tables of "auto"'s chains by warm-up are benchmarks/auto.py's
+    # report of its results files (reading JSON lines, no fit)
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("auto_benchmark", ROOT / "benchmarks" / "auto.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = (DOC / "choosing.md").read_text()
+    match = re.search(f"<!-- {tag}-table:start -->\n(.*?)<!-- {tag}-table:end -->", text, re.S)
+    assert match, f"doc/choosing.md lost its {tag}-table markers"
+    path = ROOT / "benchmarks" / "results" / results
+    flag = " --shrunk" if shrunk else ""
+    assert match[1] == module.report_warmup(path, shrunk), (
+        f"doc/choosing.md's {tag} table differs from {results}; paste `python "
+        f"benchmarks/auto.py --report-warmup benchmarks/results/{results}{flag}` between "
+        "the markers"
+    )
+
+
 @pytest.mark.parametrize("name", sorted(_doc_module("figures").BLOCKS))
 def test_figures_match_the_benchmark_results(name):
     # the README's measured figures and the docs' compile times are doc/figures.py's
