@@ -134,6 +134,10 @@ def _method(name: str):
     if name.startswith("auto_warmup"):
         # the chains "auto" runs past NUTS's size, with another warm-up
         return MCLMC(**{**AUTO_MCLMC, "n_warmup": int(name[len("auto_warmup") :])})
+    if name.startswith("auto_modes"):
+        # the same chains from fewer optima, a chain in each
+        k = int(name[len("auto_modes") :])
+        return MCLMC(**{**AUTO_MCLMC, "n_modes": k, "n_chains": k})
     return special[name]() if name in special else name
 
 
@@ -287,8 +291,11 @@ def report_warmup(path: str, shrunk: bool = False) -> str:
 
 
 def _method_name(name: str) -> str:
-    """``--methods``'s type: a name of ``METHODS``, or ``auto_warmupN``."""
-    if name in METHODS or (name.startswith("auto_warmup") and name[11:].isdigit()):
+    """``--methods``'s type: a name of ``METHODS``, ``auto_warmupN`` or ``auto_modesK``."""
+    for prefix in ("auto_warmup", "auto_modes"):
+        if name.startswith(prefix) and name[len(prefix) :].isdigit():
+            return name
+    if name in METHODS:
         return name
     raise argparse.ArgumentTypeError(f"unknown method {name!r}")
 
@@ -300,8 +307,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, nargs="+", default=[10_000, 25_000])
     parser.add_argument("--networks", nargs="+", default=list(NETWORKS), choices=NETWORKS)
     parser.add_argument("--methods", nargs="+", default=list(METHODS), type=_method_name,
-                        help=f"{', '.join(METHODS)}, or auto_warmupN: \"auto\"'s chains "
-                        "with N warm-up steps")  # fmt: skip
+                        help=f"{', '.join(METHODS)}, auto_warmupN (\"auto\"'s chains with N "
+                        "warm-up steps) or auto_modesK (from K optima)")  # fmt: skip
     parser.add_argument("--test-rows", type=int, default=3_000)
     parser.add_argument("--n-jobs", type=int, default=2, help="the estimator's n_jobs")
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
