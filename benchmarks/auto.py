@@ -131,14 +131,20 @@ def _method(name: str):
                # longer steps of bde's energy variance (the settings defaults.py runs)
                "mclmc_modes8": lambda: MCLMC(**MCLMC_MODES["mclmc8"]),
                "mclmc_modes8_long": lambda: MCLMC(**MCLMC_MODES["mclmc8_long"])}  # fmt: skip
-    if name.startswith("auto_warmup"):
-        # the chains "auto" runs past NUTS's size, with another warm-up
-        return MCLMC(**{**AUTO_MCLMC, "n_warmup": int(name[len("auto_warmup") :])})
-    if name.startswith("auto_modes"):
-        # the same chains from fewer optima, a chain in each
-        k = int(name[len("auto_modes") :])
-        return MCLMC(**{**AUTO_MCLMC, "n_modes": k, "n_chains": k})
+    knobs = _variant(name)
+    if knobs is not None:
+        return MCLMC(**{**AUTO_MCLMC, **knobs})
     return special[name]() if name in special else name
+
+
+def _variant(name: str) -> dict | None:
+    """The knobs ``auto_warmupN`` (``"auto"``'s chains with N warm-up steps) or
+    ``auto_modesK`` (from K optima, a chain in each) change in ``AUTO_MCLMC``; None for
+    another name."""
+    for prefix, knobs in (("auto_warmup", ("n_warmup",)), ("auto_modes", ("n_modes", "n_chains"))):
+        if name.startswith(prefix) and name[len(prefix) :].isdigit():
+            return dict.fromkeys(knobs, int(name[len(prefix) :]))
+    return None
 
 
 def cell(data: str, rows: int, network: str, name: str, test_rows: int, n_jobs: int = 2):
@@ -225,7 +231,7 @@ def _warmup_steps(record: dict, ensemble: dict) -> int | None:
     """The chains' warm-up steps of a line, or None where ``"auto"`` ran the ensemble."""
     if record["method"] == "auto":
         return None if record["test_ll"] == ensemble["test_ll"] else AUTO_MCLMC["n_warmup"]
-    return int(record["method"][len("auto_warmup") :])
+    return _variant(record["method"])["n_warmup"]
 
 
 def _chains(record: dict, steps: int | None = None) -> str:
@@ -292,10 +298,7 @@ def report_warmup(path: str, shrunk: bool = False) -> str:
 
 def _method_name(name: str) -> str:
     """``--methods``'s type: a name of ``METHODS``, ``auto_warmupN`` or ``auto_modesK``."""
-    for prefix in ("auto_warmup", "auto_modes"):
-        if name.startswith(prefix) and name[len(prefix) :].isdigit():
-            return name
-    if name in METHODS:
+    if name in METHODS or _variant(name) is not None:
         return name
     raise argparse.ArgumentTypeError(f"unknown method {name!r}")
 
