@@ -32,6 +32,23 @@ def _methods_table():
     return _doc_module("methods_table")
 
 
+def _benchmark(monkeypatch, name, module_name):
+    """``benchmarks/<name>.py`` as a module, its sibling modules importable."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(module_name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _marked_table(page, tag):
+    """The text between ``<!-- {tag}-table:start -->`` and its end marker in doc/<page>."""
+    text = (DOC / page).read_text()
+    match = re.search(f"<!-- {tag}-table:start -->\n(.*?)<!-- {tag}-table:end -->", text, re.S)
+    assert match, f"doc/{page} lost its {tag}-table markers"
+    return match[1]
+
+
 def test_choosing_table_matches_the_benchmark_results():
     # doc/choosing.md's cost-against-fidelity table is rendered from benchmarks/results
     table = _doc_module("choosing_table")
@@ -46,13 +63,7 @@ def test_choosing_table_matches_the_benchmark_results():
 def test_architecture_tables_match_the_benchmark_results(monkeypatch):
     # doc/choosing.md's architecture-selection tables are benchmarks/architecture.py's report
     # of its results file
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(
-        "architecture", ROOT / "benchmarks" / "architecture.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    text = (DOC / "choosing.md").read_text()
+    module = _benchmark(monkeypatch, "architecture", "architecture")
     results = ROOT / "benchmarks" / "results" / "architecture.jsonl"
     seeds = ROOT / "benchmarks" / "results" / "architecture_seeds.jsonl"
     ensemble = ROOT / "benchmarks" / "results" / "uci_ensemble.jsonl"
@@ -72,9 +83,7 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
          "--ensemble benchmarks/results/uci_ensemble.jsonl"),
     ]  # fmt: skip
     for tag, table, command in tables:
-        match = re.search(f"<!-- {tag}-table:start -->\n(.*?)<!-- {tag}-table:end -->", text, re.S)
-        assert match, f"doc/choosing.md lost its {tag}-table markers"
-        assert match[1] == table, (
+        assert _marked_table("choosing.md", tag) == table, (
             f"doc/choosing.md's {tag} table differs from its results file; paste "
             f"`python benchmarks/architecture.py {command}` between the markers"
         )
@@ -84,17 +93,9 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
 def test_benchmark_table_matches_the_benchmark_results(monkeypatch, name):
     # doc/<name>.md's table is benchmarks/<name>.py's report of its results file (reading
     # the file needs neither MAPIE nor a fit)
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(
-        f"{name}_benchmark", ROOT / "benchmarks" / f"{name}.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    text = (DOC / f"{name}.md").read_text()
-    match = re.search(rf"<!-- {name}-table:start -->\n(.*?)<!-- {name}-table:end -->", text, re.S)
-    assert match, f"doc/{name}.md lost its {name}-table markers"
+    module = _benchmark(monkeypatch, name, f"{name}_benchmark")
     results = ROOT / "benchmarks" / "results" / f"{name}.jsonl"
-    assert match[1] == module.report(results), (
+    assert _marked_table(f"{name}.md", name) == module.report(results), (
         f"doc/{name}.md's table differs from {results.name}; paste `python "
         f"benchmarks/{name}.py --report benchmarks/results/{name}.jsonl` between the markers"
     )
@@ -107,16 +108,10 @@ def test_benchmark_table_matches_the_benchmark_results(monkeypatch, name):
 def test_auto_warmup_tables_match_the_benchmark_results(monkeypatch, tag, results, shrunk):
     # doc/choosing.md's tables of "auto"'s chains by warm-up are benchmarks/auto.py's
     # report of its results files (reading JSON lines, no fit)
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("auto_benchmark", ROOT / "benchmarks" / "auto.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    text = (DOC / "choosing.md").read_text()
-    match = re.search(f"<!-- {tag}-table:start -->\n(.*?)<!-- {tag}-table:end -->", text, re.S)
-    assert match, f"doc/choosing.md lost its {tag}-table markers"
+    module = _benchmark(monkeypatch, "auto", "auto_benchmark")
     path = ROOT / "benchmarks" / "results" / results
     flag = " --shrunk" if shrunk else ""
-    assert match[1] == module.report_warmup(path, shrunk), (
+    assert _marked_table("choosing.md", tag) == module.report_warmup(path, shrunk), (
         f"doc/choosing.md's {tag} table differs from {results}; paste `python "
         f"benchmarks/auto.py --report-warmup benchmarks/results/{results}{flag}` between "
         "the markers"
