@@ -468,6 +468,18 @@ def report(path, peer: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the compact report's heading of each metric
+METRIC_TITLES = {
+    "test_ll": "Test log-likelihood, nats per point (higher is better)",
+    "rmse": "Test RMSE (lower is better)",
+    "coverage_90": "Coverage of the 90 % interval",
+    "width_90": "Mean width of the 90 % interval",
+    "fit_time": "Fit time, wall seconds (bde: with its JIT; the lines' `conditions`)",
+    "ll_discrete": "Log probability of [y - 0.5, y + 0.5] (integer targets)",
+    "ll_jitter": "Log density at y + U(-0.5, 0.5) (integer targets)",
+}
+
+
 def compact_report(path: str, metrics=("test_ll", "rmse", "coverage_90", "width_90",
                                        "fit_time", "ll_discrete", "ll_jitter")) -> str:  # fmt: skip
     """One markdown table per metric, one row per dataset: each label's mean ± standard
@@ -482,7 +494,8 @@ def compact_report(path: str, metrics=("test_ll", "rmse", "coverage_90", "width_
     lines = []
     for metric in metrics:
         head = labels + ([f"{peer} − {lab}" for lab in ours] if peer else [])
-        lines += [f"\n{metric}\n", "| dataset | splits | " + " | ".join(head) + " |",
+        lines += [f"\n**{METRIC_TITLES.get(metric, metric)}**\n",
+                  "| dataset | splits | " + " | ".join(head) + " |",
                   "|---|---|" + "---|" * len(head)]  # fmt: skip
         for dataset in [d for d in DATASETS if d in by] + sorted(set(by) - set(DATASETS)):
             runs = by[dataset]
@@ -494,6 +507,90 @@ def compact_report(path: str, metrics=("test_ll", "rmse", "coverage_90", "width_
                 cells += [_mean_se([runs[peer][s][metric] - runs[lab][s][metric]
                                     for s in common]) for lab in ours]  # fmt: skip
             lines.append(f"| {dataset} | {len(common)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _by_split(paths, peer: bool) -> dict:
+    """The lines of ``paths`` by (dataset, split): bde's, or else those of the one skbnn
+    label they hold."""
+    rows = [r for r in _read(paths) if r["label"].startswith("bde:") == peer]
+    labels = {r["label"] for r in rows}
+    if len(labels) != 1:
+        raise ValueError(f"{paths} hold {len(labels)} such labels, not one: {sorted(labels)}")
+    return {(r["dataset"], r["split"]): r for r in rows}
+
+
+def _signed_mean_se(a, bold: bool = True) -> str:
+    """``+m ± se``, in bold where the mean is more than two standard errors from 0."""
+    a = np.asarray(a, dtype=float)
+    mean, se = a.mean(), a.std(ddof=1) / np.sqrt(a.size)
+    cell = f"{mean:+.3f} ± {se:.3f}"
+    return f"**{cell}**" if bold and abs(mean) > 2 * se else cell
+
+
+def route_report(peer_paths, route_paths, baseline_paths=None) -> str:
+    """One markdown table, a column per dataset: a route's (one skbnn label's) mean test
+    log-likelihood, its difference from bde paired by split (mean ± standard error, in
+    bold past two of them; the median and the splits it wins), from a baseline's (another
+    skbnn label, paired), its RMSE and 90 % coverage against bde's, and the share of its
+    fits that warned. A dataset of integer targets (wine) is scored by ``ll_discrete``,
+    its log probability of ``[y - 0.5, y + 0.5]``, and comes last."""
+    peer, route = _by_split(peer_paths, True), _by_split(route_paths, False)
+    base = _by_split(baseline_paths, False) if baseline_paths else None
+    sets = [d for d in DATASETS if any(k[0] == d for k in route)]
+    sets.sort(key=lambda d: any("ll_discrete" in r for k, r in route.items() if k[0] == d))
+    head, cells = [], {}
+    for d in sets:
+        discrete = any("ll_discrete" in r for k, r in route.items() if k[0] == d)
+        ll = "ll_discrete" if discrete else "test_ll"
+        head.append(f"{d} (discrete)" if discrete else d)
+        keys = sorted(k for k in route if k[0] == d and k in peer)
+        ours = np.array([route[k][ll] for k in keys])
+        diff = ours - np.array([peer[k][ll] for k in keys])
+        col = {
+            "test LL": f"{ours.mean():.3f}",
+            "− bde": _signed_mean_se(diff),
+            "− bde, median (wins)": f"{np.median(diff):+.3f} ({int((diff > 0).sum())})",
+        }
+        if base is not None:
+            both = sorted(k for k in keys if k in base)
+            col["− the baseline, paired"] = _signed_mean_se(
+                [route[k][ll] - base[k][ll] for k in both], bold=False
+            )
+        rmse = [route[k]["rmse"] - peer[k]["rmse"] for k in keys]
+        cover = [route[k]["coverage_90"] for k in keys]
+        cover_diff = [route[k]["coverage_90"] - peer[k]["coverage_90"] for k in keys]
+        col["RMSE − bde"] = _signed_mean_se(rmse, bold=False)
+        col["90 % coverage (− bde)"] = (
+            f"{np.mean(cover):.3f} ({_signed_mean_se(cover_diff, bold=False)})"
+        )
+        warned = np.mean([bool(route[k].get("convergence_warning")) for k in keys])
+        col["fits that warned"] = f"{100 * warned:.0f} %"
+        col["splits"] = str(len(keys))
+        cells[d] = col
+    rows = list(cells[sets[0]])
+    lines = ["| | " + " | ".join(head) + " |", "|---|" + "---|" * len(head)]
+    lines += [f"| {row} | " + " | ".join(cells[d][row] for d in sets) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def times_report(paths) -> str:
+    """One markdown row per (dataset, split) of a run of bde and one skbnn route in one
+    process: both fit times and test log-likelihoods, the route's first stage (``init``)
+    time, and the ratio of the fit times."""
+    peer, route = _by_split(paths, True), _by_split(paths, False)
+    lines = ["| split | bde fit s | bde LL | route fit s (first stage) | route LL | route / bde |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    order = {d: i for i, d in enumerate(DATASETS)}
+    for key in sorted((k for k in route if k in peer), key=lambda k: (order.get(k[0], 99), k)):
+        b, r = peer[key], route[key]
+        stage = r.get("diagnostics", {}).get("init_time")
+        first = f" ({stage:.1f})" if stage is not None else ""
+        lines.append(
+            f"| {key[0]}, {key[1]} | {b['fit_time']:.1f} | {b['test_ll']:.3f} | "
+            f"{r['fit_time']:.1f}{first} | {r['test_ll']:.3f} | "
+            f"{r['fit_time'] / b['fit_time']:.2f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -562,14 +659,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--compact", action="store_true", help="with --report: per metric")
     parser.add_argument("--paired", default=None, metavar="METRIC",
                         help="with --report: each method against the peer on METRIC")  # fmt: skip
+    parser.add_argument("--route", nargs="+", default=None, metavar="FILE",
+                        help="with --report (bde's lines): one route's table")  # fmt: skip
+    parser.add_argument("--baseline", nargs="+", default=None, metavar="FILE",
+                        help="with --route: another route, paired")  # fmt: skip
+    parser.add_argument("--times", action="store_true",
+                        help="with --report: bde and one route, fit by fit")  # fmt: skip
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else list(argv)
     args.estimator_params = json.loads(args.skbnn_params) if args.skbnn_params else {}
     if args.report:
-        if args.paired:
+        if args.route:
+            print(route_report(args.report, args.route, args.baseline), end="")
+        elif args.times:
+            print(times_report(args.report), end="")
+        elif args.paired:
             print(paired_report(args.report, args.paired))
         else:
-            print(compact_report(args.report) if args.compact else report(args.report))
+            print(compact_report(args.report) if args.compact else report(args.report), end="")
         return
     if args.n_jobs is None:
         args.n_jobs = len(os.sched_getaffinity(0))

@@ -118,6 +118,29 @@ def test_auto_warmup_tables_match_the_benchmark_results(monkeypatch, tag, result
     )
 
 
+@pytest.mark.parametrize(
+    ("tag", "report", "files", "flags"),
+    [
+        ("bde-results", "compact_report", ["bde.jsonl"], "--compact"),
+        ("bde-route", "route_report",
+         ["bde.jsonl", "bde_student_t_route.jsonl", "bde_route_api.jsonl"],
+         "--route benchmarks/results/bde_student_t_route.jsonl "
+         "--baseline benchmarks/results/bde_route_api.jsonl"),
+        ("bde-times", "times_report", ["bde_student_t_time.jsonl"], "--times"),
+    ],
+)  # fmt: skip
+def test_bde_tables_match_the_benchmark_results(monkeypatch, tag, report, files, flags):
+    # doc/samplers.md's tables against bde (issue 74's measure) are benchmarks/bde.py's
+    # reports of its results files (reading JSON lines: neither bde nor a fit)
+    module = _benchmark(monkeypatch, "bde", "bde_benchmark")
+    paths = [ROOT / "benchmarks" / "results" / name for name in files]
+    assert _marked_table("samplers.md", tag) == getattr(module, report)(*paths), (
+        f"doc/samplers.md's {tag} table differs from its results files; paste `python "
+        f"benchmarks/bde.py --report benchmarks/results/{files[0]} {flags}` between the "
+        "markers"
+    )
+
+
 @pytest.mark.parametrize("name", sorted(_doc_module("figures").BLOCKS))
 def test_figures_match_the_benchmark_results(name):
     # the README's measured figures and the docs' compile times are doc/figures.py's
