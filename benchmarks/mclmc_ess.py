@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--report", default=None, help="print the table of this file")
     args = parser.parse_args(argv)
     if args.report:
-        print(report(args.report))
+        print(report(args.report), end="")
         return
     emit = emitter(args.out)
     info = provenance("mclmc_ess.py", argv)

@@ -135,10 +135,11 @@ def _judged_warning(record: dict, equal: bool = False) -> bool:
     return bool(worst > RHAT_WARN or sum(record["divergences_per_mode"]) > 0)
 
 
-def report(path: str) -> None:
-    """Per set, over the splits every route finished: mean +- standard error of the test
-    log-likelihood (a multi-mode route stacked, and with equal weights), the paired
-    difference from the default, the fits that warn, and the median fit time."""
+def report(path: str) -> str:
+    """A markdown table: per set, over the splits every route finished, mean +- standard
+    error of the test log-likelihood (a multi-mode route stacked, and with equal weights),
+    the paired difference from the default, the fits that warn, and the median fit
+    time."""
     import json
     from collections import defaultdict
 
@@ -147,8 +148,8 @@ def report(path: str) -> None:
     for r in rows:
         by[r["dataset"], r["split"]][r["route"]] = r
     routes = sorted({r["route"] for r in rows}, key=lambda x: (x != "default", x))
-    print("| set | splits | route | test LL | paired vs default | warned | median time |")
-    print("|---|---|---|---|---|---|---|")
+    lines = ["| set | splits | route | test LL | paired vs default | warned | median time |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         done = sorted(s for (d, s), v in by.items() if d == dataset and len(v) == len(routes))
         if not done:
@@ -168,10 +169,11 @@ def report(path: str) -> None:
                 paired = "" if route == "default" else f"{diff.mean():+.3f} +- {dse:.3f}"
                 warned = sum(_judged_warning(f, label == " equal") for f in fits)
                 times = np.median([f["fit_time"] for f in fits])
-                print(
+                lines.append(
                     f"| {dataset} | {len(done)} | {route}{label} | {ll.mean():.3f} +- "
                     f"{se:.3f} | {paired} | {warned} / {len(fits)} | {times:.0f} s |"
                 )
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> None:
@@ -186,7 +188,7 @@ def main(argv=None) -> None:
     parser.add_argument("--report", default=None, help="print the table of a results file")
     args = parser.parse_args(argv)
     if args.report:
-        report(args.report)
+        print(report(args.report), end="")
         return
     emit = emitter(args.out)
     common = {"benchmark": "modes", **provenance("modes.py", argv)}

@@ -89,15 +89,24 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
         )
 
 
-@pytest.mark.parametrize("name", ["conformal", "shift"])
-def test_benchmark_table_matches_the_benchmark_results(monkeypatch, name):
-    # doc/<name>.md's table is benchmarks/<name>.py's report of its results file (reading
-    # the file needs neither MAPIE nor a fit)
+@pytest.mark.parametrize(
+    ("page", "name", "results", "flags"),
+    [
+        ("conformal.md", "conformal", "conformal.jsonl", ""),
+        ("shift.md", "shift", "shift.jsonl", ""),
+        ("samplers.md", "modes", "modes.jsonl", ""),
+        ("samplers.md", "mclmc_ess", "mclmc_ess_blackjax.jsonl", ""),
+    ],
+)
+def test_benchmark_table_matches_the_benchmark_results(monkeypatch, page, name, results, flags):
+    # the page's table is benchmarks/<name>.py's report of its results file (reading the
+    # file needs neither MAPIE nor a fit)
     module = _benchmark(monkeypatch, name, f"{name}_benchmark")
-    results = ROOT / "benchmarks" / "results" / f"{name}.jsonl"
-    assert _marked_table(f"{name}.md", name) == module.report(results), (
-        f"doc/{name}.md's table differs from {results.name}; paste `python "
-        f"benchmarks/{name}.py --report benchmarks/results/{name}.jsonl` between the markers"
+    path = ROOT / "benchmarks" / "results" / results
+    assert _marked_table(page, name) == module.report(path), (
+        f"doc/{page}'s {name} table differs from {results}; paste `python "
+        f"benchmarks/{name}.py{flags} --report benchmarks/results/{results}` between the "
+        "markers"
     )
 
 
