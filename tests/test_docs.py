@@ -94,6 +94,7 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
     [
         ("conformal.md", "conformal", "conformal.jsonl", ""),
         ("shift.md", "shift", "shift.jsonl", ""),
+        ("defaults.md", "defaults", "defaults_methods.jsonl", " --suite methods"),
         ("samplers.md", "modes", "modes.jsonl", ""),
         ("samplers.md", "mclmc_ess", "mclmc_ess_blackjax.jsonl", ""),
     ],
