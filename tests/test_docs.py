@@ -95,6 +95,7 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
         ("conformal.md", "conformal", "conformal.jsonl", ""),
         ("shift.md", "shift", "shift.jsonl", ""),
         ("defaults.md", "defaults", "defaults_methods.jsonl", " --suite methods"),
+        ("choosing.md", "auto", "auto.jsonl", ""),
         ("samplers.md", "modes", "modes.jsonl", ""),
         ("samplers.md", "mclmc_ess", "mclmc_ess_blackjax.jsonl", ""),
     ],
