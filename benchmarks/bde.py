@@ -674,7 +674,7 @@ def main(argv: list[str] | None = None) -> None:
         elif args.times:
             print(times_report(args.report), end="")
         elif args.paired:
-            print(paired_report(args.report, args.paired))
+            print(paired_report(args.report, args.paired), end="")
         else:
             print(compact_report(args.report) if args.compact else report(args.report), end="")
         return
