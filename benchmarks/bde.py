@@ -574,6 +574,20 @@ def route_report(peer_paths, route_paths, baseline_paths=None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def fits_report(paths) -> str:
+    """One markdown row per fit, in file order: its label and split, fit time, test
+    log-likelihood, RMSE, 90 % coverage and whether it warned."""
+    lines = ["| method | split | fit s | test LL | RMSE | 90 % coverage | warned |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in _read(paths):
+        warned = {None: "", False: "no", True: "yes"}[r.get("convergence_warning")]
+        lines.append(
+            f"| {r['label']} | {r['split']} | {r['fit_time']:.1f} | {r['test_ll']:.3f} | "
+            f"{r['rmse']:.4f} | {r['coverage_90']:.3f} | {warned} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def times_report(paths) -> str:
     """One markdown row per (dataset, split) of a run of bde and one skbnn route in one
     process: both fit times and test log-likelihoods, the route's first stage (``init``)
@@ -665,6 +679,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="with --route: another route, paired")  # fmt: skip
     parser.add_argument("--times", action="store_true",
                         help="with --report: bde and one route, fit by fit")  # fmt: skip
+    parser.add_argument("--fits", action="store_true", help="with --report: a row per fit")
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else list(argv)
     args.estimator_params = json.loads(args.skbnn_params) if args.skbnn_params else {}
@@ -673,6 +688,8 @@ def main(argv: list[str] | None = None) -> None:
             print(route_report(args.report, args.route, args.baseline), end="")
         elif args.times:
             print(times_report(args.report), end="")
+        elif args.fits:
+            print(fits_report(args.report), end="")
         elif args.paired:
             print(paired_report(args.report, args.paired), end="")
         else:
