@@ -181,15 +181,16 @@ def _label(r: dict) -> str:
 def report(path: str) -> str:
     """A markdown table per dataset and split: each sampler's bulk ESS (log-likelihood,
     and the least of the monitored outputs) per 10^4 sampling gradients, R-hat of the
-    log-likelihood, and the ESS per gradient over NUTS's of the same split."""
+    log-likelihood, the ESS per gradient over NUTS's of the same split, and the test
+    log-likelihood per row."""
     from pathlib import Path
 
     rows = [json.loads(s) for s in Path(path).read_text().splitlines() if s.strip()]
     nuts = {(r["dataset"], r["split"]): r for r in rows if r["sampler"] == "nuts"}
     lines = [
         "| dataset | split | sampler | sampling gradients | ESS log-lik | ESS / 10^4 grad, "
-        "log-lik | outputs (least) | x NUTS, log-lik | outputs | R-hat log-lik |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "log-lik | outputs (least) | x NUTS, log-lik | outputs | R-hat log-lik | test LL |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ref = nuts.get((r["dataset"], r["split"]))
@@ -202,10 +203,12 @@ def report(path: str) -> str:
             if ref
             else ["", ""]
         )
+        # BlackJAX's chains are not turned into a predictive: no test log-likelihood
+        test = f"{r['test_ll']:.3f}" if "test_ll" in r else ""
         lines.append(
             f"| {r['dataset']} | {r['split']} | {_label(r)} | {r['grad_evals_sampling']:,} | "
             f"{r['ess_bulk_loglik']:.0f} | {1e4 * ll:.2f} | {1e4 * out:.2f} | "
-            f"{ratio[0]} | {ratio[1]} | {r['rhat_loglik']:.3f} |"
+            f"{ratio[0]} | {ratio[1]} | {r['rhat_loglik']:.3f} | {test} |"
         )
     return "\n".join(lines) + "\n"
 
