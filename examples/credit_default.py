@@ -175,6 +175,44 @@ def _summary(rows: list[dict], key: str) -> str:
     return f"{v.mean():.3f} +- {v.std(ddof=1) / np.sqrt(v.size):.3f}"
 
 
+#: the published study's figures (PyMC3's NUTS on one subsample of 400 clients)
+PUBLISHED = [("published, PyMC3 NUTS (one subsample)", "0.539", "1234"),
+             ("published, hierarchical prior", "0.539", "3640"),
+             ("published, no hidden layer", "0.685", "")]  # fmt: skip
+
+
+def _seconds(x: float) -> str:
+    return f"{x:.1f}" if x >= 1 else f"{x:.2g}"
+
+
+def report(path: str | Path, part: int | None = None) -> str:
+    """doc/credit_default.md's tables from a ``--json`` file: part 1, per model, the mean
+    +- standard error over the subsamples, with the published figures; part 2, the full
+    data's figures. Both, a blank line apart, unless ``part`` names one."""
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    part1: dict = {}
+    for r in rows:
+        if r["part"] == "subsample":
+            part1.setdefault(r["model"], []).append(r)
+    first = ["| model | test cross-entropy | accuracy | seconds per fit | R-hat of the "
+             "log-likelihood |", "|---|---|---|---|---|"]  # fmt: skip
+    for name, fits in part1.items():
+        rhat = [r["rhat_loglik"] for r in fits if "rhat_loglik" in r]
+        span = f"{min(rhat):.3f}-{max(rhat):.3f}" if rhat else ""
+        seconds = _seconds(float(np.mean([r["seconds"] for r in fits])))
+        first.append(f"| {name} | {_summary(fits, 'cross_entropy')} | "
+                     f"{_summary(fits, 'accuracy')} | {seconds} | {span} |")  # fmt: skip
+    first += [f"| {name} | {ce} | | {sec} | |" for name, ce, sec in PUBLISHED]
+    second = ["| model | test cross-entropy | accuracy | expected calibration error | "
+              "seconds | R-hat of the log-likelihood |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in (r for r in rows if r["part"] == "full"):
+        rhat = f"{r['rhat_loglik']:.3f}" if "rhat_loglik" in r else ""
+        second.append(f"| {r['model']} | {r['cross_entropy']:.4f} | {r['accuracy']:.4f} | "
+                      f"{r['ece']:.3f} | {_seconds(r['seconds'])} | {rhat} |")  # fmt: skip
+    tables = {1: "\n".join(first) + "\n", 2: "\n".join(second) + "\n"}
+    return tables[part] if part else tables[1] + "\n" + tables[2]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA)
@@ -183,7 +221,11 @@ def main() -> None:
     parser.add_argument("--n-jobs", type=int, default=-1)
     parser.add_argument("--out", default="credit_default.png", help="the figure")
     parser.add_argument("--json", default=None, help="append the figures as JSON lines here")
+    parser.add_argument("--report", default=None, help="print the tables of a --json file")
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report), end="")
+        return
 
     X, y = load(args.data_dir)
     print(f"{len(y)} clients, {X.shape[1]} features, {y.mean():.1%} defaults\n")

@@ -132,6 +132,22 @@ def test_auto_warmup_tables_match_the_benchmark_results(monkeypatch, tag, result
     )
 
 
+@pytest.mark.parametrize("part", [1, 2])
+def test_credit_default_tables_match_the_example_results(part):
+    # doc/credit_default.md's tables of parts 1 and 2 are the example's report of its JSON
+    # lines (part 4's curve needs the probabilities, which the lines do not keep)
+    import runpy
+
+    module = runpy.run_path(str(ROOT / "examples" / "credit_default.py"))
+    path = ROOT / "benchmarks" / "results" / "credit_default.jsonl"
+    assert _marked_table("credit_default.md", f"credit-part{part}") == module["report"](
+        path, part
+    ), (
+        "doc/credit_default.md's tables differ from credit_default.jsonl; paste `python "
+        "examples/credit_default.py --report benchmarks/results/credit_default.jsonl`"
+    )
+
+
 _BDE = "--report benchmarks/results/bde.jsonl"
 
 
