@@ -5,9 +5,11 @@ fixed at 0.5 on the standardized target (``--noise inferred`` infers it), 3 chai
 cores. NUTS runs 1000 warm-up + 3000 draws per chain at target_accept 0.9, HMC the same
 iterations. MALA and adaptive Metropolis get NUTS's budget of gradient (log-density)
 evaluations: a quarter as warm-up, the rest thinned to 1000 kept draws per chain. Prints
-one JSON line per sampler, then a markdown table (``--markdown``)::
+one JSON line per sampler, then a markdown table (``--markdown``); ``--report FILE``
+prints the tables of a file of such lines::
 
     python benchmarks/mcmc_family.py [--data-dir DIR] [--noise fixed|inferred] [--markdown]
+    python benchmarks/mcmc_family.py --report benchmarks/results/mcmc_family.jsonl
 """
 
 from __future__ import annotations
@@ -20,7 +22,36 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _uci import load_split, machine, standardize  # noqa: E402
+from _uci import load_split, provenance, standardize  # noqa: E402
+
+
+def table(records: list[dict]) -> str:
+    """A markdown table of the samplers' lines: budget, sampling time, bulk ESS of the
+    log-likelihood (and per second), R-hat, whether the fit warned, and test figures."""
+    lines = ["| sampler | gradient (density) evals | wall (sampling) | bulk ESS loglik | "
+             "ESS/s | R-hat loglik / max | warned | test RMSE | test LPD |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in records:
+        lines.append(
+            f"| {r['method']} | {r['n_grad_evals'] / 1e6:.2f}M | "
+            f"{r['wall_time_s'] - r['compile_time_s']:.1f} s | {r['ess_bulk_loglik']:.0f} | "
+            f"{r['ess_bulk_loglik_per_s']:.2f} | {r['rhat_loglik']:.3f} / {r['max_rhat']:.3f}"
+            f" | {'yes' if r['warned'] else 'no'} | {r['test_rmse']:.2f} | "
+            f"{r['test_lpd']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def report(path, noise: str | None = None) -> str:
+    """The tables of a results file, one per noise setting (``noise`` names one), each of
+    the last line per sampler."""
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    out = []
+    for setting in dict.fromkeys(r["noise"] for r in rows):
+        if noise in (None, setting):
+            last = {r["method"]: r for r in rows if r["noise"] == setting}
+            out.append(table(list(last.values())))
+    return "\n".join(out)
 
 
 def main() -> None:
@@ -31,7 +62,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--markdown", action="store_true", help="also print a markdown table")
+    parser.add_argument("--report", default=None, help="print the tables of a results file")
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report), end="")
+        return
 
     import warnings
 
@@ -86,7 +121,7 @@ def main() -> None:
             "test_lpd": round(log_predictive_scorer(reg, X_test, y_test), 4),
             "chains": chains,
             "n_jobs": args.n_jobs,
-            **machine(),
+            **provenance("mcmc_family.py", None),
         }
         print(json.dumps(record), flush=True)
         return record
@@ -102,17 +137,7 @@ def main() -> None:
 
     if args.markdown:
         print()
-        print("| sampler | gradient (density) evals | wall (sampling) | bulk ESS loglik | "
-              "ESS/s | R-hat loglik / max | warned | test RMSE | test LPD |")  # fmt: skip
-        print("|---|---|---|---|---|---|---|---|---|")
-        for r in records:
-            print(
-                f"| {r['method']} | {r['n_grad_evals'] / 1e6:.2f}M | "
-                f"{r['wall_time_s'] - r['compile_time_s']:.1f} s | {r['ess_bulk_loglik']:.0f} | "
-                f"{r['ess_bulk_loglik_per_s']:.2f} | {r['rhat_loglik']:.3f} / {r['max_rhat']:.3f}"
-                f" | {'yes' if r['warned'] else 'no'} | {r['test_rmse']:.2f} | "
-                f"{r['test_lpd']:.2f} |"
-            )
+        print(table(records), end="")
 
 
 if __name__ == "__main__":

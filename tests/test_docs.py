@@ -132,6 +132,17 @@ def test_auto_warmup_tables_match_the_benchmark_results(monkeypatch, tag, result
     )
 
 
+@pytest.mark.parametrize("noise", ["fixed", "inferred"])
+def test_sampler_family_tables_match_the_benchmark_results(monkeypatch, noise):
+    # doc/samplers.md's first tables are benchmarks/mcmc_family.py's report of its lines
+    module = _benchmark(monkeypatch, "mcmc_family", "mcmc_family_benchmark")
+    path = ROOT / "benchmarks" / "results" / "mcmc_family.jsonl"
+    assert _marked_table("samplers.md", f"mcmc-{noise}") == module.report(path, noise), (
+        "doc/samplers.md's sampler tables differ from mcmc_family.jsonl; paste `python "
+        "benchmarks/mcmc_family.py --report benchmarks/results/mcmc_family.jsonl`"
+    )
+
+
 @pytest.mark.parametrize("part", [1, 2])
 def test_credit_default_tables_match_the_example_results(part):
     # doc/credit_default.md's tables of parts 1 and 2 are the example's report of its JSON
