@@ -532,8 +532,9 @@ def route_report(peer_paths, route_paths, baseline_paths=None) -> str:
     """One markdown table, a column per dataset: a route's (one skbnn label's) mean test
     log-likelihood, its difference from bde paired by split (mean ± standard error, in
     bold past two of them; the median and the splits it wins), from a baseline's (another
-    skbnn label, paired), its RMSE and 90 % coverage against bde's, and the share of its
-    fits that warned. A dataset of integer targets (wine) is scored by ``ll_discrete``,
+    skbnn label, paired), its first stage's (a two-fit route's) against bde's, its RMSE
+    and 90 % coverage against bde's, the share of its fits that warned, and both mean fit
+    times. A dataset of integer targets (wine) is scored by ``ll_discrete``,
     its log probability of ``[y - 0.5, y + 0.5]``, and comes last."""
     peer, route = _by_split(peer_paths, True), _by_split(route_paths, False)
     base = _by_split(baseline_paths, False) if baseline_paths else None
@@ -557,6 +558,13 @@ def route_report(peer_paths, route_paths, baseline_paths=None) -> str:
             col["− the baseline, paired"] = _signed_mean_se(
                 [route[k][ll] - base[k][ll] for k in both], bold=False
             )
+        if all("first_stage" in route[k] for k in keys):
+            # a two-fit route (``a>b``) scored its first stage's predictive too
+            first = np.array([route[k]["first_stage"][ll] for k in keys])
+            stage = first - np.array([peer[k][ll] for k in keys])
+            col["first stage alone − bde (wins)"] = (
+                f"{_signed_mean_se(stage, bold=False)} ({int((stage > 0).sum())})"
+            )
         rmse = [route[k]["rmse"] - peer[k]["rmse"] for k in keys]
         cover = [route[k]["coverage_90"] for k in keys]
         cover_diff = [route[k]["coverage_90"] - peer[k]["coverage_90"] for k in keys]
@@ -566,6 +574,10 @@ def route_report(peer_paths, route_paths, baseline_paths=None) -> str:
         )
         warned = np.mean([bool(route[k].get("convergence_warning")) for k in keys])
         col["fits that warned"] = f"{100 * warned:.0f} %"
+        col["mean fit s (bde's)"] = (
+            f"{np.mean([route[k]['fit_time'] for k in keys]):.0f} "
+            f"({np.mean([peer[k]['fit_time'] for k in keys]):.0f})"
+        )
         col["splits"] = str(len(keys))
         cells[d] = col
     rows = list(cells[sets[0]])

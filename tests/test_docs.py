@@ -172,6 +172,7 @@ _BDE = "--report benchmarks/results/bde.jsonl"
         ("bde-route", f"{_BDE} --route benchmarks/results/bde_student_t_route.jsonl "
                       "--baseline benchmarks/results/bde_route_api.jsonl"),
         ("bde-times", "--report benchmarks/results/bde_student_t_time.jsonl --times"),
+        ("bde-two-stage", f"{_BDE} --route benchmarks/results/bde_two_stage.jsonl"),
         ("bde-diamonds", "--report benchmarks/results/bde_diamonds.jsonl --fits"),
     ],
 )  # fmt: skip
