@@ -32,10 +32,11 @@ def _methods_table():
     return _doc_module("methods_table")
 
 
-def _benchmark(monkeypatch, name, module_name):
-    """``benchmarks/<name>.py`` as a module, its sibling modules importable."""
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(module_name, ROOT / "benchmarks" / f"{name}.py")
+def _benchmark(monkeypatch, name, module_name, folder="benchmarks"):
+    """``<folder>/<name>.py`` (a benchmark, or an example) as a module, its sibling modules
+    importable."""
+    monkeypatch.syspath_prepend(str(ROOT / folder))
+    spec = importlib.util.spec_from_file_location(module_name, ROOT / folder / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -90,28 +91,40 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("page", "tag", "name", "results", "flags"),
+    # the page and its marker, the script (folder/name), its results file, the extra
+    # arguments of its report() for the part the marker holds, and the command's flags
+    ("page", "tag", "script", "results", "args", "flags"),
     [
-        ("conformal.md", "conformal", "conformal", "conformal.jsonl", ""),
-        ("shift.md", "shift", "shift", "shift.jsonl", ""),
-        ("defaults.md", "defaults", "defaults", "defaults_methods.jsonl", " --suite methods"),
-        ("choosing.md", "auto", "auto", "auto.jsonl", ""),
-        ("samplers.md", "modes", "modes", "modes.jsonl", ""),
-        ("samplers.md", "mclmc_ess", "mclmc_ess", "mclmc_ess_blackjax.jsonl", ""),
-        ("samplers.md", "mclmc_ess_one", "mclmc_ess", "mclmc_ess.jsonl", ""),
+        ("conformal.md", "conformal", "benchmarks/conformal", "conformal.jsonl", (), ""),
+        ("shift.md", "shift", "benchmarks/shift", "shift.jsonl", (), ""),
+        ("defaults.md", "defaults", "benchmarks/defaults", "defaults_methods.jsonl", (),
+         " --suite methods"),
+        ("choosing.md", "auto", "benchmarks/auto", "auto.jsonl", (), ""),
+        ("samplers.md", "modes", "benchmarks/modes", "modes.jsonl", (), ""),
+        ("samplers.md", "mclmc_ess", "benchmarks/mclmc_ess", "mclmc_ess_blackjax.jsonl", (), ""),
+        ("samplers.md", "mclmc_ess_one", "benchmarks/mclmc_ess", "mclmc_ess.jsonl", (), ""),
+        ("samplers.md", "mcmc-fixed", "benchmarks/mcmc_family", "mcmc_family.jsonl", ("fixed",),
+         ""),
+        ("samplers.md", "mcmc-inferred", "benchmarks/mcmc_family", "mcmc_family.jsonl",
+         ("inferred",), ""),
+        # part 4's curve needs the probabilities, which the lines do not keep
+        ("credit_default.md", "credit-part1", "examples/credit_default",
+         "credit_default.jsonl", (1,), ""),
+        ("credit_default.md", "credit-part2", "examples/credit_default",
+         "credit_default.jsonl", (2,), ""),
     ],
 )  # fmt: skip
 def test_benchmark_table_matches_the_benchmark_results(
-    monkeypatch, page, tag, name, results, flags
+    monkeypatch, page, tag, script, results, args, flags
 ):
-    # the page's table is benchmarks/<name>.py's report of its results file (reading the
-    # file needs neither MAPIE nor a fit)
-    module = _benchmark(monkeypatch, name, f"{name}_benchmark")
+    # the page's table is the script's report of its results file (reading the file needs
+    # neither MAPIE nor a fit)
+    folder, name = script.split("/")
+    module = _benchmark(monkeypatch, name, f"{name}_report", folder)
     path = ROOT / "benchmarks" / "results" / results
-    assert _marked_table(page, tag) == module.report(path), (
-        f"doc/{page}'s {tag} table differs from {results}; paste `python "
-        f"benchmarks/{name}.py{flags} --report benchmarks/results/{results}` between the "
-        "markers"
+    assert _marked_table(page, tag) == module.report(path, *args), (
+        f"doc/{page}'s {tag} table differs from {results}; paste (the part of) `python "
+        f"{script}.py{flags} --report benchmarks/results/{results}` between the markers"
     )
 
 
@@ -129,33 +142,6 @@ def test_auto_warmup_tables_match_the_benchmark_results(monkeypatch, tag, result
         f"doc/choosing.md's {tag} table differs from {results}; paste `python "
         f"benchmarks/auto.py --report-warmup benchmarks/results/{results}{flag}` between "
         "the markers"
-    )
-
-
-@pytest.mark.parametrize("noise", ["fixed", "inferred"])
-def test_sampler_family_tables_match_the_benchmark_results(monkeypatch, noise):
-    # doc/samplers.md's first tables are benchmarks/mcmc_family.py's report of its lines
-    module = _benchmark(monkeypatch, "mcmc_family", "mcmc_family_benchmark")
-    path = ROOT / "benchmarks" / "results" / "mcmc_family.jsonl"
-    assert _marked_table("samplers.md", f"mcmc-{noise}") == module.report(path, noise), (
-        "doc/samplers.md's sampler tables differ from mcmc_family.jsonl; paste `python "
-        "benchmarks/mcmc_family.py --report benchmarks/results/mcmc_family.jsonl`"
-    )
-
-
-@pytest.mark.parametrize("part", [1, 2])
-def test_credit_default_tables_match_the_example_results(part):
-    # doc/credit_default.md's tables of parts 1 and 2 are the example's report of its JSON
-    # lines (part 4's curve needs the probabilities, which the lines do not keep)
-    import runpy
-
-    module = runpy.run_path(str(ROOT / "examples" / "credit_default.py"))
-    path = ROOT / "benchmarks" / "results" / "credit_default.jsonl"
-    assert _marked_table("credit_default.md", f"credit-part{part}") == module["report"](
-        path, part
-    ), (
-        "doc/credit_default.md's tables differ from credit_default.jsonl; paste `python "
-        "examples/credit_default.py --report benchmarks/results/credit_default.jsonl`"
     )
 
 
