@@ -23,6 +23,12 @@ the process's peak memory. The summary lines give the min / median / max over se
         --out benchmarks/results/mnist.jsonl
     python benchmarks/mnist.py --methods vi ensemble laplace --out benchmarks/results/mnist.jsonl
     python benchmarks/mnist.py --rows 6000 --epochs 1 --methods meanfield   # a smoke run
+    python benchmarks/mnist.py --report benchmarks/results/mnist.jsonl \\
+        benchmarks/results/mnist_ensemble_whole_fit.jsonl   # doc/optimization.md's table
+
+``--report`` prints the table beside the talk's rows: per method, the latest full-size
+fit (250 epochs of all 60,000 images) of each seed, as min / median / max where there are
+several seeds, and the fit times of the same seed's earlier runs in parentheses.
 """
 
 from __future__ import annotations
@@ -47,6 +53,23 @@ from lbbnn_digits import median_model_scores, run  # noqa: E402
 METHODS = ("meanfield", "flow", "lowrank", "vi", "ensemble", "laplace")
 #: The talk's network.
 HIDDEN = (400, 600)
+#: The report's rows: each method's label (``{}``: its seeds), and the talk's row beside
+#: it (its label, posterior mean, model average, density and decisions at 0.95).
+REPORT_ROWS = {
+    "vi": ("VI, mean-field (skbnn, {})",
+           ("BNN, mean-field", "98.20 / 98.40 / 98.50", "98.20 / 98.30 / 98.50", "1.000",
+            "8,477 (99.99)")),
+    "meanfield": ("LBBNN, mean-field (skbnn, {})",
+                  ("LBBNN, mean-field", "98.00 / 98.11 / 98.25", "97.88 / 98.01 / 98.14",
+                   "0.092", "8,322 (99.99)")),
+    "flow": ("LBBNN, flow (skbnn, {})",
+             ("LBBNN, flow", "98.41 / 98.48 / 98.58", "98.41 / 98.51 / 98.55", "0.049", "")),
+    "lowrank": ("LBBNN, low-rank (skbnn, {}, rank 5)",
+                ("LBBNN, multivariate normal", "97.60 / 97.80 / 98.00",
+                 "97.60 / 97.80 / 97.90", "0.180", "7,818 (100.0)")),
+    "laplace": ("Kronecker Laplace, linearized (skbnn, {})", None),
+    "ensemble": ("Deep ensemble (skbnn, {}, 5 members)", None),
+}  # fmt: skip
 
 
 def make_method(name: str, epochs: int, batch_size: int, lr: float, predictive: str = "glm"):
@@ -90,6 +113,66 @@ def child(args) -> None:
     print(json.dumps(r))
 
 
+def _spread(values, fmt: str) -> str:
+    """One value, or min / median / max over seeds."""
+    if len(values) == 1:
+        return fmt.format(values[0])
+    middle = np.median(values).astype(type(values[0]))
+    return " / ".join(fmt.format(v) for v in (min(values), middle, max(values)))
+
+
+def _range(values, fmt: str) -> str:
+    lo, hi = fmt.format(min(values)), fmt.format(max(values))
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def _row(cells) -> str:
+    return "|" + "|".join(f" {c} " if c else " " for c in cells) + "|"
+
+
+def report(paths) -> str:
+    """doc/optimization.md's MNIST table of the fits in ``paths`` (results files, read in
+    order; a later line of a method and seed replaces an earlier one)."""
+    paths = [paths] if isinstance(paths, (str, Path)) else paths
+    lines = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines()]
+    fits = [r for r in lines if not r.get("summary") and "error" not in r
+            and r.get("rows") is None and r.get("epochs") == 250]  # fmt: skip
+    head = ("| method | posterior mean | model averaged | density | test log loss | "
+            "decisions at 0.95 (accuracy) | fit, min (earlier runs) | peak memory |")  # fmt: skip
+    out = [head, "|---|---|---|---|---|---|---|---|"]
+    for name, (label, talk) in REPORT_ROWS.items():
+        runs = [r for r in fits if r["method"] == name]
+        latest = list({r["seed"]: r for r in runs}.values())
+        if latest:
+            seeds = sorted(r["seed"] for r in latest)
+            seeds = f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}-{seeds[-1]}"
+            pct = [100 * r["accuracy_mean_network"] for r in latest
+                   if r["accuracy_mean_network"] is not None]  # fmt: skip
+            density = [r["density"] for r in latest]
+            decided = _spread([round(1e4 * r["decided_averaged"]) for r in latest], "{:,}")
+            right = _range([100 * r["decided_accuracy_averaged"] for r in latest], "{:.2f}")
+            minutes = _spread([r["fit_time"] / 60 for r in latest], "{:.0f}")
+            earlier = [r for r in runs if r not in latest]
+            if earlier:
+                minutes += " (" + ", ".join(f"{r['fit_time'] / 60:.0f}" for r in earlier) + ")"
+            memory = _range([r["peak_memory_mb"] / 1024 for r in latest], "{:.1f}")  # GiB
+            cells = [
+                label.format(seeds),
+                _spread(pct, "{:.2f}") if pct else "",
+                _spread([100 * r["accuracy_averaged"] for r in latest], "{:.2f}"),
+                _spread(density, "{:.3f}" if min(density) > 0.01 else "{:.4f}"),
+                _spread([r["log_loss"] for r in latest], "{:.3f}"),
+                f"{decided} ({right})",
+                minutes,
+                f"{memory} GiB",
+            ]
+            out.append(_row(cells))
+        if talk:
+            cells = [f"{talk[0]} (the talk)", *talk[1:4], "", talk[4], "", ""]
+            out.append(_row(cells))
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
@@ -108,7 +191,12 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true", help="skip the fits --out holds")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--report", nargs="+", default=None,
+                        help="print the table of these results files")  # fmt: skip
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report), end="")
+        return
     if args.child:
         child(args)
         return

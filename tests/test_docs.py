@@ -107,6 +107,8 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
          ""),
         ("samplers.md", "mcmc-inferred", "benchmarks/mcmc_family", "mcmc_family.jsonl",
          ("inferred",), ""),
+        ("optimization.md", "mnist", "benchmarks/mnist",
+         "mnist.jsonl mnist_ensemble_whole_fit.jsonl", (), ""),
         # part 4's curve needs the probabilities, which the lines do not keep
         ("credit_default.md", "credit-part1", "examples/credit_default",
          "credit_default.jsonl", (1,), ""),
@@ -117,14 +119,16 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
 def test_benchmark_table_matches_the_benchmark_results(
     monkeypatch, page, tag, script, results, args, flags
 ):
-    # the page's table is the script's report of its results file (reading the file needs
+    # the page's table is the script's report of its results files (reading them needs
     # neither MAPIE nor a fit)
     folder, name = script.split("/")
     module = _benchmark(monkeypatch, name, f"{name}_report", folder)
-    path = ROOT / "benchmarks" / "results" / results
-    assert _marked_table(page, tag) == module.report(path, *args), (
+    paths = [ROOT / "benchmarks" / "results" / r for r in results.split()]
+    report = module.report(paths[0] if len(paths) == 1 else paths, *args)
+    files = " ".join(f"benchmarks/results/{r}" for r in results.split())
+    assert _marked_table(page, tag) == report, (
         f"doc/{page}'s {tag} table differs from {results}; paste (the part of) `python "
-        f"{script}.py{flags} --report benchmarks/results/{results}` between the markers"
+        f"{script}.py{flags} --report {files}` between the markers"
     )
 
 
