@@ -11,11 +11,16 @@ and 1.0), the network's parameters and the warnings raised::
 
     python benchmarks/crossover.py --rows 10000 100000 --widths 25 100 \\
         --out benchmarks/results/crossover.jsonl
+    python benchmarks/crossover.py --report benchmarks/results/crossover.jsonl
+
+``--report`` prints doc/choosing.md's table: each cell's latest line, its fit time and
+test log-likelihood, the best of a row in bold, "(warns)" where the fit warned.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -27,6 +32,38 @@ from _uci import emitter, standardize  # noqa: E402
 from scale import provenance, timed_fit, warm_up  # noqa: E402
 
 METHODS = ("ensemble", "sghmc", "laplace_kron", "vi", "swag")
+
+
+#: The report's column of each method.
+LABELS = {"ensemble": "ensemble", "sghmc": "SGHMC", "laplace_kron": "Kronecker Laplace",
+          "vi": "VI", "swag": "SWAG"}  # fmt: skip
+
+
+def report(path) -> str:
+    """doc/choosing.md's table of a results file."""
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    latest = {(r["rows"], r["width"], r["method"]): r for r in lines}
+    names = [m for m in METHODS if any(k[2] == m for k in latest)]
+    out = ["| rows, width (parameters) | " + " | ".join(LABELS[m] for m in names) + " |",
+           "|---" * (len(names) + 1) + "|"]  # fmt: skip
+    for rows, width in dict.fromkeys(k[:2] for k in latest):
+        cells = [latest.get((rows, width, m)) for m in names]
+        fitted = [r for r in cells if r]
+        best = max(r["test_ll"] for r in fitted)
+        # the ensemble's network has a noise output per row, the others' one noise
+        sizes = sorted({r["n_params"] for r in fitted})
+        size = f"{sizes[0]:,}" if len(sizes) == 1 else f"{sizes[0]:,}-{sizes[-1]:,}"
+        row = [f"10^{len(str(rows)) - 1}, {width} ({size})"]
+        for r in cells:
+            if r is None:
+                row.append("")
+                continue
+            ll = f"{r['test_ll']:.3f}"
+            ll = f"**{ll}**" if ll == f"{best:.3f}" else ll
+            seconds = f"{r['fit_time']:.0f}" if r["fit_time"] >= 100 else f"{r['fit_time']:.1f}"
+            row.append(f"{seconds} s, {ll}" + (" (warns)" if r["warnings"] else ""))
+        out.append("| " + " | ".join(row) + " |")
+    return "\n".join(out) + "\n"
 
 
 def _method(name: str):
@@ -72,7 +109,11 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--test-rows", type=int, default=10_000)
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
+    parser.add_argument("--report", default=None, help="print the table of a results file")
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report), end="")
+        return
     emit = emitter(args.out)
     info = provenance()
     for rows in args.rows:

@@ -44,6 +44,10 @@ Usage::
     python benchmarks/defaults.py --suite methods --only synthetic --synthetic friedman15000 \
         --methods lbbnn lbbnn_flow lbbnn_lowrank --out results.jsonl
     python benchmarks/defaults.py --suite priors --datasets iris wine --out results.jsonl
+    python benchmarks/defaults.py --suite priors --report benchmarks/results/defaults.jsonl
+
+``--suite priors --report FILE`` prints doc/user_guide.md's classification table of the
+priors (``--short``: doc/choosing.md's, without HistGradientBoosting and the times).
 
 The timings are wall times on a machine whose cores may be shared: compare them within one
 run.
@@ -611,8 +615,53 @@ def _mean_se(values) -> tuple[float, float]:
     return float(a.mean()), float(a.std(ddof=1) / np.sqrt(a.size)) if a.size > 1 else 0.0
 
 
-def report(path: str) -> str:
-    """The markdown tables of a methods-suite file (the last record of each fit wins)."""
+#: The priors suite's classification columns: model name, label.
+PRIOR_COLUMNS = {"logreg": "LogisticRegression", "hgb": "HistGradientBoosting",
+                 "bnn_gaussian": "`GaussianPrior()`",
+                 "bnn_gaussian_std3": "`GaussianPrior(std=3)`", "bnn_gaussian_std5": "`std=5`",
+                 "bnn_hierarchical": '`"hierarchical"`'}  # fmt: skip
+#: The shorter table's columns and labels.
+PRIOR_COLUMNS_SHORT = {"logreg": "LogisticRegression", "bnn_gaussian": "std=1",
+                       "bnn_gaussian_std3": "std=3", "bnn_gaussian_std5": "std=5",
+                       "bnn_hierarchical": "hierarchical"}  # fmt: skip
+
+
+def report_priors(path: str, short: bool = False) -> str:
+    """The priors suite's classification table: out-of-fold log loss (the last line of
+    each dataset and model wins), the row's best in bold, a network's summed fit time,
+    ``*`` where a ConvergenceWarning fired in some folds."""
+    last = {}
+    for line in open(path):
+        r = json.loads(line)
+        if r.get("task") == "classification" and "log_loss" in r:
+            last[(r["dataset"], r["model"])] = r
+    columns = PRIOR_COLUMNS_SHORT if short else PRIOR_COLUMNS
+    lines = ["| data | " + " | ".join(columns.values()) + " |", "|---" * (len(columns) + 1) + "|"]
+    for dataset in dict.fromkeys(d for d, _ in last):
+        fits = [last.get((dataset, m)) for m in columns]
+        best = min(f"{r['log_loss']:.3f}" for r in fits if r)
+        cells = []
+        for r in fits:
+            if r is None:
+                cells.append("")
+                continue
+            cell = f"{r['log_loss']:.3f}"
+            cell = f"**{cell}**" if cell == best else cell
+            if r["model"].startswith("bnn"):
+                cell += "" if short else f" ({r['fit_time']:.0f} s)"
+                cell += " *" if r.get("warnings") else ""
+            cells.append(cell)
+        some = next(r for r in fits if r)
+        name = f"{dataset} ({some['n_rows']} rows)" if some.get("subsample") else dataset
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def report(path: str, suite: str = "methods", short: bool = False) -> str:
+    """The markdown tables of a methods-suite file (the last record of each fit wins), or
+    of a priors-suite file (``suite="priors"``: :func:`report_priors`)."""
+    if suite == "priors":
+        return report_priors(path, short)
     records = {}
     for line in open(path):
         r = json.loads(line)
@@ -768,7 +817,9 @@ def _default_15000() -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=["methods", "priors"], default="priors")
-    parser.add_argument("--report", default=None, help="print the methods suite's tables")
+    parser.add_argument("--report", default=None, help="print the suite's tables of a file")
+    parser.add_argument("--short", action="store_true",
+                        help="priors suite: doc/choosing.md's shorter table")  # fmt: skip
     parser.add_argument("--datasets", nargs="+", default=[*CLASSIFICATION, *REGRESSION],
                         choices=[*CLASSIFICATION, *REGRESSION])  # fmt: skip
     parser.add_argument("--candidates", nargs="+", default=list(DEFAULT_CANDIDATES),
@@ -798,7 +849,7 @@ def main(argv: list[str] | None = None) -> None:
         _default_15000()
         return
     if args.report:
-        print(report(args.report), end="")
+        print(report(args.report, args.suite, args.short), end="")
         return
     if args.suite == "methods":
         common = {"benchmark": "defaults_methods", **provenance("defaults.py", argv)}
