@@ -46,8 +46,11 @@ Usage::
     python benchmarks/defaults.py --suite priors --datasets iris wine --out results.jsonl
     python benchmarks/defaults.py --suite priors --report benchmarks/results/defaults.jsonl
 
-``--suite priors --report FILE`` prints doc/user_guide.md's classification table of the
-priors (``--short``: doc/choosing.md's, without HistGradientBoosting and the times).
+``--pair FILE:METHOD[@COMMITS] FILE:METHOD[@COMMITS] --labels A B`` pairs two methods'
+UCI fits by split (of those commits, if named): doc/choosing.md's tables of MCLMC's
+chains against NUTS and the ensemble. ``--suite priors --report FILE`` prints
+doc/user_guide.md's classification table of the priors (``--short``: doc/choosing.md's,
+without HistGradientBoosting and the times).
 
 The timings are wall times on a machine whose cores may be shared: compare them within one
 run.
@@ -357,6 +360,8 @@ OPTIMIZATION = ("ensemble", "rms", "swag", "laplace", "vi", "lbbnn", "sghmc")
 #: Every method the diabetes part fits with the estimator's defaults.
 ALL_METHODS = ("default", "nuts", "hmc", "mala", "amcmc", "smc", *OPTIMIZATION)
 UCI_SETS = ("bostonHousing", "concrete", "energy", "wine-quality-red", "yacht")
+#: The sets' names in the tables.
+UCI_SHORT = {"bostonHousing": "Boston", "wine-quality-red": "wine"}
 #: (name, training rows, seeds) of the synthetic regression problems
 SYNTHETIC = (("friedman", 2000, 3), ("friedman", 15000, 3), ("friedman", 100000, 1),
              ("smooth16", 10000, 1))  # fmt: skip
@@ -657,6 +662,53 @@ def report_priors(path: str, short: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _uci_fits(spec: str) -> dict:
+    """``FILE:METHOD[@COMMIT,...]``: that method's UCI fits in a methods-suite file, by
+    (dataset, split), the last line of each winning (of those commits, if named)."""
+    path, _, method = spec.rpartition(":")
+    method, _, commits = method.partition("@")
+    fits = {}
+    for line in open(path):
+        r = json.loads(line)
+        if (
+            r.get("part") == "uci"
+            and r["method"] == method
+            and (not commits or r.get("commit", "")[:7] in commits.split(","))
+        ):
+            fits[(r["dataset"], r["split"])] = r
+    return fits
+
+
+def report_pair(first: str, second: str, labels=("first", "second")) -> str:
+    """Two methods' UCI fits paired by split (:func:`_uci_fits` specs): per set the mean
+    test log-likelihoods, the first minus the second (mean ± se, wins of the pairs, and
+    median), the RMSEs, the 90 % coverages, the median fit times and the fits that warned."""
+    a, b = _uci_fits(first), _uci_fits(second)
+    one, two = labels
+    lines = [f"| UCI set, 20 splits | test LL: {one}, {two} | {one} − {two} (wins) | median | "
+             f"RMSE: {one}, {two} | 90 % coverage | median fit s | fits warned |",
+             "|---" * 8 + "|"]  # fmt: skip
+    for dataset in UCI_SETS:
+        keys = [k for k in a if k[0] == dataset and k in b]
+        if not keys:
+            continue
+        pairs = [(a[k], b[k]) for k in keys]
+
+        def both(key, fmt, pairs=pairs):
+            return ", ".join(fmt.format(np.mean([x[i][key] for x in pairs])) for i in (0, 1))
+
+        diff = [x["test_ll"] - y["test_ll"] for x, y in pairs]
+        mean, se = _mean_se(diff)
+        wins = sum(d > 0 for d in diff)
+        fit = ", ".join(f"{np.median([x[i]['fit_time'] for x in pairs]):.1f}" for i in (0, 1))
+        warned = ", ".join(str(sum(x[i]["warned"] for x in pairs)) for i in (0, 1))
+        lines.append(f"| {UCI_SHORT.get(dataset, dataset)} | {both('test_ll', '{:.3f}')} | "
+                     f"{mean:+.3f} ± {se:.3f} ({wins}) | {np.median(diff):+.3f} | "
+                     f"{both('rmse', '{:.2f}')} | {both('coverage_90', '{:.3f}')} | {fit} | "
+                     f"{warned} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 def report(path: str, suite: str = "methods", short: bool = False) -> str:
     """The markdown tables of a methods-suite file (the last record of each fit wins), or
     of a priors-suite file (``suite="priors"``: :func:`report_priors`)."""
@@ -694,8 +746,7 @@ def report(path: str, suite: str = "methods", short: bool = False) -> str:
               f"{5 * len(classification) - cw} of {5 * len(classification)}.", ""]  # fmt: skip
 
     uci = [r for r in rows if r["part"] == "uci"]
-    short = {"bostonHousing": "Boston", "wine-quality-red": "wine"}
-    head = "| method | " + " | ".join(short.get(d, d) for d in UCI_SETS) + " |"
+    head = "| method | " + " | ".join(UCI_SHORT.get(d, d) for d in UCI_SETS) + " |"
     rule = "|---" * (len(UCI_SETS) + 1) + "|"
 
     def cells(metric):
@@ -818,6 +869,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=["methods", "priors"], default="priors")
     parser.add_argument("--report", default=None, help="print the suite's tables of a file")
+    parser.add_argument("--pair", nargs=2, default=None, metavar="FILE:METHOD[@COMMITS]",
+                        help="print two methods' UCI fits paired by split")  # fmt: skip
+    parser.add_argument("--labels", nargs=2, default=("first", "second"),
+                        help="--pair: the two methods' names in the table")  # fmt: skip
     parser.add_argument("--short", action="store_true",
                         help="priors suite: doc/choosing.md's shorter table")  # fmt: skip
     parser.add_argument("--datasets", nargs="+", default=[*CLASSIFICATION, *REGRESSION],
@@ -847,6 +902,9 @@ def main(argv: list[str] | None = None) -> None:
     args.argv = sys.argv[1:] if argv is None else list(argv)
     if args.child_15000:
         _default_15000()
+        return
+    if args.pair:
+        print(report_pair(*args.pair, args.labels), end="")
         return
     if args.report:
         print(report(args.report, args.suite, args.short), end="")

@@ -137,6 +137,37 @@ def test_benchmark_table_matches_the_benchmark_results(
     )
 
 
+_PAIR = "--pair benchmarks/results/"
+
+
+@pytest.mark.parametrize(
+    ("page", "tag", "script", "command"),
+    [
+        ("choosing.md", "chains-ensemble", "defaults",
+         f"{_PAIR}auto_mclmc.jsonl:auto@4d52d61 benchmarks/results/auto_mclmc.jsonl:auto@c9a66d7"
+         " --labels chains ensemble"),
+        ("choosing.md", "chains-nuts-one-noise", "defaults",
+         f"{_PAIR}auto_mclmc.jsonl:mclmc8_long "
+         "benchmarks/results/defaults_methods.jsonl:default@1342e98,57e4f5c,fa9e79f"
+         " --labels chains NUTS"),
+        ("choosing.md", "chains-nuts", "defaults",
+         f"{_PAIR}auto_mclmc.jsonl:mclmc8_auto "
+         "benchmarks/results/defaults_methods.jsonl:default@1342e98,57e4f5c,fa9e79f"
+         " --labels chains NUTS"),
+    ],
+)  # fmt: skip
+def test_report_command_prints_the_table(monkeypatch, capsys, page, tag, script, command):
+    # the page's table is what the command printed above it prints (reading JSON lines,
+    # no fit)
+    module = _benchmark(monkeypatch, script, f"{script}_command")
+    monkeypatch.chdir(ROOT)
+    module.main(command.split())
+    assert _marked_table(page, tag) == capsys.readouterr().out, (
+        f"doc/{page}'s {tag} table differs from its results files; paste `python "
+        f"benchmarks/{script}.py {command}` between the markers"
+    )
+
+
 @pytest.mark.parametrize(
     ("tag", "results", "shrunk"),
     [("warmup", "auto_warmup.jsonl", False), ("budget", "auto_budget.jsonl", True)],
