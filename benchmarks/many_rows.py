@@ -12,6 +12,11 @@ JSON line per fit::
         --out benchmarks/results/many_rows.jsonl
     python benchmarks/many_rows.py --rows 1000000 --hidden 100 100 --methods sghmc \\
         --method-params '{"max_iter": 80}' --out benchmarks/results/many_rows.jsonl
+    python benchmarks/many_rows.py --report benchmarks/results/many_rows_width.jsonl
+
+``--report FILE`` prints a results file's fits as doc/defaults.md's table: the test
+log-likelihood by rows and network (the last line of each), the method that ran where it
+is not the ensemble, the fit time, the best of a row in bold.
 """
 
 from __future__ import annotations
@@ -89,6 +94,32 @@ def run_fit(method: str, args) -> dict:
     }
 
 
+def _seconds(value: float) -> str:
+    return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
+
+
+def report(path) -> str:
+    """doc/defaults.md's table of a results file: rows by network."""
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    last = {(r["rows"], "-".join(map(str, r["hidden"]))): r for r in lines}
+    networks = sorted({k[1] for k in last}, key=lambda h: [int(u) for u in h.split("-")])
+    out = ["| rows | " + " | ".join(f"{h} units" if i == 0 else h for i, h in enumerate(networks))
+           + " |", "|---" * (len(networks) + 1) + "|"]  # fmt: skip
+    for rows in sorted({k[0] for k in last}):
+        fits = [last.get((rows, h)) for h in networks]
+        best = f"{max(r['test_ll'] for r in fits if r):.2f}"
+        cells = []
+        for r in fits:
+            if r is None:
+                cells.append("")
+                continue
+            ll = f"{r['test_ll']:.2f}"
+            ran = "" if r["method_"] == "DeepEnsemble" else f"{r['method_']}, "
+            cells.append(f"{f'**{ll}**' if ll == best else ll} ({ran}{_seconds(r['fit_time'])})")
+        out.append(f"| {rows:,} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
@@ -99,7 +130,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--method-params", default=None, help="JSON knobs of every method")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
+    parser.add_argument("--report", default=None, help="print the table of a results file")
     args = parser.parse_args(argv)
+    if args.report:
+        print(report(args.report), end="")
+        return
     emit = emitter(args.out)
     head = provenance("many_rows.py", argv)
     for method in args.methods:

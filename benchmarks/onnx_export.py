@@ -18,11 +18,16 @@ Prints one JSON line per float type; ``--out`` appends them to
 ``benchmarks/results/onnx_export.jsonl``::
 
     python benchmarks/onnx_export.py --out
+    python benchmarks/onnx_export.py --report benchmarks/results/onnx_export.jsonl
+
+``--report FILE`` prints doc/onnx.md's table: the last line of each float type, and the
+run's CPU and load.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -67,6 +72,29 @@ def _fit(n_chains: int, draws: int, threads: int):
     return model, X_test, time.perf_counter() - start
 
 
+def _ms(value: float) -> str:
+    return (
+        f"{value:.2f} ms" if value < 1 else f"{value:.1f} ms" if value < 10 else f"{value:.0f} ms"
+    )
+
+
+def report(path) -> str:
+    """doc/onnx.md's table of a results file."""
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    last = list({r["dtype"]: r for r in lines}.values())
+    out = ["| graph | model size | max rel. diff. mean, std | onnxruntime, 1 row | skbnn, 1 row "
+           "| onnxruntime, 1,000 rows | skbnn, 1,000 rows |", "|---" * 7 + "|"]  # fmt: skip
+    for r in last:
+        times = [_ms(r[f"{who}_ms_{n}_rows"]) for n in BATCHES for who in ("onnx", "skbnn")]
+        cells = [r["dtype"], f"{r['model_bytes']:,} bytes",
+                 f"{r['max_rel_diff_mean']:.1e}, {r['max_rel_diff_std']:.1e}", *times]  # fmt: skip
+        out.append("| " + " | ".join(cells) + " |")
+    runs = {(r["cores"], r["cpu"], r["load_1min"], r["commit"]) for r in last}
+    for cores, cpu, load, commit in sorted(runs):
+        out.append(f"\n{cores} cores, {cpu}, load average {load} before the run, at {commit}.")
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--draws", type=int, default=1000)
@@ -75,7 +103,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--dtypes", nargs="+", default=["float64", "float32"])
     parser.add_argument("--out", action="store_true", help=f"append to {RESULTS}")
+    parser.add_argument("--report", default=None, help="print the table of a results file")
     args = parser.parse_args(argv)
+    if args.report:
+        print(report(args.report), end="")
+        return
 
     import onnxruntime as ort
 
