@@ -22,15 +22,20 @@ the control that the catch is the missing correction. It is a fixture, not part 
 
 Run ``python benchmarks/sbc.py --reps 300`` for the full check (JSON lines: per sampler
 and quantity the KS p-value and a 10-bin rank histogram); ``tests/test_sbc.py`` runs a
-shorter version in every CI run.
+shorter version in every CI run. ``python benchmarks/sbc.py --report
+benchmarks/results/sbc.jsonl`` prints doc/testing.md's table of a results file: per
+sampler the p-values, the share of each quantity's ``u`` in the middle fifth of (0, 1)
+(a fifth for a correct sampler) and the time.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 from scipy import stats
@@ -168,6 +173,24 @@ def uniformity_pvalues(u: np.ndarray) -> np.ndarray:
     return np.array([stats.kstest(u[:, j], "uniform").pvalue for j in range(u.shape[1])])
 
 
+def report(path) -> str:
+    """doc/testing.md's table of a results file (the last line of each sampler)."""
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    step = inspect.signature(langevin).parameters["step"].default
+    labels = {"nuts": "NUTS", "hmc": "HMC", "mala": "MALA", "smc": "SMC",
+              "langevin-adjusted": f"Langevin with the correction (fixture, step {step})",
+              "langevin-unadjusted": f"Langevin without it (fixture, step {step})"}  # fmt: skip
+    out = ["| sampler | KS p-values of the three logits | `u` in the middle fifth | seconds |",
+           "|---|---|---|---|"]  # fmt: skip
+    for r in {r["sampler"]: r for r in lines}.values():
+        middle = [(h[4] + h[5]) / sum(h) for h in r["histograms"]]
+        pvalues = ", ".join(f"{p:g}" for p in r["ks_pvalues"])
+        shares = ", ".join(f"{100 * m:.0f} %" for m in middle)
+        name = labels.get(r["sampler"], r["sampler"])
+        out.append(f"| {name} | {pvalues} | {shares} | {r['seconds']:.0f} |")
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=300)
@@ -175,7 +198,11 @@ def main() -> None:
     parser.add_argument(
         "--samplers", nargs="+", default=[*SAMPLERS, "langevin-adjusted", "langevin-unadjusted"]
     )
+    parser.add_argument("--report", default=None, help="print the table of a results file")
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report), end="")
+        return
     for name in args.samplers:
         start = time.perf_counter()
         if name.startswith("langevin"):

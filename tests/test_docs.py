@@ -99,6 +99,7 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
         ("shift.md", "shift", "benchmarks/shift", "shift.jsonl", (), ""),
         ("onnx.md", "onnx", "benchmarks/onnx_export", "onnx_export.jsonl", (), ""),
         ("defaults.md", "width", "benchmarks/many_rows", "many_rows_width.jsonl", (), ""),
+        ("testing.md", "sbc", "benchmarks/sbc", "sbc.jsonl", (), ""),
         ("defaults.md", "defaults", "benchmarks/defaults", "defaults_methods.jsonl", (),
          " --suite methods"),
         ("choosing.md", "auto", "benchmarks/auto", "auto.jsonl", (), ""),
