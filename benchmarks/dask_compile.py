@@ -20,11 +20,20 @@ time ``fit_s``, ``import_s``: importing skbnn in the worker for its first task, 
 1-minute load average before the scenario). Run nothing else meanwhile::
 
     python benchmarks/dask_compile.py --out     # appends to results/dask_compile.jsonl
+    python benchmarks/dask_compile.py --report benchmarks/results/dask_compile.jsonl
+
+``--report FILE`` prints doc/dask.md's first table, ``--report FILE --cluster`` its second,
+of ``examples/dask_cluster.py``'s JSON lines (``results/dask_cluster.jsonl``: the runs of
+the last code they name, in order). The first: per scenario (its last run) each worker's
+``compile_time`` of NUTS and of Laplace after it, sorted where the workers fit at once and
+in their order where one followed the other, with Laplace's whole fit where compiling made
+it slow, and the load before each scenario.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -122,6 +131,57 @@ def scenario(name: str, n_workers: int, methods: list[str], emit) -> None:
                 )
 
 
+#: The report's rows.
+SCENARIOS = {
+    "warm": "warm: the install's cache, already filled",
+    "cold_together": "empty, one per worker (both compile at once)",
+    "cold_shared": "empty, shared, the workers one after the other",
+}
+
+
+def report_cluster(lines: list[dict]) -> str:
+    """doc/dask.md's table of the architecture search's runs on the last code named."""
+    runs = [r for r in lines if r["code"] == lines[-1]["code"]]
+    out = ["| run | workers | load | wall time of the search | CPU, calling process "
+           "| CPU, workers | tasks on the workers |", "|---" * 7 + "|"]  # fmt: skip
+    for i, r in enumerate(runs, 1):
+        out.append(f"| {i} | {r['workers']} | {r['load_1min']:.1f} | {r['search_s']:.1f} s | "
+                   f"{r['client_cpu_s']:.1f} s | {r['workers_cpu_s']:.1f} s | "
+                   f"{r['tasks_on_workers']} |")  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+def report(path, part: str = "compile") -> str:
+    """doc/dask.md's table of a results file (``part="cluster"``: :func:`report_cluster`)."""
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    if part == "cluster":
+        return report_cluster(lines)
+    out = ["| cache | load before | NUTS, first fit per worker | Laplace, after NUTS |",
+           "|---|---|---|---|"]  # fmt: skip
+    for name, label in SCENARIOS.items():
+        runs = [r for r in lines if r["scenario"] == name]
+        if not runs:
+            continue
+        # the last run of the scenario: its lines share one cluster start
+        runs = [r for r in runs if r["cluster_start_s"] == runs[-1]["cluster_start_s"]]
+        cells = []
+        for method in ("nuts", "laplace"):
+            fits = sorted((r for r in runs if r["method"] == method), key=lambda r: r["worker"])
+            if name != "cold_shared":
+                fits.sort(key=lambda r: r["compile_time_s"])
+            texts = []
+            for r in fits:
+                text = f"{r['compile_time_s']:.2f} s" if r["compile_time_s"] < 1 else (
+                    f"{r['compile_time_s']:.1f} s")  # fmt: skip
+                # a fit much longer than its compile time compiled more than it counts
+                if method == "laplace" and r["fit_s"] > 2 * max(r["compile_time_s"], 0.5):
+                    text += f" (fit {r['fit_s']:.1f} s)"
+                texts.append(text)
+            cells.append((", then " if name == "cold_shared" else ", ").join(texts))
+        out.append(f"| {label} | {runs[0]['load_1min']:.1f} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=2)
@@ -136,7 +196,13 @@ def main() -> None:
         "--out", nargs="?", const=str(HERE / "results" / "dask_compile.jsonl"), default=None,
         help="also append the JSON lines to this file (default: results/dask_compile.jsonl)",
     )  # fmt: skip
+    parser.add_argument("--report", default=None, help="print the table of a results file")
+    parser.add_argument("--cluster", action="store_true",
+                        help="--report: the file is examples/dask_cluster.py's")  # fmt: skip
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report, "cluster" if args.cluster else "compile"), end="")
+        return
     emit = emitter(args.out)
     for name in args.scenarios:
         scenario(name, args.workers, args.methods, emit)
