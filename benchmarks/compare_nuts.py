@@ -38,11 +38,18 @@ sd ``1 / sqrt(fan-in)``, biases' 1 (``unit``, the default here, is N(0, 1) on al
 
 ``--sides skbnn`` runs one side alone (no ratios); with ``--no-rescale-units`` it shows what
 the ReLU units' scale moves do to the trajectories (``--reps 6``: seeds 0 to 4).
+
+``--report`` prints doc/performance.md's table of results files without the peers: per
+side, each of the last ``--runs`` Boston runs of skbnn against NumPyro (``--reps 6``)::
+
+    python benchmarks/compare_nuts.py --runs 4 \\
+        --report benchmarks/results/compare_nuts_issue22.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from importlib.util import find_spec
@@ -205,6 +212,69 @@ def _ratios(a: dict, b: dict):
     return lambda key: a[key] / b[key] if a[key] and b[key] else None
 
 
+def _runs(lines: list[dict]) -> list[list[dict]]:
+    """The lines of each run: a run's fits, then its summary lines."""
+    runs, current = [], []
+    for r in lines:
+        if current and current[-1].get("summary") and not r.get("summary"):
+            runs.append(current)
+            current = []
+        current.append(r)
+    return runs + [current] if current else runs
+
+
+def _row(cells) -> str:
+    return "|" + "|".join(f" {c} " if c != "" else " " for c in cells) + "|"
+
+
+def report(paths, runs: int = 4) -> str:
+    """doc/performance.md's table: per side, the last ``runs`` Boston runs in ``paths`` of
+    skbnn against NumPyro with five warm seeds; ratios are skbnn's over NumPyro's in the
+    same run."""
+    paths = [paths] if isinstance(paths, (str, Path)) else paths
+    lines = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines()]
+    chosen = []
+    for run in _runs(lines):
+        fits = [r for r in run if r["case"] == "boston" and not r.get("summary")]
+        warm = {side: [r for r in fits if r["side"] == side and not r["cold"]]
+                for side in ("skbnn", "numpyro")}  # fmt: skip
+        if all(len(w) == 5 for w in warm.values()):
+            build = next((r["numba_cpu_name"] for r in run if "numba_cpu_name" in r), "-")
+            cold = {r["side"]: r for r in fits if r["cold"]}
+            chosen.append((build, warm, cold))
+    draws = {f["chains"] * f["draws"] for _, warm, _ in chosen for f in warm["skbnn"]}.pop()
+    out = [
+        "| run | build | side | bulk ESS / s warm, seeds 0-4 | median | ratio "
+        "| cold, seed 0: wall (compiling) | cold ESS / s ratio "
+        "| gradient evaluations / s, median | leapfrog steps per draw, mean "
+        f"| draws at the depth cap (of {draws}), mean |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for number, (build, warm, cold) in enumerate(chosen[-runs:], 1):
+        median = {side: np.median([r["ess_per_s"] for r in w]) for side, w in warm.items()}
+        grads = {side: np.median([r["grad_evals_per_s"] for r in w]) for side, w in warm.items()}
+        for side, label in (("skbnn", "skbnn"), ("numpyro", "NumPyro")):
+            w, c, ours = warm[side], cold[side], side == "skbnn"
+            cells = [
+                number if ours else "",
+                build if ours else "",
+                label,
+                ", ".join(f"{r['ess_per_s']:.1f}" for r in sorted(w, key=lambda r: r["seed"])),
+                f"{median[side]:.1f}",
+                f"**{median['skbnn'] / median['numpyro']:.1f}x**" if ours else "",
+                f"{c['wall_time']:.1f} s ({c['compile_time']:.1f} s)",
+                f"**{cold['skbnn']['ess_per_s'] / cold['numpyro']['ess_per_s']:.1f}x**"
+                if ours
+                else "",
+                f"{grads[side] / 1e3:.0f}k"
+                + (f" ({grads['skbnn'] / grads['numpyro']:.1f}x)" if ours else ""),
+                f"{np.mean([r['leapfrog_per_draw'] for r in w]):.0f}",
+                f"{np.mean([r['max_tree_depth_hits'] for r in w]):.0f}",
+            ]
+            out.append(_row(cells))
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", nargs="+", choices=sorted(CASES), default=["boston", "concrete"])
@@ -236,7 +306,18 @@ def main() -> None:
         action="store_true",
         help="skbnn: NUTS(rescale_units=False), no ReLU scale moves",
     )
+    parser.add_argument(
+        "--report",
+        nargs="+",
+        default=None,
+        metavar="FILE",
+        help="print doc/performance.md's table of these results files, no fit",
+    )
+    parser.add_argument("--runs", type=int, default=4, help="the report's last RUNS runs")
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report, args.runs), end="")
+        return
     if args.reps < 1:
         parser.error("--reps must be at least 1 (the cold repetition; warm ones follow)")
     if args.sides is None:

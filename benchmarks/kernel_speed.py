@@ -44,6 +44,9 @@ the whole gradient's time::
 
 ``--out`` appends the gradient lines to ``benchmarks/results/kernel_speed.jsonl``, with the
 run's commit, machine, date and load, which the README's figure is rendered from.
+``--report`` prints doc/performance.md's table of results files (no timing)::
+
+    python benchmarks/kernel_speed.py --report benchmarks/results/kernel_speed.jsonl
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from numba import njit
@@ -330,9 +334,44 @@ def main(n_rows: int = 455, n_features: int = 13, hidden=(10,), repeats: int = 7
         emit({**head, **line, "loadavg_1min_after": round(os.getloadavg()[0], 2)})
 
 
+def _range(values, fmt: str) -> str:
+    lo, hi = fmt.format(min(values)), fmt.format(max(values))
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def report(paths) -> str:
+    """doc/performance.md's table: per build and activation, the range over the runs in
+    ``paths``."""
+    paths = [paths] if isinstance(paths, (str, Path)) else paths
+    lines = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines()]
+    groups: dict[tuple, list[dict]] = {}
+    for r in lines:
+        groups.setdefault((r["numba_cpu_name"], r["activation"]), []).append(r)
+    out = [
+        "| build | activation | runs | gradients / s | us / gradient "
+        "| share of peak: strict / conventional |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (build, activation), runs in groups.items():
+        strict = _range([r["share_of_peak"] for r in runs], "{:.2f}")
+        conventional = _range([r["share_of_peak_conventional"] for r in runs], "{:.2f}")
+        cells = [
+            build,
+            activation,
+            len(runs),
+            _range([r["grad_evals_per_s"] / 1e3 for r in runs], "{:.1f}") + "k",
+            _range([r["us_per_eval"] for r in runs], "{:.2f}"),
+            f"{strict} / {conventional}",
+        ]
+        out.append("| " + " | ".join(map(str, cells)) + " |")
+    return "\n".join(out) + "\n"
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--peak"]:
         print(fma_peak_gflops())
+    elif sys.argv[1:2] == ["--report"] and sys.argv[2:]:
+        print(report(sys.argv[2:]), end="")
     elif sys.argv[1:] == ["--parts"]:
         parts()
     elif sys.argv[1:] == ["--out"]:

@@ -13,6 +13,10 @@ the second reuses the compiled kernels. Usage::
 
 Besides the diagnostics' five training rows, each line reports R-hat of the network output
 at every training row (median, 90th percentile, maximum, count above 1.01).
+
+``--report`` prints doc/performance.md's table of results files, one row per fit::
+
+    python benchmarks/nuts_boston.py --report benchmarks/results/nuts_boston_converged.jsonl
 """
 
 from __future__ import annotations
@@ -29,6 +33,48 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _uci import load_split  # noqa: E402
+
+
+def _label(r: dict) -> str:
+    """A fit's settings that differ from the script's defaults."""
+    parts = []
+    if r.get("n_temperatures", 1) > 1:
+        parts.append(f"tempering, {r['n_temperatures']} replicas up to "
+                     f"T = {r['max_temperature']:g}")  # fmt: skip
+    if r.get("max_time") is not None:
+        parts.append(f"until converged, `max_time={r['max_time']:g}`")
+    elif r.get("target_rhat") is not None:
+        parts.append("until converged")
+    if r.get("init", "prior") != "prior":
+        parts.append(f'`init="{r["init"]}"`')
+    return ", ".join(parts) or "defaults"
+
+
+def report(paths) -> str:
+    """doc/performance.md's table of the fits with the noise inferred in ``paths``."""
+    paths = [paths] if isinstance(paths, (str, Path)) else paths
+    lines = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines()]
+    out = [
+        "| run | wall | draws sampled per chain | bulk ESS loglik | R-hat loglik / max of 5 rows "
+        "| all 455 rows: median / p90 / max | rows above 1.01 | test LPD |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in (r for r in lines if r["noise"] == "inferred"):
+        rows = r["rhat_all_rows"]
+        # a run until converged samples more draws than it keeps
+        drawn = r.get("n_draws_sampled_per_chain", r["draws_per_chain"])
+        cells = [
+            _label(r),
+            f"{r['wall_time_s']:.0f} s",
+            f"{drawn:,.0f}",
+            f"{r['ess_bulk_loglik']:.0f}",
+            f"{r['rhat_loglik']:.3f} / {max(r['rhat_outputs']):.3f}",
+            f"{rows['median']:.3f} / {rows['p90']:.3f} / {rows['max']:.3f}",
+            rows["n_above_1.01"],
+            f"{r['test_lpd']:.2f}",
+        ]
+        out.append("| " + " | ".join(map(str, cells)) + " |")
+    return "\n".join(out) + "\n"
 
 
 def main() -> None:
@@ -71,7 +117,17 @@ def main() -> None:
     parser.add_argument(
         "--keep-cache", action="store_true", help="use numba's normal cache (no cold run)"
     )
+    parser.add_argument(
+        "--report",
+        nargs="+",
+        default=None,
+        metavar="FILE",
+        help="print doc/performance.md's table of these results files, no fit",
+    )
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report), end="")
+        return
     if not args.keep_cache:
         # an empty cache makes the first fit pay compilation, as on a fresh install
         os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="skbnn-bench-")

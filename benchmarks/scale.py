@@ -23,6 +23,12 @@ process. Needs torch (the ``bench`` extra)::
 
     python benchmarks/scale.py --rows 1000000 --torch-rows 100000 \\
         --out benchmarks/results/scale.jsonl
+
+``--report`` prints doc/performance.md's tables of results files, no fit: the default fits
+on the most rows (``--part million``) or the PyTorch comparison (``--part torch``)::
+
+    python benchmarks/scale.py --report benchmarks/results/scale.jsonl
+    python benchmarks/scale.py --part torch --report benchmarks/results/scale.jsonl
 """
 
 from __future__ import annotations
@@ -53,6 +59,80 @@ PEER_LR = 1e-3
 #: Draws of torch's ``q`` for its test log-likelihood (skbnn's VI predicts with its
 #: ``n_samples`` default).
 PEER_DRAWS = 100
+
+
+#: The report's label of each method; ``{}``: its members or chains.
+LABELS = {
+    "ensemble": '`"ensemble"` ({} members)',
+    "vi": '`"vi"`',
+    "swag": '`"swag"`',
+    "laplace_kron": '`Laplace(hessian="kron")`',
+    "sghmc": '`"sghmc"` ({} chains)',
+}
+PEER_LABELS = {"ensemble": "deep ensemble, {} members", "vi": "VI"}
+
+
+def _row(cells) -> str:
+    return "|" + "|".join(f" {c} " if c != "" else " " for c in cells) + "|"
+
+
+def _warning(texts: list[str]) -> str:
+    # a warning's first clause, after its category: the rest is advice the prose gives
+    return "; ".join(t.split(": ", 2)[1] for t in texts) or "none"
+
+
+def report(paths, part: str = "million") -> str:
+    """doc/performance.md's table of the results in ``paths``: the default fits on the most
+    rows (``part="million"``; a later line of a method replaces an earlier one), or the
+    PyTorch comparison (``"torch"``)."""
+    paths = [paths] if isinstance(paths, (str, Path)) else paths
+    lines = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines()]
+    lines = [r for r in lines if "error" not in r]
+    if part == "million":
+        rows = max(r["rows"] for r in lines)
+        fits = {r["method"]: r for r in lines if r["side"] == "skbnn" and r["rows"] == rows}
+        test_rows = {r["test_rows"] for r in fits.values()}.pop()
+        out = [
+            f"| method, defaults | fit | predict {test_rows:,} rows | predict {rows:,} rows "
+            "| peak above the data | test log-lik. | test RMSE | epochs per member | warning |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for method, r in fits.items():
+            epochs = sorted(set(r["epochs"]))
+            cells = [
+                LABELS[method].format(len(r["epochs"])),
+                f"{r['fit_time']:.0f} s",
+                f"{r['predict_test_time']:.1f} s",
+                f"{r['predict_train_time']:.1f} s",
+                f"{r['peak_above_data_mb']:.0f} MB",
+                f"{r['test_ll']:.3f}",
+                f"{r['rmse']:.3f}",
+                "-".join(map(str, (epochs[0], epochs[-1]) if len(epochs) > 1 else epochs)),
+                _warning(r["warnings"]),
+            ]
+            out.append(_row(cells))
+        return "\n".join(out) + "\n"
+    rows = max(r["rows"] for r in lines if r["side"] == "torch")
+    sides = {(r["method"], r["side"]): r for r in lines if r["rows"] == rows}
+    version = next(r["torch"] for r in sides.values() if r["side"] == "torch").split("+")[0]
+    out = [
+        f"| {rows:,} rows | skbnn | PyTorch {version} | ratio | test log-lik. skbnn / PyTorch |",
+        "|---|---|---|---|---|",
+    ]
+    for method, label in PEER_LABELS.items():
+        ours, peer = sides[method, "skbnn"], sides[method, "torch"]
+        ll = f"{ours['test_ll']:.3f} / {peer['test_ll']:.3f}"
+        if "test_ll_se" in peer:
+            ll += f" (se {peer['test_ll_se']:.3f})"
+        cells = [
+            label.format(len(ours["epochs"])),
+            f"{ours['fit_time']:.1f} s",
+            f"{peer['fit_time']:.1f} s",
+            f"**{peer['fit_time'] / ours['fit_time']:.1f}x**",
+            ll,
+        ]
+        out.append(_row(cells))
+    return "\n".join(out) + "\n"
 
 
 def _method(name: str, peer: bool = False):
@@ -208,7 +288,23 @@ def main() -> None:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--method", help=argparse.SUPPRESS)
     parser.add_argument("--side", default="skbnn", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--report",
+        nargs="+",
+        default=None,
+        metavar="FILE",
+        help="print doc/performance.md's table of these results files, no fit",
+    )
+    parser.add_argument(
+        "--part",
+        choices=("million", "torch"),
+        default="million",
+        help="the report's table: the default fits, or the PyTorch comparison",
+    )
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report, args.part), end="")
+        return
     if args.child:
         child(args)
         return

@@ -9,6 +9,9 @@ unless ``--keep-cache``. Usage::
 
     python benchmarks/smc_boston.py [--data-dir DIR] [--particles 200 1000]
         [--noise inferred fixed] [--seeds 0] [--n-mcmc-steps 5] [--n-jobs 2]
+    python benchmarks/smc_boston.py --report benchmarks/results/smc_boston.jsonl
+
+``--report`` prints doc/performance.md's table of the fits in the results files.
 """
 
 from __future__ import annotations
@@ -26,6 +29,40 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _uci import load_split, machine, standardize  # noqa: E402
 
 
+def _row(cells) -> str:
+    return "|" + "|".join(f" {c} " if c != "" else " " for c in cells) + "|"
+
+
+def report(paths) -> str:
+    """doc/performance.md's SMC-on-Boston table: one row per fit in ``paths``, in order."""
+    paths = [paths] if isinstance(paths, (str, Path)) else paths
+    fits = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines()]
+    out = [
+        "| noise | particles | seed | run | wall | stages | grad evals/s | log evidence | "
+        "final ESS / distinct | test RMSE | test LPD |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in fits:
+        wall = f"{r['wall_time_s']:.1f} s"
+        if r["compile_time_s"] > 0:
+            wall += f" ({r['compile_time_s']:.1f} compiling)"
+        cells = [
+            "fixed 0.5" if r["noise"] == "fixed" else r["noise"],  # main()'s fixed value
+            r["particles"],
+            r["seed"],
+            r["run"],
+            wall,
+            r["n_stages"],
+            f"{r['grad_evals_per_s'] / 1e3:.0f}k",
+            f"{r['log_evidence']:.1f}",
+            f"{r['final_ess']:.0f} / {r['distinct_particles']}",
+            f"{r['test_rmse']:.2f}",
+            f"{r['test_lpd']:.2f}",
+        ]
+        out.append(_row(cells))
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=None)
@@ -38,7 +75,17 @@ def main() -> None:
     parser.add_argument(
         "--keep-cache", action="store_true", help="use numba's normal cache (no cold run)"
     )
+    parser.add_argument(
+        "--report",
+        nargs="+",
+        default=None,
+        metavar="FILE",
+        help="print doc/performance.md's table of these results files, no fit",
+    )
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report), end="")
+        return
     if not args.keep_cache:
         os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="skbnn-bench-")
 

@@ -14,6 +14,9 @@ One thread per fit (``--n-jobs 1``), so the wall time is the CPU time. Usage::
 
     python benchmarks/smc_evidence_spread.py [--seeds 0-9] [--n-mcmc-steps 5 10 20]
         [--particles 400 800] [--target-ess 0.5] [--n-jobs 1]
+    python benchmarks/smc_evidence_spread.py --report benchmarks/results/smc_evidence_spread.jsonl
+
+``--report`` prints doc/performance.md's table of the summary lines in the results files.
 """
 
 from __future__ import annotations
@@ -47,6 +50,48 @@ def _seeds(text: str) -> list[int]:
     return list(range(int(lo), int(hi or lo) + 1))
 
 
+def _row(cells) -> str:
+    return "|" + "|".join(f" {c} " if c != "" else " " for c in cells) + "|"
+
+
+def report(paths) -> str:
+    """doc/performance.md's table: one row per setting of the fits in ``paths``, in order.
+
+    From the fits' lines rather than the summary lines, whose means are rounded once more."""
+    paths = [paths] if isinstance(paths, (str, Path)) else paths
+    lines = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines()]
+    settings: dict[tuple, list[dict]] = {}
+    for r in lines:
+        if not r.get("summary"):
+            settings.setdefault((r["particles"], r["n_mcmc_steps"], r["target_ess"]), []).append(r)
+    out = [
+        "| particles | moves per stage | target ESS | seeds | mean log evidence | sd over seeds "
+        "| range | perfect-mixing sd | wall per fit | gradient evals per fit |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    marked = False
+    for (particles, steps, target), fits in settings.items():
+        moves, target = str(steps), str(target)
+        # SMC()'s defaults, named once
+        if not marked and (moves, target) == ("5", "0.5"):
+            moves, target, marked = f"{moves} (default)", f"{target} (default)", True
+        z = np.array([r["log_evidence"] for r in fits])
+        cells = [
+            particles,
+            moves,
+            target,
+            len(fits),
+            f"{z.mean():.2f}",
+            f"{z.std(ddof=1):.2f}",
+            f"{np.ptp(z):.2f}",
+            f"{np.mean([r['perfect_mixing_sd'] for r in fits]):.2f}",
+            f"{np.mean([r['wall_time_s'] for r in fits]):.1f} s",
+            f"{np.mean([r['n_grad_evals'] for r in fits]) / 1e6:.2f}M",
+        ]
+        out.append(_row(cells))
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0-9", help="a range such as 0-9")
@@ -54,7 +99,17 @@ def main() -> None:
     parser.add_argument("--particles", type=int, nargs="+", default=[400, 800])
     parser.add_argument("--target-ess", type=float, default=0.5)
     parser.add_argument("--n-jobs", type=int, default=1)
+    parser.add_argument(
+        "--report",
+        nargs="+",
+        default=None,
+        metavar="FILE",
+        help="print doc/performance.md's table of these results files, no fit",
+    )
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report), end="")
+        return
 
     from sklearn.exceptions import ConvergenceWarning
 

@@ -21,11 +21,16 @@ gives the same precision as the first setting run twice. Usage::
 
     python benchmarks/smc_knobs.py [--seeds 0-2] [--settings 500,5,0.5 500,3,0.5 ...]
         [--n-jobs 2] [--out FILE]
+    python benchmarks/smc_knobs.py --report benchmarks/results/smc_knobs.jsonl
+
+``--report`` prints doc/performance.md's table: one row per summary line, in order, with
+the stages and seeds of the lines before it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import warnings
@@ -53,6 +58,56 @@ def iris_rows() -> tuple[np.ndarray, np.ndarray]:
     return StandardScaler().fit_transform(X), y
 
 
+def _row(cells) -> str:
+    return "|" + "|".join(f" {c} " if c != "" else " " for c in cells) + "|"
+
+
+def report(paths) -> str:
+    """doc/performance.md's table of the settings in ``paths``; a run's shift is from its
+    first setting, the reference."""
+    paths = [paths] if isinstance(paths, (str, Path)) else paths
+    lines = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines()]
+    out = [
+        "| particles | moves per stage | target ESS | seeds | stages | gradients per seed "
+        "| wall per seed | spread (largest) | shift from the run's first row "
+        "| gradients x variance |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    fits = []
+    for r in lines:
+        if not r.get("summary"):
+            fits.append(r)
+            continue
+        stages = [n for f in fits for n in f["n_stages"]]
+        seeds = sorted(f["seed"] for f in fits)
+        moves, target = str(r["n_mcmc_steps"]), str(r["target_ess"])
+        if "mean_shift_from_first" in r:
+            shift = f"{r['mean_shift_from_first']:+.2f} +- {r['mean_shift_se']:.2f}"
+        else:
+            shift = "-"
+            # SMC()'s defaults, named on the reference rows
+            if moves == "5":
+                moves += " (default)"
+            if target == "0.5":
+                target += " (default)"
+        gradients = r["grad_evals_per_seed"] / 1e6
+        cells = [
+            r["particles"],
+            moves,
+            target,
+            f"{seeds[0]}-{seeds[-1]}",
+            f"{min(stages)}-{max(stages)}",
+            f"{gradients:.2f}M",
+            f"{r['wall_time_per_seed_s']:.1f} s",
+            f"{r['rms_sd_log_evidence']:.2f} ({r['max_sd_log_evidence']:.2f})",
+            shift,
+            f"{gradients * r['rms_sd_log_evidence'] ** 2:.2f}",
+        ]
+        out.append(_row(cells))
+        fits = []
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0-2", help="a range such as 0-2")
@@ -62,7 +117,17 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
+    parser.add_argument(
+        "--report",
+        nargs="+",
+        default=None,
+        metavar="FILE",
+        help="print doc/performance.md's table of these results files, no fit",
+    )
     args = parser.parse_args(argv)
+    if args.report:
+        print(report(args.report), end="")
+        return
 
     from sklearn.exceptions import ConvergenceWarning
 
