@@ -18,12 +18,17 @@ test log-likelihood of its model average; a last line the screen's error in the
 differences of evidences, the margin a screen would need::
 
     python benchmarks/screening.py --out benchmarks/results/screening.jsonl
+    python benchmarks/screening.py --report benchmarks/results/screening.jsonl
+
+``--report FILE`` prints doc/choosing.md's table: the two rules of the last run that
+fitted both, and the screen's error in that run.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import sys
 from pathlib import Path
 
@@ -45,6 +50,31 @@ def _name(params: dict) -> str:
     return "x".join(map(str, params["hidden_layer_sizes"])) + " " + params["activation"]
 
 
+def report(path) -> str:
+    """doc/choosing.md's table of a results file."""
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    # a run's lines: its rules, then its candidates and the screen's error
+    full = max(i for i, r in enumerate(lines) if r["rule"] == "full")
+    start = max(i for i in range(full) if lines[i]["rule"] == "screened")
+    rules = {lines[i]["rule"]: lines[i] for i in (start, full)}
+    error = next(r for r in lines[full:] if r["rule"] == "screen_error")
+    labels = {"full": "every candidate in full",
+              "screened": "screened ({screen_updates} update, margin {margin:.0f})"}  # fmt: skip
+    out = ["| rule | wall time (2 cores) | fitted in full | chose | its test log-likelihood | "
+           "model average's |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for rule in ("full", "screened"):
+        r = rules[rule]
+        out.append(f"| {labels[rule].format(**r)} | {r['wall_time']:,.0f} s | {r['n_fitted']} | "
+                   f"{r['best'].replace(' relu', ' ReLU')} | {r['best_test_ll']:.3f} | "
+                   f"{r['test_ll']:.3f} |")  # fmt: skip
+    share = rules["screened"]["wall_time"] / rules["full"]["wall_time"]
+    out += ["", f"{rules['full']['cpu']}, {rules['full']['date']}, at {rules['full']['commit']}: "
+            f"the screen took {100 * share:.0f} % of the full fits' time; its largest error in the "
+            f"difference of two candidates' evidences was {error['max_difference_error']:.0f} "
+            "nats."]  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000)
@@ -54,7 +84,11 @@ def main() -> None:
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--skip-full", action="store_true", help="run the screened rule only")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--report", default=None, help="print the table of a results file")
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report), end="")
+        return
 
     from sklearn.base import clone
 

@@ -120,6 +120,7 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
          " --suite methods"),
         ("choosing.md", "auto", "benchmarks/auto", "auto.jsonl", (), ""),
         ("choosing.md", "crossover", "benchmarks/crossover", "crossover.jsonl", (), ""),
+        ("choosing.md", "screening", "benchmarks/screening", "screening.jsonl", (), ""),
         ("choosing.md", "priors-short", "benchmarks/defaults", "defaults.jsonl",
          ("priors", True), " --suite priors --short"),
         ("user_guide.md", "priors", "benchmarks/defaults", "defaults.jsonl", ("priors",),
