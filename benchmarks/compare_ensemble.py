@@ -31,11 +31,17 @@ Cases (``--case``):
 Needs torch (CPU build)::
 
     python benchmarks/compare_ensemble.py --case boston synthetic --reps 3
+
+doc/optimization.md's table is the report of the results file, which needs no torch::
+
+    python benchmarks/compare_ensemble.py --report benchmarks/results/compare_ensemble.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import sys
 import time
 import warnings
@@ -234,6 +240,35 @@ def _ratio(summaries: dict, side: str, key: str) -> float | None:
     return other[key] / sk[key]
 
 
+#: the cases' names in the table
+LABELS = {"boston": "Boston, split 0", "synthetic": "synthetic 50,000 x 20"}
+
+
+def _seconds(t: float) -> str:
+    return f"{t:.2g} s" if t < 1 else f"{t:.1f} s"
+
+
+def report(path) -> str:
+    """doc/optimization.md's table of the results file ``path`` (a case's later summary
+    replaces an earlier one); the test log-likelihood's difference to two significant
+    figures of its standard error."""
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    summary = {(r["case"], r["side"]): r for r in lines if r.get("summary")}
+    out = ["| case | skbnn | PyTorch | ratio | sklearn `MLPRegressor` (one net) | "
+           "test LL skbnn - torch |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for case in dict.fromkeys(c for c, _ in summary):
+        sk, th, sl, ratio = (summary[case, side] for side in (*SIDES, "ratios"))
+        cold = f" ({sk['cold_fit_time']:.1f} s cold)" if sk["cold"] else ""
+        se = ratio["its se (test rows)"]
+        digits = max(0, 1 - math.floor(math.log10(se)))
+        cells = [LABELS.get(case, case), _seconds(sk["fit_time"]) + cold,
+                 _seconds(th["fit_time"]), f"**{ratio['torch_time / skbnn_time']:.1f}x**",
+                 _seconds(sl["fit_time"]),
+                 f"{ratio['test_ll skbnn - torch']:+.{digits}f} +- {se:.{digits}f}"]  # fmt: skip
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", nargs="+", choices=["boston", "synthetic"],
@@ -252,7 +287,12 @@ def main() -> None:
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
     parser.add_argument("--keep-cache", action="store_true", help="skbnn: use numba's cache")
+    parser.add_argument("--report", default=None, metavar="FILE",
+                        help="print the table of this results file (no fit)")  # fmt: skip
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report), end="")
+        return
     if args.reps < 2:
         parser.error("--reps must be at least 2: rep 0 is left out of the warm medians")
     if not args.keep_cache:

@@ -46,7 +46,11 @@ Run::
     python benchmarks/compare_laplace.py [--cases boston-10 boston-50 iris iris-2-2 \
         breast-cancer] [--repeats 7] [--threads 1] [--hessian kron] [--out FILE]
 
-Needs torch and laplace-torch (``pip install ".[bench]" laplace-torch``).
+Needs torch and laplace-torch (``pip install ".[bench]" laplace-torch``). doc/optimization.md's
+tables are the reports of the results files, which need neither::
+
+    python benchmarks/compare_laplace.py --report benchmarks/results/compare_laplace.jsonl
+    python benchmarks/compare_laplace.py --report benchmarks/results/compare_laplace_kron.jsonl
 """
 
 from __future__ import annotations
@@ -287,6 +291,46 @@ def run_case(name, repeats, threads, backend, hessian="ggn") -> dict:
     return record
 
 
+def _network(r) -> str:
+    return "-".join(str(n) for n in r["layer_sizes"]) + " " + r["activation"]
+
+
+def _ms(seconds: float) -> str:
+    return f"{1000 * seconds:.1f} ms"
+
+
+def report(path) -> str:
+    """doc/optimization.md's table of the results file ``path``: the full GGN's, or with the
+    approximation's cost where its lines are ``--hessian kron``'s (a later line of a case
+    replaces an earlier one)."""
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    records = {r["case"]: r for r in lines}.values()
+    kron = all(r["hessian"] == "kron" for r in records)
+    if kron:
+        head = ("| case | parameters | evidence | `J Sigma J'` | probabilities | skbnn | "
+                "laplace-torch | speed-up | K-FAC - GGN evidence, same MAP | "
+                "fitted evidence, K-FAC / GGN | test log-lik., K-FAC / GGN |")  # fmt: skip
+    else:
+        head = ("| case | network | rows | parameters | evidence | `J Sigma J'` | "
+                "probabilities | skbnn | laplace-torch | speed-up | skbnn fit |")  # fmt: skip
+    out = [head, "|" + "---|" * head[1:].count("|")]
+    for r in records:
+        proba = f"{r['proba_max_abs_diff']:.0e}" if "proba_max_abs_diff" in r else "-"
+        agree = [f"{r['log_evidence_rel_diff']:.0e}", f"{r['f_var_rel_diff']:.0e}", proba,
+                 _ms(r["skbnn_step_time_median"]), _ms(r["torch_step_time_median"]),
+                 f"{r['time_ratio_torch_over_skbnn']:.1f}x"]  # fmt: skip
+        if kron:
+            cells = [f"{r['case']} ({_network(r)})", r["n_params"], *agree,
+                     f"{r['log_evidence_minus_ggn']:.1f}",
+                     f"{r['fit_log_evidence']:.1f} / {r['ggn_fit_log_evidence']:.1f}",
+                     f"{r['test_ll']:.3f} / {r['ggn_test_ll']:.3f}"]  # fmt: skip
+        else:
+            cells = [r["case"], _network(r), r["n_train"], r["n_params"], *agree,
+                     f"{r['skbnn_fit_time']:.2f} s"]  # fmt: skip
+        out.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
@@ -297,7 +341,12 @@ def main() -> None:
     parser.add_argument("--hessian", default="ggn", choices=list(STRUCTURE),
                         help="skbnn's Laplace(hessian=...), and laplace-torch's match")  # fmt: skip
     parser.add_argument("--out", help="also append the JSON lines to this file")
+    parser.add_argument("--report", default=None, metavar="FILE",
+                        help="print the table of this results file (no fit)")  # fmt: skip
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report), end="")
+        return
     command = " ".join(["python", *sys.argv])
     for name in args.cases:
         record = run_case(name, args.repeats, args.threads, args.backend, args.hessian)

@@ -46,11 +46,16 @@ Cases (``--case``), with the epochs and batch size of each (``--epochs`` and
 Needs torch (CPU build)::
 
     python benchmarks/compare_vi.py --case boston synthetic --reps 3
+
+doc/optimization.md's table is the report of the results file, which needs no torch::
+
+    python benchmarks/compare_vi.py --report benchmarks/results/compare_vi.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
@@ -174,6 +179,38 @@ def summarize(name: str, side: str, runs: list[dict]) -> dict:
     return out
 
 
+#: per case, its name and training rows in the table (the results lines keep neither)
+LABELS = {"boston": ("Boston, split 0", 455), "synthetic": ("synthetic 50,000 x 20", 45_000)}
+
+
+def _diff(r: dict, key: str, fmt: str) -> str:
+    return f"{r[key + ' skbnn - torch']:{fmt}} +- {r[key + ' difference se']:{fmt[1:]}}"
+
+
+def report(path) -> str:
+    """doc/optimization.md's table of the results file ``path`` (a case's later run
+    replaces an earlier one)."""
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    summary = {(r["case"], r["side"]): r for r in lines if r.get("summary")}
+    steps = {r["case"]: r["n_steps"] for r in lines if "n_steps" in r}
+    head = ("| case | steps | skbnn fit | PyTorch | ratio | ELBO skbnn - torch | "
+            "test LL skbnn - torch | training alone |")  # fmt: skip
+    out = [head, "|---|---|---|---|---|---|---|---|"]
+    for case in dict.fromkeys(c for c, _ in summary):
+        sk, th, ratio = (summary[case, side] for side in (*SIDES, "ratios"))
+        name, rows = LABELS.get(case, (case, None))
+        label = f"{name} ({rows:,} rows, batch {sk['batch_size']}, {sk['epochs']} epochs)"
+        cold = f" ({sk['cold_fit_time']:.1f} s cold)" if sk["cold"] else ""
+        elbo_fmt = "+.1f" if ratio["elbo difference se"] < 10 else "+.0f"
+        cells = [label, f"{steps[case]:,}", f"{sk['fit_time']:.2f} s{cold}",
+                 f"{th['fit_time']:.2f} s", f"**{ratio['torch / skbnn fit_time']:.1f}x**",
+                 f"{_diff(ratio, 'elbo', elbo_fmt)} (of {sk['elbo']:,.0f})",
+                 _diff(ratio, "test_ll", "+.3f"),
+                 f"{ratio['torch / skbnn train_time']:.1f}x"]  # fmt: skip
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", nargs="+", choices=list(CASES), default=list(CASES))
@@ -193,7 +230,12 @@ def main() -> None:
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
     parser.add_argument("--keep-cache", action="store_true", help="skbnn: use numba's cache")
+    parser.add_argument("--report", default=None, metavar="FILE",
+                        help="print the table of this results file (no fit)")  # fmt: skip
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report), end="")
+        return
     if args.reps < 2:
         parser.error("--reps must be at least 2: rep 0 is left out of the warm medians")
     if not args.keep_cache:

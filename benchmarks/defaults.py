@@ -43,6 +43,7 @@ Usage::
     python benchmarks/defaults.py --report benchmarks/results/defaults_methods.jsonl
     python benchmarks/defaults.py --suite methods --only synthetic --synthetic friedman15000 \
         --methods lbbnn lbbnn_flow lbbnn_lowrank --out results.jsonl
+    python benchmarks/defaults.py --suite families --report benchmarks/results/defaults_lbbnn.jsonl
     python benchmarks/defaults.py --suite priors --datasets iris wine --out results.jsonl
     python benchmarks/defaults.py --suite priors --report benchmarks/results/defaults.jsonl
 
@@ -709,11 +710,44 @@ def report_pair(first: str, second: str, labels=("first", "second")) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: LBBNN's families in doc/optimization.md's table: method name and column
+FAMILIES = {"lbbnn": "mean-field", "lbbnn_flow": "flow", "lbbnn_lowrank": "low-rank"}
+
+
+def report_families(path: str) -> str:
+    """doc/optimization.md's table of LBBNN's families on the synthetic problems of a
+    methods-suite file (the last record of each fit wins): per problem and family the means
+    over seeds of the test log-likelihood, 90 % coverage, fit time and density."""
+    records = {}
+    for line in open(path):
+        r = json.loads(line)
+        if r.get("part") == "synthetic" and r["method"] in FAMILIES:
+            records[(r["dataset"], r["split"], r["method"])] = r
+    fits = list(records.values())
+    families = [m for m in FAMILIES if any(r["method"] == m for r in fits)]
+    lines = ["| rows | " + " | ".join(FAMILIES[m] for m in families) + " |",
+             "|---" * (len(families) + 1) + "|"]  # fmt: skip
+    for dataset in dict.fromkeys(r["dataset"] for r in fits):
+        cells = []
+        for m in families:
+            runs = [r for r in fits if r["dataset"] == dataset and r["method"] == m]
+            mean = {k: np.mean([r[k] for r in runs])
+                    for k in ("test_ll", "coverage_90", "fit_time", "density")}  # fmt: skip
+            cells.append(f"{mean['test_ll']:.2f}, {mean['coverage_90']:.2f}, "
+                         f"{mean['fit_time']:.1f} s, density {mean['density']:.3f}")  # fmt: skip
+        rows = next(r["n_train"] for r in fits if r["dataset"] == dataset)
+        lines.append(f"| {rows:,} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def report(path: str, suite: str = "methods", short: bool = False) -> str:
     """The markdown tables of a methods-suite file (the last record of each fit wins), or
-    of a priors-suite file (``suite="priors"``: :func:`report_priors`)."""
+    of a priors-suite file (``suite="priors"``: :func:`report_priors`), or the table of
+    LBBNN's families (``suite="families"``: :func:`report_families`)."""
     if suite == "priors":
         return report_priors(path, short)
+    if suite == "families":
+        return report_families(path)
     records = {}
     for line in open(path):
         r = json.loads(line)
@@ -867,7 +901,9 @@ def _default_15000() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", choices=["methods", "priors"], default="priors")
+    parser.add_argument("--suite", choices=["methods", "priors", "families"], default=None,
+                        help="default: priors, or methods with --report; families: "
+                        "--report's table of LBBNN's families only")  # fmt: skip
     parser.add_argument("--report", default=None, help="print the suite's tables of a file")
     parser.add_argument("--pair", nargs=2, default=None, metavar="FILE:METHOD[@COMMITS]",
                         help="print two methods' UCI fits paired by split")  # fmt: skip
@@ -907,8 +943,11 @@ def main(argv: list[str] | None = None) -> None:
         print(report_pair(*args.pair, args.labels), end="")
         return
     if args.report:
-        print(report(args.report, args.suite, args.short), end="")
+        print(report(args.report, args.suite or "methods", args.short), end="")
         return
+    args.suite = args.suite or "priors"
+    if args.suite == "families":
+        parser.error("--suite families only reports: give --report FILE")
     if args.suite == "methods":
         common = {"benchmark": "defaults_methods", **provenance("defaults.py", argv)}
         out = open(args.out, "a") if args.out else None  # noqa: SIM115

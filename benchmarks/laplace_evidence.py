@@ -14,6 +14,10 @@ Cases: ``breast_cancer`` (first 5 standardized features, 569 rows, binary), ``ir
 logistic model with well-separated classes, where the posterior is most skewed)::
 
     python benchmarks/laplace_evidence.py [--particles 2000] [--seeds 5]
+    python benchmarks/laplace_evidence.py --report benchmarks/results/laplace_evidence.jsonl
+
+``--report`` prints doc/optimization.md's table of a results file: per case, its latest
+summary and the fit times of the fits before it.
 """
 
 from __future__ import annotations
@@ -49,6 +53,44 @@ def cases():
     return out
 
 
+# the case's description in the table, which the results lines do not keep
+LABELS = {
+    "breast_cancer": "breast_cancer (5 features, binary)",
+    "iris": "iris (3 classes)",
+    "synthetic": "synthetic (3 features, well separated)",
+}
+
+
+def _range(values, fmt) -> str:
+    lo, hi = fmt(min(values)), fmt(max(values))
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def _seconds(v: float) -> str:
+    return f"{v:.1f}" if v < 10 else f"{v:.0f}"
+
+
+def report(path) -> str:
+    """doc/optimization.md's table of the results file ``path``."""
+    rows, fits = {}, {}
+    for line in Path(path).read_text().splitlines():
+        r = json.loads(line)
+        if "summary" in r:
+            rows[r["summary"]] = (r, fits.pop(r["summary"], []))
+        else:
+            fits.setdefault(r["case"], []).append(r)
+    out = ["| data | rows | Laplace | SMC | Laplace - SMC | Laplace fit | SMC fit |",
+           "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name, (r, runs) in rows.items():
+        laplace = [f["fit_time"] for f in runs if f["method"] == "laplace"]
+        smc = [f["fit_time"] for f in runs if f["method"] == "smc"]
+        cells = [LABELS.get(name, name), r["n_rows"], f"{r['laplace']:.3f}",
+                 f"{r['smc_mean']:.3f} +- {r['smc_se']:.3f}", f"{r['laplace_minus_smc']:+.3f}",
+                 f"{_range(laplace, '{:.1g}'.format)} s", f"{_range(smc, _seconds)} s"]  # fmt: skip
+        out.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--particles", type=int, default=2000)
@@ -56,7 +98,12 @@ def main() -> None:
     parser.add_argument("--prior-std", type=float, default=1.0)
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--case", nargs="*", default=None)
+    parser.add_argument("--report", default=None, metavar="FILE",
+                        help="print the table of this results file")  # fmt: skip
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report), end="")
+        return
     command = "python benchmarks/laplace_evidence.py " + " ".join(sys.argv[1:])
 
     from skbnn import BayesianMLPClassifier

@@ -25,11 +25,18 @@ family's accuracy at or above the mean-field one's, at a lower density. ``--seed
 repeats it; the summary gives the min, median and max over seeds.
 
     python benchmarks/lbbnn_digits.py --seeds 0 1 2 3 4 --out benchmarks/results/lbbnn_digits.jsonl
+
+``--report`` prints doc/optimization.md's table of a results file (no fit): per method, min /
+median / max over the seeds of its lines (a later line of a method and seed replaces an
+earlier one)::
+
+    python benchmarks/lbbnn_digits.py --report benchmarks/results/lbbnn_digits.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import warnings
@@ -153,6 +160,54 @@ def median_model_scores(name: str, clf, d, seed: int, threshold: float) -> dict:
             "decided_accuracy_median": accuracy}  # fmt: skip
 
 
+#: the table's columns: method and its name
+COLUMNS = {"meanfield": "LBBNN mean-field", "flow": "LBBNN flow", "lowrank": "LBBNN low-rank",
+           "vi": "VI (all weights)"}  # fmt: skip
+
+
+def _spread(values, fmt: str) -> str:
+    """min / median / max, or the one value where they agree."""
+    cells = [fmt.format(v) for v in (min(values), np.median(values), max(values))]
+    return cells[0] if len(set(cells)) == 1 else " / ".join(cells)
+
+
+def _decided(runs, share: str, accuracy: str) -> str:
+    if share not in runs[0]:
+        return "-"
+    right = _spread([r[accuracy] for r in runs], "{:.3f}")
+    right = f"all {right}" if " / " not in right else right
+    return f"{_spread([r[share] for r in runs], '{:.2f}')}, {right}"
+
+
+def report(path) -> str:
+    """doc/optimization.md's table of the results file ``path``."""
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    fits = {(r["method"], r["seed"]): r for r in lines if not r.get("summary")}
+    runs = {m: [r for (method, _), r in fits.items() if method == m] for m in COLUMNS}
+    runs = {m: rs for m, rs in runs.items() if rs}
+
+    def cell(m, key, fmt):
+        rs = runs[m]
+        return _spread([r[key] for r in rs], fmt) if key in rs[0] else "-"
+
+    rows = [
+        ("test accuracy, model average", lambda m: cell(m, "accuracy_averaged", "{:.3f}")),
+        ("posterior-mean network", lambda m: cell(m, "accuracy_mean_network", "{:.3f}")),
+        ("median probability model", lambda m: cell(m, "accuracy_median_model", "{:.3f}")),
+        ("density (weights with `alpha > 0.5`)", lambda m: cell(m, "density", "{:.2g}")),
+        ("ELBO", lambda m: cell(m, "elbo", "{:.0f}")),
+        ("decided at 0.95, model average: share / accuracy",
+         lambda m: _decided(runs[m], "decided_averaged", "decided_accuracy_averaged")),
+        ("decided at 0.95, median model: share / accuracy",
+         lambda m: _decided(runs[m], "decided_median", "decided_accuracy_median")),
+        ("fit", lambda m: cell(m, "fit_time", "{:.0f}") + " s"),
+    ]  # fmt: skip
+    out = ["| | " + " | ".join(COLUMNS[m] for m in runs) + " |", "|---" * (len(runs) + 1) + "|"]
+    for label, value in rows:
+        out.append(f"| {label} | " + " | ".join(value(m) for m in runs) + " |")
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
@@ -165,7 +220,12 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=0.95,
                         help="the predictive probability a decision needs")  # fmt: skip
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
+    parser.add_argument("--report", default=None, metavar="FILE",
+                        help="print the table of this results file (no fit)")  # fmt: skip
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report), end="")
+        return
     emit = emitter(args.out)
     import skbnn
     from skbnn.methods import LBBNN, VariationalInference

@@ -38,12 +38,20 @@ replication, a false-positive rate of at most 10 %). ``--plot FILE`` draws the r
 bars, as the talk does (needs matplotlib)::
 
     python benchmarks/lbbnn_simulation.py --reps 10 --plot doc/lbbnn_simulation.png
+
+``--report`` prints doc/optimization.md's table of the ``--posterior`` runs in a results
+file (no fit): per prior, each family's weak effects included, their mean ``alpha``, the
+large effects' rates and the false positives, the exact posterior's (``--reference``)
+beside them, and the Wald test's rate on the weak effects::
+
+    python benchmarks/lbbnn_simulation.py --report benchmarks/results/lbbnn_simulation.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import sys
 import time
 import warnings
@@ -189,6 +197,71 @@ def plot(summaries: list[dict], path: str) -> None:
     fig.savefig(path, dpi=110)
 
 
+FAMILIES = {"meanfield": "mean-field", "flow": "flow", "lowrank": "low-rank"}
+
+
+def _rate(rates) -> str:
+    """The share of replications, "all" where every one."""
+    rates = np.atleast_1d(rates)
+    return "all" if np.all(rates == 1) else ", ".join(f"{100 * r:.0f} %" for r in rates)
+
+
+def report(path) -> str:
+    """doc/optimization.md's table of the results file ``path``: its summaries of
+    ``--posterior`` runs, each with the replications' lines before it."""
+    coef = BETA[1:]
+    weak = np.flatnonzero((np.abs(coef) >= 1) & (np.abs(coef) < 3))
+    x18, others = np.flatnonzero(coef == 3), np.flatnonzero(np.abs(coef) > 3)
+    zero = coef == 0
+    groups, reps = {}, []
+    for line in Path(path).read_text().splitlines():
+        r = json.loads(line)
+        if not r.get("summary"):
+            reps.append(r)
+            continue
+        if "posterior" in r:
+            prior = (r.get("inclusion_prior"), r.get("slab_std"))
+            groups.setdefault(prior, {})[r["posterior"]] = (r, reps)
+        reps = []
+    names = ", ".join(f"x{j + 1}" for j in weak)
+    n = next(iter(next(iter(groups.values())).values()))[0]["reps"]
+    head = (f"| prior | | weak effects in ({names}; of {len(weak) * n}) | their mean `alpha` | "
+            f"x{x18[0] + 1} ({coef[x18[0]]:g}) in | "
+            + ", ".join(f"x{j + 1}" for j in others)
+            + f" in | false positives (of {zero.sum() * n}) |")  # fmt: skip
+    out = [head, "|---|---|---|---|---|---|---|"]
+
+    def row(*cells):
+        out.append("|" + "|".join(f" {c} " if c else " " for c in cells) + "|")
+
+    def family_row(prior, family, weak_in, alphas, rates, false):
+        mean = ", ".join(f"{a:.2f}" for a in np.mean(alphas, axis=0)[weak])
+        row(prior, family, f"{weak_in:.0f}", mean, _rate(rates[x18]), _rate(rates[others]),
+            f"{false:.0f}")  # fmt: skip
+
+    for (psi, slab), runs in groups.items():
+        label = "defaults" if psi is None else f"`psi = {psi:g}`, slab {slab:g}"
+        reference = None
+        for family in (f for f in FAMILIES if f in runs):
+            r, lines = runs[family]
+            family_row(label, FAMILIES[family], r["weak_rate"] * len(weak) * r["reps"],
+                [x["alpha"] for x in lines], np.array(r["inclusion_rate"]),
+                r["fpr"] * zero.sum() * r["reps"])  # fmt: skip
+            label = ""
+            if r["reference_rate"] is not None:
+                reference = (r, lines)
+        if reference:
+            r, lines = reference
+            rates = np.array(r["reference_rate"])
+            weak_in = r["reference_weak_rate"] * len(weak) * r["reps"]
+            family_row("", "the model's posterior", weak_in, [x["reference_pip"] for x in lines],
+                       rates, rates[zero].sum() * r["reps"])  # fmt: skip
+    # the Wald test does not depend on the prior: the last run's
+    wald = len(weak) * (r["reps"] - r["ml_separated"])
+    row("", "Wald test, 5 %", f"{100 * r['wald_weak_rate']:.0f} % of {wald}", "", "", "", "")
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=10)
@@ -206,7 +279,12 @@ def main() -> None:
     parser.add_argument("--n-jobs", type=int, default=1)
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
     parser.add_argument("--plot", default=None, help="save the bar plot to this file")
+    parser.add_argument("--report", default=None, metavar="FILE",
+                        help="print the table of this results file (no fit)")  # fmt: skip
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report), end="")
+        return
     emit = emitter(args.out)
     import skbnn
 

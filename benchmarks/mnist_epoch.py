@@ -54,6 +54,17 @@ One JSON line per (library, model, dtype), then the ratio line::
     # LBBNN's three families, which have no peer here, on the first 6,000 images
     python benchmarks/mnist_epoch.py --rows 6000 --no-torch \\
         --models lbbnn_meanfield lbbnn_flow lbbnn_lowrank vi
+
+``--report`` prints a doc/optimization.md table of a results file, without a fit:
+``--table torch`` skbnn's runs at ``--commits`` (the lines' ``commit``) beside the first
+one's PyTorch; ``--table steps`` the first and second run of each model at the one commit
+(the code before and after a change, the script run against a worktree of each), with an
+epoch of 60,000 rows and 250 epochs extrapolated from the second::
+
+    python benchmarks/mnist_epoch.py --table torch --commits b2c8f60 8d9b106 \\
+        --report benchmarks/results/mnist_epoch.jsonl
+    python benchmarks/mnist_epoch.py --table steps --commits f1c8224 \\
+        --report benchmarks/results/mnist_epoch_lbbnn.jsonl
 """
 
 from __future__ import annotations
@@ -174,6 +185,58 @@ def ratios(lines: list[dict]) -> dict:
     return out
 
 
+#: the models' names in the tables
+LABELS = {"vi": "mean-field VI", "mlp": "plain MLP", "lbbnn_meanfield": "LBBNN mean-field",
+          "lbbnn_flow": "LBBNN flow", "lbbnn_lowrank": "LBBNN low-rank (rank 5)"}  # fmt: skip
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"about {seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"about {seconds / 60:.0f} min"
+    return f"about {seconds / 3600:.1f} h"
+
+
+def report(path, table: str = "torch", *commits: str) -> str:
+    """doc/optimization.md's table ``table`` (``"torch"`` or ``"steps"``) of the results
+    file ``path``, at the runs of ``commits``."""
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    runs = [r for r in lines if "epoch_time_median" in r and r["commit"] in commits]
+    if table == "steps":
+        before, after = {}, {}
+        for r in runs:
+            (after if r["model"] in before else before)[r["model"]] = r
+        out = ["| model | before | after | ratio | an epoch of 60,000 rows, after | "
+               "250 epochs, after |", "|---|---|---|---|---|---|"]  # fmt: skip
+        for model, b in before.items():
+            a = after[model]["epoch_time_median"]
+            epoch = a * 60_000 / after[model]["rows"]
+            cells = [LABELS[model], f"{b['epoch_time_median']:.2f} s", f"{a:.2f} s",
+                     f"{a / b['epoch_time_median']:.2f}", _duration(epoch),
+                     _duration(250 * epoch)]  # fmt: skip
+            out.append("| " + " | ".join(cells) + " |")
+        return "\n".join(out) + "\n"
+    time = {(r["commit"], r["library"], r["model"], r["dtype"]): r["epoch_time_median"]
+            for r in runs}  # fmt: skip
+    threads = {r["commit"]: r.get("n_jobs") or 1 for r in runs if r["library"] == "skbnn"}
+    torch = next(r["threads"] for r in runs if r["library"] == "torch")
+    head = ["model"]
+    for c in commits:
+        head.append(f"skbnn, float64, {threads[c]} " + ("threads" if threads[c] > 1 else "core")
+                    + f" ({c})")  # fmt: skip
+    head += [f"PyTorch, {d}, {torch} threads" for d in ("float64", "float32")]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for model in MODELS:
+        cells = [LABELS[model]]
+        for c in commits:
+            sk = time[c, "skbnn", model, "float64"]
+            cells.append(f"{sk:.3g} s: ratio {sk / time[c, 'torch', model, 'float64']:.2f}")
+        cells += [f"{time[commits[0], 'torch', model, d]:.3g} s" for d in ("float64", "float32")]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=60_000, help="the first ROWS images")
@@ -200,7 +263,15 @@ def main() -> None:
         help="skbnn's models (default: the peer's)",
     )
     parser.add_argument("--no-torch", action="store_true", help="skbnn's lines only")
+    parser.add_argument("--report", default=None, metavar="FILE",
+                        help="print the --table of this results file (no fit)")  # fmt: skip
+    parser.add_argument("--table", choices=("torch", "steps"), default="torch",
+                        help="--report's table: against PyTorch, or before and after")  # fmt: skip
+    parser.add_argument("--commits", nargs="+", default=[], help="--report's runs")
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report, args.table, *args.commits), end="")
+        return
     emit = emitter(args.out)
     info = provenance("mnist_epoch.py", None)
     X, y = load_mnist(args.data_dir)[:2]

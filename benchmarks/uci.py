@@ -18,6 +18,15 @@ Uses only skbnn's public API. Usage::
 ``--method`` is a name from ``skbnn.methods.METHODS`` or a JSON object with ``"name"`` and
 the method's parameters; ``--params`` passes further estimator parameters as JSON (e.g.
 ``'{"noise_std": 0.5, "prior": {"name": "gaussian", "std": 1.0}}'``).
+
+``--report`` prints a doc/optimization.md table of results files (the latest summary of
+each dataset), without a fit: ``--table vi`` the VI column beside Graves's published VI,
+``--table ll`` and ``--table rmse`` one column per file (method) beside the published Deep
+Ensembles::
+
+    python benchmarks/uci.py --report benchmarks/results/uci_vi.jsonl
+    python benchmarks/uci.py --table ll --report benchmarks/results/uci_ensemble.jsonl \
+        benchmarks/results/uci_rms.jsonl benchmarks/results/uci_swag.jsonl
 """
 
 from __future__ import annotations
@@ -170,6 +179,79 @@ def run(args) -> list[dict]:
     return records + [summary]
 
 
+#: the tables' dataset names
+DATASETS = {"bostonHousing": "Boston", "concrete": "Concrete", "energy": "Energy",
+            "wine-quality-red": "Wine", "yacht": "Yacht"}  # fmt: skip
+
+#: published figures on these splits, (RMSE, log-likelihood) as printed: VI (Graves) as
+#: reprinted in Gal & Ghahramani (ICML 2016), Table 1; Deep Ensembles (M=5) from
+#: Lakshminarayanan et al. (NeurIPS 2017), Table 1, its sd over splits over sqrt(20)
+PUBLISHED_VI = {
+    "bostonHousing": ("4.32 +- 0.29", "-2.90 +- 0.07"),
+    "concrete": ("7.19 +- 0.12", "-3.39 +- 0.02"),
+    "energy": ("2.65 +- 0.08", "-2.39 +- 0.03"),
+    "wine-quality-red": ("0.65 +- 0.01", "-0.98 +- 0.01"),
+    "yacht": ("6.89 +- 0.67", "-3.43 +- 0.16"),
+}
+PUBLISHED_DEEP_ENSEMBLES = {
+    "bostonHousing": ("3.28 +- 0.22", "-2.41 +- 0.06"),
+    "concrete": ("6.03 +- 0.13", "-3.06 +- 0.04"),
+    "energy": ("2.09 +- 0.06", "-1.38 +- 0.05"),
+    "wine-quality-red": ("0.64 +- 0.01", "-0.94 +- 0.03"),
+    "yacht": ("1.58 +- 0.11", "-1.18 +- 0.05"),
+}
+
+
+def _summaries(path) -> dict:
+    """``{dataset: its latest summary}`` of a results file."""
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    return {r["dataset"]: r for r in lines if r.get("summary")}
+
+
+def _pm(r: dict, key: str) -> str:
+    return f"{r[key]:.2f} +- {r[key + '_se']:.2f}"
+
+
+def report(paths, table: str = "vi") -> str:
+    """doc/optimization.md's table ``table`` of the results files ``paths``: ``"vi"`` (one
+    file) beside the published VI, ``"ll"`` or ``"rmse"`` (one file per method) beside
+    the published Deep Ensembles, the ensemble's log-likelihood in bold where it is
+    above theirs."""
+    paths = [paths] if isinstance(paths, (str, Path)) else paths
+    runs = [_summaries(path) for path in paths]
+    if table == "vi":
+        out = ["| dataset | test LL | VI (Graves) LL | RMSE | VI (Graves) RMSE | 90 % coverage | "
+               "fit / split |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+        for d, r in runs[0].items():
+            rmse, ll = PUBLISHED_VI[d]
+            cells = [DATASETS[d], _pm(r, "test_ll"), ll, _pm(r, "rmse"), rmse,
+                     f"{r['coverage_90']:.3f}", f"{r['fit_time']:.1f} s"]  # fmt: skip
+            out.append("| " + " | ".join(cells) + " |")
+        return "\n".join(out) + "\n"
+    names = [next(iter(run.values()))["method"]["name"] for run in runs]
+    if table == "ll":
+        m = {name: f" (M={next(iter(run.values()))['n_samples']})"
+             for name, run in zip(names, runs, strict=True) if name == "ensemble"}  # fmt: skip
+        head = ["dataset", "Deep Ensembles (M=5), published",
+                *(f'skbnn `"{name}"`{m.get(name, "")}' for name in names)]  # fmt: skip
+    else:
+        head = ["dataset", "published DE RMSE", *(f'`"{name}"` RMSE / time' for name in names)]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for d in DATASETS:
+        rmse, ll = PUBLISHED_DEEP_ENSEMBLES[d]
+        cells = [DATASETS[d], ll if table == "ll" else rmse]
+        for name, run in zip(names, runs, strict=True):
+            r = run[d]
+            if table == "rmse":
+                cells.append(f"{_pm(r, 'rmse')} / {r['fit_time']:.2f}")
+            elif name == "ensemble" and r["test_ll"] > float(ll.split()[0]):
+                cells.append(f"**{_pm(r, 'test_ll')}**")
+            else:
+                cells.append(_pm(r, "test_ll"))
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def _emit(record: dict, out) -> None:
     line = json.dumps(record)
     print(line, flush=True)
@@ -180,7 +262,7 @@ def _emit(record: dict, out) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", required=True, help="folder name, e.g. bostonHousing")
+    parser.add_argument("--dataset", help="folder name, e.g. bostonHousing")
     parser.add_argument("--data-dir", default=None, help="default: ../shared/data/uci")
     parser.add_argument("--method", default="nuts", help="a name, or JSON with name and params")
     parser.add_argument("--hidden", default=None, help='e.g. "50" or "50,50"; "" for none')
@@ -191,7 +273,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-jobs", type=int, default=-1)
     parser.add_argument("--seed", type=int, default=0, help="random_state of every split's fit")
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
+    parser.add_argument("--report", nargs="+", default=None, metavar="FILE",
+                        help="print the --table of these results files (no fit)")  # fmt: skip
+    parser.add_argument("--table", default="vi", choices=("vi", "ll", "rmse"),
+                        help="--report's table: VI beside Graves's, or one column per "
+                        "file beside the published Deep Ensembles")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.report:
+        print(report(args.report, args.table), end="")
+        return
+    if args.dataset is None:
+        parser.error("the following arguments are required: --dataset")
     args.argv = sys.argv[1:] if argv is None else list(argv)
     run(args)
 
