@@ -40,6 +40,8 @@ SOURCES = (
     "compare_nuts_metric.jsonl",
     "compare_ensemble.jsonl",
     "compare_vi.jsonl",
+    "compare_laplace.jsonl",
+    "compare_laplace_kron.jsonl",
     "defaults_methods.jsonl",
     "uci_nuts.jsonl",
     "kernel_speed.jsonl",
@@ -59,6 +61,8 @@ UNRECORDED = {
     "compare_nuts_metric.jsonl": [(1, 55, {"committed": "2026-11-27"})],
     "compare_ensemble.jsonl": [(1, 32, {"committed": "2026-11-23"})],
     "compare_vi.jsonl": [(1, 50, {"committed": "2026-11-25"})],
+    "compare_laplace.jsonl": [(1, 6, {"committed": "2026-11-27"})],
+    "compare_laplace_kron.jsonl": [(1, 6, {"committed": "2026-11-27"})],
     "uci_nuts.jsonl": [(1, 30, {"committed": "2026-11-22"})],
 }
 
@@ -274,6 +278,89 @@ def pytorch() -> tuple[str, list[dict]]:
         used += [r for r in run if r.get("summary") and r.get("side") in ("skbnn", "torch")]
     tail = "at equal test log-likelihood" if equal else "(test log-likelihoods differ)"
     return f"{_and(figures)} faster {tail}", used
+
+
+#: The methods against their peers: results file, method, peer, the ratio line's speed-up
+#: key, and the command (on the first row of the file).
+PEERS = (
+    ("compare_ensemble.jsonl", "deep ensemble, 5 members", "PyTorch (CPU)",
+     "torch_time / skbnn_time", "`compare_ensemble.py --case boston --reps 5`"),
+    ("compare_vi.jsonl", "VI (Bayes by Backprop)", "PyTorch (CPU)", "torch / skbnn fit_time",
+     "`compare_vi.py --case boston synthetic --reps 11`"),
+)  # fmt: skip
+#: Laplace's step against laplace-torch: results file, method, peer, command.
+LAPLACE_PEERS = (
+    ("compare_laplace.jsonl", "Laplace step at one MAP", "laplace-torch 0.3",
+     "`compare_laplace.py --repeats 9`"),
+    ("compare_laplace_kron.jsonl", "Kronecker-factored Laplace step",
+     "laplace-torch 0.3 `KronLaplace`", "`compare_laplace.py --hessian kron --repeats 9`"),
+)  # fmt: skip
+CASES = {"boston": "Boston split 0", "synthetic": "50,000 x 20"}
+
+
+def _seconds(x: float) -> str:
+    return f"{x:.3f} s" if x < 0.1 else f"{x:.2f} s" if x < 10 else f"{x:.1f} s"
+
+
+def _latest_runs(name: str) -> dict:
+    """A compare_*.py file's latest run of each case, by case."""
+    latest = {}
+    for run in _runs(_read(name)):
+        if _side(run, "ratios"):
+            latest[_side(run, "ratios")["case"]] = run
+    return latest
+
+
+def performance_summary_peers() -> str:
+    """doc/performance.md's summary-table cell for the optimization methods' peers."""
+    cells = []
+    for (name, _, _, speed, _), label in zip(PEERS, ("ensemble", "VI"), strict=True):
+        ratios = [_side(run, "ratios")[speed] for run in _latest_runs(name).values()]
+        cells.append(f"{_range(min(ratios), max(ratios), '.0f')}x ({label})")
+    laplace = []
+    for name, *_ in LAPLACE_PEERS:
+        ratios = [r["time_ratio_torch_over_skbnn"] for r in _read(name)]
+        laplace.append(f"{_range(min(ratios), max(ratios))}x")
+    return ", ".join(cells) + f", {laplace[0]} (the Laplace step; {laplace[1]} Kronecker-factored)"
+
+
+def _peer_rows() -> list[list[str]]:
+    """Each peer comparison's rows (the latest run of each case), with the conditions of
+    its lines on its first row."""
+    rows = []
+    for name, method, peer, speed, command in PEERS:
+        latest = _latest_runs(name)
+        used = [r for run in latest.values() for r in (_side(run, "skbnn"), _side(run, "torch"))]
+        for i, (case, run) in enumerate(latest.items()):
+            first = i == 0
+            rows.append([
+                method if first else "", peer if first else "", CASES.get(case, case),
+                _seconds(_side(run, "skbnn")["fit_time"]),
+                _seconds(_side(run, "torch")["fit_time"]),
+                f"**{_ratio(_side(run, 'ratios')[speed])}**",
+                conditions(used) if first else "", f"{command}, `{name}`" if first else "",
+            ])  # fmt: skip
+    for name, method, peer, command in LAPLACE_PEERS:
+        fits = list({r["case"]: r for r in _read(name)}.values())
+
+        def spread(key, scale=1.0, fmt=".1f", fits=fits):
+            return _range(min(r[key] for r in fits) * scale, max(r[key] for r in fits) * scale,
+                          fmt)  # fmt: skip
+
+        rows.append([method, peer,
+                     f"{len(fits)} networks, {spread('n_params', fmt='.0f')} parameters",
+                     spread("skbnn_step_time_median", 1e3) + " ms",
+                     spread("torch_step_time_median", 1e3) + " ms",
+                     f"**{spread('time_ratio_torch_over_skbnn')}x**", conditions(fits),
+                     f"{command}, `{name}`"])  # fmt: skip
+    return rows
+
+
+def performance_peers() -> str:
+    """doc/performance.md's table of the methods against their peers."""
+    head = ["method", "peer", "case", "skbnn", "peer", "ratio", "conditions", "command, results"]
+    out = [_row(head), "|---" * len(head) + "|"]
+    return "\n".join(out + [_row(cells) for cells in _peer_rows()])
 
 
 def _latest_fits(name: str) -> list[dict]:
@@ -831,6 +918,8 @@ BLOCKS = {
     "performance-compile-ab-lbfgs": (PERFORMANCE, performance_compile_ab_lbfgs, False),
     "performance-compile-avx512": (PERFORMANCE, performance_compile_avx512, False),
     "defaults-quickstart": (DEFAULTS, defaults_quickstart, False),
+    "performance-peers": (PERFORMANCE, performance_peers, False),
+    "performance-summary-peers": (PERFORMANCE, performance_summary_peers, True),
 }
 
 
