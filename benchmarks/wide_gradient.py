@@ -8,9 +8,14 @@ call Laplace's polish and L-BFGS make) for each network of ``--hidden`` and acti
 rows), median of ``--repeats`` calls after a warm one. One JSON line per network. To see
 what the BLAS path changes, run it on a commit before it and on one after::
 
-    python benchmarks/wide_gradient.py
+    python benchmarks/wide_gradient.py --out benchmarks/results/wide_gradient.jsonl
     git worktree add /tmp/before cbe442d
-    (cd /tmp/before && PYTHONPATH=. python "$OLDPWD/benchmarks/wide_gradient.py")
+    (cd /tmp/before && PYTHONPATH=. python "$OLDPWD/benchmarks/wide_gradient.py" \\
+        --out "$OLDPWD/benchmarks/results/wide_gradient.jsonl")
+    python benchmarks/wide_gradient.py --report benchmarks/results/wide_gradient.jsonl
+
+``--report FILE`` prints doc/performance.md's table: per shape, the latest line of the
+commit before the BLAS path (``BEFORE``) against the latest line of any other commit.
 """
 
 from __future__ import annotations
@@ -25,7 +30,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _uci import machine  # noqa: E402
+from _uci import emitter, machine  # noqa: E402
+
+#: The last commit without the BLAS path.
+BEFORE = "cbe442d"
 
 
 def _commit() -> str:
@@ -35,6 +43,32 @@ def _commit() -> str:
     return out.stdout.strip() + ("+changes" if dirty else "")
 
 
+def report(path) -> str:
+    """doc/performance.md's table of a results file: before and after the BLAS path."""
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    before, after = {}, {}
+    for r in lines:
+        key = (r["rows"], r["features"], r["hidden"], r["activation"])
+        (before if r["commit"].startswith(BEFORE) else after)[key] = r
+    out = ["| rows x features | network | before (ms) | after (ms) | speed-up |",
+           "|---|---|---|---|---|"]  # fmt: skip
+    for key in after:
+        if key not in before:
+            continue
+        rows, features, hidden, activation = key
+        old, new = before[key]["ms_per_gradient"], after[key]["ms_per_gradient"]
+        digits = 1 if new >= 1 else 2 if new >= 0.1 else 3
+        widths = [features, *map(int, hidden.split("x")), 1]
+        # the layers BLAS takes: inputs and outputs both at least BLAS_MIN_WIDTH (16)
+        wide = any(min(a, b) >= 16 for a, b in zip(widths[:-1], widths[1:], strict=False))
+        name = f"{hidden} {'ReLU' if activation == 'relu' else activation}"
+        name += "" if wide else " (no wide layer)"
+        speedup = f"**{old / new:.1f}x**" if wide else "-"
+        out.append(f"| {rows:,} x {features} | {name} | {old:.{digits}f} | {new:.{digits}f} | "
+                   f"{speedup} |")  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000)
@@ -42,7 +76,13 @@ def main() -> None:
     parser.add_argument("--hidden", nargs="+", default=["100x100", "50x50", "100", "50", "10x10"])
     parser.add_argument("--activations", nargs="+", default=["relu", "tanh"])
     parser.add_argument("--repeats", type=int, default=21)
+    parser.add_argument("--out", default=None, help="append the JSON lines to this file")
+    parser.add_argument("--report", default=None, help="print the table of a results file")
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report), end="")
+        return
+    emit = emitter(args.out)
 
     from skbnn.log_posterior import LogPosterior
     from skbnn.posterior import single_threaded_blas
@@ -68,10 +108,9 @@ def main() -> None:
                     start = time.perf_counter()
                     evaluate(theta)
                     times.append(time.perf_counter() - start)
-            print(json.dumps({**meta, "hidden": spec, "activation": activation,
-                              "n_params": int(target.n_params), "first_call_s": first,
-                              "ms_per_gradient": 1e3 * float(np.median(times))}),
-                  flush=True)  # fmt: skip
+            emit({**meta, "hidden": spec, "activation": activation,
+                  "n_params": int(target.n_params), "first_call_s": first,
+                  "ms_per_gradient": 1e3 * float(np.median(times))})  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -111,6 +111,8 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
         ("performance.md", "smc-evidence-spread", "benchmarks/smc_evidence_spread",
          "smc_evidence_spread.jsonl", (), ""),
         ("performance.md", "smc-knobs", "benchmarks/smc_knobs", "smc_knobs.jsonl", (), ""),
+        ("performance.md", "wide-gradient", "benchmarks/wide_gradient", "wide_gradient.jsonl", (),
+         ""),
         ("performance.md", "scale-million", "benchmarks/scale", "scale.jsonl", ("million",), ""),
         ("performance.md", "scale-torch", "benchmarks/scale", "scale.jsonl", ("torch",),
          " --part torch"),
