@@ -27,6 +27,19 @@ the run's provenance record (as ``_uci.provenance``), the cores the process may 
         --skbnn-method nuts '{"n_chains": 4}' --out benchmarks/results/bde.jsonl
     python benchmarks/bde.py --report benchmarks/results/bde.jsonl
     python benchmarks/bde.py --report benchmarks/results/bde*.jsonl --paired test_ll
+    python benchmarks/bde.py --report benchmarks/results/bde.jsonl \
+        --route benchmarks/results/bde_two_stage_variants.jsonl --label n_warmup:300 \
+        --baseline benchmarks/results/bde_two_stage.jsonl --splits 0-9
+
+The reports: ``--compact`` (a table per metric), ``--paired METRIC`` (each skbnn label
+against bde), ``--route FILE`` (one skbnn label as a column per dataset, with
+``--baseline FILE`` paired; with ``--worst``, each split's lowest test row, of the
+``--data`` sets), ``--times`` (bde and one route, fit by fit) and ``--fits`` (a row per
+fit; with ``--metrics NAME ...``, those columns, ``a.b`` a nested one). With ``--route``,
+``--times``, ``--paired`` or ``--fits``, ``--label TEXT ...`` keeps the skbnn lines whose
+label, without spaces, quotes and brackets, holds one of the texts (``a+b``: both),
+``--baseline-label`` the same for the baseline's lines, and ``--splits`` those splits'
+lines.
 
 ``--skbnn-method NAME [JSON]`` may be repeated (default: ``auto`` and ``laplace``);
 ``none`` runs the peer alone; ``--skbnn-params`` sets estimator parameters (JSON, nested
@@ -44,6 +57,7 @@ import argparse
 import copy
 import json
 import os
+import re
 import sys
 import time
 import warnings
@@ -380,7 +394,7 @@ def run(args) -> None:
         from importlib.metadata import version
 
         common.update({"bde": version("sklearn-contrib-bde"), "jax": version("jax")})
-    datasets = args.data
+    datasets = args.data or DATASETS
     splits = {d: parse_splits(args.splits, dataset_splits(d, args.data_dir)) for d in datasets}
     plan = fit_plan(datasets, splits[datasets[0]], args.block)
     for dataset, split in plan:
@@ -417,12 +431,28 @@ def _mean_se(a) -> str:
     return f"{a.mean():.3f} ± {se:.3f}"
 
 
-def _read(paths) -> list[dict]:
+def _bare(label: str) -> str:
+    """A label without spaces, quotes and brackets: what ``--label`` matches, so that one
+    plain shell word (and the docs test's ``command.split()``) can name a method's
+    parameters."""
+    return label.translate({ord(c): None for c in " '\"(){}[]"})
+
+
+def _read(paths, labels=None, splits=None) -> list[dict]:
     """The JSON lines of one results file or several, with ``test_ll_but_worst``: a fit's
     test log-likelihood without its own lowest row, where the line has the rows' quantiles.
-    One test row can rule a split's mean (energy's row 271, doc/samplers.md)."""
+    One test row can rule a split's mean (energy's row 271, doc/samplers.md). ``labels``
+    keeps bde's lines and the skbnn lines whose bare label holds any of those texts, where
+    ``a+b`` needs both ``a`` and ``b`` (a results file can hold several variants of a
+    route); ``splits``, those splits' lines."""
     paths = [paths] if isinstance(paths, str | Path) else paths
     rows = [json.loads(s) for p in paths for s in Path(p).read_text().splitlines() if s.strip()]
+    if labels:
+        rows = [r for r in rows if r["label"].startswith("bde:")
+                or any(all(part in _bare(r["label"]) for part in text.split("+"))
+                       for text in labels)]  # fmt: skip
+    if splits is not None:
+        rows = [r for r in rows if r["split"] in splits]
     for r in rows:
         n, worst = r.get("n_test", 0), (r.get("row_ll_quantiles") or [None])[0]
         if "test_ll" in r and worst is not None and n > 1:
@@ -510,10 +540,10 @@ def compact_report(path: str, metrics=("test_ll", "rmse", "coverage_90", "width_
     return "\n".join(lines) + "\n"
 
 
-def _by_split(paths, peer: bool) -> dict:
+def _by_split(paths, peer: bool, labels=None, splits=None) -> dict:
     """The lines of ``paths`` by (dataset, split): bde's, or else those of the one skbnn
-    label they hold."""
-    rows = [r for r in _read(paths) if r["label"].startswith("bde:") == peer]
+    label they hold (of those ``labels`` keeps, as ``_read``)."""
+    rows = [r for r in _read(paths, labels, splits) if r["label"].startswith("bde:") == peer]
     labels = {r["label"] for r in rows}
     if len(labels) != 1:
         raise ValueError(f"{paths} hold {len(labels)} such labels, not one: {sorted(labels)}")
@@ -528,16 +558,20 @@ def _signed_mean_se(a, bold: bool = True) -> str:
     return f"**{cell}**" if bold and abs(mean) > 2 * se else cell
 
 
-def route_report(peer_paths, route_paths, baseline_paths=None) -> str:
+def route_report(peer_paths, route_paths, baseline_paths=None, labels=None, splits=None,
+                 baseline_labels=None) -> str:  # fmt: skip
     """One markdown table, a column per dataset: a route's (one skbnn label's) mean test
     log-likelihood, its difference from bde paired by split (mean ± standard error, in
     bold past two of them; the median and the splits it wins), from a baseline's (another
     skbnn label, paired), its first stage's (a two-fit route's) against bde's, its RMSE
     and 90 % coverage against bde's, the share of its fits that warned, and both mean fit
     times. A dataset of integer targets (wine) is scored by ``ll_discrete``,
-    its log probability of ``[y - 0.5, y + 0.5]``, and comes last."""
-    peer, route = _by_split(peer_paths, True), _by_split(route_paths, False)
-    base = _by_split(baseline_paths, False) if baseline_paths else None
+    its log probability of ``[y - 0.5, y + 0.5]``, and comes last. ``labels`` picks the
+    route's label, ``baseline_labels`` the baseline's and ``splits`` the splits, as
+    ``_read``."""
+    peer = _by_split(peer_paths, True, splits=splits)
+    route = _by_split(route_paths, False, labels, splits)
+    base = _by_split(baseline_paths, False, baseline_labels, splits) if baseline_paths else None
     sets = [d for d in DATASETS if any(k[0] == d for k in route)]
     sets.sort(key=lambda d: any("ll_discrete" in r for k, r in route.items() if k[0] == d))
     head, cells = [], {}
@@ -586,12 +620,31 @@ def route_report(peer_paths, route_paths, baseline_paths=None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def fits_report(paths) -> str:
+def _value(r: dict, name: str):
+    """A line's ``name``, where ``a.b`` is ``r["a"]["b"]`` (``de_stage.ll_discrete``)."""
+    for part in name.split("."):
+        r = r.get(part) if isinstance(r, dict) else None
+    return r
+
+
+def fits_report(paths, labels=None, splits=None, datasets=None, metrics=None) -> str:
     """One markdown row per fit, in file order: its label and split, fit time, test
-    log-likelihood, RMSE, 90 % coverage and whether it warned."""
+    log-likelihood, RMSE, 90 % coverage and whether it warned; or, with ``metrics``, its
+    label, dataset, split and those (blank where a line lacks one). ``labels`` and
+    ``splits`` as ``_read``; ``datasets``, only those."""
+    rows = [r for r in _read(paths, labels, splits) if datasets is None or r["dataset"] in datasets]
+    if metrics:
+        lines = ["| method | dataset | split | " + " | ".join(metrics) + " |",
+                 "|---|---|---|" + "---|" * len(metrics)]  # fmt: skip
+        for r in rows:
+            values = [_value(r, m) for m in metrics]
+            cells = ["" if v is None else f"{v:.3f}" for v in values]
+            lines.append(f"| {r['label']} | {r['dataset']} | {r['split']} | " + " | ".join(cells)
+                         + " |")  # fmt: skip
+        return "\n".join(lines) + "\n"
     lines = ["| method | split | fit s | test LL | RMSE | 90 % coverage | warned |",
              "|---|---|---|---|---|---|---|"]  # fmt: skip
-    for r in _read(paths):
+    for r in rows:
         warned = {None: "", False: "no", True: "yes"}[r.get("convergence_warning")]
         lines.append(
             f"| {r['label']} | {r['split']} | {r['fit_time']:.1f} | {r['test_ll']:.3f} | "
@@ -600,33 +653,85 @@ def fits_report(paths) -> str:
     return "\n".join(lines) + "\n"
 
 
-def times_report(paths) -> str:
+def times_report(paths, labels=None, splits=None) -> str:
     """One markdown row per (dataset, split) of a run of bde and one skbnn route in one
-    process: both fit times and test log-likelihoods, the route's first stage (``init``)
-    time, and the ratio of the fit times."""
-    peer, route = _by_split(paths, True), _by_split(paths, False)
+    process: both fit times and test log-likelihoods, the route's first stage time (an
+    ``a>b`` route's first fit, or ``init``'s), and the ratio of the fit times. ``labels``
+    and ``splits`` as ``_read``."""
+    rows = _read(paths, labels, splits)
+    ours = {r["label"] for r in rows if not r["label"].startswith("bde:")}
+    if len(ours) != 1:
+        raise ValueError(f"{paths} hold {len(ours)} skbnn labels, not one: {sorted(ours)}")
+
+    # a line's command names its process: a file can hold several timing runs, and only
+    # bde and the route of one process ran on the same machine state
+    def key(r):
+        return r["dataset"], r["split"], r.get("command")
+
+    peer = {key(r): r for r in rows if r["label"].startswith("bde:")}
+    route = {key(r): r for r in rows if not r["label"].startswith("bde:")}
     lines = ["| split | bde fit s | bde LL | route fit s (first stage) | route LL | route / bde |",
              "|---|---|---|---|---|---|"]  # fmt: skip
     order = {d: i for i, d in enumerate(DATASETS)}
-    for key in sorted((k for k in route if k in peer), key=lambda k: (order.get(k[0], 99), k)):
-        b, r = peer[key], route[key]
-        stage = r.get("diagnostics", {}).get("init_time")
+    for k in sorted((k for k in route if k in peer), key=lambda k: (order.get(k[0], 99), k[:2])):
+        b, r = peer[k], route[k]
+        stage = r.get("first_stage", {}).get("fit_time", r.get("diagnostics", {}).get("init_time"))
         first = f" ({stage:.1f})" if stage is not None else ""
         lines.append(
-            f"| {key[0]}, {key[1]} | {b['fit_time']:.1f} | {b['test_ll']:.3f} | "
+            f"| {k[0]}, {k[1]} | {b['fit_time']:.1f} | {b['test_ll']:.3f} | "
             f"{r['fit_time']:.1f}{first} | {r['test_ll']:.3f} | "
             f"{r['fit_time'] / b['fit_time']:.2f} |"
         )
     return "\n".join(lines) + "\n"
 
 
-def paired_report(paths, metric: str = "test_ll") -> str:
+def worst_report(peer_paths, route_paths, labels=None, splits=None, datasets=None) -> str:
+    """One markdown row per (dataset, split) that bde and a route (one skbnn label) both
+    hold: each one's lowest test row (its log density; blank where a line predates the
+    rows' quantiles) and the route's test log-likelihood minus bde's. One row far in a
+    fit's tail can rule a split's mean (energy's row 271, doc/samplers.md). ``labels`` and
+    ``splits`` as ``_read``; ``datasets``, only those."""
+    peer = _by_split(peer_paths, True, splits=splits)
+    route = _by_split(route_paths, False, labels, splits)
+    lines = ["| split | route: lowest row | bde: lowest row | route − bde, split mean |",
+             "|---|---|---|---|"]  # fmt: skip
+    order = {d: i for i, d in enumerate(DATASETS)}
+    keys = [k for k in route if k in peer and (datasets is None or k[0] in datasets)]
+    for key in sorted(keys, key=lambda k: (order.get(k[0], 99), k)):
+        worst = [(x.get("row_ll_quantiles") or [None])[0] for x in (route[key], peer[key])]
+        cells = ["" if w is None else f"{w:.1f}" for w in worst]
+        diff = route[key]["test_ll"] - peer[key]["test_ll"]
+        lines.append(f"| {key[0]}, {key[1]} | {cells[0]} | {cells[1]} | {diff:+.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _short_labels(labels) -> dict:
+    """Each skbnn label as its method and the settings that tell it from the others (a
+    label holds every setting of its fit, hundreds of characters for a route)."""
+    parts = {}
+    for lab in labels:
+        method = re.split(r"[(\[]", lab, maxsplit=1)[0]
+        settings = lab[len(method) :].translate({ord(c): None for c in " '\""})
+        parts[lab] = (method, re.split(r"[,(){}\[\]]", settings))
+    common = set.intersection(*(set(tokens) for _, tokens in parts.values()))
+    short = {}
+    for lab, (method, tokens) in parts.items():
+        rest = [t for t in tokens if t and t not in common]
+        short[lab] = method + (f" ({', '.join(rest)})" if rest else "")
+    if len(set(short.values())) < len(short):
+        return {lab: lab for lab in labels}
+    return short
+
+
+def paired_report(paths, metric: str = "test_ll", labels=None, splits=None) -> str:
     """One markdown table: each skbnn label against the peer on each dataset, over the
-    splits both hold (not only those every label holds): the label's mean, its paired
-    difference from the peer (mean ± standard error, and the median, which one split's
+    splits both hold (not only those every label holds): the label (its method and the
+    settings that tell it from the others; in full below the table) and its mean, its
+    paired difference from the peer (mean ± standard error, in bold beyond two, and the
+    median, which one split's
     density spike cannot rule), the splits it wins, the share of its fits that warned,
-    and both mean fit times."""
-    rows = [r for r in _read(paths) if metric in r]
+    and both mean fit times. ``labels`` and ``splits`` as ``_read``."""
+    rows = [r for r in _read(paths, labels, splits) if metric in r]
     by = {}
     for r in rows:
         by.setdefault(r["label"], {})[(r["dataset"], r["split"])] = r
@@ -638,29 +743,38 @@ def paired_report(paths, metric: str = "test_ll") -> str:
         f"warned | fit s | {peer} fit s |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for lab in sorted(lab for lab in by if lab != peer):
+    ours = sorted(lab for lab in by if lab != peer)
+    short = _short_labels(ours)
+    for lab in ours:
         for dataset in DATASETS:
             keys = sorted(k for k in by[lab] if k[0] == dataset and k in by[peer])
             if not keys:
                 continue
-            ours = np.array([by[lab][k][metric] for k in keys])
-            diff = ours - np.array([by[peer][k][metric] for k in keys])
+            values = np.array([by[lab][k][metric] for k in keys])
+            diff = values - np.array([by[peer][k][metric] for k in keys])
             warned = np.mean([bool(by[lab][k].get("convergence_warning")) for k in keys])
             times = [np.mean([by[x][k]["fit_time"] for k in keys]) for x in (lab, peer)]
             lines.append(
-                f"| {lab} | {dataset} | {len(keys)} | {ours.mean():.3f} | {_mean_se(diff)} | "
+                f"| {short[lab]} | {dataset} | {len(keys)} | {values.mean():.3f} | "
+                f"{_signed_mean_se(diff)} | "
                 f"{np.median(diff):+.3f} | {int((sign * diff > 0).sum())}/{len(keys)} | "
                 f"{warned:.0%} | {times[0]:.1f} | {times[1]:.1f} |"
             )
+    shortened = [lab for lab in ours if short[lab] != lab]
+    if shortened:
+        lines += ["", "In full:", ""] + [f"- {short[lab]}: `{lab}`" for lab in shortened]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", nargs="+", default=DATASETS,
-                        help=f"dataset folder names, or {DIAMONDS!r}")  # fmt: skip
+    parser.add_argument("--data", nargs="+", default=None,
+                        help=f"dataset folder names, or {DIAMONDS!r} (default: the five UCI "
+                             "sets; with --report: all the files hold)")  # fmt: skip
     parser.add_argument("--data-dir", default=None, help="default: ../shared/data/uci")
-    parser.add_argument("--splits", default="all", help='"all", "0-19" or "0,3"')
+    parser.add_argument("--splits", default="all",
+                        help='"all", "0-19" or "0,3"; with --report: only their '
+                             "lines")  # fmt: skip
     parser.add_argument("--block", type=int, default=5, help="splits per dataset per round")
     parser.add_argument("--peer-settings", default="readme",
                         choices=["readme", "quick", "none"])  # fmt: skip
@@ -692,18 +806,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--times", action="store_true",
                         help="with --report: bde and one route, fit by fit")  # fmt: skip
     parser.add_argument("--fits", action="store_true", help="with --report: a row per fit")
+    parser.add_argument("--metrics", nargs="+", default=None, metavar="NAME",
+                        help="with --fits: these columns (a.b: a line's a's b)")  # fmt: skip
+    parser.add_argument("--label", nargs="+", default=None, metavar="TEXT",
+                        help="with --route, --times, --paired or --fits: only the skbnn "
+                             "lines whose label, without spaces, quotes and brackets, holds "
+                             "one of these (a+b: both)")  # fmt: skip
+    parser.add_argument("--worst", action="store_true",
+                        help="with --route: each split's lowest test row, of --data")  # fmt: skip
+    parser.add_argument("--baseline-label", nargs="+", default=None, metavar="TEXT",
+                        help="with --baseline: as --label, for its lines")  # fmt: skip
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else list(argv)
     args.estimator_params = json.loads(args.skbnn_params) if args.skbnn_params else {}
     if args.report:
-        if args.route:
-            print(route_report(args.report, args.route, args.baseline), end="")
+        # --splits, with --route, --times or --paired: only these splits' lines
+        splits = None if args.splits == "all" else set(parse_splits(args.splits, range(100)))
+        if args.route and args.worst:
+            print(worst_report(args.report, args.route, args.label, splits, args.data), end="")
+        elif args.route:
+            print(route_report(args.report, args.route, args.baseline, args.label, splits,
+                               args.baseline_label), end="")  # fmt: skip
         elif args.times:
-            print(times_report(args.report), end="")
+            print(times_report(args.report, args.label, splits), end="")
         elif args.fits:
-            print(fits_report(args.report), end="")
+            print(fits_report(args.report, args.label, splits, args.data, args.metrics), end="")
         elif args.paired:
-            print(paired_report(args.report, args.paired), end="")
+            print(paired_report(args.report, args.paired, args.label, splits), end="")
         else:
             print(compact_report(args.report) if args.compact else report(args.report), end="")
         return

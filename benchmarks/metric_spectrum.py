@@ -16,15 +16,19 @@ and compare the posterior's global spread with its local curvature, in three met
 * ``steps_gauss_newton``: in the metric ``M = H^-1``, with ``H`` the Gauss-Newton
   precision (``tau J^T J`` plus the prior's) at the chain's last draw.
 
-Prints one JSON line per chain, then per dataset. Usage::
+Prints one JSON line per chain, then per dataset (the chains' medians). Usage::
 
     python benchmarks/metric_spectrum.py --dataset bostonHousing concrete wine-quality-red \\
-        energy yacht
+        energy yacht --out benchmarks/results/metric_spectrum.jsonl
+    python benchmarks/metric_spectrum.py --report benchmarks/results/metric_spectrum.jsonl
+
+``--report`` prints the markdown table of the datasets' lines, easiest posterior first.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -120,16 +124,43 @@ def run(dataset: str, args, emit) -> None:
           **machine()})  # fmt: skip
 
 
-def main() -> None:
+def report(path) -> str:
+    """The markdown table of the per-dataset lines (the chains' medians), a row per
+    dataset, by the fewest steps any fixed metric needs (the easiest posterior first)."""
+    rows = [json.loads(s) for s in Path(path).read_text().splitlines() if s.strip()]
+    sizes = {r["dataset"]: (r["n_params"], r["n_rows"]) for r in rows if "chain" in r}
+    summaries = sorted((r for r in rows if r.get("summary")), key=lambda r: r["steps_any_metric"])
+    lines = ["| dataset | parameters / rows | NUTS steps per draw | steps to cross, adapted "
+             "diagonal | steps to cross, best fixed metric | steps to cross, Gauss-Newton | "
+             "directions with spread/width above 10 / 100 | R-hat |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in summaries:
+        params, n_rows = sizes[r["dataset"]]
+        lines.append(
+            f"| {r['dataset']} | {params} / {n_rows} | {r['leapfrog_per_draw']:.0f} | "
+            f"{r['steps_diagonal']:,.0f} | {r['steps_any_metric']:,.0f} | "
+            f"{r['steps_gauss_newton']:,.0f} | {r['n_directions_ratio_above_10']:g} / "
+            f"{r['n_directions_ratio_above_100']:g} | {r['rhat_loglik']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", nargs="+", required=True)
+    parser.add_argument("--report", default=None, help="print the table of this results file")
+    parser.add_argument("--dataset", nargs="+")
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--draws", type=int, default=400, help="kept draws per chain")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.report:
+        print(report(args.report), end="")
+        return
+    if not args.dataset:
+        parser.error("--dataset is required to fit")
     emit = emitter(args.out)
     for dataset in args.dataset:
         run(dataset, args, emit)

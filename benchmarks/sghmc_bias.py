@@ -15,7 +15,11 @@ prints one JSON line with:
 The data: ``--rows`` rows of 5 standard normal features, coefficients (1, -0.5, 0.25, 0,
 0.5), intercept 2, noise sd 0.5; the prior is the library's default::
 
-    python benchmarks/sghmc_bias.py [--rows 2000] [--chains 50] [--seed 0]
+    python benchmarks/sghmc_bias.py [--rows 2000] [--chains 50] [--seed 0] >> RESULTS
+    python benchmarks/sghmc_bias.py --report benchmarks/results/sghmc_bias.jsonl
+
+``--report`` prints the markdown table of ``sd_ratio``, a row per batch size and a column
+per step size, of the last line of each (batch size, step size) in the file.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import argparse
 import json
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -59,7 +64,26 @@ def errors(draws, n_chains, mean, cov):
     }
 
 
-def main() -> None:
+def report(path) -> str:
+    """The markdown table of ``sd_ratio`` (two decimals): a row per batch size, a column
+    per step size. A rerun appends to the file; the last line of each (batch size, step
+    size) is its current measure."""
+    last = {}
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            last[(r["batch_size"], r["learning_rate_init"])] = r
+    batches = sorted({b for b, _ in last})
+    rates = sorted({lr for _, lr in last})
+    lines = ["| batch size | " + " | ".join(f"lr {lr:g}" for lr in rates) + " |",
+             "|---|" + "---|" * len(rates)]  # fmt: skip
+    for b in batches:
+        cells = [f"{last[b, lr]['sd_ratio']:.2f}" if (b, lr) in last else "" for lr in rates]
+        lines.append(f"| {b} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--chains", type=int, default=50)
@@ -67,7 +91,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rates", type=float, nargs="+", default=[0.001, 0.003, 0.01, 0.03])
     parser.add_argument("--batches", type=int, nargs="+", default=[8, 32, 128, 512])
-    args = parser.parse_args()
+    parser.add_argument("--report", default=None, help="print the table of this results file")
+    args = parser.parse_args(argv)
+    if args.report:
+        print(report(args.report), end="")
+        return
 
     from skbnn import BayesianMLPRegressor
     from skbnn.methods import SGHMC

@@ -100,6 +100,9 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
         ("onnx.md", "onnx", "benchmarks/onnx_export", "onnx_export.jsonl", (), ""),
         ("defaults.md", "width", "benchmarks/many_rows", "many_rows_width.jsonl", (), ""),
         ("testing.md", "sbc", "benchmarks/sbc", "sbc.jsonl", (), ""),
+        ("samplers.md", "sghmc-bias", "benchmarks/sghmc_bias", "sghmc_bias.jsonl", (), ""),
+        ("samplers.md", "metric-spectrum", "benchmarks/metric_spectrum", "metric_spectrum.jsonl",
+         (), ""),
         ("dask.md", "dask-compile", "benchmarks/dask_compile", "dask_compile.jsonl", (), ""),
         ("performance.md", "compare-nuts", "benchmarks/compare_nuts",
          "compare_nuts_issue22.jsonl", (4,), " --runs 4"),
@@ -234,6 +237,7 @@ def test_auto_warmup_tables_match_the_benchmark_results(monkeypatch, tag, result
 
 
 _BDE = "--report benchmarks/results/bde.jsonl"
+_R = "benchmarks/results/"
 
 
 @pytest.mark.parametrize(
@@ -248,6 +252,44 @@ _BDE = "--report benchmarks/results/bde.jsonl"
         ("bde-times", "--report benchmarks/results/bde_student_t_time.jsonl --times"),
         ("bde-two-stage", f"{_BDE} --route benchmarks/results/bde_two_stage.jsonl"),
         ("bde-diamonds", "--report benchmarks/results/bde_diamonds.jsonl --fits"),
+        ("bde-twenty", f"{_BDE} {_R}bde_modes.jsonl --paired test_ll "
+         "--label skbnn:auto skbnn:laplace max_tree_depth=8"),
+        ("bde-depth8-choice", f"{_BDE} {_R}bde_modes.jsonl --paired test_ll "
+         "--label heteroscedastic=True,n_modes=4 max_tree_depth=8 --splits 0-2"),
+        ("bde-energy-var", f"{_BDE} {_R}bde_energy_var.jsonl --paired test_ll "
+         "--label desired_energy_var"),
+        ("bde-energy-var-noise", f"{_BDE} {_R}bde_energy_var.jsonl --paired noise_sd_median "
+         "--label desired_energy_var"),
+        ("bde-two-stage-ten", f"{_BDE} --route {_R}bde_two_stage.jsonl --splits 0-9"),
+        ("bde-two-stage-times", f"--report {_R}bde_two_stage_time.jsonl --times "
+         "--label max_tree_depth:8prior"),
+        ("bde-shorter-stage", f"{_BDE} --route {_R}bde_two_stage_variants.jsonl "
+         f"--label n_warmup:200+fan_in_scaling=False --baseline {_R}bde_two_stage.jsonl"),
+        ("bde-stage-64", f"{_BDE} --route {_R}bde_two_stage_variants.jsonl --label n_warmup:300 "
+         f"--baseline {_R}bde_two_stage.jsonl"),
+        ("bde-depth", f"{_BDE} {_R}bde_two_stage.jsonl {_R}bde_two_stage_variants.jsonl "
+         "--paired test_ll --label max_tree_depth:8prior n_warmup:300 max_tree_depth:9"),
+        ("bde-depth9-times", f"--report {_R}bde_two_stage_time.jsonl --times "
+         "--label n_warmup:100"),
+        ("bde-route-api", f"{_BDE} --route {_R}bde_route_api.jsonl --baseline "
+         f"{_R}bde_two_stage_variants.jsonl --baseline-label max_tree_depth:9,n_warmup:100"),
+        ("bde-route-api-times", f"--report {_R}bde_route_api_time.jsonl --times"),
+        ("bde-worst-rows", f"{_BDE} {_R}bde_rows.jsonl --route {_R}bde_two_stage.jsonl --worst "
+         "--data energy --splits 1,8,12,16"),
+        ("bde-but-worst", f"{_BDE} {_R}bde_rows.jsonl {_R}bde_two_stage.jsonl "
+         f"{_R}bde_two_stage_variants.jsonl --paired test_ll_but_worst "
+         "--label max_tree_depth:8prior n_warmup:300 max_tree_depth:9"),
+        ("bde-homoscedastic", f"{_BDE} --route {_R}bde_route_homoscedastic.jsonl --baseline "
+         f"{_R}bde_route_api.jsonl"),
+        ("bde-homoscedastic-but-worst", f"{_BDE} {_R}bde_rows.jsonl "
+         f"{_R}bde_route_homoscedastic.jsonl {_R}bde_route_api.jsonl --paired "
+         "test_ll_but_worst --label init="),
+        ("bde-student-t", f"{_BDE} {_R}bde_student_t.jsonl --paired test_ll "
+         "--label rescale_units=False"),
+        ("bde-student-t-5", f"{_BDE} --route {_R}bde_student_t.jsonl --label noise_df=5, "
+         f"--baseline {_R}bde_student_t.jsonl --baseline-label n_warmup=5000,rescale"),
+        ("bde-wine", f"{_BDE} --fits --label skbnn:auto --data wine-quality-red --splits 0-4 "
+         "--metrics test_ll ll_discrete de_stage.ll_discrete ll_jitter rmse"),
     ],
 )  # fmt: skip
 def test_bde_tables_match_the_benchmark_results(monkeypatch, capsys, tag, command):
