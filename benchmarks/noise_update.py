@@ -7,13 +7,20 @@ Prints one JSON line per (rows, noise_update, seed) and a summary line per (rows
 noise_update). Usage::
 
     python benchmarks/noise_update.py [--seeds 5] [--n-jobs 2]
+    python benchmarks/noise_update.py --out benchmarks/results/noise_update.jsonl
+    python benchmarks/noise_update.py --report benchmarks/results/noise_update.jsonl
+
+``--report FILE`` prints doc/performance.md's table of the summary lines (the last of each
+row count and update).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 from sklearn.datasets import load_diabetes
@@ -23,12 +30,36 @@ from sklearn.preprocessing import StandardScaler
 from skbnn import BayesianMLPRegressor
 from skbnn.methods import NUTS
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _uci import emitter, provenance  # noqa: E402
+
+
+def report(path) -> str:
+    """doc/performance.md's table of a results file."""
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    last = {(r["rows"], r["noise_update"]): r for r in lines if r.get("summary")}
+    out = ['| rows | `"marginal"` | `"gibbs"` | ratio |', "|---|---|---|---|"]
+    for rows in sorted({n for n, _ in last}):
+        m, g = last[(rows, "marginal")], last[(rows, "gibbs")]
+        ratio = m["ess_bulk_loglik_mean"] / g["ess_bulk_loglik_mean"]
+        out.append(f"| {rows} | {m['ess_bulk_loglik_mean']:.0f} +- {m['ess_bulk_loglik_se']:.0f} "
+                   f"| {g['ess_bulk_loglik_mean']:.0f} +- {g['ess_bulk_loglik_se']:.0f} "
+                   f"| {ratio:.2f} |")  # fmt: skip
+    return "\n".join(out) + "\n"
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--n-jobs", type=int, default=2)
+    parser.add_argument("--out", default=None, help="append the JSON lines to this file")
+    parser.add_argument("--report", default=None, help="print the table of a results file")
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report), end="")
+        return
+    emit = emitter(args.out)
+    head = provenance("noise_update.py", None)
     warnings.simplefilter("ignore", ConvergenceWarning)
     X, y = load_diabetes(return_X_y=True)
     X = StandardScaler().fit_transform(X)
@@ -55,8 +86,9 @@ def main() -> None:
                     "rhat_loglik": round(float(d["rhat_loglik"]), 4),
                     "leapfrog_per_draw": round(float(np.mean(d["mean_n_leapfrog"])), 1),
                     "wall_time_s": round(d["wall_time"], 2),
+                    **head,
                 }
-                print(json.dumps(record), flush=True)
+                emit(record)
             summary = {
                 "benchmark": "noise_update",
                 "summary": True,
@@ -64,8 +96,9 @@ def main() -> None:
                 "noise_update": update,
                 "ess_bulk_loglik_mean": round(float(np.mean(ess)), 1),
                 "ess_bulk_loglik_se": round(float(np.std(ess, ddof=1) / np.sqrt(len(ess))), 1),
+                **head,
             }
-            print(json.dumps(summary), flush=True)
+            emit(summary)
 
 
 if __name__ == "__main__":
