@@ -34,12 +34,21 @@ the run's provenance record (as ``_uci.provenance``), the cores the process may 
 The reports: ``--compact`` (a table per metric), ``--paired METRIC`` (each skbnn label
 against bde), ``--route FILE`` (one skbnn label as a column per dataset, with
 ``--baseline FILE`` paired; with ``--worst``, each split's lowest test row, of the
-``--data`` sets), ``--times`` (bde and one route, fit by fit) and ``--fits`` (a row per
-fit; with ``--metrics NAME ...``, those columns, ``a.b`` a nested one). With ``--route``,
-``--times``, ``--paired`` or ``--fits``, ``--label TEXT ...`` keeps the skbnn lines whose
-label, without spaces, quotes and brackets, holds one of the texts (``a+b``: both),
-``--baseline-label`` the same for the baseline's lines, and ``--splits`` those splits'
-lines.
+``--data`` sets), ``--times`` (bde and one route, fit by fit), ``--fits`` (a row per
+fit; with ``--metrics NAME ...``, those columns, ``a.b`` a nested one), ``--pair`` (the
+skbnn labels ``--label`` picks against the one other skbnn label, no bde: a run of a
+method with and without an option) and ``--means`` (a row per label, a column per
+dataset, or with ``--per-split`` per dataset and split: the means of ``--metrics``,
+default test LL, RMSE and fit time; of a file's bde.py lines only, of the ``--data``
+sets). With ``--route``, ``--times``, ``--paired``, ``--fits``, ``--pair`` or
+``--means``, ``--label TEXT ...`` keeps the skbnn lines whose label, without spaces,
+quotes and brackets, holds one of the texts (``a+b``: both), ``--baseline-label`` the
+same for the baseline's lines, and ``--splits`` those splits' lines::
+
+    python benchmarks/bde.py --report benchmarks/results/auto_student_t_nuts.jsonl --pair \
+        --label noise_df=5
+    python benchmarks/bde.py --report benchmarks/results/auto_mclmc.jsonl --means \
+        --data yacht energy
 
 ``--skbnn-method NAME [JSON]`` may be repeated (default: ``auto`` and ``laplace``);
 ``none`` runs the peer alone; ``--skbnn-params`` sets estimator parameters (JSON, nested
@@ -438,19 +447,25 @@ def _bare(label: str) -> str:
     return label.translate({ord(c): None for c in " '\"(){}[]"})
 
 
-def _read(paths, labels=None, splits=None) -> list[dict]:
+def _holds(label: str, texts) -> bool:
+    """Whether the bare ``label`` holds one of ``texts``, where ``a+b`` needs both."""
+    return any(all(part in _bare(label) for part in text.split("+")) for text in texts)
+
+
+def _read(paths, labels=None, splits=None, mine=False) -> list[dict]:
     """The JSON lines of one results file or several, with ``test_ll_but_worst``: a fit's
     test log-likelihood without its own lowest row, where the line has the rows' quantiles.
     One test row can rule a split's mean (energy's row 271, doc/samplers.md). ``labels``
     keeps bde's lines and the skbnn lines whose bare label holds any of those texts, where
     ``a+b`` needs both ``a`` and ``b`` (a results file can hold several variants of a
-    route); ``splits``, those splits' lines."""
+    route); ``splits``, those splits' lines; ``mine``, only this script's lines (a file
+    can hold other benchmarks' too)."""
     paths = [paths] if isinstance(paths, str | Path) else paths
     rows = [json.loads(s) for p in paths for s in Path(p).read_text().splitlines() if s.strip()]
+    if mine:
+        rows = [r for r in rows if r.get("benchmark") == "bde"]
     if labels:
-        rows = [r for r in rows if r["label"].startswith("bde:")
-                or any(all(part in _bare(r["label"]) for part in text.split("+"))
-                       for text in labels)]  # fmt: skip
+        rows = [r for r in rows if r["label"].startswith("bde:") or _holds(r["label"], labels)]
     if splits is not None:
         rows = [r for r in rows if r["split"] in splits]
     for r in rows:
@@ -766,6 +781,121 @@ def paired_report(paths, metric: str = "test_ll", labels=None, splits=None) -> s
     return "\n".join(lines) + "\n"
 
 
+def _sig3(x: float) -> str:
+    """Three significant digits, trailing zeros kept (0.490, 5.30, 154)."""
+    return f"{x:#.3g}".rstrip(".")
+
+
+def pair_report(paths, labels, baseline_labels=None, splits=None) -> str:
+    """One markdown table, a column per dataset, of skbnn labels against another skbnn
+    label (no bde): the baseline's mean test log-likelihood, then for each label that
+    ``labels`` picks its difference from the baseline paired by split (mean ± standard
+    error and the splits it wins; with integer targets, the discrete view's too), its
+    RMSE and 90 % coverage beside the baseline's (and their paired difference), the
+    splits whose fit chose a Student-t noise (``diagnostics["noise"]``, a
+    ``noise_df="auto"`` fit's), then the fits that warned and the median fit times of all.
+    The baseline is the one skbnn label ``labels`` leaves, of those ``baseline_labels``
+    keeps; ``splits`` as ``_read``."""
+    rows = [r for r in _read(paths, splits=splits) if not r["label"].startswith("bde:")]
+    picked = sorted({r["label"] for r in rows if _holds(r["label"], labels or ())})
+    rest = {r["label"] for r in rows if r["label"] not in picked}
+    rest = sorted(lab for lab in rest if not baseline_labels or _holds(lab, baseline_labels))
+    if len(rest) != 1 or not picked:
+        raise ValueError(f"{paths} hold {len(picked)} picked labels and {len(rest)} others "
+                         f"(need one baseline): {sorted(picked)}, {rest}")  # fmt: skip
+    by = {}
+    for r in rows:
+        by.setdefault(r["label"], {})[(r["dataset"], r["split"])] = r
+    base = by[rest[0]]
+    short = _short_labels([rest[0], *picked])
+    b = short[rest[0]]
+    sets = [d for d in DATASETS if any(k[0] == d for lab in picked for k in by[lab])]
+    cells = {}
+    for d in sets:
+        keys = sorted(k for k in base if k[0] == d)
+        col = {f"test LL, {b}": f"{np.mean([base[k]['test_ll'] for k in keys]):.3f}"}
+        fits = [base]  # the baseline's and each picked label's, for the warnings and times
+        for lab in picked:
+            route, s = by[lab], short[lab]
+            both = [k for k in keys if k in route]
+            diff = np.array([route[k]["test_ll"] - base[k]["test_ll"] for k in both])
+            col[f"{s} − {b} (wins)"] = f"{_signed_mean_se(diff)} ({int((diff > 0).sum())})"
+            if all("ll_discrete" in route[k] and "ll_discrete" in base[k] for k in both):
+                # integer targets (wine): the log probability of [y - 0.5, y + 0.5] too
+                step = np.array([route[k]["ll_discrete"] - base[k]["ll_discrete"] for k in both])
+                col[f"{s} − {b} (wins)"] += (
+                    f"; discrete {_signed_mean_se(step)} ({int((step > 0).sum())})"
+                )
+            for metric, name in (("rmse", "RMSE"), ("coverage_90", "90 % coverage")):
+                ours = np.array([route[k][metric] for k in both])
+                theirs = np.array([base[k][metric] for k in both])
+                col[f"{name}, {b} → {s}"] = (
+                    f"{_sig3(theirs.mean())} → {_sig3(ours.mean())} "
+                    f"({_signed_mean_se(ours - theirs, bold=False)})"
+                )
+            noise = [_value(route[k], "diagnostics.noise") for k in both]
+            if any(n is not None for n in noise):
+                col[f"splits whose {s} chose the t"] = str(noise.count("student_t"))
+            fits.append(route)
+        names = " / ".join([b, *(short[lab] for lab in picked)])
+        col[f"fits that warned, {names}"] = " / ".join(
+            str(sum(bool(x[k].get("convergence_warning")) for k in keys if k in x)) for x in fits
+        )
+        col[f"median fit s, {names}"] = " / ".join(
+            _sig3(np.median([x[k]["fit_time"] for k in keys if k in x])) for x in fits
+        )
+        col["splits"] = str(len(keys))
+        cells[d] = col
+    order = list(dict.fromkeys(row for d in sets for row in cells[d]))
+    lines = ["| | " + " | ".join(sets) + " |", "|---|" + "---|" * len(sets)]
+    lines += [f"| {row} | " + " | ".join(cells[d].get(row, "") for d in sets) + " |"
+              for row in order]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def means_report(paths, labels=None, splits=None, metrics=None, per_split=False,
+                 datasets=None) -> str:  # fmt: skip
+    """One markdown table: a row per label (its method and the settings that tell it from
+    the others), a column per dataset, each cell the means over the label's splits of
+    ``metrics`` (default: test log-likelihood, RMSE and fit time), the highest first
+    metric of each column in bold; with ``per_split``, a column per (dataset, split).
+    ``labels`` and ``splits`` as ``_read``; ``datasets``, only those. A file may hold
+    other scripts' lines too (``auto_mclmc.jsonl``): only this script's are read."""
+    metrics = metrics or ["test_ll", "rmse", "fit_time"]
+    rows = [r for r in _read(paths, labels, splits, mine=True)
+            if datasets is None or r["dataset"] in datasets]  # fmt: skip
+    by, columns = {}, set()
+    for r in rows:
+        column = (r["dataset"], r["split"]) if per_split else (r["dataset"],)
+        columns.add(column)
+        by.setdefault(r["label"], {}).setdefault(column, []).append(r)
+    order = {d: i for i, d in enumerate(DATASETS)}
+    columns = sorted(columns, key=lambda c: (order.get(c[0], 99), c))
+    ours = sorted(by, key=lambda lab: (not lab.startswith("bde:"), lab))
+    short = _short_labels(ours)
+
+    def mean(lab, column, metric):
+        values = [_value(r, metric) for r in by[lab].get(column, [])]
+        return np.mean(values) if values and None not in values else None
+
+    best = {c: max((v for lab in ours if (v := mean(lab, c, metrics[0])) is not None),
+                   default=None) for c in columns}  # fmt: skip
+    head = [", ".join(map(str, c)) for c in columns]
+    lines = [f"| method: {', '.join(metrics)} | " + " | ".join(head) + " |",
+             "|---|" + "---|" * len(columns)]  # fmt: skip
+    for lab in ours:
+        cells = []
+        for c in columns:
+            values = [mean(lab, c, m) for m in metrics]
+            text = ["" if v is None else f"{v:.1f}" if m == "fit_time" else f"{v:.3f}"
+                    for m, v in zip(metrics, values, strict=True)]  # fmt: skip
+            if values[0] is not None and values[0] == best[c] and len(ours) > 1:
+                text[0] = f"**{text[0]}**"
+            cells.append(", ".join(text) if any(text) else "")
+        lines.append(f"| {short[lab]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", nargs="+", default=None,
@@ -815,7 +945,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--worst", action="store_true",
                         help="with --route: each split's lowest test row, of --data")  # fmt: skip
     parser.add_argument("--baseline-label", nargs="+", default=None, metavar="TEXT",
-                        help="with --baseline: as --label, for its lines")  # fmt: skip
+                        help="with --baseline or --pair: as --label, for its lines")  # fmt: skip
+    parser.add_argument("--pair", action="store_true",
+                        help="with --report and --label: those skbnn labels against the "
+                             "one other skbnn label, a column per dataset")  # fmt: skip
+    parser.add_argument("--means", action="store_true",
+                        help="with --report: a row per label, a column per dataset, the "
+                             "means of --metrics")  # fmt: skip
+    parser.add_argument("--per-split", action="store_true",
+                        help="with --means: a column per dataset and split")  # fmt: skip
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else list(argv)
     args.estimator_params = json.loads(args.skbnn_params) if args.skbnn_params else {}
@@ -827,6 +965,11 @@ def main(argv: list[str] | None = None) -> None:
         elif args.route:
             print(route_report(args.report, args.route, args.baseline, args.label, splits,
                                args.baseline_label), end="")  # fmt: skip
+        elif args.pair:
+            print(pair_report(args.report, args.label, args.baseline_label, splits), end="")
+        elif args.means:
+            print(means_report(args.report, args.label, splits, args.metrics, args.per_split,
+                               args.data), end="")  # fmt: skip
         elif args.times:
             print(times_report(args.report, args.label, splits), end="")
         elif args.fits:

@@ -193,6 +193,7 @@ def test_benchmark_table_matches_the_benchmark_results(
 
 
 _PAIR = "--pair benchmarks/results/"
+_R = "benchmarks/results/"
 
 
 @pytest.mark.parametrize(
@@ -209,6 +210,22 @@ _PAIR = "--pair benchmarks/results/"
          f"{_PAIR}auto_mclmc.jsonl:mclmc8_auto "
          "benchmarks/results/defaults_methods.jsonl:default@1342e98,57e4f5c,fa9e79f"
          " --labels chains NUTS"),
+        ("choosing.md", "chains-ends", "bde",
+         f"--report {_R}auto_mclmc.jsonl --means --data yacht energy"),
+        ("choosing.md", "student-t-nuts", "bde",
+         f"--report {_R}auto_student_t_nuts.jsonl --pair --label noise_df=5"),
+        ("choosing.md", "student-t-ensemble", "bde",
+         f"--report {_R}auto_student_t_ensemble.jsonl --pair --label noise_df=5"),
+        ("choosing.md", "noise-choice-1616", "bde",
+         f"--report {_R}auto_student_t_ensemble.jsonl {_R}auto_noise_choice_uci_1616.jsonl "
+         "--pair --label noise_df=5 noise_df=auto"),
+        ("choosing.md", "noise-choice-default", "bde",
+         f"--report {_R}auto_noise_choice_uci_default.jsonl --pair --label noise_df=5 "
+         "noise_df=auto"),
+        ("choosing.md", "bde-diamonds-default", "bde",
+         f"--report {_R}bde_diamonds_default.jsonl {_R}bde_diamonds.jsonl "
+         f"{_R}auto_patience_diamonds_bde_splits.jsonl --means --per-split --label skbnn:auto "
+         "n_iter_no_change=100 --metrics test_ll fit_time"),
     ],
 )  # fmt: skip
 def test_report_command_prints_the_table(monkeypatch, capsys, page, tag, script, command):
@@ -241,7 +258,6 @@ def test_auto_warmup_tables_match_the_benchmark_results(monkeypatch, tag, result
 
 
 _BDE = "--report benchmarks/results/bde.jsonl"
-_R = "benchmarks/results/"
 
 
 @pytest.mark.parametrize(
