@@ -44,6 +44,15 @@ side, each of the last ``--runs`` Boston runs of skbnn against NumPyro (``--reps
 
     python benchmarks/compare_nuts.py --runs 4 \\
         --report benchmarks/results/compare_nuts_issue22.jsonl
+
+``--table peers`` prints doc/samplers.md's table of each side's first fit per case (one
+line per case and side: ``--reps 1``), ``--table seeds`` its median and range over the
+warm seeds::
+
+    python benchmarks/compare_nuts.py --table peers \\
+        --report benchmarks/results/compare_nuts_metric.jsonl
+    python benchmarks/compare_nuts.py --table seeds \\
+        --report benchmarks/results/compare_nuts_seeds.jsonl
 """
 
 from __future__ import annotations
@@ -227,11 +236,14 @@ def _row(cells) -> str:
     return "|" + "|".join(f" {c} " if c != "" else " " for c in cells) + "|"
 
 
-def report(paths, runs: int = 4) -> str:
-    """doc/performance.md's table: per side, the last ``runs`` Boston runs in ``paths`` of
-    skbnn against NumPyro with five warm seeds; ratios are skbnn's over NumPyro's in the
-    same run."""
+def report(paths, runs: int = 4, table: str = "runs") -> str:
+    """doc/performance.md's table (``table="runs"``): per side, the last ``runs`` Boston
+    runs in ``paths`` of skbnn against NumPyro with five warm seeds; ratios are skbnn's
+    over NumPyro's in the same run. ``"peers"`` and ``"seeds"``: doc/samplers.md's
+    tables (``report_peers``, ``report_seeds``)."""
     paths = [paths] if isinstance(paths, (str, Path)) else paths
+    if table != "runs":
+        return {"peers": report_peers, "seeds": report_seeds}[table](paths)
     lines = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines()]
     chosen = []
     for run in _runs(lines):
@@ -275,6 +287,57 @@ def report(paths, runs: int = 4) -> str:
     return "\n".join(out) + "\n"
 
 
+#: the order and labels of the sides in doc/samplers.md's tables, one fit and many seeds
+PEER_LABELS = {"skbnn": "skbnn NUTS", "nutpie": "nutpie, diagonal",
+               "nutpie_lowrank": "nutpie, low-rank", "numpyro": "NumPyro NUTS"}  # fmt: skip
+SEED_LABELS = {"skbnn": "skbnn", "nutpie": "nutpie, diagonal", "numpyro": "NumPyro"}
+
+
+def _cases(lines: list[dict], labels: dict) -> list[tuple[str, str, list[dict]]]:
+    """``(dataset, side, fits)`` per case in the order the file ran them, the sides in
+    ``labels``'s order; a case's name without its width (``boston50`` -> ``boston``)."""
+    fits = [r for r in lines if not r.get("summary")]
+    return [(case.rstrip("0123456789"), side, [r for r in fits if r["case"] == case
+                                             and r["side"] == side])
+            for case in dict.fromkeys(r["case"] for r in fits) for side in labels
+            if any(r["case"] == case and r["side"] == side for r in fits)]  # fmt: skip
+
+
+def report_peers(paths) -> str:
+    """doc/samplers.md's table of skbnn against nutpie and NumPyro: one row per case and
+    side, the first fit of each (``--reps 1``: cold, compilation included in the wall
+    time, excluded from ESS/s)."""
+    lines = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines()]
+    out = ["| dataset | sampler | steps per draw | draws at the cap | bulk ESS | ESS per 1k "
+           "gradients | ESS/s | max R-hat | wall (compile) |",
+           "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for dataset, side, (r, *_) in _cases(lines, PEER_LABELS):
+        cells = [dataset, PEER_LABELS[side], f"{r['leapfrog_per_draw']:.0f}",
+                 f"{r['max_tree_depth_hits']} of {r['chains'] * r['draws']}",
+                 f"{r['ess_bulk_loglik']:.0f}", f"{r['ess_per_1k_grad']:.3f}",
+                 f"{r['ess_per_s_sampling']:.2f}", f"{r['max_rhat']:.3f}",
+                 f"{r['wall_time']:.0f} s ({r['compile_time']:.0f} s)"]  # fmt: skip
+        out.append(_row(cells))
+    return "\n".join(out) + "\n"
+
+
+def report_seeds(paths) -> str:
+    """doc/samplers.md's table of ESS per gradient over seeds: per case and side, the warm
+    fits (repetition 0 is seed 0 cold, which repetition 1 repeats)."""
+    lines = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines()]
+    out = ["| dataset | sampler | seeds | median | range | steps per draw (median) | max R-hat |",
+           "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for dataset, side, fits in _cases(lines, SEED_LABELS):
+        warm = [r for r in fits if not r["cold"]]
+        ess = [r["ess_per_1k_grad"] for r in warm]
+        cells = [dataset, SEED_LABELS[side], len(warm), f"{np.median(ess):.3f}",
+                 f"{min(ess):.3f}-{max(ess):.3f}",
+                 f"{np.median([r['leapfrog_per_draw'] for r in warm]):.0f}",
+                 f"{max(r['max_rhat'] for r in warm):.3f}"]  # fmt: skip
+        out.append(_row(cells))
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", nargs="+", choices=sorted(CASES), default=["boston", "concrete"])
@@ -314,9 +377,12 @@ def main() -> None:
         help="print doc/performance.md's table of these results files, no fit",
     )
     parser.add_argument("--runs", type=int, default=4, help="the report's last RUNS runs")
+    parser.add_argument("--table", choices=("runs", "peers", "seeds"), default="runs",
+                        help="--report's table: doc/performance.md's runs, or doc/samplers.md's "
+                        "first fit of each side or its warm seeds")  # fmt: skip
     args = parser.parse_args()
     if args.report:
-        print(report(args.report, args.runs), end="")
+        print(report(args.report, args.runs, args.table), end="")
         return
     if args.reps < 1:
         parser.error("--reps must be at least 1 (the cold repetition; warm ones follow)")

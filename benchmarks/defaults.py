@@ -51,7 +51,12 @@ Usage::
 UCI fits by split (of those commits, if named): doc/choosing.md's tables of MCLMC's
 chains against NUTS and the ensemble. ``--suite priors --report FILE`` prints
 doc/user_guide.md's classification table of the priors (``--short``: doc/choosing.md's,
-without HistGradientBoosting and the times).
+without HistGradientBoosting and the times). ``--suite spread --report FILE`` prints
+doc/samplers.md's table of the classifiers in a methods-suite file: log loss, mean
+``predict_std``, mutual information and fit time, beside ``LogisticRegression``::
+
+    python benchmarks/defaults.py --suite spread \\
+        --report benchmarks/results/defaults_classifier_modes.jsonl
 
 The timings are wall times on a machine whose cores may be shared: compare them within one
 run.
@@ -740,12 +745,53 @@ def report_families(path: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _classifier_label(name: str) -> str:
+    """A classifier's name in the methods suite as the user writes it."""
+    modes = re.fullmatch(r"nuts_modes(\d+)", name)
+    return f"`NUTS(n_modes={modes[1]})`" if modes else name
+
+
+def report_spread(path: str) -> str:
+    """doc/samplers.md's table of the classifiers of a methods-suite file (the last record
+    of each wins): per set ``LogisticRegression``'s log loss, then per method its log loss
+    (mean +- se over rows), mean ``predict_std``, mean mutual information and fit time."""
+    records = {}
+    for line in open(path):
+        r = json.loads(line)
+        if r.get("part") == "classification":
+            records[(r["dataset"], r["method"])] = r
+    methods = [m for m in dict.fromkeys(m for _, m in records) if m != "logreg"]
+    head = ["set", "LogisticRegression"]
+    for m in methods:
+        head += [f"{_classifier_label(m)}: log loss", "its `predict_std`", "its MI",
+                 "its fit time (5 folds)"]  # fmt: skip
+    # figures that all sit below 0.05 (the ensemble's spread) keep a fourth decimal
+    digits = {(m, key): 4 if all(r[key] < 0.05 for (_, n), r in records.items() if n == m)
+              else 3 for m in methods
+              for key in ("mean_predict_std", "mean_mutual_information")}  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for dataset in dict.fromkeys(d for d, _ in records):
+        cells = [dataset, f"{records[dataset, 'logreg']['log_loss']:.3f}"]
+        for m in methods:
+            r = records[dataset, m]
+            seconds = r["fit_time"]
+            cells += [f"{r['log_loss']:.3f} +- {r['log_loss_se']:.3f}",
+                      f"{r['mean_predict_std']:.{digits[m, 'mean_predict_std']}f}",
+                      f"{r['mean_mutual_information']:.{digits[m, 'mean_mutual_information']}f}",
+                      f"{seconds:.{0 if seconds >= 10 else 1}f} s"]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def report(path: str, suite: str = "methods", short: bool = False) -> str:
     """The markdown tables of a methods-suite file (the last record of each fit wins), or
     of a priors-suite file (``suite="priors"``: :func:`report_priors`), or the table of
-    LBBNN's families (``suite="families"``: :func:`report_families`)."""
+    LBBNN's families (``suite="families"``: :func:`report_families`), or the classifiers'
+    log loss and spread (``suite="spread"``: :func:`report_spread`)."""
     if suite == "priors":
         return report_priors(path, short)
+    if suite == "spread":
+        return report_spread(path)
     if suite == "families":
         return report_families(path)
     records = {}
@@ -901,9 +947,10 @@ def _default_15000() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", choices=["methods", "priors", "families"], default=None,
-                        help="default: priors, or methods with --report; families: "
-                        "--report's table of LBBNN's families only")  # fmt: skip
+    parser.add_argument("--suite", choices=["methods", "priors", "families", "spread"],
+                        default=None, help="default: priors, or methods with --report; "
+                        "families, spread: --report's table of LBBNN's families or of the "
+                        "classifiers' log loss and spread only")  # fmt: skip
     parser.add_argument("--report", default=None, help="print the suite's tables of a file")
     parser.add_argument("--pair", nargs=2, default=None, metavar="FILE:METHOD[@COMMITS]",
                         help="print two methods' UCI fits paired by split")  # fmt: skip
@@ -946,8 +993,8 @@ def main(argv: list[str] | None = None) -> None:
         print(report(args.report, args.suite or "methods", args.short), end="")
         return
     args.suite = args.suite or "priors"
-    if args.suite == "families":
-        parser.error("--suite families only reports: give --report FILE")
+    if args.suite in ("families", "spread"):
+        parser.error(f"--suite {args.suite} only reports: give --report FILE")
     if args.suite == "methods":
         common = {"benchmark": "defaults_methods", **provenance("defaults.py", argv)}
         out = open(args.out, "a") if args.out else None  # noqa: SIM115

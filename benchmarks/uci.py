@@ -25,8 +25,33 @@ each dataset), without a fit: ``--table vi`` the VI column beside Graves's publi
 Ensembles::
 
     python benchmarks/uci.py --report benchmarks/results/uci_vi.jsonl
-    python benchmarks/uci.py --table ll --report benchmarks/results/uci_ensemble.jsonl \
+    python benchmarks/uci.py --table ll --report benchmarks/results/uci_ensemble.jsonl \\
         benchmarks/results/uci_rms.jsonl benchmarks/results/uci_swag.jsonl
+
+``--table converged`` (one row per dataset) and ``--table converged-splits`` (one per
+split) print doc/samplers.md's tables of NUTS sampling until converged: the first file
+holds those fits, the second the plain NUTS runs of the same splits::
+
+    python benchmarks/uci.py --table converged --report \\
+        benchmarks/results/uci_nuts_converged600.jsonl benchmarks/results/uci_nuts.jsonl
+
+``--table metric`` prints one row per NUTS fit of a file with its ``metric``, step sizes
+and ESS per gradient (doc/samplers.md's table of the metrics)::
+
+    python benchmarks/uci.py --table metric --report benchmarks/results/nuts_metric.jsonl
+
+``--table ll-time`` prints one column per file (method): the test log-likelihood over splits
+0-4 (mean +- standard error) with the mean fit time, as doc/samplers.md compares SGHMC::
+
+    python benchmarks/uci.py --table ll-time --report benchmarks/results/uci_sghmc_map.jsonl \\
+        benchmarks/results/uci_sghmc.jsonl benchmarks/results/uci_ensemble_defaults.jsonl \\
+        benchmarks/results/uci_nuts.jsonl
+
+``--table init-map``, ``many-chains`` and ``friedman-advice`` print doc/samplers.md's
+tables of the results of ``benchmarks/init_map.py``, ``many_chains.py`` and
+``friedman_advice.py`` (NUTS on the UCI splits and on ``make_friedman1``)::
+
+    python benchmarks/uci.py --table init-map --report benchmarks/results/init_map.jsonl
 """
 
 from __future__ import annotations
@@ -204,8 +229,7 @@ PUBLISHED_DEEP_ENSEMBLES = {
 
 def _summaries(path) -> dict:
     """``{dataset: its latest summary}`` of a results file."""
-    lines = [json.loads(line) for line in Path(path).read_text().splitlines()]
-    return {r["dataset"]: r for r in lines if r.get("summary")}
+    return {r["dataset"]: r for r in _lines(path) if r.get("summary")}
 
 
 def _pm(r: dict, key: str) -> str:
@@ -216,8 +240,18 @@ def report(paths, table: str = "vi") -> str:
     """doc/optimization.md's table ``table`` of the results files ``paths``: ``"vi"`` (one
     file) beside the published VI, ``"ll"`` or ``"rmse"`` (one file per method) beside
     the published Deep Ensembles, the ensemble's log-likelihood in bold where it is
-    above theirs."""
+    above theirs; doc/samplers.md's ``"converged"`` and ``"converged-splits"`` (see
+    ``report_converged``), ``"metric"`` (``report_metric``), ``"ll-time"``
+    (``report_ll_time``) and those of ``OTHER_REPORTS``."""
     paths = [paths] if isinstance(paths, (str, Path)) else paths
+    if table in ("converged", "converged-splits"):
+        return report_converged(paths, per_split=table == "converged-splits")
+    if table == "metric":
+        return report_metric(paths[0])
+    if table == "ll-time":
+        return report_ll_time(paths)
+    if table in OTHER_REPORTS:
+        return OTHER_REPORTS[table](paths[0])
     runs = [_summaries(path) for path in paths]
     if table == "vi":
         out = ["| dataset | test LL | VI (Graves) LL | RMSE | VI (Graves) RMSE | 90 % coverage | "
@@ -252,6 +286,174 @@ def report(paths, table: str = "vi") -> str:
     return "\n".join(out) + "\n"
 
 
+def _lines(path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+def _span(values, fmt: str) -> str:
+    """``"lo-hi"`` of ``values`` in the format ``fmt``, one figure where they agree."""
+    lo, hi = f"{min(values):{fmt}}", f"{max(values):{fmt}}"
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def report_converged(paths, per_split: bool = False) -> str:
+    """doc/samplers.md's table of NUTS sampling until converged: ``paths`` are the
+    converged fits' results file and the plain NUTS runs' (the same splits, the latest
+    line of each), one row per dataset or, with ``per_split``, per split."""
+    fits = [r for r in _lines(paths[0]) if not r.get("summary")]
+    plain = {(r["dataset"], r["split"]): r for r in _lines(paths[1]) if not r.get("summary")}
+    yes_no = {True: "yes", False: "no"}
+    if per_split:
+        out = ["| dataset, split | stopped because | R-hat / ESS at the stop | draws sampled per "
+               "chain | fit | warned | test LL | plain run's test LL / R-hat / warned |",
+               "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        for r in fits:
+            d, p = r["diagnostics"], plain[r["dataset"], r["split"]]
+            cells = [f"{DATASETS[r['dataset']].lower()} {r['split']}",
+                     f"`{d['stopped_because']}`", f"{d['stop_rhat']:.3f} / {d['stop_ess']:.0f}",
+                     str(d["n_draws_sampled_per_chain"]), f"{r['fit_time']:.0f} s",
+                     yes_no[r["convergence_warning"]], f"{r['test_ll']:.3f}",
+                     f"{p['test_ll']:.3f} / {p['diagnostics']['rhat_loglik']:.3f} / "
+                     f"{yes_no[p['convergence_warning']]}"]  # fmt: skip
+            out.append("| " + " | ".join(cells) + " |")
+        return "\n".join(out) + "\n"
+    out = ["| dataset | splits | ended without a warning | stopped because | R-hat / ESS at the "
+           "stop | draws sampled per chain | fit | test LL (mean +- se) | plain runs' test LL | "
+           "plain runs warned |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for dataset in dict.fromkeys(r["dataset"] for r in fits):
+        rows = [r for r in fits if r["dataset"] == dataset]
+        plains = [plain[dataset, r["split"]] for r in rows]
+        diags = [r["diagnostics"] for r in rows]
+        splits = [r["split"] for r in rows]
+        clean = sum(not r["convergence_warning"] for r in rows)
+        stops = ", ".join(f"`{s}`" for s in sorted({d["stopped_because"] for d in diags}))
+        cells = [DATASETS[dataset].lower(), _span(splits, "d"), f"{clean} of {len(rows)}", stops,
+                 f"{_span([d['stop_rhat'] for d in diags], '.3f')} / "
+                 f"{_span([d['stop_ess'] for d in diags], '.0f')}",
+                 _span([d["n_draws_sampled_per_chain"] for d in diags], "d"),
+                 _span([r["fit_time"] for r in rows], ".0f") + " s"]  # fmt: skip
+        for group in (rows, plains):
+            cells.append("{:.3f} +- {:.3f}".format(*_mean_se([r["test_ll"] for r in group])))
+        cells.append(f"{sum(p['convergence_warning'] for p in plains)} of {len(plains)}")
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def report_metric(path) -> str:
+    """doc/samplers.md's table of NUTS's ``metric`` options: one row per fit in ``path``
+    (ESS per gradient counts warm-up's gradients too)."""
+    out = ["| dataset | metric | warm-up | steps per draw (per chain) | step size | bulk ESS | "
+           "ESS per 1k gradients | R-hat | fit |",
+           "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in _lines(path):
+        if r.get("summary"):
+            continue
+        d = r["diagnostics"]
+        cells = [DATASETS[r["dataset"]].lower(), f"`{r['method']['metric']}`",
+                 str(d["n_warmup"]), ", ".join(f"{n:.0f}" for n in d["mean_n_leapfrog"]),
+                 _span(d["step_size"], ".4f"), f"{d['ess_bulk_loglik']:.0f}",
+                 f"{1e3 * d['ess_bulk_loglik'] / d['n_grad_evals']:.3f}",
+                 f"{d['rhat_loglik']:.3f}", f"{r['fit_time']:.0f} s"]  # fmt: skip
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def report_ll_time(paths, splits=range(5)) -> str:
+    """One column per results file (method): the test log-likelihood's mean +- standard
+    error over ``splits`` (the latest line of each) and the mean fit time per split."""
+    head = ["dataset", *(f'`"{_lines(path)[0]["method"]["name"]}"` (`{Path(path).name}`)'
+                         for path in paths)]  # fmt: skip
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    fits = [{(r["dataset"], r["split"]): r for r in _lines(path) if not r.get("summary")}
+            for path in paths]  # fmt: skip
+    for dataset in DATASETS:
+        cells = [DATASETS[dataset]]
+        for by_split in fits:
+            rows = [by_split[dataset, split] for split in splits]
+            mean, se = _mean_se([r["test_ll"] for r in rows])
+            seconds = np.mean([r["fit_time"] for r in rows])
+            cells.append(f"{mean:.2f} +- {se:.2f}, {seconds:.{0 if seconds >= 10 else 1}f} s")
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def _grads(n: float) -> str:
+    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.0f}k"
+
+
+def _per_seed(rows: list[dict], cell) -> str:
+    """``cell(row)`` of each seed's row, in the order of the seeds."""
+    return ", ".join(cell(r) for r in sorted(rows, key=lambda r: r["seed"]))
+
+
+def _rate(r: dict) -> str:
+    # ESS/s of converged chains in whole units; of stuck ones (under 10) with a decimal
+    return f"{r['ess_per_s']:.{0 if r['ess_per_s'] >= 10 else 1}f}"
+
+
+def report_init_map(path) -> str:
+    """doc/samplers.md's table of benchmarks/init_map.py's results: per dataset and warm-up
+    length, prior against MAP starts (gradient evaluations are means over the seeds)."""
+    lines = _lines(path)
+    yes_no = {True: "yes", False: "no"}
+    out = ["| dataset | n_warmup | warm-up gradient evals, prior / map | the MAPs' gradient "
+           "evals | R-hat loglik, prior / map | ESS/s, prior / map | warned, prior / map |",
+           "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for dataset, n_warmup in dict.fromkeys((r["dataset"], r["n_warmup"]) for r in lines):
+        rows = {init: [r for r in lines if (r["dataset"], r["n_warmup"], r["init"])
+                       == (dataset, n_warmup, init)] for init in ("prior", "map")}  # fmt: skip
+        cells = [DATASETS[dataset], str(n_warmup),
+                 " / ".join(_grads(np.mean([r["warmup_grad_evals"] for r in rows[i]]))
+                            for i in rows),
+                 f"{np.mean([r['init_grad_evals'] for r in rows['map']]):.0f}",
+                 " / ".join(_per_seed(rows[i], lambda r: f"{r['rhat_loglik']:.3f}")
+                            for i in rows),
+                 " / ".join(_per_seed(rows[i], _rate) for i in rows),
+                 " / ".join(_per_seed(rows[i], lambda r: yes_no[r["warned"]])
+                            for i in rows)]  # fmt: skip
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def report_many_chains(path) -> str:
+    """doc/samplers.md's table of benchmarks/many_chains.py's results: per dataset and run
+    (4 long chains or 16 short ones), each seed's figures."""
+    lines = _lines(path)
+    out = ["| dataset | run | fit | gradient evals | split R-hat loglik / max output | nested "
+           "R-hat loglik | ESS/s | test LL |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for dataset, run in dict.fromkeys((r["dataset"], r["run"]) for r in lines):
+        rows = [r for r in lines if (r["dataset"], r["run"]) == (dataset, run)]
+        cells = [DATASETS[dataset], f"{rows[0]['n_chains']} {run}",
+                 _per_seed(rows, lambda r: f"{r['fit_time']:.1f}") + " s",
+                 _per_seed(rows, lambda r: _grads(r["n_grad_evals"])),
+                 _per_seed(rows, lambda r: f"{r['rhat_loglik']:.3f} / "
+                                           f"{r['max_rhat_outputs']:.3f}"),
+                 _per_seed(rows, lambda r: f"{r['nested_rhat_loglik']:.3f}"),
+                 _per_seed(rows, _rate),
+                 _per_seed(rows, lambda r: f"{r['test_ll']:.3f}")]  # fmt: skip
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def report_friedman_advice(path) -> str:
+    """doc/samplers.md's table of benchmarks/friedman_advice.py's results: one row per
+    setting and seed."""
+    out = ["| setting | seed | max R-hat | bulk ESS | stopped because | draws per chain | fit | "
+           "warned |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in _lines(path):
+        stop = f"`{r['stopped_because']}`" if r["stopped_because"] else "-"
+        cells = [r["setting"], str(r["seed"]), f"{r['max_rhat']:.3f}",
+                 f"{r['ess_bulk_loglik']:.0f}", stop, str(r["draws_sampled_per_chain"]),
+                 f"{r['fit_time']:.0f} s", "yes" if r["warned"] else "no"]  # fmt: skip
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+#: doc/samplers.md's tables of other scripts' results on the UCI splits
+OTHER_REPORTS = {"init-map": report_init_map, "many-chains": report_many_chains,
+                 "friedman-advice": report_friedman_advice}  # fmt: skip
+
+
 def _emit(record: dict, out) -> None:
     line = json.dumps(record)
     print(line, flush=True)
@@ -275,9 +477,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
     parser.add_argument("--report", nargs="+", default=None, metavar="FILE",
                         help="print the --table of these results files (no fit)")  # fmt: skip
-    parser.add_argument("--table", default="vi", choices=("vi", "ll", "rmse"),
-                        help="--report's table: VI beside Graves's, or one column per "
-                        "file beside the published Deep Ensembles")  # fmt: skip
+    parser.add_argument("--table", default="vi",
+                        choices=("vi", "ll", "rmse", "converged", "converged-splits", "metric",
+                                 "ll-time", *OTHER_REPORTS),
+                        help="--report's table: VI beside Graves's, one column per file "
+                        "beside the published Deep Ensembles, NUTS until converged (two "
+                        "files: its runs, the plain runs) by dataset or split, one row "
+                        "per NUTS fit with its metric, one column per file of splits "
+                        "0-4's test LL and fit time, or the file of the script of that "
+                        "name")  # fmt: skip
     args = parser.parse_args(argv)
     if args.report:
         print(report(args.report, args.table), end="")
