@@ -721,21 +721,36 @@ def worst_report(peer_paths, route_paths, labels=None, splits=None, datasets=Non
 
 
 def _short_labels(labels) -> dict:
-    """Each skbnn label as its method and the settings that tell it from the others (a
-    label holds every setting of its fit, hundreds of characters for a route)."""
+    """Each label as its method and the settings that tell it from the others of the same
+    method (a label holds every setting of its fit, hundreds of characters for a route;
+    :func:`_in_full` gives them below a table)."""
     parts = {}
     for lab in labels:
         method = re.split(r"[(\[]", lab, maxsplit=1)[0]
         settings = lab[len(method) :].translate({ord(c): None for c in " '\""})
-        parts[lab] = (method, re.split(r"[,(){}\[\]]", settings))
-    common = set.intersection(*(set(tokens) for _, tokens in parts.values()))
+        # a nested method's name ("nuts=") opens its settings: not a setting of its own
+        tokens = [t for t in re.split(r"[,(){}\[\]]", settings) if t and not t.endswith("=")]
+        parts[lab] = (method, tokens)
+    common = {}
+    for method, tokens in parts.values():
+        common[method] = common.get(method, set(tokens)) & set(tokens)
     short = {}
     for lab, (method, tokens) in parts.items():
-        rest = [t for t in tokens if t and t not in common]
+        rest = [t for t in tokens if t not in common[method]]
         short[lab] = method + (f" ({', '.join(rest)})" if rest else "")
     if len(set(short.values())) < len(short):
         return {lab: lab for lab in labels}
     return short
+
+
+def _in_full(short: dict) -> list[str]:
+    """The lines below a table that give its shortened labels in full."""
+    shortened = [lab for lab in short if short[lab] != lab]
+    return (
+        ["", "In full:", ""] + [f"- {short[lab]}: `{lab}`" for lab in shortened]
+        if shortened
+        else []
+    )
 
 
 def paired_report(paths, metric: str = "test_ll", labels=None, splits=None) -> str:
@@ -775,10 +790,7 @@ def paired_report(paths, metric: str = "test_ll", labels=None, splits=None) -> s
                 f"{np.median(diff):+.3f} | {int((sign * diff > 0).sum())}/{len(keys)} | "
                 f"{warned:.0%} | {times[0]:.1f} | {times[1]:.1f} |"
             )
-    shortened = [lab for lab in ours if short[lab] != lab]
-    if shortened:
-        lines += ["", "In full:", ""] + [f"- {short[lab]}: `{lab}`" for lab in shortened]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _in_full(short)) + "\n"
 
 
 def _sig3(x: float) -> str:
@@ -850,7 +862,7 @@ def pair_report(paths, labels, baseline_labels=None, splits=None) -> str:
     lines = ["| | " + " | ".join(sets) + " |", "|---|" + "---|" * len(sets)]
     lines += [f"| {row} | " + " | ".join(cells[d].get(row, "") for d in sets) + " |"
               for row in order]  # fmt: skip
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _in_full(short)) + "\n"
 
 
 def means_report(paths, labels=None, splits=None, metrics=None, per_split=False,
@@ -893,7 +905,7 @@ def means_report(paths, labels=None, splits=None, metrics=None, per_split=False,
                 text[0] = f"**{text[0]}**"
             cells.append(", ".join(text) if any(text) else "")
         lines.append(f"| {short[lab]} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _in_full(short)) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
