@@ -32,12 +32,13 @@ script
 
 It prints every figure and writes ``credit_default.png``. The data are read from
 ``--data-dir`` (by default ``../shared/data/credit_default`` beside the checkout) and never
-copied. The full run takes about 7 minutes on 2 cores; ``--quick`` runs smaller
-settings in a few::
+copied; ``--quick`` runs smaller settings. ``--json FILE`` appends every figure to a
+results file, whose last run ``--report FILE`` prints as doc/credit_default.md's tables::
 
     pip install ".[plot]"
     python examples/credit_default.py --out credit_default.png
     python examples/credit_default.py --quick
+    python examples/credit_default.py --report benchmarks/results/credit_default.jsonl
 """
 
 from __future__ import annotations
@@ -185,11 +186,17 @@ def _seconds(x: float) -> str:
     return f"{x:.1f}" if x >= 1 else f"{x:.2g}"
 
 
+#: part 4's shares of the test clients decided, the most certain first
+SHARES = (0.2, 0.5, 0.8, 1.0)
+
+
 def report(path: str | Path, part: int | None = None) -> str:
-    """doc/credit_default.md's tables from a ``--json`` file: part 1, per model, the mean
-    +- standard error over the subsamples, with the published figures; part 2, the full
-    data's figures. Both, a blank line apart, unless ``part`` names one."""
+    """doc/credit_default.md's tables from a ``--json`` file, of its last run: part 1, per
+    model, the mean +- standard error over the subsamples, with the published figures;
+    part 2, the full data's figures; part 4, the accuracy on the clients decided. All, a
+    blank line apart, unless ``part`` names one."""
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if r.get("run") == rows[-1].get("run")]
     part1: dict = {}
     for r in rows:
         if r["part"] == "subsample":
@@ -209,8 +216,15 @@ def report(path: str | Path, part: int | None = None) -> str:
         rhat = f"{r['rhat_loglik']:.3f}" if "rhat_loglik" in r else ""
         second.append(f"| {r['model']} | {r['cross_entropy']:.4f} | {r['accuracy']:.4f} | "
                       f"{r['ece']:.3f} | {_seconds(r['seconds'])} | {rhat} |")  # fmt: skip
-    tables = {1: "\n".join(first) + "\n", 2: "\n".join(second) + "\n"}
-    return tables[part] if part else tables[1] + "\n" + tables[2]
+    fourth = ["| model | " + " | ".join(f"{q:.0%} decided".replace("100% decided", "all")
+                                        .replace("%", " %") for q in SHARES) + " |",
+              "|---" * (len(SHARES) + 1) + "|"]  # fmt: skip
+    for r in (r for r in rows if r["part"] == "full" and "decided_accuracy" in r):
+        fourth.append(f"| {r['model']} | " + " | ".join(f"{a:.3f}" for a in r["decided_accuracy"])
+                      + " |")  # fmt: skip
+    tables = {1: first, 2: second, 4: fourth if len(fourth) > 2 else []}
+    tables = {k: "\n".join(v) + "\n" for k, v in tables.items() if v}
+    return tables[part] if part else "\n".join(tables.values())
 
 
 def main() -> None:
@@ -227,6 +241,7 @@ def main() -> None:
         print(report(args.report), end="")
         return
 
+    start = time.time()
     X, y = load(args.data_dir)
     print(f"{len(y)} clients, {X.shape[1]} features, {y.mean():.1%} defaults\n")
     # the study's sampler settings, and smaller ones for the full data (24,000 rows)
@@ -258,13 +273,14 @@ def main() -> None:
               f"{r['seconds']:8.1f} {rhat:>6s}")  # fmt: skip
 
     print("\n4. Deciding only where the model is most certain: accuracy on the clients decided")
-    shares = np.array([0.2, 0.5, 0.8, 1.0])
-    print(f"   {'model':32s} " + " ".join(f"{f'{q:.0%} decided':>12s}" for q in shares))
+    print(f"   {'model':32s} " + " ".join(f"{f'{q:.0%} decided':>12s}" for q in SHARES))
     for name, r in part2.items():
-        acc = abstention_curve(y_test, r["proba"], shares)
-        print(f"   {name:32s} " + " ".join(f"{a:12.3f}" for a in acc))
+        r["decided_accuracy"] = abstention_curve(y_test, r["proba"], SHARES).tolist()
+        print(f"   {name:32s} " + " ".join(f"{a:12.3f}" for a in r["decided_accuracy"]))
 
     if args.json:
+        # a run's lines share its start, which the report reads the last run by
+        run = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(start))
         with open(args.json, "a") as f:
             for part, table in (("subsample", part1), ("full", part2)):
                 for name, rows in table.items():
@@ -272,7 +288,7 @@ def main() -> None:
                         keep = {k: v for k, v in r.items() if k != "proba"}
                         f.write(json.dumps({"benchmark": "credit_default", "part": part,
                                             "model": name, "index": i, "quick": args.quick,
-                                            **keep}) + "\n")  # fmt: skip
+                                            "run": run, **keep}) + "\n")  # fmt: skip
     _figure(part2, y_test, args.out)
 
 

@@ -191,11 +191,12 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
          "uci_ensemble.jsonl uci_rms.jsonl uci_swag.jsonl", ("rmse",), " --table rmse"),
         ("optimization.md", "compare-ensemble", "benchmarks/compare_ensemble",
          "compare_ensemble.jsonl", (), ""),
-        # part 4's curve needs the probabilities, which the lines do not keep
         ("credit_default.md", "credit-part1", "examples/credit_default",
          "credit_default.jsonl", (1,), ""),
         ("credit_default.md", "credit-part2", "examples/credit_default",
          "credit_default.jsonl", (2,), ""),
+        ("credit_default.md", "credit-part4", "examples/credit_default",
+         "credit_default.jsonl", (4,), ""),
     ],
 )  # fmt: skip
 def test_benchmark_table_matches_the_benchmark_results(
