@@ -744,6 +744,80 @@ def performance_kernel() -> str:
     )
 
 
+def _plain(name: str) -> list[dict]:
+    """A results file's lines, without its summary lines."""
+    return [r for r in _read(name) if not r.get("summary")]
+
+
+def claim_boston() -> str:
+    """The summary-table cell for NUTS on Boston with the noise inferred, run until
+    converged."""
+    r = _plain("nuts_boston_converged.jsonl")[-1]
+    if r["stopped_because"] != "max_time":
+        return f"NUTS reaches R-hat {r['target_rhat']} on every training row"
+    return (
+        f"NUTS does not reach R-hat {r['target_rhat']} on every training row in "
+        f"{r['max_time']:.0f} s (its largest {r['stop_rhat']:.3f} at the stop)"
+    )
+
+
+def claim_smc() -> str:
+    """The summary-table cell for SMC on Boston: its warm 200-particle fits against NUTS
+    run until converged."""
+    fits = [r for r in _plain("smc_boston.jsonl") if r["particles"] == 200 and r["run"] == "warm"
+            and r["noise"] == "inferred"]  # fmt: skip
+    nuts = _plain("nuts_boston_converged.jsonl")[-1]
+    walls = [r["wall_time_s"] for r in fits]
+    lpd = [r["test_lpd"] for r in fits]
+    return (
+        f"200 particles in {_range(min(walls), max(walls))} s warm, test log predictive "
+        f"density {_range(min(lpd), max(lpd), '.2f')} (NUTS until converged: "
+        f"{nuts['test_lpd']:.2f})"
+    )
+
+
+def claim_evidence() -> str:
+    """The summary-table cell for SMC's evidence: its sd over seeds at the defaults."""
+    fits = [r for r in _plain("smc_evidence_spread.jsonl")
+            if (r["particles"], r["n_mcmc_steps"], r["target_ess"]) == (400, 5, 0.5)]  # fmt: skip
+    z = [r["log_evidence"] for r in fits]
+    return f"sd {np.std(z, ddof=1):.2f} nats over {len(z)} seeds at the defaults"
+
+
+def claim_rows() -> str:
+    """The summary-table cell for rows: NUTS's default fit on 2,000 rows, the ensemble on
+    50,000."""
+    nuts = [r for r in _latest_fits("defaults_methods.jsonl")
+            if r["part"] == "nuts_scaling" and r["n_train"] == 2000][-1]  # fmt: skip
+    ensemble = _side(_latest_runs("compare_ensemble.jsonl")["synthetic"], "skbnn")
+    return (
+        f"NUTS's default fit {nuts['fit_time']:.1f} s at 2,000 rows; 5 ensemble members on "
+        f"50,000 rows in {ensemble['fit_time']:.1f} s"
+    )
+
+
+def claim_million() -> str:
+    """The summary-table cell for a million rows: each method's latest fit, and the
+    ratios against PyTorch on 10^5 rows."""
+    fits, torch = {}, {}
+    for r in _read("scale.jsonl"):
+        if r.get("side") == "skbnn" and r.get("rows") == 10**6:
+            fits[r["method"]] = r
+        elif r.get("rows") == 10**5:
+            torch[(r["method"], r["side"])] = r
+    times = [r["fit_time"] for r in fits.values()]
+    peak = max(r["peak_above_data_mb"] for r in fits.values())
+    ratios = [
+        f"{_ratio(torch[(m, 'torch')]['fit_time'] / torch[(m, 'skbnn')]['fit_time'])}"
+        for m in ("ensemble", "vi")
+    ]
+    return (
+        f"ensemble, VI, SWAG, Kronecker Laplace and SGHMC each fit in "
+        f"{min(times):.0f}-{max(times):.0f} s, at most {peak:.0f} MB above the data; at 10^5 "
+        f"rows {ratios[0]} PyTorch's speed (ensemble), {ratios[1]} (VI)"
+    )
+
+
 def _run_label(record: dict) -> str:
     return f"{record.get('date', 'undated')}, {_short(record.get('commit'))}"
 
@@ -920,6 +994,12 @@ BLOCKS = {
     "defaults-quickstart": (DEFAULTS, defaults_quickstart, False),
     "performance-peers": (PERFORMANCE, performance_peers, False),
     "performance-summary-peers": (PERFORMANCE, performance_summary_peers, True),
+    "performance-claim-numpyro": (PERFORMANCE, lambda: nuts_numpyro()[1], True),
+    "performance-claim-boston": (PERFORMANCE, claim_boston, True),
+    "performance-claim-smc": (PERFORMANCE, claim_smc, True),
+    "performance-claim-evidence": (PERFORMANCE, claim_evidence, True),
+    "performance-claim-rows": (PERFORMANCE, claim_rows, True),
+    "performance-claim-million": (PERFORMANCE, claim_million, True),
 }
 
 
