@@ -42,6 +42,8 @@ SOURCES = (
     "compare_vi.jsonl",
     "compare_laplace.jsonl",
     "compare_laplace_kron.jsonl",
+    "many_chains.jsonl",
+    "dask_compile.jsonl",
     "defaults_methods.jsonl",
     "uci_nuts.jsonl",
     "kernel_speed.jsonl",
@@ -818,6 +820,64 @@ def claim_million() -> str:
     )
 
 
+def growth_nuts() -> str:
+    """The growth table's cell for NUTS's default fit by rows."""
+    fits = [r for r in _latest_fits("defaults_methods.jsonl") if r["part"] == "nuts_scaling"]
+    fits.sort(key=lambda r: r["n_train"])
+    small = [r["fit_time"] for r in fits if r["n_train"] <= 1000]
+    by = {r["n_train"]: r for r in fits}
+    grads = [r["grads_per_iteration"] for r in fits]
+    return (
+        f"{_range(min(small), max(small))} s up to 1,000 rows, {by[2000]['fit_time']:.1f} s at "
+        f"2,000 ({2000 * by[2000]['n_params']:,} rows x parameters), "
+        f"{by[4000]['fit_time']:.1f} s at 4,000; {min(grads):.0f}-{max(grads):.0f} gradients "
+        "per iteration"
+    )
+
+
+def growth_ensemble() -> str:
+    """The growth table's cell for the ensemble's warm fits on 50,000 rows."""
+    run = _latest_runs("compare_ensemble.jsonl")["synthetic"]
+    warm = [r["fit_time"] for r in run if r.get("side") == "skbnn" and not r.get("summary")
+            and not r.get("cold")]  # fmt: skip
+    return f"{_range(min(warm), max(warm))} s warm on 50,000 x 20"
+
+
+def growth_chains() -> str:
+    """The growth table's cell for 16 short chains against 4 long: the extra wall time."""
+    fits = {}
+    for r in _read("many_chains.jsonl"):
+        fits.setdefault((r["dataset"], r["seed"]), {})[r["run"]] = r["fit_time"]
+    extra = [100 * (f["short"] / f["long"] - 1) for f in fits.values() if len(f) == 2]
+    return f"{_range(min(extra), max(extra), '.0f')} % more wall time"
+
+
+def growth_dask() -> str:
+    """The growth table's cell for Dask workers: a worker that loads the kernels."""
+    loads = [r["compile_time_s"] for r in _read("dask_compile.jsonl")
+             if r["method"] == "nuts" and r["compile_time_s"] < 5]  # fmt: skip
+    return (
+        "compile once per cache and CPU type: a worker on a filled cache loads the kernels "
+        f"in {_range(min(loads), max(loads), '.2f')} s"
+    )
+
+
+def growth_memory() -> str:
+    """The growth table's cell for the ensemble's memory on 50,000 rows."""
+    run = _latest_runs("compare_ensemble.jsonl")["synthetic"]
+    fits = [r for r in run if r.get("side") == "skbnn" and not r.get("summary")]
+    cold = next(r for r in fits if r.get("cold"))
+    warm = [r for r in fits if not r.get("cold")][-1]
+
+    def up(r):
+        return r["peak_rss_mb"] - r["rss_before_mb"]
+
+    return (
+        f"peak RSS up {up(warm):.0f} MB warm ({warm['rss_before_mb']:.0f} to "
+        f"{warm['peak_rss_mb']:.0f} MB), {up(cold):.0f} MB on the compiling first fit"
+    )
+
+
 def _run_label(record: dict) -> str:
     return f"{record.get('date', 'undated')}, {_short(record.get('commit'))}"
 
@@ -1000,6 +1060,11 @@ BLOCKS = {
     "performance-claim-evidence": (PERFORMANCE, claim_evidence, True),
     "performance-claim-rows": (PERFORMANCE, claim_rows, True),
     "performance-claim-million": (PERFORMANCE, claim_million, True),
+    "performance-growth-nuts": (PERFORMANCE, growth_nuts, True),
+    "performance-growth-ensemble": (PERFORMANCE, growth_ensemble, True),
+    "performance-growth-chains": (PERFORMANCE, growth_chains, True),
+    "performance-growth-dask": (PERFORMANCE, growth_dask, True),
+    "performance-growth-memory": (PERFORMANCE, growth_memory, True),
 }
 
 
