@@ -37,7 +37,9 @@ against bde), ``--route FILE`` (one skbnn label as a column per dataset, with
 ``--data`` sets), ``--times`` (bde and one route, fit by fit), ``--fits`` (a row per
 fit; with ``--metrics NAME ...``, those columns, ``a.b`` a nested one), ``--pair`` (the
 skbnn labels ``--label`` picks against the one other skbnn label, no bde: a run of a
-method with and without an option) and ``--means`` (a row per label, a column per
+method with and without an option; of the ``--data`` sets; with ``--by-commit``, a label
+at each commit is a label of its own, ``{commit=C}``: the code before and after a change)
+and ``--means`` (a row per label, a column per
 dataset, or with ``--per-split`` per dataset and split: the means of ``--metrics``,
 default test LL, RMSE and fit time; of a file's bde.py lines only, of the ``--data``
 sets). With ``--route``, ``--times``, ``--paired``, ``--fits``, ``--pair`` or
@@ -49,6 +51,11 @@ same for the baseline's lines, and ``--splits`` those splits' lines::
         --label noise_df=5
     python benchmarks/bde.py --report benchmarks/results/auto_mclmc.jsonl --means \
         --data yacht energy
+    python benchmarks/bde.py --report benchmarks/results/auto_patience_steps_rms_swag_uci.jsonl \
+        --pair --by-commit --label rms+commit=bbe6a80-dirty --baseline-label rms
+
+A line run with ``--patience-steps N`` is reported under its label with
+``{patience_steps=N}`` added (``--label patience_steps=`` picks such lines).
 
 ``--skbnn-method NAME [JSON]`` may be repeated (default: ``auto`` and ``laplace``);
 ``none`` runs the peer alone; ``--skbnn-params`` sets estimator parameters (JSON, nested
@@ -452,18 +459,29 @@ def _holds(label: str, texts) -> bool:
     return any(all(part in _bare(label) for part in text.split("+")) for text in texts)
 
 
-def _read(paths, labels=None, splits=None, mine=False) -> list[dict]:
+def _read(paths, labels=None, splits=None, mine=False, by_commit=False) -> list[dict]:
     """The JSON lines of one results file or several, with ``test_ll_but_worst``: a fit's
     test log-likelihood without its own lowest row, where the line has the rows' quantiles.
-    One test row can rule a split's mean (energy's row 271, doc/samplers.md). ``labels``
-    keeps bde's lines and the skbnn lines whose bare label holds any of those texts, where
-    ``a+b`` needs both ``a`` and ``b`` (a results file can hold several variants of a
-    route); ``splits``, those splits' lines; ``mine``, only this script's lines (a file
-    can hold other benchmarks' too)."""
+    One test row can rule a split's mean (energy's row 271, doc/samplers.md). An skbnn
+    line run with ``--patience-steps N`` has ``{patience_steps=N}`` added to its label, and
+    with ``by_commit`` every skbnn line ``{commit=C}``, its ``commit``: the same method
+    before and after a change of the code. ``labels`` keeps bde's lines and the skbnn
+    lines whose bare label holds any of those texts, where ``a+b`` needs both ``a`` and
+    ``b`` (a results file can hold several variants of a route); ``splits``, those splits'
+    lines; ``mine``, only this script's lines (a file can hold other benchmarks' too)."""
     paths = [paths] if isinstance(paths, str | Path) else paths
     rows = [json.loads(s) for p in paths for s in Path(p).read_text().splitlines() if s.strip()]
     if mine:
         rows = [r for r in rows if r.get("benchmark") == "bde"]
+    for r in rows:
+        if r.get("label", "bde:").startswith("bde:"):
+            continue
+        # the label names the estimator's settings only; an engine constant the run
+        # changed, or the code it ran, tells lines of one label apart
+        if r.get("patience_steps") is not None:
+            r["label"] += f"{{patience_steps={r['patience_steps']}}}"
+        if by_commit:
+            r["label"] += f"{{commit={r.get('commit')}}}"
     if labels:
         rows = [r for r in rows if r["label"].startswith("bde:") or _holds(r["label"], labels)]
     if splits is not None:
@@ -798,7 +816,8 @@ def _sig3(x: float) -> str:
     return f"{x:#.3g}".rstrip(".")
 
 
-def pair_report(paths, labels, baseline_labels=None, splits=None) -> str:
+def pair_report(paths, labels, baseline_labels=None, splits=None, datasets=None,
+                by_commit=False) -> str:  # fmt: skip
     """One markdown table, a column per dataset, of skbnn labels against another skbnn
     label (no bde): the baseline's mean test log-likelihood, then for each label that
     ``labels`` picks its difference from the baseline paired by split (mean ± standard
@@ -807,8 +826,11 @@ def pair_report(paths, labels, baseline_labels=None, splits=None) -> str:
     splits whose fit chose a Student-t noise (``diagnostics["noise"]``, a
     ``noise_df="auto"`` fit's), then the fits that warned and the median fit times of all.
     The baseline is the one skbnn label ``labels`` leaves, of those ``baseline_labels``
-    keeps; ``splits`` as ``_read``."""
-    rows = [r for r in _read(paths, splits=splits) if not r["label"].startswith("bde:")]
+    keeps; ``splits`` and ``by_commit`` as ``_read``; ``datasets``, only those (the UCI
+    sets first, then the others: diamonds)."""
+    rows = [r for r in _read(paths, splits=splits, by_commit=by_commit)
+            if not r["label"].startswith("bde:")
+            and (datasets is None or r["dataset"] in datasets)]  # fmt: skip
     picked = sorted({r["label"] for r in rows if _holds(r["label"], labels or ())})
     rest = {r["label"] for r in rows if r["label"] not in picked}
     rest = sorted(lab for lab in rest if not baseline_labels or _holds(lab, baseline_labels))
@@ -821,7 +843,8 @@ def pair_report(paths, labels, baseline_labels=None, splits=None) -> str:
     base = by[rest[0]]
     short = _short_labels([rest[0], *picked])
     b = short[rest[0]]
-    sets = [d for d in DATASETS if any(k[0] == d for lab in picked for k in by[lab])]
+    held = {k[0] for lab in picked for k in by[lab]}
+    sets = [d for d in DATASETS if d in held] + sorted(held - set(DATASETS))
     cells = {}
     for d in sets:
         keys = sorted(k for k in base if k[0] == d)
@@ -966,6 +989,9 @@ def main(argv: list[str] | None = None) -> None:
                              "means of --metrics")  # fmt: skip
     parser.add_argument("--per-split", action="store_true",
                         help="with --means: a column per dataset and split")  # fmt: skip
+    parser.add_argument("--by-commit", action="store_true",
+                        help="with --pair: each skbnn label at each commit its own label, "
+                             "{commit=C} (--label commit=C picks it)")  # fmt: skip
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else list(argv)
     args.estimator_params = json.loads(args.skbnn_params) if args.skbnn_params else {}
@@ -978,7 +1004,8 @@ def main(argv: list[str] | None = None) -> None:
             print(route_report(args.report, args.route, args.baseline, args.label, splits,
                                args.baseline_label), end="")  # fmt: skip
         elif args.pair:
-            print(pair_report(args.report, args.label, args.baseline_label, splits), end="")
+            print(pair_report(args.report, args.label, args.baseline_label, splits, args.data,
+                              args.by_commit), end="")  # fmt: skip
         elif args.means:
             print(means_report(args.report, args.label, splits, args.metrics, args.per_split,
                                args.data), end="")  # fmt: skip

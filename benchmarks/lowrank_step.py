@@ -21,11 +21,16 @@ epoch's own figure is ``mnist_epoch.py``'s. Run nothing else meanwhile::
 
     python benchmarks/lowrank_step.py --n-jobs 2 --out benchmarks/results/lowrank_step.jsonl
     python benchmarks/lowrank_step.py --n-jobs 1 --out benchmarks/results/lowrank_step.jsonl
+    python benchmarks/lowrank_step.py --report benchmarks/results/lowrank_step.jsonl
+
+``--report FILE`` prints doc/optimization.md's table: each part's latest median on 2
+threads and on 1, and their sums.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -36,6 +41,32 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _uci import emitter, machine, package_commit  # noqa: E402
 
+#: The report's name of each part.
+PARTS = {
+    "clear": "sigmas and the gradient zeroed ({n:.1f} million parameters)",
+    "alphas": "inclusion probabilities",
+    "slab_terms": "the closed-form KL and its gradient",
+    "draw_term": "one draw: slab means `kappa + V'u`, products forward and back, chain rule",
+    "finite_check": "the gradient's check for inf and NaN",
+    "adam": "Adam over {n:.1f} million parameters",
+}
+
+
+def report(path) -> str:
+    """doc/optimization.md's table of a results file."""
+    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    last = {(r["part"], r["n_jobs"]): r for r in lines}
+    jobs = sorted({j for _, j in last}, reverse=True)
+    head = " | ".join(f"{j} thread{'s' * (j > 1)}" for j in jobs)
+    out = [f"| part | {head} |", "|---" * (len(jobs) + 1) + "|"]
+    for part, name in PARTS.items():
+        cells = [f"{last[(part, j)]['ms_median']:.2f} ms" for j in jobs]
+        n = max(last[(part, j)]["n_params"] for j in jobs) / 1e6
+        out.append(f"| {name.format(n=n)} | " + " | ".join(cells) + " |")
+    sums = [sum(last[(part, j)]["ms_median"] for part in PARTS) for j in jobs]
+    out.append("| sum | " + " | ".join(f"{t:.1f} ms" for t in sums) + " |")
+    return "\n".join(out) + "\n"
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -45,7 +76,11 @@ def main() -> None:
     parser.add_argument("--n-jobs", type=int, default=2, choices=(1, 2))
     parser.add_argument("--conditions", default=None, help="idle or loaded, for the record")
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
+    parser.add_argument("--report", default=None, help="print the table of a results file")
     args = parser.parse_args()
+    if args.report:
+        print(report(args.report), end="")
+        return
 
     from skbnn.kernels import density as knet
     from skbnn.kernels import helper

@@ -59,11 +59,21 @@ One JSON line per (library, model, dtype), then the ratio line::
 ``--table torch`` skbnn's runs at ``--commits`` (the lines' ``commit``) beside the first
 one's PyTorch; ``--table steps`` the first and second run of each model at the one commit
 (the code before and after a change, the script run against a worktree of each), with an
-epoch of 60,000 rows and 250 epochs extrapolated from the second::
+epoch of 60,000 rows and 250 epochs extrapolated from the second; ``--table threads`` each
+model at one commit on 1 thread beside 2 (``n_jobs``), with 250 epochs of 60,000 rows from
+its one-epoch line of 60,000 rows at 2 threads where the file holds one, else from its
+2-thread epoch scaled; ``--table runs`` a row per model and thread count, a column per
+commit (each of its lines' median epochs, in file order: several rounds), the ratio of
+the last commit's mean to the first's, and 250 epochs of 60,000 rows extrapolated from
+the last::
 
     python benchmarks/mnist_epoch.py --table torch --commits b2c8f60 8d9b106 \\
         --report benchmarks/results/mnist_epoch.jsonl
     python benchmarks/mnist_epoch.py --table steps --commits f1c8224 \\
+        --report benchmarks/results/mnist_epoch_lbbnn.jsonl
+    python benchmarks/mnist_epoch.py --table threads --commits d42e108 \\
+        --report benchmarks/results/mnist_epoch_lbbnn.jsonl
+    python benchmarks/mnist_epoch.py --table runs --commits ae0b966 c6de715 \\
         --report benchmarks/results/mnist_epoch_lbbnn.jsonl
 """
 
@@ -198,11 +208,61 @@ def _duration(seconds: float) -> str:
     return f"about {seconds / 3600:.1f} h"
 
 
+def _threads_table(runs: list[dict]) -> str:
+    """Each model on 1 thread beside 2, and 250 epochs of 60,000 rows on 2."""
+    at = {}
+    for r in runs:
+        at.setdefault(r["model"], {})[(r.get("n_jobs") or 1, r["rows"])] = r["epoch_time_median"]
+    out = ["| model | 1 thread | 2 threads | ratio | 250 epochs of 60,000 rows, 2 threads |",
+           "|---|---|---|---|---|"]  # fmt: skip
+    for model, times in at.items():
+        rows = min(n for _, n in times)
+        one, two = times.get((1, rows)), times.get((2, rows))
+        if one is None or two is None:
+            continue
+        whole = times.get((2, 60_000))
+        # a measured epoch of all the rows beats one scaled from a tenth of them
+        span = _duration(250 * (whole or two * 60_000 / rows))
+        if whole is not None:
+            span += f" (an epoch of 60,000 rows: {whole:.1f} s)"
+        cells = [LABELS[model], f"{one:.2f} s", f"{two:.2f} s", f"{two / one:.2f}", span]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def _runs_table(runs: list[dict], commits) -> str:
+    """A row per model and thread count, a column per commit."""
+    rows = runs[0]["rows"]
+    at = {}
+    for r in runs:
+        if r["rows"] == rows:
+            key = r["model"], r.get("n_jobs") or 1
+            at.setdefault(key, {}).setdefault(r["commit"], []).append(r["epoch_time_median"])
+    first, last = commits[0], commits[-1]
+    head = ["model", "threads", *commits, f"ratio {last} / {first}",
+            f"250 epochs of 60,000 rows, {last}"]  # fmt: skip
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (model, threads), times in at.items():
+        cells = [LABELS[model], str(threads)]
+        cells += [" / ".join(f"{t:.2f}" for t in times[c]) + " s" if c in times else ""
+                  for c in commits]  # fmt: skip
+        mean = {c: statistics.mean(times[c]) for c in (first, last) if c in times}
+        both = len(commits) > 1 and len(mean) == 2
+        cells.append(f"{mean[last] / mean[first]:.2f}" if both else "")
+        cells.append(_duration(250 * mean[last] * 60_000 / rows) if last in mean else "")
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def report(path, table: str = "torch", *commits: str) -> str:
-    """doc/optimization.md's table ``table`` (``"torch"`` or ``"steps"``) of the results
-    file ``path``, at the runs of ``commits``."""
+    """doc/optimization.md's table ``table`` (``"torch"``, ``"steps"``, ``"threads"`` or
+    ``"runs"``) of the results file ``path``, at the runs of ``commits``."""
     lines = [json.loads(line) for line in Path(path).read_text().splitlines()]
     runs = [r for r in lines if "epoch_time_median" in r and r["commit"] in commits]
+    if table == "threads":
+        return _threads_table(runs)
+    if table == "runs":
+        return _runs_table(runs, commits)
     if table == "steps":
         before, after = {}, {}
         for r in runs:
@@ -265,8 +325,10 @@ def main() -> None:
     parser.add_argument("--no-torch", action="store_true", help="skbnn's lines only")
     parser.add_argument("--report", default=None, metavar="FILE",
                         help="print the --table of this results file (no fit)")  # fmt: skip
-    parser.add_argument("--table", choices=("torch", "steps"), default="torch",
-                        help="--report's table: against PyTorch, or before and after")  # fmt: skip
+    parser.add_argument("--table", choices=("torch", "steps", "threads", "runs"),
+                        default="torch",
+                        help="--report's table: against PyTorch, before and after, 1 thread "
+                             "against 2, or a column per commit")  # fmt: skip
     parser.add_argument("--commits", nargs="+", default=[], help="--report's runs")
     args = parser.parse_args()
     if args.report:

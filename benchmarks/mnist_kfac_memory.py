@@ -12,11 +12,17 @@ names the commit of the skbnn it imported (``PYTHONPATH`` may point at another c
 
     python benchmarks/mnist_kfac_memory.py --rows 60000 \\
         --out benchmarks/results/mnist_kfac_memory.jsonl
+
+``--report FILE`` prints doc/optimization.md's table of a results file, a row per line
+(the skbnn commit that ran, the memory held and the time), without a computation::
+
+    python benchmarks/mnist_kfac_memory.py --report benchmarks/results/mnist_kfac_memory.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import subprocess
 import sys
@@ -36,13 +42,28 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def main() -> None:
+def report(path) -> str:
+    """A markdown row per line of the results file ``path``: the skbnn commit, the memory
+    the computation held beyond the data, and its time."""
+    out = ["| skbnn | memory held beyond the data | time |", "|---|---|---|"]
+    for text in Path(path).read_text().splitlines():
+        r = json.loads(text)
+        out.append(f"| {r['skbnn_commit']} | {r['held_mb']:,.0f} MB | {r['seconds']:.1f} s |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=60_000, help="the first ROWS images")
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--data-dir", default=None, help="default: ../shared/data/mnist")
     parser.add_argument("--out", default=None, help="append the JSON line to this file")
-    args = parser.parse_args()
+    parser.add_argument("--report", default=None, metavar="FILE",
+                        help="print the table of this results file (no computation)")  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.report:
+        print(report(args.report), end="")
+        return
 
     import skbnn
     from skbnn._kron import likelihood_factors
