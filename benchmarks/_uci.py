@@ -154,3 +154,16 @@ def emitter(path: str | None = None):
                 f.write(line + "\n")
 
     return emit
+
+
+def read_results(paths) -> list[dict]:
+    """The JSON lines of a results file, or of several in order."""
+    paths = [paths] if isinstance(paths, str | Path) else paths
+    return [json.loads(line) for path in paths for line in Path(path).read_text().splitlines()
+            if line.strip()]  # fmt: skip
+
+
+def add_report_argument(parser, page: str) -> None:
+    """``--report FILE ...``: print ``page``'s table of these results files, no fit."""
+    parser.add_argument("--report", nargs="+", default=None, metavar="FILE",
+                        help=f"print {page}'s table of these results files, no fit")  # fmt: skip

@@ -40,7 +40,6 @@ doc/optimization.md's table is the report of the results file, which needs no to
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -52,7 +51,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE / "peers"))
-from _uci import emitter, fresh_numba_cache, load_split, machine, standardize  # noqa: E402
+from _uci import emitter, fresh_numba_cache, load_split, machine, read_results, standardize  # noqa: E402
 
 SIDES = ("skbnn", "torch", "sklearn")
 
@@ -252,7 +251,7 @@ def report(path) -> str:
     """doc/optimization.md's table of the results file ``path`` (a case's later summary
     replaces an earlier one); the test log-likelihood's difference to two significant
     figures of its standard error."""
-    lines = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    lines = read_results(path)
     summary = {(r["case"], r["side"]): r for r in lines if r.get("summary")}
     out = ["| case | skbnn | PyTorch | ratio | sklearn `MLPRegressor` (one net) | "
            "test LL skbnn - torch |", "|---|---|---|---|---|---|"]  # fmt: skip

@@ -68,7 +68,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE / "peers"))
 
-from _uci import load_split, machine, standardize  # noqa: E402
+from _uci import load_split, machine, read_results, standardize  # noqa: E402
 from laplace_torch import torch_laplace  # noqa: E402
 
 #: skbnn's ``Laplace(hessian=...)`` and laplace-torch's ``hessian_structure`` that matches it
@@ -303,7 +303,7 @@ def report(path) -> str:
     """doc/optimization.md's table of the results file ``path``: the full GGN's, or with the
     approximation's cost where its lines are ``--hessian kron``'s (a later line of a case
     replaces an earlier one)."""
-    lines = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    lines = read_results(path)
     records = {r["case"]: r for r in lines}.values()
     kron = all(r["hessian"] == "kron" for r in records)
     if kron:

@@ -69,6 +69,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE / "peers"))
+from _uci import add_report_argument  # noqa: E402
 
 CASES = {
     "boston": dict(dataset="bostonHousing", hidden=10, noise_std=0.5, chains=3, warmup=1000,
@@ -369,13 +370,7 @@ def main() -> None:
         action="store_true",
         help="skbnn: NUTS(rescale_units=False), no ReLU scale moves",
     )
-    parser.add_argument(
-        "--report",
-        nargs="+",
-        default=None,
-        metavar="FILE",
-        help="print doc/performance.md's table of these results files, no fit",
-    )
+    add_report_argument(parser, "doc/performance.md")
     parser.add_argument("--runs", type=int, default=4, help="the report's last RUNS runs")
     parser.add_argument("--table", choices=("runs", "peers", "seeds"), default="runs",
                         help="--report's table: doc/performance.md's runs, or doc/samplers.md's "
@@ -393,7 +388,13 @@ def main() -> None:
             print(f"skipping {', '.join(missing)}: not installed (the bench extra)",
                   file=sys.stderr)  # fmt: skip
     nutpie_sides = {"nutpie", "nutpie_lowrank"} & set(args.sides)
-    from _uci import emitter, fresh_numba_cache, load_split, machine, standardize
+    from _uci import (
+        emitter,
+        fresh_numba_cache,
+        load_split,
+        machine,
+        standardize,
+    )
 
     if not args.keep_cache:
         fresh_numba_cache()

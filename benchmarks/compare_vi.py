@@ -55,7 +55,6 @@ doc/optimization.md's table is the report of the results file, which needs no to
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -67,7 +66,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE / "peers"))
-from _uci import emitter, fresh_numba_cache, load_split, machine, standardize  # noqa: E402
+from _uci import emitter, fresh_numba_cache, load_split, machine, read_results, standardize  # noqa: E402
 from torch_bbb import elbo_draws, predictive_log_density, sample_q  # noqa: E402
 
 SIDES = ("skbnn", "torch")
@@ -190,7 +189,7 @@ def _diff(r: dict, key: str, fmt: str) -> str:
 def report(path) -> str:
     """doc/optimization.md's table of the results file ``path`` (a case's later run
     replaces an earlier one)."""
-    lines = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    lines = read_results(path)
     summary = {(r["case"], r["side"]): r for r in lines if r.get("summary")}
     steps = {r["case"]: r["n_steps"] for r in lines if "n_steps" in r}
     head = ("| case | steps | skbnn fit | PyTorch | ratio | ELBO skbnn - torch | "

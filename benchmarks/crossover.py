@@ -20,7 +20,6 @@ test log-likelihood, the best of a row in bold, "(warns)" where the fit warned.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _uci import emitter, standardize  # noqa: E402
+from _uci import emitter, read_results, standardize  # noqa: E402
 from scale import provenance, timed_fit, warm_up  # noqa: E402
 
 METHODS = ("ensemble", "sghmc", "laplace_kron", "vi", "swag")
@@ -41,7 +40,7 @@ LABELS = {"ensemble": "ensemble", "sghmc": "SGHMC", "laplace_kron": "Kronecker L
 
 def report(path) -> str:
     """doc/choosing.md's table of a results file."""
-    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    lines = read_results(path)
     latest = {(r["rows"], r["width"], r["method"]): r for r in lines}
     names = [m for m in METHODS if any(k[2] == m for k in latest)]
     out = ["| rows, width (parameters) | " + " | ".join(LABELS[m] for m in names) + " |",

@@ -33,7 +33,6 @@ it slow, and the load before each scenario.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -43,7 +42,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _uci import emitter, machine  # noqa: E402
+from _uci import emitter, machine, read_results  # noqa: E402
 
 #: Each method's class in skbnn.methods and its small settings.
 SETTINGS = {
@@ -153,7 +152,7 @@ def report_cluster(lines: list[dict]) -> str:
 
 def report(path, part: str = "compile") -> str:
     """doc/dask.md's table of a results file (``part="cluster"``: :func:`report_cluster`)."""
-    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    lines = read_results(path)
     if part == "cluster":
         return report_cluster(lines)
     out = ["| cache | load before | NUTS, first fit per worker | Laplace, after NUTS |",

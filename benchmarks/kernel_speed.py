@@ -56,7 +56,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 from numba import njit
@@ -68,6 +67,9 @@ from skbnn.kernels import likelihoods as klik
 from skbnn.kernels import priors as kpriors
 from skbnn.log_posterior import LogPosterior
 from skbnn.priors import GaussianPrior
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _uci import read_results  # noqa: E402
 
 
 @njit(nogil=True)
@@ -342,8 +344,7 @@ def _range(values, fmt: str) -> str:
 def report(paths) -> str:
     """doc/performance.md's table: per build and activation, the range over the runs in
     ``paths``."""
-    paths = [paths] if isinstance(paths, (str, Path)) else paths
-    lines = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines()]
+    lines = read_results(paths)
     groups: dict[tuple, list[dict]] = {}
     for r in lines:
         groups.setdefault((r["numba_cpu_name"], r["activation"]), []).append(r)

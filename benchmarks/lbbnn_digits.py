@@ -36,7 +36,6 @@ earlier one)::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import warnings
@@ -46,7 +45,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _uci import emitter, machine  # noqa: E402
+from _uci import emitter, machine, read_results  # noqa: E402
 
 
 def data():
@@ -181,7 +180,7 @@ def _decided(runs, share: str, accuracy: str) -> str:
 
 def report(path) -> str:
     """doc/optimization.md's table of the results file ``path``."""
-    lines = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    lines = read_results(path)
     fits = {(r["method"], r["seed"]): r for r in lines if not r.get("summary")}
     runs = {m: [r for (method, _), r in fits.items() if method == m] for m in COLUMNS}
     runs = {m: rs for m, rs in runs.items() if rs}

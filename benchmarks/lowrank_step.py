@@ -30,7 +30,6 @@ threads and on 1, and their sums.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -39,7 +38,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _uci import emitter, machine, package_commit  # noqa: E402
+from _uci import emitter, machine, package_commit, read_results  # noqa: E402
 
 #: The report's name of each part.
 PARTS = {
@@ -54,7 +53,7 @@ PARTS = {
 
 def report(path) -> str:
     """doc/optimization.md's table of a results file."""
-    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    lines = read_results(path)
     last = {(r["part"], r["n_jobs"]): r for r in lines}
     jobs = sorted({j for _, j in last}, reverse=True)
     head = " | ".join(f"{j} thread{'s' * (j > 1)}" for j in jobs)

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _uci import emitter, provenance  # noqa: E402
+from _uci import emitter, provenance, read_results  # noqa: E402
 
 N_FEATURES = 20
 HALF_WIDTH = 1.7
@@ -100,7 +100,7 @@ def _seconds(value: float) -> str:
 
 def report(path) -> str:
     """doc/defaults.md's table of a results file: rows by network."""
-    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    lines = read_results(path)
     last = {(r["rows"], "-".join(map(str, r["hidden"]))): r for r in lines}
     networks = sorted({k[1] for k in last}, key=lambda h: [int(u) for u in h.split("-")])
     out = ["| rows | " + " | ".join(f"{h} units" if i == 0 else h for i, h in enumerate(networks))

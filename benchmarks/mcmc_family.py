@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _uci import load_split, provenance, standardize  # noqa: E402
+from _uci import load_split, provenance, read_results, standardize  # noqa: E402
 
 
 def table(records: list[dict]) -> str:
@@ -45,7 +45,7 @@ def table(records: list[dict]) -> str:
 def report(path, noise: str | None = None) -> str:
     """The tables of a results file, one per noise setting (``noise`` names one), each of
     the last line per sampler."""
-    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    rows = read_results(path)
     out = []
     for setting in dict.fromkeys(r["noise"] for r in rows):
         if noise in (None, setting):

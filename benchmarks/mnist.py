@@ -46,7 +46,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _mnist import load_mnist  # noqa: E402
-from _uci import emitter, machine  # noqa: E402
+from _uci import emitter, machine, read_results  # noqa: E402
 from lbbnn_digits import median_model_scores, run  # noqa: E402
 
 #: The methods ``--methods`` names.
@@ -133,8 +133,7 @@ def _row(cells) -> str:
 def report(paths) -> str:
     """doc/optimization.md's MNIST table of the fits in ``paths`` (results files, read in
     order; a later line of a method and seed replaces an earlier one)."""
-    paths = [paths] if isinstance(paths, (str, Path)) else paths
-    lines = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines()]
+    lines = read_results(paths)
     fits = [r for r in lines if not r.get("summary") and "error" not in r
             and r.get("rows") is None and r.get("epochs") == 250]  # fmt: skip
     head = ("| method | posterior mean | model averaged | density | test log loss | "

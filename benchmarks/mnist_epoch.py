@@ -92,7 +92,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _mnist import load_mnist  # noqa: E402
-from _uci import emitter, provenance  # noqa: E402
+from _uci import emitter, provenance, read_results  # noqa: E402
 
 HIDDEN = (400, 600)
 BATCH = 100
@@ -257,7 +257,7 @@ def _runs_table(runs: list[dict], commits) -> str:
 def report(path, table: str = "torch", *commits: str) -> str:
     """doc/optimization.md's table ``table`` (``"torch"``, ``"steps"``, ``"threads"`` or
     ``"runs"``) of the results file ``path``, at the runs of ``commits``."""
-    lines = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    lines = read_results(path)
     runs = [r for r in lines if "epoch_time_median" in r and r["commit"] in commits]
     if table == "threads":
         return _threads_table(runs)

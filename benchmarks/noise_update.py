@@ -17,7 +17,6 @@ row count and update).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import warnings
 from pathlib import Path
@@ -31,12 +30,12 @@ from skbnn import BayesianMLPRegressor
 from skbnn.methods import NUTS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _uci import emitter, provenance  # noqa: E402
+from _uci import emitter, provenance, read_results  # noqa: E402
 
 
 def report(path) -> str:
     """doc/performance.md's table of a results file."""
-    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    lines = read_results(path)
     last = {(r["rows"], r["noise_update"]): r for r in lines if r.get("summary")}
     out = ['| rows | `"marginal"` | `"gibbs"` | ratio |', "|---|---|---|---|"]
     for rows in sorted({n for n, _ in last}):

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _uci import load_split  # noqa: E402
+from _uci import add_report_argument, load_split, read_results  # noqa: E402
 
 
 def _label(r: dict) -> str:
@@ -52,8 +52,7 @@ def _label(r: dict) -> str:
 
 def report(paths) -> str:
     """doc/performance.md's table of the fits with the noise inferred in ``paths``."""
-    paths = [paths] if isinstance(paths, (str, Path)) else paths
-    lines = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines()]
+    lines = read_results(paths)
     out = [
         "| run | wall | draws sampled per chain | bulk ESS loglik | R-hat loglik / max of 5 rows "
         "| all 455 rows: median / p90 / max | rows above 1.01 | test LPD |",
@@ -117,13 +116,7 @@ def main() -> None:
     parser.add_argument(
         "--keep-cache", action="store_true", help="use numba's normal cache (no cold run)"
     )
-    parser.add_argument(
-        "--report",
-        nargs="+",
-        default=None,
-        metavar="FILE",
-        help="print doc/performance.md's table of these results files, no fit",
-    )
+    add_report_argument(parser, "doc/performance.md")
     args = parser.parse_args()
     if args.report:
         print(report(args.report), end="")

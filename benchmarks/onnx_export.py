@@ -27,7 +27,6 @@ run's CPU and load.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -37,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _uci import emitter, provenance  # noqa: E402
+from _uci import emitter, provenance, read_results  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "onnx_export.jsonl"
 BATCHES = (1, 1000)
@@ -80,7 +79,7 @@ def _ms(value: float) -> str:
 
 def report(path) -> str:
     """doc/onnx.md's table of a results file."""
-    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    lines = read_results(path)
     last = list({r["dtype"]: r for r in lines}.values())
     out = ["| graph | model size | max rel. diff. mean, std | onnxruntime, 1 row | skbnn, 1 row "
            "| onnxruntime, 1,000 rows | skbnn, 1,000 rows |", "|---" * 7 + "|"]  # fmt: skip

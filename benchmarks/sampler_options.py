@@ -33,7 +33,7 @@ from skbnn import BayesianMLPRegressor
 from skbnn.methods import NUTS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _uci import emitter, provenance  # noqa: E402
+from _uci import emitter, provenance, read_results  # noqa: E402
 
 DEFAULT_CONFIGS = [
     {"metric": "diagonal", "rescale_units": False},
@@ -50,7 +50,7 @@ def _mean_se(values) -> tuple[float, float]:
 
 def report(path) -> str:
     """doc/performance.md's table of a results file."""
-    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    lines = read_results(path)
     last = {}
     for r in lines:
         if r.get("summary") and (r["activation"] == "relu" or not r["config"]["rescale_units"]):

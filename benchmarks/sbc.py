@@ -33,9 +33,10 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import os
+import sys
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 from scipy import stats
@@ -45,6 +46,9 @@ from skbnn import BayesianMLPClassifier
 from skbnn.layout import NetworkLayout
 from skbnn.methods import HMC, MALA, NUTS, SMC
 from skbnn.priors import GaussianPrior
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _uci import read_results  # noqa: E402
 
 N_ROWS, N_INPUTS, N_HIDDEN = 20, 2, 3
 LAYOUT = NetworkLayout((N_INPUTS, N_HIDDEN, 1))
@@ -175,7 +179,7 @@ def uniformity_pvalues(u: np.ndarray) -> np.ndarray:
 
 def report(path) -> str:
     """doc/testing.md's table of a results file (the last line of each sampler)."""
-    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    lines = read_results(path)
     step = inspect.signature(langevin).parameters["step"].default
     labels = {"nuts": "NUTS", "hmc": "HMC", "mala": "MALA", "smc": "SMC",
               "langevin-adjusted": f"Langevin with the correction (fixture, step {step})",

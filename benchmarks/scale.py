@@ -46,7 +46,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE / "peers"))
-from _uci import emitter, machine  # noqa: E402
+from _uci import add_report_argument, emitter, machine, read_results  # noqa: E402
 from compare_ensemble import _reset_peak_rss, _rss_mb, synthetic_split  # noqa: E402
 
 HIDDEN = (100, 100)
@@ -85,8 +85,7 @@ def report(paths, part: str = "million") -> str:
     """doc/performance.md's table of the results in ``paths``: the default fits on the most
     rows (``part="million"``; a later line of a method replaces an earlier one), or the
     PyTorch comparison (``"torch"``)."""
-    paths = [paths] if isinstance(paths, (str, Path)) else paths
-    lines = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines()]
+    lines = read_results(paths)
     lines = [r for r in lines if "error" not in r]
     if part == "million":
         rows = max(r["rows"] for r in lines)
@@ -288,13 +287,7 @@ def main() -> None:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--method", help=argparse.SUPPRESS)
     parser.add_argument("--side", default="skbnn", help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--report",
-        nargs="+",
-        default=None,
-        metavar="FILE",
-        help="print doc/performance.md's table of these results files, no fit",
-    )
+    add_report_argument(parser, "doc/performance.md")
     parser.add_argument(
         "--part",
         choices=("million", "torch"),

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import sys
 from pathlib import Path
 
@@ -36,7 +35,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _uci import emitter  # noqa: E402
+from _uci import emitter, read_results  # noqa: E402
 from auto import split  # noqa: E402
 from scale import provenance, timed_fit, warm_up  # noqa: E402
 
@@ -52,7 +51,7 @@ def _name(params: dict) -> str:
 
 def report(path) -> str:
     """doc/choosing.md's table of a results file."""
-    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    lines = read_results(path)
     # a run's lines: its rules, then its candidates and the screen's error
     full = max(i for i, r in enumerate(lines) if r["rule"] == "full")
     start = max(i for i in range(full) if lines[i]["rule"] == "screened")

@@ -22,7 +22,6 @@ file, whose last sweep ``--report FILE`` prints as doc/testing.md's table::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -36,7 +35,7 @@ from scipy.stats import poisson
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _uci import emitter, provenance  # noqa: E402
+from _uci import emitter, provenance, read_results  # noqa: E402
 
 
 def _offsets(text: str) -> list[int]:
@@ -76,7 +75,7 @@ def report(path) -> str:
     """doc/testing.md's table of the last sweep in a results file: per test file the
     statistical tests, their runs over the offsets and the failures, then the total with
     the failures a test meeting its rate allows."""
-    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    lines = read_results(path)
     last = max(i for i, r in enumerate(lines) if r.get("summary"))
     first = max((i for i, r in enumerate(lines[:last]) if lines[i].get("summary")), default=-1)
     runs, summary = lines[first + 1 : last], lines[last]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _uci import load_split, machine, standardize  # noqa: E402
+from _uci import add_report_argument, load_split, machine, read_results, standardize  # noqa: E402
 
 
 def _row(cells) -> str:
@@ -35,8 +35,7 @@ def _row(cells) -> str:
 
 def report(paths) -> str:
     """doc/performance.md's SMC-on-Boston table: one row per fit in ``paths``, in order."""
-    paths = [paths] if isinstance(paths, (str, Path)) else paths
-    fits = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines()]
+    fits = read_results(paths)
     out = [
         "| noise | particles | seed | run | wall | stages | grad evals/s | log evidence | "
         "final ESS / distinct | test RMSE | test LPD |",
@@ -75,13 +74,7 @@ def main() -> None:
     parser.add_argument(
         "--keep-cache", action="store_true", help="use numba's normal cache (no cold run)"
     )
-    parser.add_argument(
-        "--report",
-        nargs="+",
-        default=None,
-        metavar="FILE",
-        help="print doc/performance.md's table of these results files, no fit",
-    )
+    add_report_argument(parser, "doc/performance.md")
     args = parser.parse_args()
     if args.report:
         print(report(args.report), end="")

@@ -32,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _uci import machine  # noqa: E402
+from _uci import add_report_argument, machine, read_results  # noqa: E402
 
 
 def network_data(n=100, seed=0):
@@ -58,8 +58,7 @@ def report(paths) -> str:
     """doc/performance.md's table: one row per setting of the fits in ``paths``, in order.
 
     From the fits' lines rather than the summary lines, whose means are rounded once more."""
-    paths = [paths] if isinstance(paths, (str, Path)) else paths
-    lines = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines()]
+    lines = read_results(paths)
     settings: dict[tuple, list[dict]] = {}
     for r in lines:
         if not r.get("summary"):
@@ -99,13 +98,7 @@ def main() -> None:
     parser.add_argument("--particles", type=int, nargs="+", default=[400, 800])
     parser.add_argument("--target-ess", type=float, default=0.5)
     parser.add_argument("--n-jobs", type=int, default=1)
-    parser.add_argument(
-        "--report",
-        nargs="+",
-        default=None,
-        metavar="FILE",
-        help="print doc/performance.md's table of these results files, no fit",
-    )
+    add_report_argument(parser, "doc/performance.md")
     args = parser.parse_args()
     if args.report:
         print(report(args.report), end="")

@@ -30,7 +30,6 @@ the stages and seeds of the lines before it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import warnings
@@ -40,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-from _uci import emitter, machine  # noqa: E402
+from _uci import add_report_argument, emitter, machine, read_results  # noqa: E402
 from iris_architecture_selection import CANDIDATES  # noqa: E402
 from smc_evidence_spread import _seeds  # noqa: E402
 
@@ -65,8 +64,7 @@ def _row(cells) -> str:
 def report(paths) -> str:
     """doc/performance.md's table of the settings in ``paths``; a run's shift is from its
     first setting, the reference."""
-    paths = [paths] if isinstance(paths, (str, Path)) else paths
-    lines = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines()]
+    lines = read_results(paths)
     out = [
         "| particles | moves per stage | target ESS | seeds | stages | gradients per seed "
         "| wall per seed | spread (largest) | shift from the run's first row "
@@ -117,13 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
-    parser.add_argument(
-        "--report",
-        nargs="+",
-        default=None,
-        metavar="FILE",
-        help="print doc/performance.md's table of these results files, no fit",
-    )
+    add_report_argument(parser, "doc/performance.md")
     args = parser.parse_args(argv)
     if args.report:
         print(report(args.report), end="")

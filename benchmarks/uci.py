@@ -67,7 +67,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _uci import load_split, machine, n_hidden, split_ids, standardize  # noqa: E402
+from _uci import load_split, machine, n_hidden, read_results, split_ids, standardize  # noqa: E402
 
 
 def parse_splits(text: str, available: list[int]) -> list[int]:
@@ -287,7 +287,7 @@ def report(paths, table: str = "vi") -> str:
 
 
 def _lines(path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+    return read_results(path)
 
 
 def _span(values, fmt: str) -> str:

@@ -21,7 +21,6 @@ commit before the BLAS path (``BEFORE``) against the latest line of any other co
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import time
@@ -30,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _uci import emitter, machine  # noqa: E402
+from _uci import emitter, machine, read_results  # noqa: E402
 
 #: The last commit without the BLAS path.
 BEFORE = "cbe442d"
@@ -45,7 +44,7 @@ def _commit() -> str:
 
 def report(path) -> str:
     """doc/performance.md's table of a results file: before and after the BLAS path."""
-    lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    lines = read_results(path)
     before, after = {}, {}
     for r in lines:
         key = (r["rows"], r["features"], r["hidden"], r["activation"])
