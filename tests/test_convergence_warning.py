@@ -230,6 +230,17 @@ def test_a_chain_that_never_moved_is_named_with_a_longer_warm_up():
     assert "never moved" not in (NUTS()._convergence_message(diag) or "")
 
 
+def test_a_chain_that_never_moved_is_the_advice_even_when_the_predictive_is_coarse():
+    # a stuck chain also leaves the predictive's Monte Carlo error high (seen with HMC
+    # and no warm-up on diabetes); more draws of the same chains would not move it: the
+    # advice is the warm-up alone, the error stays among the figures
+    diag = _diag(rhat=1.5, error=0.123)
+    diag.loglik = np.vstack([np.full(250, -3.0), np.random.default_rng(0).normal(size=(3, 250))])
+    msg = NUTS(n_warmup=100)._convergence_message(diag)
+    assert "1 of 4 chains never moved after warm-up" in msg and "n_warmup=200" in msg
+    assert "0.123" in msg and "n_samples" not in msg and "too coarsely" not in msg
+
+
 def test_every_advised_setting_changes_the_run_and_is_valid():
     # a fix must never print the setting the fit already had, nor one the sampler refuses:
     # the depth cap at its largest, an acceptance target of 0.99 or above, no warm-up

@@ -491,7 +491,9 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
     too_short = not stuck and (
         bool(np.isnan(rhats).any()) or (error is not None and np.isnan(error))
     )
-    coarse = coarse and not too_short
+    # chains that never moved are the predictive's error too: their warm-up, not more
+    # draws of the same chains, mends it (the figure still reports the error)
+    coarse = coarse and not too_short and not stuck
     if not (too_short or divergent or coarse or stuck):
         return None
     # out of time before the chains drew more than they keep: a longer run adds kept
