@@ -104,6 +104,7 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
         ("onnx.md", "onnx", "benchmarks/onnx_export", "onnx_export.jsonl", (), ""),
         ("defaults.md", "width", "benchmarks/many_rows", "many_rows_width.jsonl", (), ""),
         ("testing.md", "sbc", "benchmarks/sbc", "sbc.jsonl", (), ""),
+        ("testing.md", "seed-sweep", "benchmarks/seed_sweep", "seed_sweep.jsonl", (), ""),
         ("samplers.md", "sghmc-bias", "benchmarks/sghmc_bias", "sghmc_bias.jsonl", (), ""),
         ("samplers.md", "metric-spectrum", "benchmarks/metric_spectrum", "metric_spectrum.jsonl",
          (), ""),
@@ -466,7 +467,6 @@ HAND_TYPED = {
     "four files",
     ("samplers.md", "| concrete split | bde | NUTS from bde's last draws |"): "a scratch "
     "run, in no results file",
-    ("testing.md", "| file | statistical tests |"): "the 2026-11-23 sweep kept no results file",
 }
 
 
