@@ -586,7 +586,8 @@ def _by_split(paths, peer: bool, labels=None, splits=None) -> dict:
 def _signed_mean_se(a, bold: bool = True) -> str:
     """``+m ± se``, in bold where the mean is more than two standard errors from 0."""
     a = np.asarray(a, dtype=float)
-    mean, se = a.mean(), a.std(ddof=1) / np.sqrt(a.size)
+    # one split has no standard error
+    mean, se = a.mean(), a.std(ddof=1) / np.sqrt(a.size) if a.size > 1 else float("nan")
     cell = f"{mean:+.3f} ± {se:.3f}"
     return f"**{cell}**" if bold and abs(mean) > 2 * se else cell
 

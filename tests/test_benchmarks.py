@@ -726,7 +726,8 @@ def test_bde_paired_report_pairs_each_method_on_its_own_splits(tmp_path, monkeyp
     ours += [line("skbnn:b", 1, -2.8)]
     (tmp_path / "b.jsonl").write_text("\n".join(ours) + "\n")
     table = driver.paired_report([tmp_path / "a.jsonl", tmp_path / "b.jsonl"])
-    assert "| skbnn:a | concrete | 3 | -2.500 | 0.100 ± 0.000 | +0.100 | 3/3 | 33% |" in table
+    # signed, and in bold past two standard errors (here 0)
+    assert "| skbnn:a | concrete | 3 | -2.500 | **+0.100 ± 0.000** | +0.100 | 3/3 | 33% |" in table
     assert "| skbnn:b | concrete | 1 | -2.800 | -0.200 ± nan | -0.200 | 0/1 | 0% |" in table
 
 
@@ -749,7 +750,7 @@ def test_bde_report_scores_each_fit_without_its_own_lowest_row(tmp_path, monkeyp
     rows = driver._read(tmp_path / "a.jsonl")
     assert [r.get("test_ll_but_worst") for r in rows] == [-1.0, -1.0, -0.5, -0.5, None]
     table = driver.paired_report(tmp_path / "a.jsonl", "test_ll_but_worst")
-    assert "| skbnn:a | energy | 2 | -0.500 | 0.500 ± 0.000 | +0.500 | 2/2 |" in table
+    assert "| skbnn:a | energy | 2 | -0.500 | **+0.500 ± 0.000** | +0.500 | 2/2 |" in table
     # on every row the same pair is a loss, ruled by split 0's lowest row
     table = driver.paired_report(tmp_path / "a.jsonl", "test_ll")
     assert "| skbnn:a | energy | 2 | -24.562 | -11.562 ± 12.062 | -11.562 | 1/2 |" in table
