@@ -650,7 +650,7 @@ def report_priors(path: str, short: bool = False) -> str:
     lines = ["| data | " + " | ".join(columns.values()) + " |", "|---" * (len(columns) + 1) + "|"]
     for dataset in dict.fromkeys(d for d, _ in last):
         fits = [last.get((dataset, m)) for m in columns]
-        best = min(f"{r['log_loss']:.3f}" for r in fits if r)
+        best = f"{min(r['log_loss'] for r in fits if r):.3f}"
         cells = []
         for r in fits:
             if r is None:
