@@ -10,9 +10,9 @@ import pytest
 
 from skbnn import BayesianMLPRegressor
 from skbnn.exceptions import ConvergenceWarning
-from skbnn.methods import HMC, MALA, NUTS, AdaptiveMetropolis
+from skbnn.methods import HMC, MALA, MCLMC, NUTS, AdaptiveMetropolis
 from skbnn.methods._convergence import ERROR_WARN, predictive_error
-from skbnn.methods._records import ChainDiagnostics, PredictiveModes
+from skbnn.methods._records import ChainDiagnostics, ModeFigures, PredictiveModes
 
 
 def _modes(error, n_modes=4, rows=5):
@@ -84,6 +84,43 @@ def test_a_coarse_predictive_asks_for_the_draws_that_make_it_precise():
     assert "nan" not in msg and "too few draws" not in msg
     assert "target_accept" not in msg and "max_tree_depth=" in msg  # the depth figure only
     assert "depth cap" not in msg
+
+
+def _in_modes(diag, within, n_modes=None):
+    """``diag`` as a run whose chain ``c`` samples mode ``c % n_modes`` (by default one
+    chain per mode), with ``within`` the R-hat of each mode's chains alone."""
+    n_modes = n_modes or diag.n_chains
+    modes = [ModeFigures(chains=np.arange(m, diag.n_chains, n_modes), rhat_loglik=within,
+                         rhat_outputs=np.ones((5, 1)), ess_bulk_loglik=20.0,
+                         ess_bulk_outputs=np.full((5, 1), 20.0))
+             for m in range(n_modes)]  # fmt: skip
+    # no trees: the figures of MCLMC's run
+    return replace(diag, n_modes=n_modes, modes=modes, mean_tree_depth=None,
+                   max_tree_depth_hits=None)  # fmt: skip
+
+
+def test_chains_that_drift_within_their_modes_are_told_to_sample_more_modes():
+    # Halves of a chain that disagree within its mode: its error falls more slowly than
+    # the square root of its draws, so the fix is more modes of as many draws each,
+    # (0.2 / 0.1)**2 = 4 times the modes, and twice that: 32 modes of 250 draws
+    diag = _in_modes(_diag(rhat=3.0, draws=250, error=0.2), within=1.6)
+    msg = MCLMC(n_modes=4, n_chains=4)._convergence_message(diag)
+    assert "R-hat of the log-likelihood within modes 1.600" in msg
+    assert "the halves of a chain disagree within its mode" in msg
+    assert "method=MCLMC(n_chains=32, n_modes=32) and the estimator's n_samples=8000 (now " \
+        "1000)" in msg  # fmt: skip
+    assert "draw more" not in msg
+    # two chains per mode stay two; a sampler that starts where another's chains ended
+    # (the routes of doc/samplers.md) needs the same modes in both
+    route = NUTS(n_modes=2, n_chains=4, init=MCLMC(n_modes=2, n_chains=2))
+    msg = route._convergence_message(_in_modes(_diag(draws=250, error=0.2), within=1.6, n_modes=2))
+    assert ("method=NUTS(init=MCLMC(n_chains=16, n_modes=16), n_chains=32, n_modes=16) "
+            "and the estimator's n_samples=8000") in msg  # fmt: skip
+    # chains whose halves agree: the error falls with the square root of the draws
+    msg = MCLMC(n_modes=4, n_chains=4)._convergence_message(
+        _in_modes(_diag(rhat=3.0, error=0.2), within=1.05)
+    )
+    assert "draw more" in msg and "n_modes=" not in msg
 
 
 @pytest.mark.parametrize("error", [0.101, 0.5, 3.0, np.inf])

@@ -149,6 +149,7 @@ ALLOWED_ATTRIBUTES = {
         "_kernel_diagnostics",
         "_title",
         "_coarse_advice",
+        "_more_modes_fix",
         "_divergence_advice",
         "_divergent_unit",
         "_mode_of_chain",

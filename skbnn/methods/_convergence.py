@@ -48,6 +48,12 @@ ERROR_WARN = 0.1
 #: The advice asks for this many times the draws the error's estimate says would reach
 #: ``ERROR_WARN``: the estimate, from a few hundred draws, is itself uncertain.
 DRAWS_MARGIN = 2.0
+#: With several modes, a mode's chains whose log-likelihood's split R-hat (the halves of
+#: each chain, within its mode) exceeds this are still drifting: their error falls more
+#: slowly than one over the square root of their draws, so a coarse predictive asks for
+#: more modes, whose independent chains lower it at that rate, not for more draws (which
+#: left it above ``ERROR_WARN`` in about half the fits it was followed in).
+RHAT_DRIFT = 1.1
 #: A chain whose mean acceptance after warm-up is below this moved in a handful of its
 #: draws: they are a few points, whatever its log-likelihood's spread (an inferred noise
 #: varies it while the weights stay put).
@@ -449,6 +455,15 @@ def wanted_draws(n_kept: int, n_chains: int, error: float) -> int:
     return n_chains * max(per_chain, math.ceil(n_kept / n_chains) + 1)
 
 
+def wanted_modes(n_modes: int, error: float) -> int:
+    """The ``n_modes`` that brings a predictive error ``error`` (over ``n_modes`` modes of
+    equal weight) under ``ERROR_WARN``, with ``DRAWS_MARGIN`` to spare, at the same draws
+    per chain: the modes' chains are independent, so the error falls as one over the
+    square root of their number."""
+    scale = DRAWS_MARGIN * (error / ERROR_WARN) ** 2 if math.isfinite(error) else 10
+    return max(math.ceil(n_modes * scale), n_modes + 1)
+
+
 def convergence_message(method, diag: ChainDiagnostics) -> str | None:
     """The ConvergenceWarning's text for a run's diagnostics, or None when nothing is
     wrong: the figures, then what went wrong and the knob that addresses it, by its
@@ -458,7 +473,9 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
     when the Monte Carlo error of the predictive is material (``ERROR_WARN``). Chains
     that disagree because they sit in separate modes do not warn: the predictive is
     their mixture, and its error is judged within each mode (each chain, when the
-    chains were not started at ``n_modes`` optima)."""
+    chains were not started at ``n_modes`` optima). A coarse predictive asks for the
+    draws that make it precise by the square-root law; with several modes whose chains
+    are still drifting (``RHAT_DRIFT``), for more modes instead."""
     error = None
     if diag.predictive_modes is not None:
         errors = predictive_error(diag)
@@ -494,6 +511,8 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
     # chains that never moved are the predictive's error too: their warm-up, not more
     # draws of the same chains, mends it (the figure still reports the error)
     coarse = coarse and not too_short and not stuck
+    # judged within each mode, where chains started at one optimum can agree
+    drifting = diag.modes is not None and diag.rhat_loglik > RHAT_DRIFT
     if not (too_short or divergent or coarse or stuck):
         return None
     # out of time before the chains drew more than they keep: a longer run adds kept
@@ -536,6 +555,17 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
         )
         if out_of_time:
             text += f"; give the chains more time: {method._fix(max_time=longer_time)}"
+        elif drifting:
+            per_chain = math.ceil(n_kept / diag.n_chains)
+            fix, n_chains = method._more_modes_fix(wanted_modes(diag.n_modes, error))
+            text += (
+                f"; the halves of a chain disagree within its mode (R-hat of the "
+                f"log-likelihood within modes {diag.rhat_loglik:.2f}), so more draws of the "
+                "same chains lower the error more slowly than the square root of their "
+                "number; sample more modes, whose independent chains lower it at that "
+                f"rate, with as many draws each: {fix} and the estimator's "
+                f"n_samples={per_chain * n_chains} (now {n_kept})"
+            )
         else:
             text += method._coarse_advice(n_kept, wanted_draws(n_kept, diag.n_chains, error))
         advice.append(text)

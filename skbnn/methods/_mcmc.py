@@ -313,6 +313,21 @@ class HMCFamily(BaseMethod):
                 f"{self._fix(n_chains=self.n_modes)}"
             )
 
+    def _more_modes_fix(self, n_modes: int) -> tuple[str, int]:
+        """This sampler with ``n_modes`` modes and as many chains per mode as now (a
+        sampler ``init`` exploring the same modes changed alike), as a warning's fix;
+        and its ``n_chains``."""
+
+        def scaled(method):
+            per_mode = method.n_chains / method._n_modes
+            return {"n_modes": n_modes, "n_chains": math.ceil(per_mode * n_modes)}
+
+        changes = scaled(self)
+        init = getattr(self, "init", None)
+        if isinstance(init, HMCFamily) and init._n_modes == self._n_modes:
+            changes["init"] = clone(init).set_params(**scaled(init))
+        return self._fix(**changes), changes["n_chains"]
+
     def _coarse_advice(self, n_kept: int, wanted: int) -> str:
         """What the warning advises when the predictive's Monte Carlo error is material
         (appended to that sentence): ``wanted`` draws in all, where ``n_kept`` were kept."""
