@@ -937,7 +937,7 @@ def test_a_coarse_predictive_warns_and_the_draws_it_asks_for_silence_it(seed):
 def test_chains_that_drift_within_their_modes_sample_more_modes_and_are_silent(diabetes, seed):
     # ~5 s. MCLMC from four optima at a large energy error target (bde's 0.1) with bde's
     # prior, 25 draws per chain: 24 of 30 seeds warned (error 0.10-0.33 of the sd), each
-    # with its chains' halves disagreeing within their modes (R-hat 1.1-2.1). The draws
+    # with its chains' halves disagreeing within their modes (R-hat 1.14-1.97). The draws
     # the square-root law asked for left 12 of those 24 warning (their chains drift); the
     # modes this warning asks for, with as many draws each, as printed, left none, at
     # errors of 0.026-0.093 (a mean of 0.068 against 0.13 before). Here 4 seeds: none of
