@@ -29,8 +29,8 @@ ended (``NUTS(n_modes=8, n_chains=8, init=MCLMC(n_modes=8, n_chains=8))``), need
 bde's broad N(0, 1) prior, which puts density spikes on integer targets, and warned on
 every fit; with a Student-t noise (``noise_df=5``) it led on four of five, and 55-75 %
 of its fits warned, rightly: its chains drift within their modes, as exact MAMS's do
-from the same optima (doc/samplers.md). So ``"auto"`` keeps the dispersed chains. Each of them
-settles in a mode of its own and the predictive is their mixture, so NUTS's
+from the same optima (doc/samplers.md). So ``"auto"`` keeps the dispersed chains. Each
+of them settles in a mode of its own and the predictive is their mixture, so NUTS's
 ConvergenceWarning judges the predictive's Monte Carlo error within each chain, not the
 chains' agreement (doc/samplers.md, "When the samplers warn").
 

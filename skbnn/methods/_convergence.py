@@ -445,23 +445,26 @@ def _figures(method, diag: ChainDiagnostics, error: float | None) -> list[str]:
     return figures
 
 
+def _growth(error: float) -> float:
+    """How many times its independent draws a predictive error ``error`` needs to fall
+    under ``ERROR_WARN`` with ``DRAWS_MARGIN`` to spare: the error falls as one over their
+    square root. An infinite error (a predictive of sd 0 whose draws still vary): ten."""
+    return DRAWS_MARGIN * (error / ERROR_WARN) ** 2 if math.isfinite(error) else 10
+
+
 def wanted_draws(n_kept: int, n_chains: int, error: float) -> int:
     """The estimator's ``n_samples`` that brings a predictive error ``error`` (from
-    ``n_kept`` draws) under ``ERROR_WARN``, with ``DRAWS_MARGIN`` to spare: the error
-    falls as one over the square root of the draws. A whole number of draws per chain."""
-    # an infinite error (a predictive of sd 0 whose draws still vary): ten times the draws
-    scale = DRAWS_MARGIN * (error / ERROR_WARN) ** 2 if math.isfinite(error) else 10
-    per_chain = math.ceil(n_kept / n_chains * scale)
+    ``n_kept`` draws) under ``ERROR_WARN`` (:func:`_growth`). A whole number of draws per
+    chain."""
+    per_chain = math.ceil(n_kept / n_chains * _growth(error))
     return n_chains * max(per_chain, math.ceil(n_kept / n_chains) + 1)
 
 
 def wanted_modes(n_modes: int, error: float) -> int:
     """The ``n_modes`` that brings a predictive error ``error`` (over ``n_modes`` modes of
-    equal weight) under ``ERROR_WARN``, with ``DRAWS_MARGIN`` to spare, at the same draws
-    per chain: the modes' chains are independent, so the error falls as one over the
-    square root of their number."""
-    scale = DRAWS_MARGIN * (error / ERROR_WARN) ** 2 if math.isfinite(error) else 10
-    return max(math.ceil(n_modes * scale), n_modes + 1)
+    equal weight) under ``ERROR_WARN`` (:func:`_growth`) at the same draws per chain: the
+    modes' chains are independent draws of the mixture."""
+    return max(math.ceil(n_modes * _growth(error)), n_modes + 1)
 
 
 def convergence_message(method, diag: ChainDiagnostics) -> str | None:
@@ -556,7 +559,6 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
         if out_of_time:
             text += f"; give the chains more time: {method._fix(max_time=longer_time)}"
         elif drifting:
-            per_chain = math.ceil(n_kept / diag.n_chains)
             fix, n_chains = method._more_modes_fix(wanted_modes(diag.n_modes, error))
             text += (
                 f"; the halves of a chain disagree within its mode (R-hat of the "
@@ -564,7 +566,7 @@ def convergence_message(method, diag: ChainDiagnostics) -> str | None:
                 "same chains lower the error more slowly than the square root of their "
                 "number; sample more modes, whose independent chains lower it at that "
                 f"rate, with as many draws each: {fix} and the estimator's "
-                f"n_samples={per_chain * n_chains} (now {n_kept})"
+                f"n_samples={diag.n_draws_per_chain * n_chains} (now {n_kept})"
             )
         else:
             text += method._coarse_advice(n_kept, wanted_draws(n_kept, diag.n_chains, error))
