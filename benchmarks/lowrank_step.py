@@ -23,7 +23,7 @@ epoch's own figure is ``mnist_epoch.py``'s. Run nothing else meanwhile::
     python benchmarks/lowrank_step.py --n-jobs 1 --out benchmarks/results/lowrank_step.jsonl
     python benchmarks/lowrank_step.py --report benchmarks/results/lowrank_step.jsonl
 
-``--report FILE`` prints doc/optimization.md's table: each part's latest median on 2
+``--report FILE ...`` prints doc/optimization.md's table: each part's latest median on 2
 threads and on 1, and their sums.
 """
 
@@ -38,7 +38,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _uci import emitter, machine, package_commit, read_results  # noqa: E402
+from _uci import add_report_argument, emitter, machine, package_commit, read_results  # noqa: E402
 
 #: The report's name of each part.
 PARTS = {
@@ -51,9 +51,9 @@ PARTS = {
 }
 
 
-def report(path) -> str:
-    """doc/optimization.md's table of a results file."""
-    lines = read_results(path)
+def report(paths) -> str:
+    """doc/optimization.md's table of a results file, or of several in order."""
+    lines = read_results(paths)
     last = {(r["part"], r["n_jobs"]): r for r in lines}
     jobs = sorted({j for _, j in last}, reverse=True)
     head = " | ".join(f"{j} thread{'s' * (j > 1)}" for j in jobs)
@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--n-jobs", type=int, default=2, choices=(1, 2))
     parser.add_argument("--conditions", default=None, help="idle or loaded, for the record")
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
-    parser.add_argument("--report", default=None, help="print the table of a results file")
+    add_report_argument(parser, "doc/optimization.md")
     args = parser.parse_args()
     if args.report:
         print(report(args.report), end="")
