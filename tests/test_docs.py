@@ -390,8 +390,9 @@ def test_bde_tables_match_the_benchmark_results(monkeypatch, capsys, tag, comman
 
 @pytest.mark.parametrize("name", sorted(_doc_module("figures").BLOCKS))
 def test_figures_match_the_benchmark_results(name):
-    # the README's measured figures and the docs' compile times are doc/figures.py's
-    # rendering of benchmarks/results (reading JSON lines, no fit)
+    # the README's measured figures, the docs' compile times and doc/choosing.md's tables of
+    # the chains past NUTS's size are doc/figures.py's rendering of benchmarks/results
+    # (reading JSON lines, no fit)
     figures = _doc_module("figures")
     page = figures.BLOCKS[name][0]
     documented = figures.current(page.read_text(), name)
@@ -462,10 +463,6 @@ HAND_TYPED = {
     ("performance.md", "| claim | figure | section |"): "rendered cell by cell (doc/figures.py)",
     ("performance.md", "| what grows | figure |"): "rendered cell by cell but the "
     "predictions' memory, measured once by tests/test_memory.py",
-    ("choosing.md", "| diamonds: rows, network (parameters) |"): "cells of three scripts' "
-    "lines in four files",
-    ("choosing.md", "| data, rows (parameters now) |"): "cells of three scripts' lines in "
-    "four files",
     ("samplers.md", "| concrete split | bde | NUTS from bde's last draws |"): "a scratch "
     "run, in no results file",
 }
