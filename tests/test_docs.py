@@ -372,6 +372,8 @@ _BDE = "--report benchmarks/results/bde.jsonl"
         ("bde-student-t-5", f"{_BDE} --route {_R}bde_student_t.jsonl --label noise_df=5, "
          f"--baseline {_R}bde_student_t.jsonl --baseline-label n_warmup=5000,rescale"),
         ("bde-mclmc-t", f"{_BDE} --route {_R}bde_mclmc_t.jsonl"),
+        ("bde-mclmc-t32", f"{_BDE} --route {_R}bde_mclmc_t32.jsonl --baseline "
+         f"{_R}bde_mclmc_t.jsonl"),
         ("bde-wine", f"{_BDE} --fits --label skbnn:auto --data wine-quality-red --splits 0-4 "
          "--metrics test_ll ll_discrete de_stage.ll_discrete ll_jitter rmse"),
     ],
