@@ -374,6 +374,7 @@ _BDE = "--report benchmarks/results/bde.jsonl"
         ("bde-mclmc-t", f"{_BDE} --route {_R}bde_mclmc_t.jsonl"),
         ("bde-mclmc-t32", f"{_BDE} --route {_R}bde_mclmc_t32.jsonl --baseline "
          f"{_R}bde_mclmc_t.jsonl"),
+        ("bde-mclmc-t32-times", f"--report {_R}bde_mclmc_t32_time.jsonl --times"),
         ("bde-wine", f"{_BDE} --fits --label skbnn:auto --data wine-quality-red --splits 0-4 "
          "--metrics test_ll ll_discrete de_stage.ll_discrete ll_jitter rmse"),
     ],
