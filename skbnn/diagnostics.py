@@ -239,17 +239,23 @@ def _autocovariance(x: NDArray[np.float64]) -> NDArray[np.float64]:
 def _ess_core(x: NDArray[np.float64]) -> float:
     """Multi-chain ESS of already split and transformed chains (Stan's estimator).
 
+    ``x`` of shape (n_chains, n_draws), or (n_chains, n_draws, k) for a vector of ``k``
+    coordinates: then the ESS of its mean under the sum of the coordinates' squared
+    errors, from their summed autocovariances (one ESS, not the noisier one of each).
     Returns NaN when the draws are constant, for which the autocorrelations are
     undefined.
     """
-    n_chains, n_draws = x.shape
+    n_chains, n_draws = x.shape[:2]
     if np.all(x == x.flat[0]):
         return np.nan
     mean_acov = _autocovariance(x).mean(axis=0)
+    chain_means = x.mean(axis=1)
+    if x.ndim == 3:
+        mean_acov = mean_acov.sum(axis=-1)
     within = mean_acov[0] * n_draws / (n_draws - 1.0)
     var_plus = within * (n_draws - 1.0) / n_draws
     if n_chains > 1:
-        var_plus += float(np.var(x.mean(axis=1), ddof=1))
+        var_plus += float(np.sum(np.var(chain_means, axis=0, ddof=1)))
     # Autocorrelations measured against var_plus, not the within-chain variance,
     # so that chains which have not mixed (between-chain variance) lower the ESS.
     rho = 1.0 - (within - mean_acov) / var_plus

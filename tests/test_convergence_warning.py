@@ -16,19 +16,21 @@ from skbnn.methods._records import ChainDiagnostics, ModeFigures, PredictiveMode
 
 
 def _modes(error, n_modes=4, rows=5):
-    """Predictive figures of ``n_modes`` equally weighted modes whose mixture has
-    predictive sd 1 and a Monte Carlo error ``error`` in its mean at every row: draws of
-    variance 1 in each mode, with ``1 / (n_modes * error**2)`` effective draws."""
+    """Predictive figures of ``n_modes`` equally weighted modes whose mixture has a Monte
+    Carlo error ``error`` at every row: a predictive density of 1 at one point, its
+    draws' of variance 1 in each mode, with ``1 / (n_modes * error**2)`` effective
+    draws."""
     shape = (n_modes, rows, 1)
     with np.errstate(divide="ignore"):
         ess = np.divide(1.0, n_modes * np.float64(error) ** 2)
     return PredictiveModes(
         mean=np.zeros(shape),
         mean_var=np.ones(shape),
-        mean_ess=np.full(shape, ess),
-        second=np.ones(shape),
-        second_var=np.zeros(shape),
-        second_ess=np.ones(shape),
+        mean_ess=np.ones(shape),
+        density=np.ones((*shape, 1)),
+        density_var=np.ones((*shape, 1)),
+        density_ess=np.full(shape, ess),
+        proposal=np.ones((rows, 1, 1)),
     )
 
 
@@ -49,13 +51,6 @@ def _diag(rhat=1.0, outputs=1.0, divergences=0, draws=250, chains=4, depth_hits=
 
 def test_the_constructed_error_is_the_one_judged():
     assert np.allclose(predictive_error(_diag(error=0.3)), 0.3)
-    # a relative error e in the predictive sd counts as sqrt(2) e, its share of sqrt(2 KL)
-    diag = _diag(error=0.0)
-    # four modes of weight 1/4 whose variances each err by 0.4: the mixture's by 0.2,
-    # its sd by 0.1
-    diag.predictive_modes.second_var[:] = 1.0
-    diag.predictive_modes.second_ess[:] = 1 / 0.4**2
-    assert np.allclose(predictive_error(diag), np.sqrt(2) * 0.1)
 
 
 def test_no_message_when_nothing_is_wrong():
@@ -163,8 +158,8 @@ def test_too_few_draws_says_so_and_only_then_mentions_nan():
 def test_chains_too_short_to_judge_report_no_predictive_error():
     # one draw per chain: every mode's draws are constant, yet their error is unknown, not 0
     diag = _diag(rhat=np.nan, outputs=np.nan, draws=1, chains=2, error=0.0)
-    diag.predictive_modes.mean_var[:] = 0.0
-    diag.predictive_modes.mean_ess[:] = np.nan
+    diag.predictive_modes.density_var[:] = 0.0
+    diag.predictive_modes.density_ess[:] = np.nan
     assert np.all(np.isnan(predictive_error(diag)))
     msg = NUTS(n_chains=2)._convergence_message(diag)
     assert "Too few draws to judge: 1 per chain" in msg

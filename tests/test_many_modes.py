@@ -49,14 +49,16 @@ def _mode_diag(mcse=0.02, across=1.6, chains=4, n_modes=2, draws=250):
             "mean_tree_depth": np.full(chains, 3.0),
             "max_tree_depth_hits": np.zeros(chains),
             "modes": [dict(mode) for _ in range(n_modes)],
-            # draws of variance 1 in every mode, as many effective ones as give ``mcse``
+            # a predictive density of 1 at one point, its draws' of variance 1 in every
+            # mode, as many effective ones as give ``mcse``
             "predictive_modes": {
                 "mean": np.zeros(shape),
                 "mean_var": np.ones(shape),
-                "mean_ess": np.broadcast_to(np.reshape(mcse, (-1, 1, 1)) ** -2.0, shape).copy(),
-                "second": np.ones(shape),
-                "second_var": np.zeros(shape),
-                "second_ess": np.ones(shape),
+                "mean_ess": np.ones(shape),
+                "density": np.ones((*shape, 1)),
+                "density_var": np.ones((*shape, 1)),
+                "density_ess": np.broadcast_to(np.reshape(mcse, (-1, 1, 1)) ** -2.0, shape).copy(),
+                "proposal": np.ones((5, 1, 1)),
             },
         }
     )

@@ -132,7 +132,7 @@ def test_a_classifiers_diagnostics_come_from_its_record_too():
     est.fit((X - X.mean(0)) / X.std(0), y)
     diag = est.diagnostics_
     back = ChainDiagnostics.from_dict(diag)
-    assert back.predictive_modes.second is None  # a classifier's predictive has no noise
+    assert back.predictive_modes.density is None  # a classifier's predictive has no noise
     assert back.as_dict().keys() == diag.keys()
 
 

@@ -214,16 +214,21 @@ class LaplaceDiagnostics(TrainingDiagnostics):
 
 @dataclass(slots=True)
 class PredictiveModes(Record):
-    """The predictive's figures per mode, each of shape (modes, rows, outputs): the mean
-    (class probabilities for a classifier) with its draws' variance and ESS, and for
-    regression the predictive variance's (``second``)."""
+    """The predictive's figures per mode: the mean (class probabilities for a
+    classifier) with its draws' variance and ESS, each of shape (modes, rows, outputs).
+    For regression also the predictive density at points drawn from the predictive,
+    shape (modes, rows, outputs, points): the mode's (``density``), with its draws'
+    variance (``density_var``) and their ESS for it (``density_ess``, one a mode, row
+    and output), and the equal-weight mixture's the points were drawn from
+    (``proposal``, shape (rows, outputs, points))."""
 
     mean: np.ndarray | None = None
     mean_var: np.ndarray | None = None
     mean_ess: np.ndarray | None = None
-    second: np.ndarray | None = None
-    second_var: np.ndarray | None = None
-    second_ess: np.ndarray | None = None
+    density: np.ndarray | None = None
+    density_var: np.ndarray | None = None
+    density_ess: np.ndarray | None = None
+    proposal: np.ndarray | None = None
 
 
 @dataclass(slots=True)
