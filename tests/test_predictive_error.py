@@ -6,8 +6,8 @@ that bring the error under its bound.
 
 Each check averages the estimate's square over independent replicates and allows four of
 that average's standard errors (a false alarm with probability about 6e-5) plus 10 %, the
-estimator's own bias: over 60 replicates it ran 7 % and 8 % high at 250 draws a chain and
-2 % and 5 % at 1,000 (the ESS from few draws runs low), far inside the advice's margin
+estimator's own bias: over 60 replicates it ran 7 % and 9 % high at 250 draws a chain and
+2 % and 6 % at 1,000 (the ESS from few draws runs low), far inside the advice's margin
 (``DRAWS_MARGIN``, a factor of 2)."""
 
 import numpy as np
