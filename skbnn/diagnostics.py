@@ -61,8 +61,8 @@ def _as_chains(x: ArrayLike) -> NDArray[np.float64]:
 
 
 def _is_degenerate(x: NDArray[np.float64]) -> bool:
-    """Whether no diagnostic is defined for these (n_chains, n_draws) draws."""
-    n_chains, n_draws = x.shape
+    """Whether no diagnostic is defined for these (n_chains, n_draws, ...) draws."""
+    n_chains, n_draws = x.shape[:2]
     if n_chains < 1 or n_draws < _MIN_DRAWS:
         return True
     if not np.all(np.isfinite(x)):
@@ -304,8 +304,11 @@ def ess_mean(x: ArrayLike) -> float:
 
     Parameters
     ----------
-    x : array-like of shape (n_chains, n_draws) or (n_draws,)
-        Draws of one scalar quantity; a 1-D array is one chain.
+    x : array-like of shape (n_chains, n_draws), (n_draws,) or (n_chains, n_draws, k)
+        Draws of one scalar quantity; a 1-D array is one chain. A 3-D array holds the
+        draws of a vector of ``k`` coordinates: its ESS is the one that gives the mean's
+        summed squared error over the coordinates, from their summed autocovariances
+        (weigh the coordinates by scaling them).
 
     Returns
     -------
@@ -319,9 +322,15 @@ def ess_mean(x: ArrayLike) -> float:
     Raises
     ------
     ValueError
-        If ``x`` is neither 1-D nor 2-D.
+        If ``x`` is not 1-D, 2-D or 3-D.
     """
-    chains = _as_chains(x)
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.ndim > 3:
+        raise ValueError(
+            "expected the draws of one quantity, shape (n_chains, n_draws) or (n_draws,), "
+            f"or of a vector, (n_chains, n_draws, k); got an array of shape {arr.shape}"
+        )
+    chains = arr if arr.ndim == 3 else _as_chains(arr)
     if _is_degenerate(chains):
         return np.nan
     return _ess_core(_split_chains(chains))

@@ -244,6 +244,24 @@ def test_ess_matches_naive_stan_estimator(phi, base):
     assert diag.ess_tail(x) == pytest.approx(tail, rel=1e-10)
 
 
+@pytest.mark.parametrize("base", range(4))
+def test_the_ess_of_a_vector_sums_its_coordinates_autocovariances(base):
+    # identities for any draws: one coordinate is the scalar's ESS, copies of it or a
+    # rescaled copy change nothing, and two coordinates weigh by their variances
+    x = _ar1(np.random.default_rng(base), 0.7, 3, 61)
+    y = np.random.default_rng(base + 100).standard_normal((3, 61))
+    one = diag.ess_mean(x)
+    assert diag.ess_mean(x[..., None]) == pytest.approx(one, rel=1e-12)
+    assert diag.ess_mean(np.stack([x, 3.0 * x], axis=-1)) == pytest.approx(one, rel=1e-12)
+    both = diag.ess_mean(np.stack([x, y], axis=-1))
+    assert min(one, diag.ess_mean(y)) <= both <= max(one, diag.ess_mean(y))
+    # a coordinate scaled far up rules the vector's ESS
+    ruled = diag.ess_mean(np.stack([x, 1e6 * y], axis=-1))
+    assert ruled == pytest.approx(diag.ess_mean(y), rel=1e-6)
+    with pytest.raises(ValueError, match="of a vector"):
+        diag.ess_mean(np.zeros((2, 8, 2, 2)))
+
+
 @pytest.mark.statistical
 def test_ess_iid_normal_close_to_number_of_draws(seed):
     # 1000 simulated replications of 4 x 1000 iid draws gave ess_bulk / S with mean
@@ -387,6 +405,8 @@ def test_one_dimensional_input_is_one_chain(func):
 @pytest.mark.parametrize("func", SCALAR_DIAGNOSTICS)
 @pytest.mark.parametrize("shape", [(), (2, 10, 3)])
 def test_wrong_ndim_raises(func, shape):
+    if func is diag.ess_mean and len(shape) == 3:
+        shape = (*shape, 2)  # its 3-D input is a vector's draws
     with pytest.raises(ValueError, match=r"\(n_chains, n_draws\)"):
         func(np.zeros(shape))
 

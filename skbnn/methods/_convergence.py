@@ -13,7 +13,7 @@ from scipy import stats
 from scipy.special import expit, ndtri, softmax
 
 from .._data import MAX_FEATURE_RMS, feature_rms
-from ..diagnostics import _ess_core, _split_chains, ess_bulk, ess_mean, ess_tail, rhat
+from ..diagnostics import ess_bulk, ess_mean, ess_tail, rhat
 from ..kernels import chain as kchain
 from ..kernels import density as knet
 from ..kernels.likelihoods import HETERO_MIN_VAR
@@ -303,11 +303,9 @@ def _vector_ess(x: np.ndarray) -> float:
     """The ESS for the mean of a vector from its draws ``x`` of shape (chains, draws, k),
     split chains: NaN for chains too short to judge (under 4 draws) or not finite, 1 for
     draws that do not vary (chains that may not have moved)."""
-    if x.shape[1] < 4 or not np.all(np.isfinite(x)):
-        return float("nan")
-    if np.all(x == x.flat[0]):
+    if x.shape[1] >= 4 and np.all(x == x.flat[0]):
         return 1.0
-    return _ess_core(_split_chains(x))
+    return ess_mean(x)
 
 
 def _noise_pdf(z: np.ndarray, noise_df: float | None) -> np.ndarray:
