@@ -119,6 +119,7 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
          " --table many-chains"),
         ("samplers.md", "friedman-advice", "benchmarks/uci", "friedman_advice.jsonl",
          ("friedman-advice",), " --table friedman-advice"),
+        ("samplers.md", "follow-modes", "benchmarks/follow_modes", "follow_modes.jsonl", (), ""),
         ("samplers.md", "nuts-metric", "benchmarks/uci", "nuts_metric.jsonl", ("metric",),
          " --table metric"),
         ("samplers.md", "compare-nuts-peers", "benchmarks/compare_nuts",
