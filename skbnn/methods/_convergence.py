@@ -373,16 +373,19 @@ def predictive_modes(groups, monitored, taus, likelihood: str, n_targets: int,
     out.density, out.density_var = (np.empty((*shape, n_points)) for _ in range(2))
     out.density_ess = np.empty(shape)
 
-    def densities(m, r, o, points=slice(None)):
-        """The density of each of mode ``m``'s draws at row ``r``'s, output ``o``'s
+    # each mode's draws, gathered once: a boolean index copies them
+    f_modes = [f[groups == m] for m in modes]
+    scale_modes = [scale[groups == m] for m in modes]
+
+    def densities(i, r, o, points=slice(None)):
+        """The density of each of mode ``i``'s draws at row ``r``'s, output ``o``'s
         ``points``, shape (chains, draws, points)."""
-        at = groups == m
-        s = scale[at][:, :, o, r, None]
-        return _noise_pdf((y[r, o, points] - f[at][:, :, o, r, None]) / s, noise_df) / s
+        s = scale_modes[i][:, :, o, r, None]
+        return _noise_pdf((y[r, o, points] - f_modes[i][:, :, o, r, None]) / s, noise_df) / s
 
     for r, o in np.ndindex(f.shape[3], f.shape[2]):
-        for i, m in enumerate(modes):
-            d = densities(m, r, o)
+        for i in range(modes.size):
+            d = densities(i, r, o)
             out.density[i, r, o] = d.mean(axis=(0, 1))
             out.density_var[i, r, o] = d.var(axis=(0, 1))
     out.proposal = out.density.mean(axis=0)
@@ -390,9 +393,9 @@ def predictive_modes(groups, monitored, taus, likelihood: str, n_targets: int,
     every = slice(None, None, max(1, n_points // ESS_POINTS))
     for r, o in np.ndindex(f.shape[3], f.shape[2]):
         q = out.proposal[r, o, every]
-        for i, m in enumerate(modes):
+        for i in range(modes.size):
             # the ESS of the densities' mean in the norm predictive_error sums them by
-            out.density_ess[i, r, o] = _vector_ess(densities(m, r, o, every) / q)
+            out.density_ess[i, r, o] = _vector_ess(densities(i, r, o, every) / q)
     return out
 
 
