@@ -8,6 +8,8 @@ log-likelihood per row, the predictive's Monte Carlo error, fit time and whether
 warned. One JSON line per split. Usage::
 
     python benchmarks/follow_modes.py --data bostonHousing --splits 0-19 --out FILE
+    python benchmarks/follow_modes.py --data wine-quality-red --n-modes 32 --max-modes 128 \
+        --out FILE       # advice past 128 modes recorded, not run
     python benchmarks/follow_modes.py --report FILE      # doc/samplers.md's table
 """
 
@@ -89,7 +91,9 @@ def run(args) -> None:
                 fix = eval(match.group(1), namespace)
                 n_samples = int(re.search(r"n_samples=(\d+)", fit["_text"]).group(1))
                 record["advice"] = match.group(1)
-                record["followed"] = _fit(fix, n_samples, data, args.seed, split)
+                record["modes_asked"] = fix.n_modes
+                if args.max_modes is None or fix.n_modes <= args.max_modes:
+                    record["followed"] = _fit(fix, n_samples, data, args.seed, split)
             elif fit["warned"]:
                 record["advice"] = None
                 record["text"] = fit["_text"]
@@ -103,25 +107,40 @@ def _range(values, digits: int) -> str:
     return f"{min(values):.{digits}f}-{max(values):.{digits}f}" if values else ""
 
 
+def _mean_se(values: np.ndarray) -> str:
+    """Mean ± its standard error, or nothing for no values."""
+    if not values.size:
+        return ""
+    se = values.std(ddof=1) / np.sqrt(values.size) if values.size > 1 else float("nan")
+    return f"{values.mean():+.4f} ± {se:.4f}"
+
+
 def report(path) -> str:
-    """doc/samplers.md's table: per data set, how the printed advice fared."""
+    """doc/samplers.md's table: per data set and number of modes of the first fits, how
+    the printed advice fared."""
     rows = [json.loads(line) for line in open(path)]
-    lines = ["| data set | fits | warned | advice printed | silenced as printed | modes asked "
-             "| error, warned fits | error, followed | test LL, followed − first | "
-             "followed fit s |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for dataset in dict.fromkeys(r["dataset"] for r in rows):
-        fits = [r for r in rows if r["dataset"] == dataset]
+    lines = ["| data set | modes | fits | warned | advice printed | run as printed "
+             "| silenced as printed | modes asked | error, warned fits | error, followed "
+             "| test LL, followed − first | discrete LL, followed − first | followed fit s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for dataset, modes in dict.fromkeys((r["dataset"], r["first"]["n_modes"]) for r in rows):
+        fits = [r for r in rows if (r["dataset"], r["first"]["n_modes"]) == (dataset, modes)]
         warned = [r for r in fits if r["first"]["warned"]]
-        followed = [r for r in warned if "followed" in r]
-        gain = np.array([r["followed"]["test_ll"] - r["first"]["test_ll"] for r in followed])
-        se = gain.std(ddof=1) / np.sqrt(gain.size) if gain.size > 1 else float("nan")
+        advised = [r for r in warned if r.get("advice")]
+        followed = [r for r in advised if "followed" in r]
+        # runs before --max-modes recorded the modes asked only in the followed fit
+        asked = [r.get("modes_asked", r.get("followed", {}).get("n_modes")) for r in advised]
+        gain, discrete = (
+            np.array([r["followed"][k] - r["first"][k] for r in followed if k in r["first"]])
+            for k in ("test_ll", "ll_discrete")
+        )
         lines.append(
-            f"| {dataset} | {len(fits)} | {len(warned)} | {len(followed)} | "
-            f"{sum(not r['followed']['warned'] for r in followed)} | "
-            f"{_range([r['followed']['n_modes'] for r in followed], 0)} | "
+            f"| {dataset} | {modes} | {len(fits)} | {len(warned)} | {len(advised)} | "
+            f"{len(followed)} | {sum(not r['followed']['warned'] for r in followed)} | "
+            f"{_range(asked, 0)} | "
             f"{_range([r['first']['error'] for r in warned], 3)} | "
             f"{_range([r['followed']['error'] for r in followed], 3)} | "
-            f"{gain.mean():+.4f} ± {se:.4f} | "
+            f"{_mean_se(gain)} | {_mean_se(discrete)} | "
             f"{_range([r['followed']['fit_time'] for r in followed], 0)} |"
         )
     return "\n".join(lines) + "\n"
@@ -133,6 +152,8 @@ def main() -> None:
     parser.add_argument("--data-dir", default=None, help="default: ../shared/data/uci")
     parser.add_argument("--splits", default="0-19", help="first-last")
     parser.add_argument("--n-modes", type=int, default=8)
+    parser.add_argument("--max-modes", type=int, default=None,
+                        help="record, but do not run, advice asking for more modes")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="append the JSON lines to this file")
     parser.add_argument("--report", default=None, help="print the table of a results file")
