@@ -376,6 +376,10 @@ _BDE = "--report benchmarks/results/bde.jsonl"
         ("bde-mclmc-t32", f"{_BDE} --route {_R}bde_mclmc_t32.jsonl --baseline "
          f"{_R}bde_mclmc_t.jsonl"),
         ("bde-mclmc-t32-times", f"--report {_R}bde_mclmc_t32_time.jsonl --times"),
+        ("route-default-model", f"--report {_R}route_default_model.jsonl "
+         f"{_R}bde_mclmc_t32.jsonl --pair --label skbnn:mclmc --splits 0-4"),
+        ("route-default-model-bde", f"{_BDE} --route {_R}route_default_model.jsonl --label "
+         f"fan_in_scaling=False --baseline {_R}bde_mclmc_t32.jsonl --splits 0-4"),
         ("bde-wine", f"{_BDE} --fits --label skbnn:auto --data wine-quality-red --splits 0-4 "
          "--metrics test_ll ll_discrete de_stage.ll_discrete ll_jitter rmse"),
     ],
