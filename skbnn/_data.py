@@ -162,6 +162,43 @@ def standardize(
     return (Y - mean) / scale, mean, scale
 
 
+def rounding_variance(Y: np.ndarray, scale: np.ndarray) -> float | None:
+    """The variance of rounding to the grid the targets lie on, on the standardized scale:
+    ``(h / scale) ** 2 / 12`` for an output whose values are all multiples of a spacing
+    ``h`` from its smallest (integers: 1), the smallest over the outputs; ``None`` when
+    an output has fewer than three distinct values (any two lie on a grid) or lies on
+    no grid (continuous targets).
+
+    A target rounded to ``h`` is the true value plus an error spread evenly over
+    ``h``, of variance ``h ** 2 / 12`` (Sheppard's correction): a noise the network
+    predicts cannot be smaller, and a density that ignores this can pile onto the
+    grid's points without bound.
+
+    Parameters
+    ----------
+    Y : ndarray of shape (n_rows, n_outputs)
+        The targets, in their own units.
+    scale : ndarray of shape (n_outputs,)
+        The standardization's scale of each output (:func:`standardize`).
+
+    Returns
+    -------
+    float or None
+    """
+    variances = []
+    for col, s in zip(Y.T, scale, strict=True):
+        values = np.unique(col)
+        if values.size < 3:
+            return None
+        h = np.diff(values).min()
+        steps = (values - values[0]) / h
+        # the values' own rounding error, relative to the steps they span
+        if np.max(np.abs(steps - np.round(steps))) > 1e-6:
+            return None
+        variances.append((h / s) ** 2 / 12.0)
+    return float(min(variances))
+
+
 def encode_labels(y, estimator) -> tuple[np.ndarray, np.ndarray, str]:
     """``(classes, Y, likelihood)`` of class labels ``y``: 0/1 codes in one column with the
     Bernoulli likelihood for two classes, a one-hot matrix with the categorical one for

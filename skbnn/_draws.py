@@ -129,12 +129,15 @@ class WeightedDraws:
         chain order, possibly truncated at the end to ``n_draws``).
     heteroscedastic : bool, default=False
         Whether each draw's network predicts the noise per row (two outputs per target: the
-        mean and a raw variance mapped through ``softplus + 1e-6``) instead of carrying a
+        mean and a raw variance mapped through ``softplus + min_var``) instead of carrying a
         noise precision.
     noise_df : float, default=None
         With ``heteroscedastic``, the noise of each row is a Student-t of this many degrees
         of freedom whose scale is the draw's predicted sd (see :meth:`predictive`);
         ``None``: Gaussian.
+    min_var : float, default=None
+        With ``heteroscedastic``, what is added to each row's predicted variance: the
+        likelihood's (:class:`~skbnn.log_posterior.LogPosterior`); ``None``: 1e-6.
 
     Attributes
     ----------
@@ -143,6 +146,8 @@ class WeightedDraws:
 
     #: Read by posteriors pickled before the Student-t noise existed: Gaussian.
     noise_df = None
+    #: Read by posteriors pickled before the variance floor followed the targets' grid.
+    min_var = HETERO_MIN_VAR
 
     def __init__(
         self,
@@ -152,6 +157,7 @@ class WeightedDraws:
         chain_shape=None,
         heteroscedastic=False,
         noise_df=None,
+        min_var=None,
     ):
         self.thetas = np.ascontiguousarray(thetas, dtype=np.float64)
         self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
@@ -159,6 +165,7 @@ class WeightedDraws:
         self.chain_shape = chain_shape
         self.heteroscedastic = bool(heteroscedastic)
         self.noise_df = None if noise_df is None else float(noise_df)
+        self.min_var = HETERO_MIN_VAR if min_var is None else float(min_var)
         #: Draws of each layer's weight precision, shape (n_draws, n_layers), under a
         #: hierarchical prior; None otherwise.
         self.prior_precision = None
@@ -198,7 +205,7 @@ class WeightedDraws:
         """
         if self.heteroscedastic:
             raw = outputs[:, n_targets:]
-            return outputs[:, :n_targets], np.sqrt(np.logaddexp(0.0, raw) + HETERO_MIN_VAR)
+            return outputs[:, :n_targets], np.sqrt(np.logaddexp(0.0, raw) + self.min_var)
         tau = np.broadcast_to(self.noise_precision, (self.n_draws, n_targets))
         if index is not None:
             tau = tau[index]

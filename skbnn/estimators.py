@@ -19,6 +19,7 @@ from . import _version
 from ._data import (
     check_hidden_layer_sizes,
     encode_labels,
+    rounding_variance,
     standardize,
     validate_X,
     warn_repeated,
@@ -27,6 +28,7 @@ from ._data import (
 )
 from ._draws import noise_variance_factor
 from .exceptions import InconsistentVersionWarning, warn
+from .kernels.likelihoods import HETERO_MIN_VAR
 from .layout import ACTIVATIONS, NetworkLayout
 from .log_posterior import LogPosterior, noise_mode
 from .methods import METHODS, BaseMethod
@@ -233,9 +235,11 @@ class _BaseBayesianMLP(BaseEstimator):
         registry = self._NESTED["prior"]
         return registry[self.prior]() if isinstance(self.prior, str) else self.prior
 
-    def _run(self, X, Y, W, likelihood, scaling, noise_precision=1.0, infer_noise=False):
+    def _run(self, X, Y, W, likelihood, scaling, noise_precision=1.0, infer_noise=False,
+             min_var=None):  # fmt: skip
         """Build the target, run the method and keep what it returns; ``scaling`` holds
-        the predictive's target scaling or class labels (:class:`~skbnn.predictive.Predictive`)."""
+        the predictive's target scaling or class labels (:class:`~skbnn.predictive.Predictive`),
+        ``min_var`` the floor of a predicted noise variance (:class:`LogPosterior`)."""
         start = time.perf_counter()
         task = "regression" if likelihood == "gaussian" else "classification"
         hidden = self.hidden_layer_sizes
@@ -257,6 +261,7 @@ class _BaseBayesianMLP(BaseEstimator):
             sample_weight=W,
             # "auto" (the deep ensemble's) builds the Gaussian; the method weighs the t
             noise_df=None if (df := getattr(method, "noise_df", None)) == "auto" else df,
+            min_var=min_var,
         )
         n_samples = method.default_n_samples if self.n_samples is None else self.n_samples
         run_kwargs = {}
@@ -449,7 +454,10 @@ class BayesianMLPRegressor(RegressorMixin, _BaseBayesianMLP):
         Y, y_mean, y_std = standardize(data.Y, W, infer_noise=self.noise_std is None)
         scaling = {"y_mean": y_mean, "y_std": y_std}
         if self.noise_std is None:
-            result = self._run(rows, Y, W, "gaussian", scaling, 1.0, infer_noise=True)
+            # targets rounded to a grid: a noise the network predicts is at least the rounding
+            floor = rounding_variance(data.Y, y_std)
+            floor = None if floor is None else max(floor, HETERO_MIN_VAR)
+            result = self._run(rows, Y, W, "gaussian", scaling, 1.0, True, floor)
         else:
             result = self._run(rows, Y, W, "gaussian", scaling, 1.0 / self.noise_std**2)
         # posterior mean noise sd, averaged over the training rows when it varies by row

@@ -125,7 +125,7 @@ class LogPosterior:
     likelihood : {"gaussian", "heteroscedastic", "bernoulli", "categorical"}
         ``heteroscedastic`` is a Gaussian whose variance the network predicts per row: it
         has two outputs per target column, the mean and a raw variance mapped through
-        ``softplus(f) + 1e-6``.
+        ``softplus(f) + min_var``.
     prior : prior object from :mod:`skbnn.priors`, default=None
         ``None`` means ``GaussianPrior()``.
     noise : {"fixed", "gibbs", "marginal", "theta"}
@@ -147,6 +147,11 @@ class LogPosterior:
         The heteroscedastic likelihood only: each row's noise is a Student-t of this many
         degrees of freedom (above 2), whose squared scale is the variance the network
         predicts; ``None``: Gaussian.
+    min_var : float, default=None
+        The heteroscedastic likelihood only: what is added to every row's predicted
+        variance. ``None``: 1e-6, which keeps it positive; on targets rounded to a grid,
+        the variance of that rounding (:func:`skbnn._data.rounding_variance`), so that no
+        draw's density can pile onto the grid's points.
 
     Attributes
     ----------
@@ -175,6 +180,7 @@ class LogPosterior:
         noise_rate=NOISE_PRECISION_RATE,
         sample_weight=None,
         noise_df=None,
+        min_var=None,
     ):
         _check_noise_df(noise_df, likelihood)
         X = np.asarray(X, dtype=np.float64)
@@ -185,6 +191,7 @@ class LogPosterior:
         self.n_outputs = Y.shape[1]
         self.likelihood = likelihood
         self.noise_df = None if noise_df is None else float(noise_df)
+        self.min_var = HETERO_MIN_VAR if min_var is None else float(min_var)
         self.activation = activation
         gaussian = likelihood == "gaussian"
         self.noise = noise if gaussian else NoiseMode.FIXED.value
@@ -222,6 +229,7 @@ class LogPosterior:
             1.0 if fan_in else 0.0,
             *self.prior.mixture(),
             0.0 if noise_df is None else noise_df,
+            self.min_var,
         )
 
     def with_noise_df(self, noise_df: float | None) -> LogPosterior:
@@ -629,7 +637,7 @@ class LogPosterior:
                 yield chunk, ll.sum(axis=1)
             elif self.likelihood == "heteroscedastic":
                 k = self.n_outputs
-                scale = np.sqrt(np.logaddexp(0.0, f[:, k:]) + HETERO_MIN_VAR)
+                scale = np.sqrt(np.logaddexp(0.0, f[:, k:]) + self.min_var)
                 ll = noise_logpdf(y - f[:, :k], scale, self.noise_df)
                 yield chunk, ll.sum(axis=1)
             elif self.likelihood == "bernoulli":

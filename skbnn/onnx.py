@@ -27,7 +27,6 @@ import math
 import numpy as np
 
 from ._draws import noise_variance_factor
-from .kernels.likelihoods import HETERO_MIN_VAR
 from .layout import ACTIVATIONS
 
 __all__ = ["to_onnx"]
@@ -417,7 +416,7 @@ def _draws(g: _Graph, predictive, X: str, outputs) -> None:
         # heteroscedastic: the outputs are the means, then the raw noise variances
         mean = g.op("Slice", f, g.axes(0), g.axes(k), g.axes(2))
         raw = g.op("Slice", f, g.axes(k), g.axes(2 * k), g.axes(2))
-        noise = g.op("Add", g.softplus(raw), g.const(HETERO_MIN_VAR))
+        noise = g.op("Add", g.softplus(raw), g.const(predictive.posterior.min_var))
         if predictive.noise_df is not None:
             # a Student-t's variance is its squared scale times df / (df - 2)
             factor = noise_variance_factor(predictive.noise_df)

@@ -5,7 +5,10 @@ import numpy as np
 import pytest
 
 from skbnn import BayesianMLPClassifier, BayesianMLPRegressor
-from skbnn.methods import MAMS, NUTS
+from skbnn._data import rounding_variance
+from skbnn.kernels.likelihoods import HETERO_MIN_VAR
+from skbnn.log_posterior import LogPosterior
+from skbnn.methods import MAMS, NUTS, DeepEnsemble
 
 
 def _noisy_ramp(seed, n=200):
@@ -71,3 +74,56 @@ def test_heteroscedastic_sampler_classifier_is_an_error():
     est = BayesianMLPClassifier(hidden_layer_sizes=(2,), method=NUTS(heteroscedastic=True))
     with pytest.raises(ValueError, match="heteroscedastic=True applies to regression only"):
         est.fit(X, y > 1)
+
+
+def test_rounding_variance_reads_the_grid_the_targets_lie_on():
+    rng = np.random.default_rng(0)
+    ratings = rng.integers(3, 9, 60).astype(float)  # wine's quality scores, say
+    halves = rng.integers(0, 9, 60) / 2.0 + 0.25
+    scale = np.array([2.0, 0.5])
+    # Sheppard's correction: the variance of rounding to h, h^2 / 12, on the standardized
+    # scale; the smallest over the outputs
+    both = rounding_variance(np.column_stack([ratings, halves]), scale)
+    assert both == pytest.approx(min((1 / 2.0) ** 2, (0.5 / 0.5) ** 2) / 12, rel=1e-12)
+    assert rounding_variance(ratings[:, None] * 1000.0, np.ones(1)) == pytest.approx(1e6 / 12)
+    # on no grid, or on too few values to tell: none, for the whole fit
+    assert rounding_variance(rng.standard_normal((60, 1)), np.ones(1)) is None
+    assert rounding_variance(np.column_stack([ratings, rng.standard_normal(60)]), scale) is None
+    assert rounding_variance(np.array([[0.3], [7.1], [0.3]]), np.ones(1)) is None
+
+
+def test_the_floor_enters_the_likelihood_and_its_gradient():
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((23, 4)), rng.standard_normal(23)
+    plain = LogPosterior(X, Y, (5,), "tanh", "heteroscedastic")
+    floored = LogPosterior(X, Y, (5,), "tanh", "heteroscedastic", min_var=0.3)
+    assert plain.min_var == HETERO_MIN_VAR and floored.min_var == 0.3
+    for theta in plain.sample_prior(rng, 3):
+        # the kernel's log-likelihood is the rows' (computed apart, in numpy), and the
+        # floor changes it
+        ll = floored.loglik_logprior(theta)[0]
+        assert ll == pytest.approx(floored.pointwise_loglik(theta[None]).sum(), rel=1e-10)
+        assert abs(ll - plain.loglik_logprior(theta)[0]) > 1e-3
+        value, grad = floored.logp_and_grad(theta)
+        step = 1e-6 * rng.standard_normal(theta.size)
+        ahead, behind = floored.logp(theta + step), floored.logp(theta - step)
+        assert (ahead - behind) / 2 == pytest.approx(grad @ step, rel=1e-5, abs=1e-9)
+
+
+def test_integer_targets_keep_each_draws_noise_above_their_rounding():
+    # integer targets a network fits exactly (five plateaus): without the floor, the
+    # members shrink their noise onto them (their aleatoric sd was 0.04-0.05 here, a
+    # density spike), with it no row's is below the rounding's sd, 1 / sqrt(12)
+    rng = np.random.default_rng(0)
+    X = (np.repeat(np.arange(-2.0, 3.0), 24) + 0.05 * rng.standard_normal(120))[:, None]
+    y = np.round(X[:, 0])
+    est = BayesianMLPRegressor(
+        hidden_layer_sizes=(8,), method=DeepEnsemble(heteroscedastic=True), n_samples=2,
+        random_state=0,
+    ).fit(X, y)  # fmt: skip
+    assert est.posterior_.min_var == pytest.approx((1.0 / y.std()) ** 2 / 12, rel=1e-12)
+    aleatoric = est.predict_std(X, kind="aleatoric")
+    assert np.all(aleatoric >= 1.0 / np.sqrt(12.0) * (1 - 1e-9))
+    # nor does the floor reach targets on no grid
+    est.fit(X, y + 0.01 * rng.standard_normal(y.size))
+    assert est.posterior_.min_var == HETERO_MIN_VAR

@@ -101,6 +101,7 @@ CONFIG = record(
         ("mix_weight", np.float64),
         ("mix_ratio", np.float64),
         ("noise_df", np.float64),
+        ("min_var", np.float64),
     ],
     align=True,
 )

@@ -3,8 +3,10 @@ known, sampled or marginalized noise), heteroscedastic Gaussian or Student-t, Be
 categorical.
 
 The heteroscedastic likelihood reads ``2 m`` network outputs for ``m`` targets: the
-means, then raw variances mapped through ``softplus(f) + 1e-6`` (as in Lakshminarayanan et
-al. 2017). With ``cfg.noise_df`` above zero, each row's noise is a Student-t of that many
+means, then raw variances mapped through ``softplus(f) + v0`` (as in Lakshminarayanan et
+al. 2017), where ``v0`` (``cfg.min_var``) is ``HETERO_MIN_VAR``, or the variance of
+rounding to the grid the targets lie on (:func:`skbnn._data.rounding_variance`). With
+``cfg.noise_df`` above zero, each row's noise is a Student-t of that many
 degrees of freedom whose squared scale is that variance.
 """
 
@@ -15,7 +17,8 @@ from numba.extending import overload
 from ._compile import _FM, _OVERLOAD, _dispatch, njit
 from ._libm import _FM_EXACT, _LOG_2PI, _exp_neg, _log, _log1p_unit
 
-# floor of the heteroscedastic likelihood's variance, as in Lakshminarayanan et al. (2017)
+# floor of the heteroscedastic likelihood's variance, as in Lakshminarayanan et al. (2017),
+# for targets on no grid
 HETERO_MIN_VAR = 1e-6
 
 
@@ -131,6 +134,7 @@ def _heteroscedastic_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base
     m = k // 2
     nu = cfg.noise_df
     student = nu > 0.0
+    floor = cfg.min_var
     # the Student-t's normalizing constant, per unit of row weight
     t_const = 0.0
     if student:
@@ -150,7 +154,7 @@ def _heteroscedastic_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base
             for t in range(n):
                 f = raw[t]
                 e = dv[t]
-                var = (f if f >= 0.0 else 0.0) + _log1p_unit(e) + HETERO_MIN_VAR
+                var = (f if f >= 0.0 else 0.0) + _log1p_unit(e) + floor
                 r = y[t] - mu[t]
                 wt = w[t]
                 ssr += wt * r * r
@@ -165,7 +169,7 @@ def _heteroscedastic_terms(ws, out_base, YT, w, sw, tau, k, n, delta, delta_base
             for t in range(n):
                 f = raw[t]
                 e = dv[t]
-                var = (f if f >= 0.0 else 0.0) + _log1p_unit(e) + HETERO_MIN_VAR
+                var = (f if f >= 0.0 else 0.0) + _log1p_unit(e) + floor
                 r = y[t] - mu[t]
                 inv = 1.0 / var
                 wt = w[t]

@@ -281,7 +281,13 @@ def chain_diagnostics(method, target, chains, n_keep) -> ChainDiagnostics:
     taus = np.stack([c.arrays.taus for c in chains])
     groups = method._mode_of_chain() if method._n_modes > 1 else np.arange(len(chains))
     out.predictive_modes = predictive_modes(
-        groups, monitored, taus, target.likelihood, target.n_outputs, target.noise_df
+        groups,
+        monitored,
+        taus,
+        target.likelihood,
+        target.n_outputs,
+        target.noise_df,
+        target.min_var,
     )
     return out
 
@@ -335,7 +341,8 @@ def _points(f, scale, groups, modes, n_points: int, noise_df: float | None) -> n
 
 
 def predictive_modes(groups, monitored, taus, likelihood: str, n_targets: int,
-                     noise_df: float | None = None) -> PredictiveModes:  # fmt: skip
+                     noise_df: float | None = None,
+                     min_var: float = HETERO_MIN_VAR) -> PredictiveModes:  # fmt: skip
     """What the predictive's Monte Carlo error is judged by, per mode (a group of chains:
     ``groups[c]`` is chain ``c``'s), at each monitored row and output.
 
@@ -349,7 +356,7 @@ def predictive_modes(groups, monitored, taus, likelihood: str, n_targets: int,
     """
     if likelihood == "heteroscedastic":
         f = monitored[:, :, :n_targets]
-        noise = np.logaddexp(0.0, monitored[:, :, n_targets:]) + HETERO_MIN_VAR
+        noise = np.logaddexp(0.0, monitored[:, :, n_targets:]) + min_var
     elif likelihood == "gaussian":
         f = monitored
         noise = np.broadcast_to((1.0 / taus[:, :, :n_targets])[..., None], f.shape)

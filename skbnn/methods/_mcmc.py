@@ -797,6 +797,7 @@ class HMCFamily(BaseMethod):
             noise_precision=noise,
             chain_shape=(self.n_chains, n_keep),
             heteroscedastic=target.likelihood == "heteroscedastic",
+            min_var=target.min_var,
             noise_df=target.noise_df,
         )
         if n_hyper:

@@ -186,9 +186,11 @@ SAMPLER_DOCS: dict = {
     target, as the members of :class:`DeepEnsemble`), sampled with the weights,
     instead of one noise for all rows; ``"auto"``: where the noise is inferred.
     Regression only. It lets the predictive widen where the data are noisier, which
-    one noise precision cannot. On integer targets (counts, ratings) a draw's
-    variance can collapse onto the integers it predicts exactly, a density spike the
-    Gaussian likelihood rewards without bound: keep one noise there.""",
+    one noise precision cannot. On targets rounded to a grid of spacing ``h``
+    (integers: counts, ratings; ``h = 1``) each row's variance is at least the
+    rounding's, ``h ** 2 / 12`` (Sheppard's correction), where a draw's variance
+    could otherwise collapse onto the points it predicts exactly, a density spike
+    the likelihood rewards without bound.""",
     ),
     "noise_df": ("float or None", NOISE_DF_DOC),
     "target_rhat, target_ess, max_time": (

@@ -91,9 +91,11 @@ class DeepEnsemble(NoiseHead, Trainer):
         Regression only: each member has a second output per target, mapped through
         ``softplus + 1e-6`` to the noise variance of each row, and is trained on the
         Gaussian likelihood with that variance (the configuration of the Deep Ensembles
-        paper). ``"auto"`` is True where the noise is inferred (``noise_std=None``), so the
-        intervals widen where the data are noisier, and False for a fixed ``noise_std`` and
-        for classifiers; True needs ``noise_std=None``.
+        paper). On targets rounded to a grid of spacing ``h`` (integers: ``h = 1``) the
+        ``1e-6`` is the rounding's variance, ``h ** 2 / 12``, so that no member's density
+        piles onto the grid's points. ``"auto"`` is True where the noise is inferred
+        (``noise_std=None``), so the intervals widen where the data are noisier, and False
+        for a fixed ``noise_std`` and for classifiers; True needs ``noise_std=None``.
     noise_df : float, "auto" or None, default=None
         The degrees of freedom of a Student-t noise of each row, in place of the
         Gaussian, with ``heteroscedastic``: a member's predicted variance of a row is the
@@ -176,6 +178,7 @@ class DeepEnsemble(NoiseHead, Trainer):
             thetas,
             noise_precision=noise_of(target, thetas),
             heteroscedastic=target.likelihood == "heteroscedastic",
+            min_var=target.min_var,
             noise_df=target.noise_df,
         )
         return FitResult(posterior, diagnostics=diagnostics)

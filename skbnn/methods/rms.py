@@ -114,6 +114,7 @@ class RandomizedMAP(NoiseHead, Trainer):
             thetas,
             noise_precision=noise_of(target, thetas),
             heteroscedastic=target.likelihood == "heteroscedastic",
+            min_var=target.min_var,
             noise_df=target.noise_df,
         )
         diagnostics = RMSDiagnostics.extending(train, perturbed_targets=perturb)
