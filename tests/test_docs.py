@@ -380,6 +380,16 @@ _BDE = "--report benchmarks/results/bde.jsonl"
          f"{_R}bde_mclmc_t32.jsonl --pair --label skbnn:mclmc --splits 0-4"),
         ("route-default-model-bde", f"{_BDE} --route {_R}route_default_model.jsonl --label "
          f"fan_in_scaling=False --baseline {_R}bde_mclmc_t32.jsonl --splits 0-4"),
+        ("route-default-model-20", f"--report {_R}route_default_model.jsonl --pair --label "
+         "activation=tanh+fan_in_scaling=False --baseline-label skbnn:auto --splits 0-19"),
+        ("route-default-model-bde-20", f"{_BDE} --route {_R}route_default_model.jsonl "
+         f"--label activation=tanh+fan_in_scaling=False --baseline {_R}bde_mclmc_t32.jsonl "
+         "--splits 0-19"),
+        ("route-wine-floor", f"{_BDE} --route {_R}route_wine_floor.jsonl --baseline "
+         f"{_R}route_default_model.jsonl --baseline-label activation=tanh+fan_in_scaling=False "
+         "--splits 0-19"),
+        ("route-wine-floor-nuts", f"{_BDE} --route {_R}route_wine_floor.jsonl --baseline "
+         f"{_R}route_default_model.jsonl --baseline-label skbnn:auto --splits 0-19"),
         ("bde-wine", f"{_BDE} --fits --label skbnn:auto --data wine-quality-red --splits 0-4 "
          "--metrics test_ll ll_discrete de_stage.ll_discrete ll_jitter rmse"),
     ],
