@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _uci import emitter, machine, standardize  # noqa: E402
-from bde import load_data, score, skbnn_mixture  # noqa: E402
+from bde import _signed_mean_se, load_data, score, skbnn_mixture  # noqa: E402
 
 #: the route's stage (doc/samplers.md, "Thirty-two modes"), at ``n_modes`` optima
 STAGE = {"heteroscedastic": True, "n_warmup": 5000, "desired_energy_var": 0.1,
@@ -108,11 +108,8 @@ def _range(values, digits: int) -> str:
 
 
 def _mean_se(values: np.ndarray) -> str:
-    """Mean ± its standard error, or nothing for no values."""
-    if not values.size:
-        return ""
-    se = values.std(ddof=1) / np.sqrt(values.size) if values.size > 1 else float("nan")
-    return f"{values.mean():+.4f} ± {se:.4f}"
+    """Mean ± its standard error (bde.py's cell), or nothing for no values."""
+    return _signed_mean_se(values, bold=False) if values.size else ""
 
 
 def report(path) -> str:
