@@ -120,6 +120,8 @@ def test_architecture_tables_match_the_benchmark_results(monkeypatch):
         ("samplers.md", "friedman-advice", "benchmarks/uci", "friedman_advice.jsonl",
          ("friedman-advice",), " --table friedman-advice"),
         ("samplers.md", "follow-modes", "benchmarks/follow_modes", "follow_modes.jsonl", (), ""),
+        ("samplers.md", "follow-modes-floor", "benchmarks/follow_modes", "follow_modes_floor.jsonl",
+         (), ""),
         ("samplers.md", "nuts-metric", "benchmarks/uci", "nuts_metric.jsonl", ("metric",),
          " --table metric"),
         ("samplers.md", "compare-nuts-peers", "benchmarks/compare_nuts",
