@@ -392,6 +392,9 @@ _BDE = "--report benchmarks/results/bde.jsonl"
          "--splits 0-19"),
         ("route-wine-floor-nuts", f"{_BDE} --route {_R}route_wine_floor.jsonl --baseline "
          f"{_R}route_default_model.jsonl --baseline-label skbnn:auto --splits 0-19"),
+        ("route-boston-floor", f"{_BDE} --route {_R}route_floor_boston.jsonl --baseline "
+         f"{_R}route_default_model.jsonl --baseline-label activation=tanh+fan_in_scaling=False "
+         "--splits 0-19"),
         ("bde-wine", f"{_BDE} --fits --label skbnn:auto --data wine-quality-red --splits 0-4 "
          "--metrics test_ll ll_discrete de_stage.ll_discrete ll_jitter rmse"),
     ],

@@ -39,7 +39,7 @@ them by more than two standard errors; under the default prior and network its m
 missed more than NUTS's. On wine its draws piled density onto the integer targets and
 7 of 20 fits warned, until the predicted noise was floored at the targets' rounding
 (``h ** 2 / 12``): then none warned, and it led NUTS and bde on all twenty splits
-(2 of 100 fits warned over the five sets; doc/samplers.md, "The stage at tanh and bde's
+(1 of 100 fits warned over the five sets; doc/samplers.md, "The stage at tanh and bde's
 prior, twenty splits"). The prior and the network are the estimator's, not the
 method's, so running the stage here changes the default prior and network where
 ``"auto"`` samples this way: not done yet, so ``"auto"`` keeps the dispersed chains. Each of them
